@@ -1,0 +1,145 @@
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{HeaderValue, headers};
+
+/// The longest `x-error` written, in bytes. Longer errors are cut at a
+/// character boundary and marked, so a huge error message or error chain can
+/// never push a republish over the broker's frame size.
+pub const MAX_ERROR_LEN: usize = 4096;
+
+/// Why a message was dead-lettered (the `x-dead-letter-reason` header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeadLetterReason {
+    /// The handler's error was classified permanent.
+    Permanent,
+    /// Every retry tier was used.
+    Exhausted,
+    /// The body could not be decoded.
+    Decode,
+}
+
+impl DeadLetterReason {
+    /// The header value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadLetterReason::Permanent => "permanent",
+            DeadLetterReason::Exhausted => "exhausted",
+            DeadLetterReason::Decode => "decode",
+        }
+    }
+}
+
+impl fmt::Display for DeadLetterReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Cuts `error` to at most [`MAX_ERROR_LEN`] bytes on a character boundary,
+/// saying how much was cut.
+///
+/// ```
+/// use backoff_core::{truncate_error, MAX_ERROR_LEN};
+/// assert_eq!(truncate_error("short"), "short");
+/// let long = "é".repeat(10_000);
+/// let cut = truncate_error(&long);
+/// assert!(cut.len() <= MAX_ERROR_LEN);
+/// assert!(cut.ends_with("bytes truncated]"));
+/// ```
+pub fn truncate_error(error: &str) -> String {
+    if error.len() <= MAX_ERROR_LEN {
+        return error.to_owned();
+    }
+    // Room for the marker: "… [12345678901234567890 bytes truncated]".
+    let budget = MAX_ERROR_LEN - 48;
+    let mut end = budget;
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [{} bytes truncated]", &error[..end], error.len() - end)
+}
+
+/// The headers a dead-lettered message carries, on top of all its original
+/// headers and properties.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// Why it was dead-lettered.
+    pub reason: DeadLetterReason,
+    /// The retry tiers it went through (`x-retry-count`).
+    pub retry_count: u32,
+    /// The error, already bounded by [`truncate_error`].
+    pub error: String,
+    /// When, RFC 3339 in UTC.
+    pub failed_at: String,
+    /// The work queue it failed in.
+    pub queue: String,
+    /// The exchange of the failed delivery.
+    pub exchange: String,
+    /// The routing key of the failed delivery.
+    pub routing_key: String,
+}
+
+impl DeadLetter {
+    /// The headers to set, as name and value.
+    pub fn headers(&self) -> [(&'static str, HeaderValue<'_>); 7] {
+        [
+            (
+                headers::RETRY_COUNT,
+                HeaderValue::Int(self.retry_count.into()),
+            ),
+            (headers::ERROR, HeaderValue::Str(&self.error)),
+            (headers::FAILED_AT, HeaderValue::Str(&self.failed_at)),
+            (
+                headers::DEAD_LETTER_REASON,
+                HeaderValue::Str(self.reason.as_str()),
+            ),
+            (headers::ORIGINAL_QUEUE, HeaderValue::Str(&self.queue)),
+            (headers::ORIGINAL_EXCHANGE, HeaderValue::Str(&self.exchange)),
+            (
+                headers::ORIGINAL_ROUTING_KEY,
+                HeaderValue::Str(&self.routing_key),
+            ),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn truncation_is_bounded_and_keeps_short_errors(s in "\\PC{0,3000}", repeat in 1usize..6) {
+            let error = s.repeat(repeat);
+            let cut = truncate_error(&error);
+            prop_assert!(cut.len() <= MAX_ERROR_LEN);
+            if error.len() <= MAX_ERROR_LEN {
+                prop_assert_eq!(cut, error);
+            } else {
+                let kept = cut.split("… [").next().unwrap();
+                prop_assert!(error.starts_with(kept));
+            }
+        }
+    }
+
+    #[test]
+    fn headers_name_the_reason_and_count() {
+        let dl = DeadLetter {
+            reason: DeadLetterReason::Exhausted,
+            retry_count: 3,
+            error: "db down".into(),
+            failed_at: "2026-01-01T00:00:00Z".into(),
+            queue: "orders".into(),
+            exchange: "orders".into(),
+            routing_key: "orders".into(),
+        };
+        let h = dl.headers();
+        assert!(h.contains(&("x-retry-count", HeaderValue::Int(3))));
+        assert!(h.contains(&("x-dead-letter-reason", HeaderValue::Str("exhausted"))));
+        assert!(h.contains(&("x-error", HeaderValue::Str("db down"))));
+    }
+}

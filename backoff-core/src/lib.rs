@@ -1,0 +1,44 @@
+//! Pure logic of [rabbit-backoff](https://docs.rs/rabbit-backoff): everything the
+//! framework decides, with no I/O and no async runtime.
+//!
+//! - [`Delays`]: the retry schedule, parsed from `"5s,15s,60s"`;
+//! - [`ConsumerSpec`] and [`Topology`]: which exchanges, queues and bindings a
+//!   consumer needs, with their names and arguments;
+//! - [`read_retry_count`]: the tolerant reading of the `x-retry-count` header;
+//! - [`decide`]: what to do with one delivery after its handler ran;
+//! - [`DeadLetter`]: the headers a dead-lettered message carries;
+//! - [`Classify`]: how an error type says whether retrying can help.
+//!
+//! The runtime only executes these decisions against the broker, so every rule
+//! here is unit-tested without one.
+//!
+//! ```
+//! use backoff_core::{decide, Decision, Delays, Outcome, ErrorClass};
+//!
+//! let delays: Delays = "5s,15s,60s".parse()?;
+//! let failed = Outcome::Failed { class: ErrorClass::Transient, error: "db down".into() };
+//! assert_eq!(decide(&delays, 0, &failed), Decision::Retry { tier: 0, next_count: 1 });
+//! # Ok::<(), backoff_core::DelayError>(())
+//! ```
+#![warn(missing_docs)]
+
+mod classify;
+mod dead_letter;
+mod decision;
+mod delays;
+mod header_value;
+pub mod headers;
+mod names;
+mod retry_count;
+mod spec;
+mod topology;
+
+pub use classify::{Classify, ErrorClass};
+pub use dead_letter::{DeadLetter, DeadLetterReason, MAX_ERROR_LEN, truncate_error};
+pub use decision::{Decision, Outcome, decide};
+pub use delays::{DelayError, Delays, MAX_DELAY_MS};
+pub use header_value::HeaderValue;
+pub use names::{NameError, NameOverrides, TopologyNames, validate_name};
+pub use retry_count::{RetryCount, RetryCountWarning, read_retry_count};
+pub use spec::{ConsumerSpec, ExchangeKind, QueueType, SpecError};
+pub use topology::{Argument, Binding, ExchangeDecl, QueueDecl, Topology};

@@ -1,0 +1,280 @@
+use serde::{Deserialize, Serialize};
+
+use crate::{ConsumerSpec, ExchangeKind, QueueType};
+
+/// A queue or exchange argument value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Argument {
+    /// An integer argument such as `x-message-ttl`.
+    Int(i64),
+    /// A string argument such as `x-dead-letter-exchange`.
+    Str(String),
+}
+
+/// An exchange the consumer declares (always durable, never auto-deleted).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExchangeDecl {
+    /// Its name.
+    pub name: String,
+    /// Its type.
+    pub kind: ExchangeKind,
+}
+
+/// A queue the consumer declares (always durable, never exclusive or
+/// auto-deleted), with its arguments in a stable order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueDecl {
+    /// Its name.
+    pub name: String,
+    /// Its `x-…` arguments.
+    pub arguments: Vec<(String, Argument)>,
+}
+
+impl QueueDecl {
+    /// The value of one argument.
+    pub fn argument(&self, key: &str) -> Option<&Argument> {
+        self.arguments
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v)
+    }
+}
+
+/// A binding of a queue to an exchange.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Binding {
+    /// The queue.
+    pub queue: String,
+    /// The exchange.
+    pub exchange: String,
+    /// The routing key.
+    pub routing_key: String,
+}
+
+/// Everything one consumer declares, in declaration order (exchanges, then
+/// queues, then bindings).
+///
+/// ```
+/// use backoff_core::{Argument, ConsumerSpec, Topology};
+///
+/// let spec = ConsumerSpec::new("orders", "5s,15s,60s".parse()?);
+/// let topology = Topology::of(&spec);
+/// let retry = &topology.retry_queues[0];
+/// assert_eq!(retry.name, "orders.retry_5000ms");
+/// assert_eq!(retry.argument("x-message-ttl"), Some(&Argument::Int(5000)));
+/// // Expired messages go straight back to the work queue, and only to it.
+/// assert_eq!(retry.argument("x-dead-letter-exchange"), Some(&Argument::Str("".into())));
+/// assert_eq!(retry.argument("x-dead-letter-routing-key"), Some(&Argument::Str("orders".into())));
+/// # Ok::<(), backoff_core::DelayError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Topology {
+    /// The work exchange.
+    pub work_exchange: ExchangeDecl,
+    /// The work queue.
+    pub work_queue: QueueDecl,
+    /// The retry exchange.
+    pub retry_exchange: ExchangeDecl,
+    /// One retry queue per delay, in tier order.
+    pub retry_queues: Vec<QueueDecl>,
+    /// The dead-letter exchange.
+    pub dead_letter_exchange: ExchangeDecl,
+    /// The dead-letter queue.
+    pub dead_letter_queue: QueueDecl,
+    /// Every binding.
+    pub bindings: Vec<Binding>,
+}
+
+fn s(v: &str) -> Argument {
+    Argument::Str(v.to_owned())
+}
+
+impl Topology {
+    /// The topology a consumer declares.
+    pub fn of(spec: &ConsumerSpec) -> Self {
+        let n = spec.names();
+        let quorum = spec.queue_type == QueueType::Quorum;
+
+        let mut work_args = vec![
+            (
+                "x-dead-letter-exchange".to_owned(),
+                s(&n.dead_letter_exchange),
+            ),
+            (
+                "x-dead-letter-routing-key".to_owned(),
+                s(&n.dead_letter_routing_key),
+            ),
+        ];
+        if quorum {
+            work_args.push(("x-queue-type".to_owned(), s("quorum")));
+            work_args.push((
+                "x-delivery-limit".to_owned(),
+                Argument::Int(i64::from(spec.delivery_limit)),
+            ));
+        }
+
+        let retry_queues = spec
+            .delays
+            .as_millis()
+            .iter()
+            .map(|&ms| {
+                let mut arguments = vec![
+                    ("x-message-ttl".to_owned(), Argument::Int(ms as i64)),
+                    // The default exchange routes by queue name: the message
+                    // returns to the work queue it failed in and to no other,
+                    // whatever the type of the work exchange.
+                    ("x-dead-letter-exchange".to_owned(), s("")),
+                    ("x-dead-letter-routing-key".to_owned(), s(&n.queue)),
+                ];
+                if quorum {
+                    arguments.push(("x-queue-type".to_owned(), s("quorum")));
+                    arguments.push(("x-dead-letter-strategy".to_owned(), s("at-least-once")));
+                    arguments.push(("x-overflow".to_owned(), s("reject-publish")));
+                }
+                QueueDecl {
+                    name: n.retry_queue(ms),
+                    arguments,
+                }
+            })
+            .collect::<Vec<_>>();
+
+        let mut dlq_args = Vec::new();
+        if quorum {
+            dlq_args.push(("x-queue-type".to_owned(), s("quorum")));
+        }
+
+        let mut bindings = vec![Binding {
+            queue: n.queue.clone(),
+            exchange: n.exchange.clone(),
+            routing_key: n.routing_key.clone(),
+        }];
+        bindings.extend(retry_queues.iter().map(|q| Binding {
+            queue: q.name.clone(),
+            exchange: n.retry_exchange.clone(),
+            routing_key: q.name.clone(),
+        }));
+        bindings.push(Binding {
+            queue: n.dead_letter_queue.clone(),
+            exchange: n.dead_letter_exchange.clone(),
+            routing_key: n.dead_letter_routing_key.clone(),
+        });
+
+        Topology {
+            work_exchange: ExchangeDecl {
+                name: n.exchange.clone(),
+                kind: spec.exchange_kind,
+            },
+            work_queue: QueueDecl {
+                name: n.queue.clone(),
+                arguments: work_args,
+            },
+            retry_exchange: ExchangeDecl {
+                name: n.retry_exchange.clone(),
+                kind: ExchangeKind::Direct,
+            },
+            retry_queues,
+            dead_letter_exchange: ExchangeDecl {
+                name: n.dead_letter_exchange.clone(),
+                kind: ExchangeKind::Direct,
+            },
+            dead_letter_queue: QueueDecl {
+                name: n.dead_letter_queue.clone(),
+                arguments: dlq_args,
+            },
+            bindings,
+        }
+    }
+
+    /// The exchanges, in declaration order.
+    pub fn exchanges(&self) -> [&ExchangeDecl; 3] {
+        [
+            &self.work_exchange,
+            &self.retry_exchange,
+            &self.dead_letter_exchange,
+        ]
+    }
+
+    /// The queues, in declaration order: dead-letter queue, retry queues, work queue.
+    pub fn queues(&self) -> impl Iterator<Item = &QueueDecl> {
+        std::iter::once(&self.dead_letter_queue)
+            .chain(&self.retry_queues)
+            .chain(std::iter::once(&self.work_queue))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> ConsumerSpec {
+        ConsumerSpec::new("orders", "5s,15s,60s".parse().unwrap())
+    }
+
+    #[test]
+    fn classic_topology_matches_the_design() {
+        let t = Topology::of(&spec());
+        assert_eq!(
+            t.work_exchange,
+            ExchangeDecl {
+                name: "orders".into(),
+                kind: ExchangeKind::Direct
+            }
+        );
+        assert_eq!(
+            t.work_queue.argument("x-dead-letter-exchange"),
+            Some(&s("orders.dlx"))
+        );
+        assert_eq!(
+            t.work_queue.argument("x-dead-letter-routing-key"),
+            Some(&s("orders.dlq"))
+        );
+        assert_eq!(t.work_queue.argument("x-queue-type"), None);
+        let names: Vec<_> = t.retry_queues.iter().map(|q| q.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "orders.retry_5000ms",
+                "orders.retry_15000ms",
+                "orders.retry_60000ms"
+            ]
+        );
+        assert_eq!(
+            t.retry_queues[2].argument("x-message-ttl"),
+            Some(&Argument::Int(60_000))
+        );
+        assert!(t.dead_letter_queue.arguments.is_empty());
+        assert_eq!(t.bindings.len(), 5);
+        assert!(t.bindings.contains(&Binding {
+            queue: "orders.retry_15000ms".into(),
+            exchange: "orders.retry".into(),
+            routing_key: "orders.retry_15000ms".into(),
+        }));
+        assert!(t.bindings.contains(&Binding {
+            queue: "orders.dlq".into(),
+            exchange: "orders.dlx".into(),
+            routing_key: "orders.dlq".into(),
+        }));
+        assert_eq!(t.queues().count(), 5);
+    }
+
+    #[test]
+    fn quorum_topology_is_at_least_once_with_an_explicit_delivery_limit() {
+        let mut spec = spec();
+        spec.queue_type = QueueType::Quorum;
+        spec.delivery_limit = 7;
+        let t = Topology::of(&spec);
+        assert_eq!(t.work_queue.argument("x-queue-type"), Some(&s("quorum")));
+        assert_eq!(
+            t.work_queue.argument("x-delivery-limit"),
+            Some(&Argument::Int(7))
+        );
+        for q in &t.retry_queues {
+            assert_eq!(
+                q.argument("x-dead-letter-strategy"),
+                Some(&s("at-least-once"))
+            );
+            assert_eq!(q.argument("x-overflow"), Some(&s("reject-publish")));
+        }
+    }
+}
