@@ -1,1 +1,122 @@
-//! placeholder
+//! Declarative RabbitMQ consumers with exponential backoff.
+//!
+//! Annotate an `async fn` handler with [`backoff_consumer`], derive
+//! [`Classify`](derive@Classify) on its error type, register it on a
+//! [`Runtime`]: the framework declares the work queue, one retry queue per
+//! delay and a dead-letter queue, then consumes. A failed message waits in the
+//! retry queue of its tier and comes back; a permanent failure, or one that
+//! used every tier, lands in the dead-letter queue with `x-error`,
+//! `x-failed-at` and `x-retry-count`. The original is acked only after the
+//! broker confirmed the copy, so nothing is lost.
+//!
+//! ```no_run
+//! use rabbit_backoff::prelude::*;
+//!
+//! #[derive(Debug, serde::Deserialize)]
+//! struct Order { id: u64 }
+//!
+//! #[derive(Debug, Classify)]
+//! enum OrderError {
+//!     Unavailable,
+//!     #[permanent]
+//!     Invalid(String),
+//! }
+//! # impl std::fmt::Display for OrderError {
+//! #     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { write!(f, "{self:?}") }
+//! # }
+//!
+//! /// Stores an order.
+//! #[backoff_consumer(queue = "orders", delays = "5s,15s,60s")]
+//! async fn process_order(order: Order, ctx: &Context) -> Result<(), OrderError> {
+//!     if order.id == 0 {
+//!         return Err(OrderError::Invalid("id 0".into()));
+//!     }
+//!     println!("order {} (attempt {})", order.id, ctx.attempt());
+//!     Ok(())
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), rabbit_backoff::Error> {
+//!     Runtime::builder().consumer(process_order).run().await
+//! }
+//! ```
+#![warn(missing_docs)]
+
+pub use backoff_core::{
+    Classify, ConsumerSpec, DeadLetterReason, DelayError, Delays, ErrorClass, ExchangeKind,
+    NameOverrides, QueueType, Topology, TopologyNames, headers,
+};
+pub use backoff_runtime::{
+    Consumer, Context, DEFAULT_AMQP_URL, Error, Outgoing, PublishFailure, Publisher, Runtime,
+    RuntimeBuilder, ShutdownHandle, State, StateRequirement, amqp_url_from_env, declare_topology,
+    lapin,
+};
+
+/// Turns an `async fn` handler into a consumer of the same name.
+///
+/// ```
+/// use rabbit_backoff::prelude::*;
+///
+/// #[derive(Debug, Classify)]
+/// enum MailError { Smtp }
+/// # impl std::fmt::Display for MailError {
+/// #     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("smtp") }
+/// # }
+/// struct Mailer;
+///
+/// #[backoff_consumer(queue = "emails", delays = "1s,10s", prefetch = 4)]
+/// async fn send_email(to: String, mailer: State<Mailer>) -> Result<(), MailError> {
+///     Ok(())
+/// }
+///
+/// let spec = send_email.spec();
+/// assert_eq!(spec.queue, "emails");
+/// assert_eq!(spec.delays.to_string(), "1s,10s");
+/// assert_eq!(spec.prefetch, 4);
+/// ```
+///
+/// The handler takes the decoded message (any `serde::de::DeserializeOwned`,
+/// from JSON), and optionally `ctx: &Context` and any number of `State<T>`
+/// registered on the builder. It returns `Result<(), E>` where `E` implements
+/// [`Classify`](trait@Classify) and `Display` (`x-error` is its `Display`).
+///
+/// | key | meaning | default |
+/// |---|---|---|
+/// | `queue` | the work queue; every default name derives from it | required |
+/// | `delays` | one retry tier per delay: `ms`, `s`, `m`, `h` | required |
+/// | `prefetch` | unacked deliveries in flight (`basic.qos`) | 10 |
+/// | `concurrency` | handlers running at once | `prefetch` |
+/// | `exchange`, `exchange_type` | the work exchange and its type | `<queue>`, `"direct"` |
+/// | `routing_key` | binding of the work queue | `<queue>` |
+/// | `retry_exchange` | | `<queue>.retry` |
+/// | `retry_queue` | pattern with `{ms}` | `<queue>.retry_{ms}ms` |
+/// | `dead_letter_exchange` | | `<queue>.dlx` |
+/// | `dead_letter_queue` | | `<queue>.dlq` |
+/// | `dead_letter_routing_key` | | `<queue>.dlq` |
+/// | `queue_type` | `"classic"` or `"quorum"` | `"classic"` |
+/// | `delivery_limit` | quorum work queue's `x-delivery-limit` | 20 |
+/// | `crate` | path of this crate, when renamed | `::rabbit_backoff` |
+pub use backoff_macros::backoff_consumer;
+
+/// Derives [`Classify`](trait@Classify): every variant is transient unless
+/// marked `#[permanent]`; `#[permanent]` on a struct or on the enum itself
+/// changes the default, and `#[transient]` marks an exception.
+///
+/// ```
+/// use rabbit_backoff::{Classify, ErrorClass};
+///
+/// #[derive(Classify)]
+/// enum OrderError {
+///     Unavailable,
+///     #[permanent]
+///     Invalid(String),
+/// }
+/// assert_eq!(OrderError::Unavailable.classify(), ErrorClass::Transient);
+/// assert_eq!(OrderError::Invalid("x".into()).classify(), ErrorClass::Permanent);
+/// ```
+pub use backoff_macros::Classify;
+
+pub mod prelude;
+
+#[doc(hidden)]
+pub mod __private;

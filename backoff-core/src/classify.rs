@@ -28,6 +28,11 @@ pub enum ErrorClass {
 /// }
 /// assert_eq!(PaymentError::CardDeclined.classify(), ErrorClass::Permanent);
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not say which failures are permanent",
+    label = "the handler's error type must implement `Classify`",
+    note = "add `#[derive(Classify)]` to `{Self}` and mark the variants that retrying cannot fix `#[permanent]`"
+)]
 pub trait Classify {
     /// The class of this error.
     fn classify(&self) -> ErrorClass;

@@ -1,1 +1,39 @@
+//! The lapin + tokio runtime of [rabbit-backoff](https://docs.rs/rabbit-backoff).
+//!
+//! It declares each consumer's topology, runs the consume → decode → handle →
+//! ack / republish loop with publisher confirms, and offers a typed
+//! [`Publisher`]. Every decision it executes comes from `backoff-core`.
+#![warn(missing_docs)]
 
+mod amqp;
+mod consumer;
+mod context;
+mod delivery;
+mod error;
+mod publish;
+mod publisher;
+mod runtime;
+mod shutdown;
+mod state;
+mod topology;
+mod worker;
+
+pub use consumer::Consumer;
+pub use context::Context;
+pub use error::{Error, PublishFailure};
+pub use publisher::{Outgoing, Publisher};
+pub use runtime::{Runtime, RuntimeBuilder};
+pub use shutdown::ShutdownHandle;
+pub use state::{State, StateRequirement};
+pub use topology::declare_topology;
+
+/// Re-exported so that users need not depend on lapin for headers and values.
+pub use lapin;
+
+/// The default broker address: `amqp://guest:guest@127.0.0.1:5672/%2f`.
+pub const DEFAULT_AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+/// The broker address from `AMQP_URL`, or [`DEFAULT_AMQP_URL`].
+pub fn amqp_url_from_env() -> String {
+    std::env::var("AMQP_URL").unwrap_or_else(|_| DEFAULT_AMQP_URL.to_owned())
+}

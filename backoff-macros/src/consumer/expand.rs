@@ -1,0 +1,109 @@
+//! The expansion: `fn process_order` becomes a unit struct `process_order`
+//! implementing `Consumer`, with the user's function kept inside `handle`.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+
+use super::ast::{Handler, ParamKind};
+use super::valid::Config;
+
+pub(crate) fn expand(handler: &Handler<'_>, config: &Config) -> TokenStream {
+    let function = handler.function;
+    let name = &function.sig.ident;
+    let vis = &function.vis;
+    let krate = &config.krate;
+    let private = quote!(#krate::__private);
+    let payload = &config.payload;
+    let error = &config.error;
+
+    let docs = function.attrs.iter().filter(|a| a.path().is_ident("doc"));
+    let queue = &config.queue;
+    let delays = &config.delays;
+
+    let mut settings = Vec::new();
+    if let Some(prefetch) = config.prefetch {
+        settings.push(quote! { spec.prefetch = #prefetch; spec.concurrency = #prefetch as usize; });
+    }
+    if let Some(concurrency) = config.concurrency {
+        settings.push(quote! { spec.concurrency = #concurrency; });
+    }
+    if let Some(limit) = config.delivery_limit {
+        settings.push(quote! { spec.delivery_limit = #limit; });
+    }
+    if let Some(kind) = config.exchange_kind {
+        let kind = kind.as_str();
+        settings.push(quote! { spec.exchange_kind = #private::exchange_kind(#kind); });
+    }
+    if let Some(backoff_core::QueueType::Quorum) = config.queue_type {
+        settings.push(quote! { spec.queue_type = #private::QueueType::Quorum; });
+    }
+    let n = &config.names;
+    for (field, value) in [
+        ("exchange", &n.exchange),
+        ("routing_key", &n.routing_key),
+        ("retry_exchange", &n.retry_exchange),
+        ("retry_queue", &n.retry_queue),
+        ("dead_letter_exchange", &n.dead_letter_exchange),
+        ("dead_letter_queue", &n.dead_letter_queue),
+        ("dead_letter_routing_key", &n.dead_letter_routing_key),
+    ] {
+        if let Some(value) = value {
+            let field = syn::Ident::new(field, proc_macro2::Span::call_site());
+            settings.push(quote! { spec.names.#field = ::core::option::Option::Some(::std::string::String::from(#value)); });
+        }
+    }
+
+    let mut state_types = Vec::new();
+    let args = handler.params.iter().map(|param| match param {
+        ParamKind::Payload(_) => quote!(message),
+        ParamKind::Context => quote!(ctx),
+        ParamKind::State(ty) => {
+            state_types.push(ty);
+            quote!(#private::state::<#ty>(ctx))
+        }
+    });
+    let args: Vec<_> = args.collect();
+
+    // The bound errors (payload not Deserialize, error not Classify) point at the user's types.
+    let message_type = quote_spanned!(payload.span()=> type Message = #payload;);
+    let error_type = quote_spanned!(error.span()=> type Error = #error;);
+
+    let mut inner = function.clone();
+    inner.attrs.retain(|a| !a.path().is_ident("doc"));
+    inner.vis = syn::Visibility::Inherited;
+
+    quote! {
+        #(#docs)*
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, Clone, Copy, Default)]
+        #vis struct #name;
+
+        const _: () = {
+            impl #private::Consumer for #name {
+                #message_type
+                #error_type
+
+                fn spec(&self) -> #private::ConsumerSpec {
+                    #[allow(unused_mut)]
+                    let mut spec = #private::ConsumerSpec::new(#queue, #private::delays(&[#(#delays),*]));
+                    #(#settings)*
+                    spec
+                }
+
+                fn required_state(&self) -> ::std::vec::Vec<#private::StateRequirement> {
+                    ::std::vec![#(#private::StateRequirement::of::<#state_types>()),*]
+                }
+
+                fn handle(
+                    &self,
+                    message: #payload,
+                    ctx: &#private::Context,
+                ) -> impl ::core::future::Future<Output = ::core::result::Result<(), #error>> + ::core::marker::Send {
+                    #inner
+                    #name(#(#args),*)
+                }
+            }
+        };
+    }
+}

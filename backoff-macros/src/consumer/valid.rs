@@ -1,0 +1,242 @@
+//! Checks the arguments and the handler, with the rules of `backoff-core`, so
+//! that a bad delay or name is a compile error pointing at it.
+
+use backoff_core::{Delays, ExchangeKind, NameOverrides, QueueType, TopologyNames, validate_name};
+use syn::{LitStr, Type};
+
+use super::ast::{Handler, ParamKind};
+use super::attr::{Args, example};
+use crate::ctxt::Ctxt;
+
+/// The validated configuration the expansion needs.
+pub(crate) struct Config {
+    pub(crate) queue: String,
+    pub(crate) delays: Vec<u64>,
+    pub(crate) prefetch: Option<u16>,
+    pub(crate) concurrency: Option<usize>,
+    pub(crate) delivery_limit: Option<u32>,
+    pub(crate) names: NameOverrides,
+    pub(crate) exchange_kind: Option<ExchangeKind>,
+    pub(crate) queue_type: Option<QueueType>,
+    pub(crate) krate: syn::Path,
+    pub(crate) payload: Type,
+    pub(crate) error: Type,
+}
+
+pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Option<Config> {
+    let queue = required(cx, args, "queue").and_then(|lit| {
+        let value = lit.value();
+        validate_name("queue", &value)
+            .map_err(|e| cx.error_spanned_by(lit, e))
+            .ok()
+            .map(|()| value)
+    });
+    let delays = required(cx, args, "delays").and_then(|lit| match lit.value().parse::<Delays>() {
+        Ok(delays) => Some(delays.as_millis().to_vec()),
+        Err(e) => {
+            cx.error_spanned_by(lit, format!("invalid `delays`: {e}"));
+            None
+        }
+    });
+
+    let names = NameOverrides {
+        exchange: name(cx, args, "exchange", "exchange"),
+        routing_key: routing_key(cx, args, "routing_key"),
+        retry_exchange: name(cx, args, "retry_exchange", "retry exchange"),
+        retry_queue: retry_queue(cx, args),
+        dead_letter_exchange: name(cx, args, "dead_letter_exchange", "dead-letter exchange"),
+        dead_letter_queue: name(cx, args, "dead_letter_queue", "dead-letter queue"),
+        dead_letter_routing_key: routing_key(cx, args, "dead_letter_routing_key"),
+    };
+    if let (Some(queue), Some(delays)) = (&queue, &delays) {
+        // Whole-topology checks, such as the longest retry queue name.
+        let longest = delays.iter().copied().max().unwrap_or(0);
+        for error in TopologyNames::resolve(queue, &names).validate(longest) {
+            let at = args
+                .string("retry_queue")
+                .or(args.string("queue"))
+                .map(|a| &a.value);
+            match at {
+                Some(lit) => cx.error_spanned_by(lit, error),
+                None => cx.push(syn::Error::new(proc_macro2::Span::call_site(), error)),
+            }
+        }
+    }
+
+    let prefetch = int::<u16>(cx, args, "prefetch", "between 1 and 65535");
+    let concurrency = int::<usize>(cx, args, "concurrency", "at least 1");
+    let delivery_limit = int::<u32>(cx, args, "delivery_limit", "at least 1");
+    let exchange_kind = parsed::<ExchangeKind>(cx, args, "exchange_type");
+    let queue_type = parsed::<QueueType>(cx, args, "queue_type");
+    if delivery_limit.is_some()
+        && queue_type != Some(QueueType::Quorum)
+        && let Some(arg) = args.int("delivery_limit")
+    {
+        cx.error_spanned_by(&arg.key, "`delivery_limit` applies to quorum queues only; add `queue_type = \"quorum\"` or remove it");
+    }
+    let krate = match args.string("crate") {
+        None => syn::parse_quote!(::rabbit_backoff),
+        Some(arg) => match arg.value.parse::<syn::Path>() {
+            Ok(path) => path,
+            Err(_) => {
+                cx.error_spanned_by(
+                    &arg.value,
+                    "`crate` takes a path, e.g. crate = \"::rabbit_backoff\"",
+                );
+                syn::parse_quote!(::rabbit_backoff)
+            }
+        },
+    };
+
+    let (payload, error) = validate_function(cx, handler);
+    Some(Config {
+        queue: queue?,
+        delays: delays?,
+        prefetch,
+        concurrency,
+        delivery_limit,
+        names,
+        exchange_kind,
+        queue_type,
+        krate,
+        payload: payload?,
+        error: error?,
+    })
+}
+
+fn validate_function(cx: &mut Ctxt, handler: &Handler<'_>) -> (Option<Type>, Option<Type>) {
+    let sig = &handler.function.sig;
+    if sig.asyncness.is_none() {
+        cx.error_spanned_by(
+            sig.fn_token,
+            "a consumer handler must be an `async fn`; write `async fn` here",
+        );
+    }
+    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+        cx.error_spanned_by(
+            &sig.generics,
+            "a consumer handler cannot be generic; name concrete types",
+        );
+    }
+    if let Some(variadic) = &sig.variadic {
+        cx.error_spanned_by(variadic, "a consumer handler takes no variadic arguments");
+    }
+    let mut payload = None;
+    for (param, input) in handler.params.iter().zip(sig.inputs.iter()) {
+        if let ParamKind::Payload(ty) = param {
+            if payload.is_some() {
+                cx.error_spanned_by(
+                    input,
+                    "a consumer handler takes one payload; other parameters must be `&Context` or `State<T>`",
+                );
+            } else {
+                payload = Some(ty.clone());
+            }
+        }
+    }
+    if payload.is_none() {
+        cx.error_spanned_by(
+            &sig.ident,
+            "a consumer handler takes the decoded message as a parameter, e.g. `order: Order`",
+        );
+    }
+    let error = handler.error_type.cloned();
+    if error.is_none() {
+        let message = "a consumer handler returns `Result<(), E>` where E derives Classify, e.g. `-> Result<(), OrderError>`";
+        match &sig.output {
+            syn::ReturnType::Default => {
+                cx.push(syn::Error::new(sig.paren_token.span.close(), message))
+            }
+            syn::ReturnType::Type(_, ty) => cx.error_spanned_by(ty, message),
+        }
+    }
+    (payload, error)
+}
+
+fn required<'a>(cx: &mut Ctxt, args: &'a Args, key: &str) -> Option<&'a LitStr> {
+    let found = args.string(key).map(|a| &a.value);
+    if found.is_none() {
+        let span = args.span.unwrap_or_else(proc_macro2::Span::call_site);
+        cx.push(syn::Error::new(
+            span,
+            format!("missing `{key}`; add {}", example(key)),
+        ));
+    }
+    found
+}
+
+fn name(cx: &mut Ctxt, args: &Args, key: &str, what: &'static str) -> Option<String> {
+    let arg = args.string(key)?;
+    let value = arg.value.value();
+    match validate_name(what, &value) {
+        Ok(()) => Some(value),
+        Err(e) => {
+            cx.error_spanned_by(&arg.value, e);
+            None
+        }
+    }
+}
+
+fn routing_key(cx: &mut Ctxt, args: &Args, key: &str) -> Option<String> {
+    let arg = args.string(key)?;
+    let value = arg.value.value();
+    if value.len() > 255 {
+        cx.error_spanned_by(
+            &arg.value,
+            format!(
+                "`{key}` is {} bytes long; AMQP allows at most 255",
+                value.len()
+            ),
+        );
+        return None;
+    }
+    Some(value)
+}
+
+fn retry_queue(cx: &mut Ctxt, args: &Args) -> Option<String> {
+    let arg = args.string("retry_queue")?;
+    let value = arg.value.value();
+    if !value.contains("{ms}") {
+        cx.error_spanned_by(
+            &arg.value,
+            format!("`retry_queue` needs a `{{ms}}` placeholder so that each delay gets its own queue, e.g. \"{value}_{{ms}}ms\""),
+        );
+        return None;
+    }
+    Some(value)
+}
+
+fn int<T: TryFrom<u64> + PartialEq + Default>(
+    cx: &mut Ctxt,
+    args: &Args,
+    key: &str,
+    range: &str,
+) -> Option<T> {
+    let arg = args.int(key)?;
+    let parsed = arg
+        .value
+        .base10_parse::<u64>()
+        .ok()
+        .and_then(|n| T::try_from(n).ok());
+    match parsed {
+        Some(n) if n != T::default() => Some(n),
+        _ => {
+            cx.error_spanned_by(
+                &arg.value,
+                format!("`{key}` must be {range}, e.g. {}", example(key)),
+            );
+            None
+        }
+    }
+}
+
+fn parsed<T: std::str::FromStr<Err = String>>(cx: &mut Ctxt, args: &Args, key: &str) -> Option<T> {
+    let arg = args.string(key)?;
+    match arg.value.value().parse::<T>() {
+        Ok(value) => Some(value),
+        Err(e) => {
+            cx.error_spanned_by(&arg.value, e);
+            None
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! Conversions between the core's header view and lapin's AMQP values.
+
+use backoff_core::{Argument, HeaderValue};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+
+use crate::Error;
+
+/// The core's view of an AMQP value.
+pub(crate) fn header_view(value: &AMQPValue) -> HeaderValue<'_> {
+    match value {
+        AMQPValue::ShortShortInt(v) => HeaderValue::Int((*v).into()),
+        AMQPValue::ShortShortUInt(v) => HeaderValue::Int((*v).into()),
+        AMQPValue::ShortInt(v) => HeaderValue::Int((*v).into()),
+        AMQPValue::ShortUInt(v) => HeaderValue::Int((*v).into()),
+        AMQPValue::LongInt(v) => HeaderValue::Int((*v).into()),
+        AMQPValue::LongUInt(v) => HeaderValue::Int((*v).into()),
+        AMQPValue::LongLongInt(v) => HeaderValue::Int((*v).into()),
+        AMQPValue::Float(v) => HeaderValue::Float((*v).into()),
+        AMQPValue::Double(v) => HeaderValue::Float(*v),
+        AMQPValue::ShortString(s) => HeaderValue::Str(s.as_str()),
+        AMQPValue::LongString(s) => bytes_view(s.as_bytes()),
+        AMQPValue::ByteArray(b) => bytes_view(b.as_slice()),
+        AMQPValue::Boolean(b) => HeaderValue::Bool(*b),
+        AMQPValue::DecimalValue(_) => HeaderValue::Other("decimal"),
+        AMQPValue::FieldArray(_) => HeaderValue::Other("array"),
+        AMQPValue::Timestamp(_) => HeaderValue::Other("timestamp"),
+        AMQPValue::FieldTable(_) => HeaderValue::Other("table"),
+        AMQPValue::Void => HeaderValue::Other("void"),
+    }
+}
+
+fn bytes_view(bytes: &[u8]) -> HeaderValue<'_> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => HeaderValue::Str(s),
+        Err(_) => HeaderValue::Bytes(bytes),
+    }
+}
+
+/// The AMQP value the framework writes for a core header value.
+pub(crate) fn amqp_value(value: &HeaderValue<'_>) -> AMQPValue {
+    match value {
+        HeaderValue::Int(n) => AMQPValue::LongLongInt(i64::try_from(*n).unwrap_or(i64::MAX)),
+        HeaderValue::Float(f) => AMQPValue::Double(*f),
+        HeaderValue::Str(s) => AMQPValue::LongString(LongString::from(s.as_bytes())),
+        HeaderValue::Bytes(b) => AMQPValue::ByteArray(b.to_vec().into()),
+        HeaderValue::Bool(b) => AMQPValue::Boolean(*b),
+        HeaderValue::Other(_) => AMQPValue::Void,
+    }
+}
+
+/// Queue arguments as an AMQP table.
+pub(crate) fn arguments_table(arguments: &[(String, Argument)]) -> Result<FieldTable, Error> {
+    let mut table = FieldTable::default();
+    for (key, value) in arguments {
+        let value = match value {
+            Argument::Int(n) => AMQPValue::LongLongInt(*n),
+            Argument::Str(s) => AMQPValue::LongString(LongString::from(s.as_bytes())),
+        };
+        table.insert(short(key, "argument name")?, value);
+    }
+    Ok(table)
+}
+
+/// A short string, or an error naming what was too long.
+pub(crate) fn short(s: &str, what: &'static str) -> Result<ShortString, Error> {
+    ShortString::try_new(s).map_err(|_| Error::TooLong { what, len: s.len() })
+}

@@ -1,0 +1,125 @@
+//! The per-message work that needs no I/O: reading the retry count, building
+//! the properties of a republished copy, describing a panic.
+
+use std::any::Any;
+
+use backoff_core::{HeaderValue, RetryCount, headers, read_retry_count};
+use lapin::BasicProperties;
+use lapin::types::ShortString;
+
+use crate::amqp::{amqp_value, header_view};
+use crate::publish::PERSISTENT;
+
+/// Reads `x-retry-count` from a delivery's properties.
+pub(crate) fn retry_count_of(properties: &BasicProperties) -> RetryCount {
+    let header = properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get(headers::RETRY_COUNT))
+        .map(header_view);
+    read_retry_count(header.as_ref())
+}
+
+/// The properties of a republished copy: every original header plus `set`,
+/// and `message_id`, `correlation_id`, `content_type`, `content_encoding`,
+/// `type`, `app_id`, `timestamp`, `priority` and `reply_to`; always persistent.
+///
+/// `expiration` is dropped on purpose: a per-message TTL would silently delete
+/// the copy from the dead-letter queue. `user_id` is dropped because the broker
+/// refuses a `user_id` other than the publishing connection's user.
+pub(crate) fn republish_properties(
+    original: &BasicProperties,
+    set: &[(&'static str, HeaderValue<'_>)],
+) -> BasicProperties {
+    let mut table = original.headers().clone().unwrap_or_default();
+    for (name, value) in set {
+        table.insert(ShortString::from(*name), amqp_value(value));
+    }
+    let mut p = BasicProperties::default()
+        .with_delivery_mode(PERSISTENT)
+        .with_headers(table);
+    if let Some(v) = original.message_id() {
+        p = p.with_message_id(v.clone());
+    }
+    if let Some(v) = original.correlation_id() {
+        p = p.with_correlation_id(v.clone());
+    }
+    if let Some(v) = original.content_type() {
+        p = p.with_content_type(v.clone());
+    }
+    if let Some(v) = original.content_encoding() {
+        p = p.with_content_encoding(v.clone());
+    }
+    if let Some(v) = original.kind() {
+        p = p.with_type(v.clone());
+    }
+    if let Some(v) = original.app_id() {
+        p = p.with_app_id(v.clone());
+    }
+    if let Some(v) = original.timestamp() {
+        p = p.with_timestamp(*v);
+    }
+    if let Some(v) = original.priority() {
+        p = p.with_priority(*v);
+    }
+    if let Some(v) = original.reply_to() {
+        p = p.with_reply_to(v.clone());
+    }
+    p
+}
+
+/// The message of a caught panic.
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    let text = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a non-string panic payload");
+    format!("handler panicked: {text}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lapin::types::{AMQPValue, FieldTable};
+
+    #[test]
+    fn copies_identity_and_headers_and_sets_the_count() {
+        let mut headers = FieldTable::default();
+        headers.insert("tenant".into(), AMQPValue::LongString("acme".into()));
+        headers.insert(headers::RETRY_COUNT.into(), AMQPValue::ShortShortInt(1));
+        let original = BasicProperties::default()
+            .with_message_id("m-1".into())
+            .with_correlation_id("c-1".into())
+            .with_content_type("application/json".into())
+            .with_expiration("100".into())
+            .with_user_id("someone".into())
+            .with_priority(3)
+            .with_headers(headers);
+        assert_eq!(retry_count_of(&original).count, 1);
+
+        let copy = republish_properties(&original, &[(headers::RETRY_COUNT, HeaderValue::Int(2))]);
+        assert_eq!(copy.message_id().as_ref().map(|s| s.as_str()), Some("m-1"));
+        assert_eq!(
+            copy.correlation_id().as_ref().map(|s| s.as_str()),
+            Some("c-1")
+        );
+        assert_eq!(
+            copy.content_type().as_ref().map(|s| s.as_str()),
+            Some("application/json")
+        );
+        assert_eq!(copy.priority(), &Some(3));
+        assert_eq!(copy.delivery_mode(), &Some(PERSISTENT));
+        assert_eq!(copy.expiration(), &None);
+        assert_eq!(copy.user_id(), &None);
+        let h = copy.headers().as_ref().unwrap().inner();
+        assert_eq!(h.get("tenant"), Some(&AMQPValue::LongString("acme".into())));
+        assert_eq!(retry_count_of(&copy).count, 2);
+    }
+
+    #[test]
+    fn describes_panics() {
+        let caught = std::panic::catch_unwind(|| panic!("boom {}", 1)).unwrap_err();
+        assert_eq!(panic_message(caught.as_ref()), "handler panicked: boom 1");
+    }
+}

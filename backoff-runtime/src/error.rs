@@ -1,0 +1,155 @@
+use std::time::Duration;
+
+use backoff_core::SpecError;
+
+/// Everything the runtime can fail with. Each message names the queue,
+/// exchange or argument involved and says what to do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A consumer's spec is invalid (usually a run-time override).
+    #[error("consumer `{queue}` is misconfigured: {source}")]
+    InvalidSpec {
+        /// The consumer's queue.
+        queue: String,
+        /// What is wrong.
+        source: SpecError,
+    },
+    /// Two consumers were registered for one queue.
+    #[error("two consumers use the queue `{0}`; give each consumer its own queue")]
+    DuplicateQueue(String),
+    /// No consumer was registered.
+    #[error("no consumer registered; add one with .consumer(…)")]
+    NoConsumer,
+    /// A handler takes `State<T>` but no `T` was registered.
+    #[error(
+        "consumer `{queue}` takes State<{type_name}>, but no value of that type was registered; call .state(…) on the builder"
+    )]
+    MissingState {
+        /// The consumer's queue.
+        queue: String,
+        /// The missing type.
+        type_name: &'static str,
+    },
+    /// The broker could not be reached.
+    #[error(
+        "cannot connect to RabbitMQ at {uri}: {source}; is the broker running? (the address comes from AMQP_URL)"
+    )]
+    Connect {
+        /// The address, with the password hidden.
+        uri: String,
+        /// The client error.
+        source: lapin::Error,
+    },
+    /// An existing queue or exchange has other arguments than the ones the
+    /// consumer declares (the broker's PRECONDITION_FAILED).
+    #[error(
+        "{object} `{name}` already exists with a different {what}; the broker said: {detail}. Delete it, or configure the consumer to match it"
+    )]
+    TopologyConflict {
+        /// `queue` or `exchange`.
+        object: &'static str,
+        /// Its name.
+        name: String,
+        /// The argument that differs, such as `x-message-ttl`, when the broker named it.
+        argument: Option<String>,
+        /// `argument 'x-message-ttl'`, or `configuration`.
+        what: String,
+        /// The broker's own words.
+        detail: String,
+    },
+    /// Declaring a queue, exchange or binding failed for another reason.
+    #[error("declaring {object} `{name}` failed: {source}")]
+    Declare {
+        /// `queue`, `exchange` or `binding`.
+        object: &'static str,
+        /// Its name.
+        name: String,
+        /// The client error.
+        source: lapin::Error,
+    },
+    /// Opening or configuring a channel, or starting to consume, failed.
+    #[error("{action} for queue `{queue}` failed: {source}")]
+    Channel {
+        /// What was being done.
+        action: &'static str,
+        /// The consumer's queue.
+        queue: String,
+        /// The client error.
+        source: lapin::Error,
+    },
+    /// A consumer's delivery stream failed (the channel or connection closed).
+    #[error("consumer of `{queue}` stopped: {source}")]
+    Consume {
+        /// The consumer's queue.
+        queue: String,
+        /// The client error.
+        source: lapin::Error,
+    },
+    /// A publish was not confirmed by the broker.
+    #[error("publish to exchange `{exchange}` with routing key `{routing_key}` failed: {failure}")]
+    Publish {
+        /// The exchange.
+        exchange: String,
+        /// The routing key.
+        routing_key: String,
+        /// Why.
+        failure: PublishFailure,
+    },
+    /// A message could not be encoded as JSON.
+    #[error("cannot encode the message as JSON: {0}")]
+    Encode(#[from] serde_json::Error),
+    /// A name or header value does not fit AMQP's 255-byte short strings.
+    #[error("{what} is {len} bytes long; AMQP allows at most 255")]
+    TooLong {
+        /// What it is.
+        what: &'static str,
+        /// Its length.
+        len: usize,
+    },
+}
+
+/// Why the broker did not take a published message.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishFailure {
+    /// No queue is bound for the routing key (the message came back as
+    /// mandatory-unroutable).
+    #[error("unroutable: no queue is bound for this routing key")]
+    Unroutable,
+    /// The broker refused the message (for example a full queue with
+    /// `x-overflow = reject-publish`).
+    #[error("the broker refused it (nack)")]
+    Nacked,
+    /// No confirm arrived in time.
+    #[error("no confirm within {0:?}")]
+    Timeout(Duration),
+    /// The channel or connection failed.
+    #[error("{0}")]
+    Channel(Box<lapin::Error>),
+}
+
+/// The address without its password, for messages and logs.
+pub(crate) fn redact(uri: &str) -> String {
+    let Some((scheme, rest)) = uri.split_once("://") else {
+        return uri.to_owned();
+    };
+    match rest.split_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{scheme}://{user}:***@{host}")
+        }
+        None => uri.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn redacts_the_password() {
+        assert_eq!(
+            super::redact("amqp://guest:secret@h:5672/%2f"),
+            "amqp://guest:***@h:5672/%2f"
+        );
+        assert_eq!(super::redact("amqp://h:5672"), "amqp://h:5672");
+    }
+}

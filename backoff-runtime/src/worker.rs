@@ -1,0 +1,346 @@
+//! The consumer loop: one per consumer, on its own confirm channel.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use backoff_core::{
+    Classify, ConsumerSpec, DeadLetter, Decision, HeaderValue, Outcome, Topology, decide, headers,
+    truncate_error,
+};
+use futures_util::{FutureExt, StreamExt};
+use lapin::Acker;
+use lapin::message::Delivery;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions, ConfirmSelectOptions,
+};
+use lapin::types::{FieldTable, ShortString};
+use lapin::{BasicProperties, Channel, Connection};
+use tracing::Instrument;
+
+use crate::amqp::short;
+use crate::delivery::{panic_message, republish_properties, retry_count_of};
+use crate::publish::publish_confirmed;
+use crate::state::StateMap;
+use crate::{Consumer, Context, Error, PublishFailure, ShutdownHandle, declare_topology};
+
+/// How long a message whose republish failed is held before it is requeued,
+/// so that a broken retry or dead-letter route never turns into a hot loop.
+const REQUEUE_PAUSE: Duration = Duration::from_secs(1);
+
+/// Settings shared by every worker of a runtime.
+#[derive(Clone)]
+pub(crate) struct WorkerEnv {
+    pub(crate) connection: Arc<Connection>,
+    pub(crate) state: Arc<StateMap>,
+    pub(crate) confirm_timeout: Duration,
+    pub(crate) shutdown: ShutdownHandle,
+}
+
+/// One consumer's running loop and what it needs to settle a delivery.
+pub(crate) struct Worker<C: Consumer> {
+    consumer: Arc<C>,
+    spec: ConsumerSpec,
+    topology: Topology,
+    queue: Arc<str>,
+    channel: Channel,
+    retry_exchange: ShortString,
+    retry_keys: Vec<ShortString>,
+    dead_letter_exchange: ShortString,
+    dead_letter_key: ShortString,
+    env: WorkerEnv,
+}
+
+impl<C: Consumer> Worker<C> {
+    /// Opens the consumer's confirm channel with its prefetch and starts consuming.
+    pub(crate) async fn start(
+        consumer: Arc<C>,
+        spec: ConsumerSpec,
+        env: WorkerEnv,
+    ) -> Result<(Arc<Self>, lapin::Consumer), Error> {
+        let names = spec.names();
+        let topology = Topology::of(&spec);
+        let channel_error = |action: &'static str| {
+            let queue = spec.queue.clone();
+            move |source| Error::Channel {
+                action,
+                queue,
+                source,
+            }
+        };
+        let channel = env
+            .connection
+            .create_channel()
+            .await
+            .map_err(channel_error("opening a channel"))?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(channel_error("enabling publisher confirms"))?;
+        channel
+            .basic_qos(spec.prefetch, BasicQosOptions::default())
+            .await
+            .map_err(channel_error("setting the prefetch"))?;
+        let stream = channel
+            .basic_consume(
+                short(&spec.queue, "queue name")?,
+                ShortString::from(""),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(channel_error("starting to consume"))?;
+        let retry_keys = topology
+            .retry_queues
+            .iter()
+            .map(|q| short(&q.name, "retry queue name"))
+            .collect::<Result<_, _>>()?;
+        let worker = Worker {
+            queue: Arc::from(spec.queue.as_str()),
+            retry_exchange: short(&names.retry_exchange, "retry exchange name")?,
+            retry_keys,
+            dead_letter_exchange: short(&names.dead_letter_exchange, "dead-letter exchange name")?,
+            dead_letter_key: short(&names.dead_letter_routing_key, "dead-letter routing key")?,
+            consumer,
+            spec,
+            topology,
+            channel,
+            env,
+        };
+        Ok((Arc::new(worker), stream))
+    }
+
+    /// Handles deliveries, up to `concurrency` at once, until shutdown or until
+    /// the channel fails. Handlers in flight always finish and settle.
+    pub(crate) async fn run(self: Arc<Self>, stream: lapin::Consumer) -> Result<(), Error> {
+        let failure: Mutex<Option<lapin::Error>> = Mutex::new(None);
+        let shutdown = self.env.shutdown.clone();
+        stream
+            .take_until(shutdown.wait())
+            .for_each_concurrent(self.spec.concurrency, |delivery| {
+                let this = &self;
+                let failure = &failure;
+                async move {
+                    match delivery {
+                        Ok(delivery) => this.process(delivery).await,
+                        Err(e) => {
+                            if let Ok(mut slot) = failure.lock() {
+                                slot.get_or_insert(e);
+                            }
+                        }
+                    }
+                }
+            })
+            .await;
+        // Unacknowledged deliveries still buffered go back to the queue.
+        let _ = self.channel.close(200, "consumer stopped".into()).await;
+        match failure.into_inner().ok().flatten() {
+            Some(source) if !self.env.shutdown.is_shutdown() => Err(Error::Consume {
+                queue: self.spec.queue.clone(),
+                source,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    async fn process(&self, delivery: Delivery) {
+        let retry = retry_count_of(&delivery.properties);
+        let span = tracing::info_span!(
+            "delivery",
+            queue = %self.queue,
+            message_id = delivery.properties.message_id().as_ref().map_or("-", |s| s.as_str()),
+            attempt = retry.count.saturating_add(1),
+        );
+        async move {
+            if let Some(warning) = &retry.warning {
+                tracing::warn!("{warning}");
+            }
+            self.handle_and_settle(delivery, retry.count).await;
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn handle_and_settle(&self, delivery: Delivery, count: u32) {
+        let Delivery {
+            exchange,
+            routing_key,
+            redelivered,
+            properties,
+            data,
+            acker,
+            ..
+        } = delivery;
+        let (outcome, ctx) = match self.consumer.decode(&data) {
+            Err(error) => {
+                let ctx = self.context(exchange, routing_key, redelivered, count, properties);
+                (
+                    Outcome::Undecodable {
+                        error: truncate_error(&error),
+                    },
+                    ctx,
+                )
+            }
+            Ok(message) => {
+                let ctx = self.context(exchange, routing_key, redelivered, count, properties);
+                let result = AssertUnwindSafe(self.consumer.handle(message, &ctx))
+                    .catch_unwind()
+                    .await;
+                let outcome = match result {
+                    Ok(Ok(())) => Outcome::Success,
+                    Ok(Err(e)) => Outcome::Failed {
+                        class: e.classify(),
+                        error: truncate_error(&e.to_string()),
+                    },
+                    Err(panic) => Outcome::Failed {
+                        class: backoff_core::ErrorClass::Transient,
+                        error: truncate_error(&panic_message(panic.as_ref())),
+                    },
+                };
+                (outcome, ctx)
+            }
+        };
+        let error = match &outcome {
+            Outcome::Success => "",
+            Outcome::Failed { error, .. } | Outcome::Undecodable { error } => error.as_str(),
+        };
+        match decide(&self.spec.delays, count, &outcome) {
+            Decision::Ack => {
+                if ack(&acker).await {
+                    tracing::info!("handled; acked");
+                }
+            }
+            Decision::Retry { tier, next_count } => {
+                let properties = republish_properties(
+                    &ctx.properties,
+                    &[(headers::RETRY_COUNT, HeaderValue::Int(next_count.into()))],
+                );
+                let key = &self.retry_keys[tier];
+                let published = publish_confirmed(
+                    &self.channel,
+                    self.retry_exchange.clone(),
+                    key.clone(),
+                    &data,
+                    properties,
+                    self.env.confirm_timeout,
+                )
+                .await;
+                match published {
+                    Ok(()) => {
+                        ack(&acker).await;
+                        tracing::warn!(
+                            error,
+                            "failed (transient); retry {next_count}/{} after {}ms in {}",
+                            self.spec.delays.len(),
+                            self.spec.delays.as_millis()[tier],
+                            key,
+                        );
+                    }
+                    Err(failure) => self.requeue(&acker, key.as_str(), failure).await,
+                }
+            }
+            Decision::DeadLetter { reason } => {
+                let dead_letter = DeadLetter {
+                    reason,
+                    retry_count: count,
+                    error: error.to_owned(),
+                    failed_at: now_rfc3339(),
+                    queue: self.spec.queue.clone(),
+                    exchange: ctx.exchange.clone(),
+                    routing_key: ctx.routing_key.clone(),
+                };
+                let properties = republish_properties(&ctx.properties, &dead_letter.headers());
+                let published = publish_confirmed(
+                    &self.channel,
+                    self.dead_letter_exchange.clone(),
+                    self.dead_letter_key.clone(),
+                    &data,
+                    properties,
+                    self.env.confirm_timeout,
+                )
+                .await;
+                match published {
+                    Ok(()) => {
+                        ack(&acker).await;
+                        tracing::warn!(
+                            error,
+                            "failed ({reason}); dead-lettered to {}",
+                            self.topology.dead_letter_queue.name
+                        );
+                    }
+                    Err(failure) => {
+                        self.requeue(&acker, &self.topology.dead_letter_queue.name, failure)
+                            .await
+                    }
+                }
+            }
+        }
+    }
+
+    fn context(
+        &self,
+        exchange: ShortString,
+        routing_key: ShortString,
+        redelivered: bool,
+        retry_count: u32,
+        properties: BasicProperties,
+    ) -> Context {
+        Context {
+            queue: Arc::clone(&self.queue),
+            exchange: exchange.into(),
+            routing_key: routing_key.into(),
+            redelivered,
+            retry_count,
+            properties,
+            state: Arc::clone(&self.env.state),
+        }
+    }
+
+    /// The copy was not confirmed: give the original back to the broker, never
+    /// ack it. An unroutable copy means a retry or dead-letter queue or its
+    /// binding is gone, so the topology is declared again first.
+    async fn requeue(&self, acker: &Acker, target: &str, failure: PublishFailure) {
+        tracing::error!("republish to {target} failed ({failure}); requeueing the original");
+        if matches!(failure, PublishFailure::Unroutable) {
+            match declare_topology(&self.env.connection, &self.topology).await {
+                Ok(()) => tracing::warn!("declared the topology of {} again", self.queue),
+                Err(e) => tracing::error!("cannot declare the topology again: {e}"),
+            }
+        }
+        tokio::time::sleep(REQUEUE_PAUSE).await;
+        match acker
+            .nack(BasicNackOptions {
+                requeue: true,
+                ..BasicNackOptions::default()
+            })
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                "not requeued: the channel is closed; the broker will redeliver the message"
+            ),
+            Err(e) => tracing::warn!("requeue failed ({e}); the broker will redeliver the message"),
+        }
+    }
+}
+
+/// Acks; `false` when the channel is gone (the broker will then redeliver).
+async fn ack(acker: &Acker) -> bool {
+    match acker.ack(BasicAckOptions::default()).await {
+        Ok(true) => true,
+        Ok(false) => {
+            tracing::warn!(
+                "not acked: the channel is closed; the broker will redeliver the message"
+            );
+            false
+        }
+        Err(e) => {
+            tracing::warn!("ack failed ({e}); the broker will redeliver the message");
+            false
+        }
+    }
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}

@@ -1,0 +1,29 @@
+//! What the macros' generated code names. Not public API: it may change in any release.
+
+pub use backoff_core::{Classify, ConsumerSpec, Delays, ErrorClass, ExchangeKind, QueueType};
+pub use backoff_runtime::{Consumer, Context, State, StateRequirement};
+
+/// The delays of an attribute, validated at compile time.
+pub fn delays(millis: &[u64]) -> Delays {
+    Delays::from_millis(millis.to_vec()).unwrap_or_else(|e| {
+        unreachable!("#[backoff_consumer] validated the delays at compile time: {e}")
+    })
+}
+
+/// An exchange type validated at compile time.
+pub fn exchange_kind(kind: &str) -> ExchangeKind {
+    kind.parse().unwrap_or_else(|e| {
+        unreachable!("#[backoff_consumer] validated the exchange type at compile time: {e}")
+    })
+}
+
+/// A `State<T>` parameter. The runtime checks at start-up that every required
+/// state is registered, so a missing one never reaches a handler.
+pub fn state<T: std::any::Any + Send + Sync>(ctx: &Context) -> State<T> {
+    ctx.state::<T>().unwrap_or_else(|| {
+        panic!(
+            "no State<{}> registered; call .state(…) on the runtime builder",
+            std::any::type_name::<T>()
+        )
+    })
+}
