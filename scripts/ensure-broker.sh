@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Makes sure a RabbitMQ broker answers on AMQP_URL (default: the local one).
+# When none answers and the address is local: start the installed server, or,
+# as root on Debian/Ubuntu, install it from the OS packages first.
+set -euo pipefail
+
+url="${AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/%2f}"
+hostport="${url#*://}"; hostport="${hostport#*@}"; hostport="${hostport%%/*}"
+host="${hostport%%:*}"; port="${hostport##*:}"
+[ "$port" = "$hostport" ] && port=5672
+
+answers() { (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; }
+
+wait_for_broker() {
+  for _ in $(seq 1 60); do
+    if answers && rabbitmqctl -q await_startup >/dev/null 2>&1; then return 0; fi
+    sleep 1
+  done
+  return 1
+}
+
+if answers; then
+  exit 0
+fi
+case "$host" in
+  127.*|localhost|::1) ;;
+  *) echo "No RabbitMQ answers at $host:$port (AMQP_URL). Start it there, or unset AMQP_URL to use a local one." >&2; exit 1 ;;
+esac
+
+if ! command -v rabbitmq-server >/dev/null 2>&1; then
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "RabbitMQ is not installed. Install it (Debian/Ubuntu: sudo apt-get install rabbitmq-server) and run this again." >&2
+    exit 1
+  fi
+  echo "Installing RabbitMQ from the OS packages..." >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq rabbitmq-server >/dev/null
+fi
+
+echo "Starting RabbitMQ..." >&2
+rabbitmq-server -detached >/dev/null 2>&1 || true
+if ! wait_for_broker; then
+  echo "RabbitMQ did not come up on $host:$port within 60 s; see /var/log/rabbitmq/." >&2
+  exit 1
+fi
+echo "RabbitMQ is up on $host:$port." >&2
