@@ -9,7 +9,19 @@ use std::sync::Arc;
 /// handler as a `State<T>` parameter.
 ///
 /// Cloning is cheap (an [`Arc`]); it dereferences to `T`.
-pub struct State<T: ?Sized>(pub Arc<T>);
+pub struct State<T: ?Sized>(Arc<T>);
+
+impl<T: ?Sized> State<T> {
+    /// Wraps a shared value.
+    pub fn new(value: Arc<T>) -> Self {
+        State(value)
+    }
+
+    /// The shared value.
+    pub fn into_inner(self) -> Arc<T> {
+        self.0
+    }
+}
 
 impl<T: ?Sized> Clone for State<T> {
     fn clone(&self) -> Self {

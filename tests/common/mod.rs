@@ -1,0 +1,358 @@
+//! Helpers shared by the integration tests: a real broker, unique names, a
+//! cleanup that runs even when a test fails, and a scriptable test consumer.
+#![allow(dead_code)]
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use lapin::options::{BasicGetOptions, ExchangeDeleteOptions, QueueDeleteOptions};
+use lapin::{Channel, Connection, ConnectionProperties};
+use rabbit_backoff::prelude::*;
+use rabbit_backoff::{ShutdownHandle, Topology};
+use serde::{Deserialize, Serialize};
+
+pub fn url() -> String {
+    rabbit_backoff::amqp_url_from_env()
+}
+
+/// A connection to the test broker; fails the test, with the way out, when none answers.
+pub async fn connect() -> Connection {
+    match Connection::connect(&url(), ConnectionProperties::default()).await {
+        Ok(connection) => connection,
+        Err(e) => panic!(
+            "no RabbitMQ answers at {} ({e}). These tests need a real broker: run scripts/test.sh, which starts one, or set AMQP_URL.",
+            url()
+        ),
+    }
+}
+
+pub async fn channel() -> (Connection, Channel) {
+    let connection = connect().await;
+    let channel = connection.create_channel().await.expect("open a channel");
+    (connection, channel)
+}
+
+/// A name no other test uses.
+pub fn unique(name: &str) -> String {
+    format!(
+        "rbt.{name}.{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
+}
+
+/// Deletes queues and exchanges when dropped, even when the test panicked.
+#[derive(Default)]
+pub struct Cleanup {
+    pub queues: Vec<String>,
+    pub exchanges: Vec<String>,
+}
+
+impl Cleanup {
+    pub fn of(spec: &ConsumerSpec) -> Self {
+        let topology = Topology::of(spec);
+        Cleanup {
+            queues: topology.queues().map(|q| q.name.clone()).collect(),
+            exchanges: topology
+                .exchanges()
+                .iter()
+                .map(|e| e.name.clone())
+                .collect(),
+        }
+    }
+
+    pub fn queue(mut self, name: &str) -> Self {
+        self.queues.push(name.to_owned());
+        self
+    }
+
+    pub fn exchange(mut self, name: &str) -> Self {
+        self.exchanges.push(name.to_owned());
+        self
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let queues = std::mem::take(&mut self.queues);
+        let exchanges = std::mem::take(&mut self.exchanges);
+        let worker = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let Ok(connection) =
+                    Connection::connect(&url(), ConnectionProperties::default()).await
+                else {
+                    return;
+                };
+                let Ok(channel) = connection.create_channel().await else {
+                    return;
+                };
+                for q in queues {
+                    let _ = channel
+                        .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+                        .await;
+                }
+                for e in exchanges {
+                    let _ = channel
+                        .exchange_delete(e.as_str().into(), ExchangeDeleteOptions::default())
+                        .await;
+                }
+                let _ = connection.close(200, "cleanup".into()).await;
+            });
+        });
+        let _ = worker.join();
+    }
+}
+
+/// Polls `queue` with basic.get (auto-ack) until a message arrives.
+pub async fn next_message(
+    channel: &Channel,
+    queue: &str,
+    timeout: Duration,
+) -> lapin::message::BasicGetMessage {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let got = channel
+            .basic_get(queue.into(), BasicGetOptions { no_ack: true })
+            .await
+            .unwrap_or_else(|e| panic!("basic.get on {queue}: {e}"));
+        if let Some(message) = got {
+            return message;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no message arrived in {queue} within {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// The number of ready messages in `queue`.
+pub async fn depth(channel: &Channel, queue: &str) -> u32 {
+    let q = channel
+        .queue_declare(
+            queue.into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            Default::default(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("passive declare of {queue}: {e}"));
+    q.message_count()
+}
+
+/// Waits until `condition` holds, or fails the test.
+pub async fn eventually(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !condition() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn header<'a>(
+    props: &'a lapin::BasicProperties,
+    name: &str,
+) -> Option<&'a lapin::types::AMQPValue> {
+    props.headers().as_ref()?.inner().get(name)
+}
+
+pub fn header_str(props: &lapin::BasicProperties, name: &str) -> Option<String> {
+    match header(props, name)? {
+        lapin::types::AMQPValue::LongString(s) => {
+            Some(String::from_utf8_lossy(s.as_bytes()).into_owned())
+        }
+        lapin::types::AMQPValue::ShortString(s) => Some(s.to_string()),
+        _ => None,
+    }
+}
+
+pub fn header_int(props: &lapin::BasicProperties, name: &str) -> Option<i64> {
+    use lapin::types::AMQPValue::*;
+    Some(match header(props, name)? {
+        ShortShortInt(v) => (*v).into(),
+        ShortInt(v) => (*v).into(),
+        LongInt(v) => (*v).into(),
+        LongLongInt(v) => *v,
+        ShortShortUInt(v) => (*v).into(),
+        ShortUInt(v) => (*v).into(),
+        LongUInt(v) => (*v).into(),
+        _ => return None,
+    })
+}
+
+// ---- the scriptable test consumer ----
+
+/// What a job asks its handler to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fail {
+    None,
+    Transient,
+    Permanent,
+    Panic,
+}
+
+/// The payload of the test consumer: fail in the given way while the retry
+/// count is below `attempts` (always, when absent).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Job {
+    pub id: u64,
+    pub fail: Fail,
+    pub attempts: Option<u32>,
+}
+
+#[derive(Debug, thiserror::Error, Classify)]
+pub enum JobError {
+    #[error("dependency unavailable (job {0})")]
+    Unavailable(u64),
+    #[permanent]
+    #[error("job {0} is invalid")]
+    Invalid(u64),
+}
+
+/// One call of the handler, as it saw the message.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub id: u64,
+    pub retry_count: u32,
+    pub message_id: Option<String>,
+    pub correlation_id: Option<String>,
+    pub content_type: Option<String>,
+    pub tenant: Option<String>,
+    pub at: Instant,
+}
+
+/// Every call of the handler, shared with the test.
+#[derive(Default, Clone)]
+pub struct Journal(pub Arc<Mutex<Vec<Seen>>>);
+
+impl Journal {
+    pub fn calls(&self) -> Vec<Seen> {
+        self.0.lock().unwrap().clone()
+    }
+    pub fn calls_for(&self, id: u64) -> Vec<Seen> {
+        self.calls().into_iter().filter(|s| s.id == id).collect()
+    }
+}
+
+#[backoff_consumer(queue = "placeholder", delays = "100ms,200ms,300ms")]
+pub async fn process_job(job: Job, ctx: &Context, journal: State<Journal>) -> Result<(), JobError> {
+    journal.0.lock().unwrap().push(Seen {
+        id: job.id,
+        retry_count: ctx.retry_count(),
+        message_id: ctx.message_id().map(str::to_owned),
+        correlation_id: ctx.correlation_id().map(str::to_owned),
+        content_type: ctx
+            .properties()
+            .content_type()
+            .as_ref()
+            .map(|s| s.to_string()),
+        tenant: ctx.header_str("tenant").map(str::to_owned),
+        at: Instant::now(),
+    });
+    let failing = job.attempts.is_none_or(|n| ctx.retry_count() < n);
+    match job.fail {
+        Fail::None => Ok(()),
+        _ if !failing => Ok(()),
+        Fail::Transient => Err(JobError::Unavailable(job.id)),
+        Fail::Permanent => Err(JobError::Invalid(job.id)),
+        Fail::Panic => panic!("job {} panicked on purpose", job.id),
+    }
+}
+
+/// A running runtime with the test consumer on a unique queue.
+pub struct Running {
+    pub spec: ConsumerSpec,
+    pub journal: Journal,
+    pub shutdown: ShutdownHandle,
+    pub task: tokio::task::JoinHandle<Result<(), rabbit_backoff::Error>>,
+    pub cleanup: Cleanup,
+}
+
+impl Running {
+    pub async fn start(name: &str, configure: impl FnOnce(&mut ConsumerSpec)) -> Running {
+        let queue = unique(name);
+        let journal = Journal::default();
+        let runtime = Runtime::builder()
+            .uri(url())
+            .state(journal.clone())
+            .handle_signals(false)
+            .shutdown_grace(Duration::from_secs(5))
+            .consumer_with(process_job, |spec| {
+                spec.queue = queue.clone();
+                configure(spec);
+            })
+            .build()
+            .expect("a valid runtime");
+        let spec = runtime.specs().next().cloned().expect("one consumer");
+        let cleanup = Cleanup::of(&spec);
+        let shutdown = runtime.shutdown_handle();
+        let task = tokio::spawn(runtime.run());
+        // Wait until the topology exists, so that publishes are routed.
+        let (connection, channel) = channel().await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let probe = connection.create_channel().await.expect("channel");
+            let declared = probe
+                .queue_declare(
+                    spec.queue.as_str().into(),
+                    lapin::options::QueueDeclareOptions {
+                        passive: true,
+                        ..Default::default()
+                    },
+                    Default::default(),
+                )
+                .await;
+            if declared.is_ok_and(|q| q.consumer_count() > 0) {
+                break;
+            }
+            assert!(!task.is_finished(), "the runtime stopped during start-up");
+            assert!(
+                Instant::now() < deadline,
+                "the consumer of {} did not start within 10 s",
+                spec.queue
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        drop(channel);
+        let _ = connection.close(200, "".into()).await;
+        Running {
+            spec,
+            journal,
+            shutdown,
+            task,
+            cleanup,
+        }
+    }
+
+    pub async fn publish(&self, publisher: &Publisher, job: &Job) -> String {
+        publisher
+            .publish_to(&self.spec, job)
+            .await
+            .expect("publish a job")
+    }
+
+    pub async fn stop(self) -> Cleanup {
+        self.shutdown.shutdown();
+        let result = tokio::time::timeout(Duration::from_secs(15), self.task)
+            .await
+            .expect("the runtime stops within 15 s")
+            .expect("the runtime task does not panic");
+        result.expect("the runtime ends without error");
+        self.cleanup
+    }
+}
+
+pub async fn publisher() -> Publisher {
+    Publisher::connect(&url())
+        .await
+        .expect("a publisher connects")
+}
