@@ -1,0 +1,376 @@
+//! Declaring the topology: its exact shape, adopting an existing one,
+//! conflicts, isolation on shared exchanges.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use rabbit_backoff::prelude::*;
+use rabbit_backoff::{Error, ExchangeKind, Topology};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+fn args(pairs: &[(&str, AMQPValue)]) -> FieldTable {
+    let mut table = FieldTable::default();
+    for (k, v) in pairs {
+        table.insert((*k).into(), v.clone());
+    }
+    table
+}
+
+fn text(s: &str) -> AMQPValue {
+    AMQPValue::LongString(LongString::from(s.as_bytes()))
+}
+
+#[tokio::test]
+async fn a_retried_message_returns_only_to_its_own_queue_on_a_shared_fanout_exchange() {
+    let shared = unique("fanout");
+    let other = unique("bystander");
+    let (connection, channel) = channel().await;
+    let cleanup = Cleanup::default().queue(&other).exchange(&shared);
+    let running = Running::start("fanout", |spec| {
+        spec.names.exchange = Some(shared.clone());
+        spec.exchange_kind = ExchangeKind::Fanout;
+    })
+    .await;
+    channel
+        .queue_declare(
+            other.as_str().into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    channel
+        .queue_bind(
+            other.as_str().into(),
+            shared.as_str().into(),
+            "".into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+
+    let publisher = publisher().await;
+    publisher
+        .publish(
+            &shared,
+            "anything",
+            rabbit_backoff::Outgoing::json(&Job {
+                id: 1,
+                fail: Fail::Transient,
+                attempts: Some(2),
+            })
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    eventually("three attempts", WAIT, || {
+        running.journal.calls_for(1).len() == 3
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        depth(&channel, &other).await,
+        1,
+        "the bystander got the original only, no retried copy"
+    );
+    running.stop().await;
+    drop(cleanup);
+    let _ = connection.close(200, "".into()).await;
+}
+
+#[tokio::test]
+async fn an_existing_topology_declared_by_another_client_is_adopted() {
+    // The seed's topology, declared first by a plain AMQP client, with its own
+    // integer widths for x-message-ttl.
+    let p = unique("seed");
+    let work_exchange = format!("{p}.work_exchange");
+    let work_queue = format!("{p}.work_queue");
+    let retry_exchange = format!("{p}.retry_exchange");
+    let dlx = format!("{p}.dlx_exchange");
+    let dlq = format!("{p}.dead_letter_queue");
+    let retry = |ms: u32| format!("{p}.retry_{ms}ms");
+    let delays = [100u32, 200];
+
+    let (connection, channel) = channel().await;
+    let mut cleanup = Cleanup::default()
+        .exchange(&work_exchange)
+        .exchange(&retry_exchange)
+        .exchange(&dlx);
+    cleanup = cleanup.queue(&work_queue).queue(&dlq);
+    for ms in delays {
+        cleanup = cleanup.queue(&retry(ms));
+    }
+    let durable = ExchangeDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    for exchange in [&work_exchange, &retry_exchange, &dlx] {
+        channel
+            .exchange_declare(
+                exchange.as_str().into(),
+                lapin::ExchangeKind::Direct,
+                durable,
+                FieldTable::default(),
+            )
+            .await
+            .unwrap();
+    }
+    let durable_q = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    let declare = |name: String, table: FieldTable| {
+        let channel = channel.clone();
+        async move {
+            channel
+                .queue_declare(name.as_str().into(), durable_q, table)
+                .await
+                .unwrap()
+        }
+    };
+    declare(
+        work_queue.clone(),
+        args(&[
+            ("x-dead-letter-exchange", text(&dlx)),
+            ("x-dead-letter-routing-key", text("dead")),
+        ]),
+    )
+    .await;
+    for ms in delays {
+        declare(
+            retry(ms),
+            args(&[
+                ("x-message-ttl", AMQPValue::LongInt(ms as i32)),
+                ("x-dead-letter-exchange", text("")),
+                ("x-dead-letter-routing-key", text(&work_queue)),
+            ]),
+        )
+        .await;
+    }
+    declare(dlq.clone(), FieldTable::default()).await;
+    let bind = |q: String, x: String, key: String| {
+        let channel = channel.clone();
+        async move {
+            channel
+                .queue_bind(
+                    q.as_str().into(),
+                    x.as_str().into(),
+                    key.as_str().into(),
+                    QueueBindOptions::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .unwrap()
+        }
+    };
+    bind(work_queue.clone(), work_exchange.clone(), "work".into()).await;
+    for ms in delays {
+        bind(retry(ms), retry_exchange.clone(), retry(ms)).await;
+    }
+    bind(dlq.clone(), dlx.clone(), "dead".into()).await;
+
+    let journal = Journal::default();
+    let runtime = Runtime::builder()
+        .uri(url())
+        .state(journal.clone())
+        .handle_signals(false)
+        .consumer_with(process_job, |spec| {
+            spec.queue = work_queue.clone();
+            spec.delays = "100ms,200ms".parse().unwrap();
+            spec.names.exchange = Some(work_exchange.clone());
+            spec.names.routing_key = Some("work".into());
+            spec.names.retry_exchange = Some(retry_exchange.clone());
+            spec.names.retry_queue = Some(format!("{p}.retry_{{ms}}ms"));
+            spec.names.dead_letter_exchange = Some(dlx.clone());
+            spec.names.dead_letter_queue = Some(dlq.clone());
+            spec.names.dead_letter_routing_key = Some("dead".into());
+        })
+        .build()
+        .unwrap();
+    let shutdown = runtime.shutdown_handle();
+    let task = tokio::spawn(runtime.run());
+
+    let publisher = publisher().await;
+    publisher
+        .publish(
+            &work_exchange,
+            "work",
+            rabbit_backoff::Outgoing::json(&Job {
+                id: 9,
+                fail: Fail::Transient,
+                attempts: None,
+            })
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let dead = next_message(&channel, &dlq, WAIT).await;
+    assert_eq!(
+        header_int(&dead.delivery.properties, "x-retry-count"),
+        Some(2)
+    );
+    assert_eq!(
+        journal.calls_for(9).len(),
+        3,
+        "it went through both existing retry queues"
+    );
+    shutdown.shutdown();
+    task.await
+        .unwrap()
+        .expect("the runtime accepted the existing topology");
+    drop(cleanup);
+    let _ = connection.close(200, "".into()).await;
+}
+
+#[tokio::test]
+async fn a_conflicting_queue_fails_start_up_naming_the_queue_and_the_argument() {
+    let queue = unique("conflict");
+    let retry_queue = format!("{queue}.retry_100ms");
+    let (connection, channel) = channel().await;
+    let spec_for_cleanup = {
+        let mut spec = process_job.spec();
+        spec.queue = queue.clone();
+        spec
+    };
+    let _cleanup = Cleanup::of(&spec_for_cleanup);
+    channel
+        .queue_declare(
+            retry_queue.as_str().into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            args(&[("x-message-ttl", AMQPValue::LongInt(999))]),
+        )
+        .await
+        .unwrap();
+
+    let result = Runtime::builder()
+        .uri(url())
+        .state(Journal::default())
+        .handle_signals(false)
+        .consumer_with(process_job, |spec| spec.queue = queue.clone())
+        .run()
+        .await;
+    match result {
+        Err(
+            ref e @ Error::TopologyConflict {
+                object,
+                ref name,
+                ref argument,
+                ..
+            },
+        ) => {
+            assert_eq!(object, "queue");
+            assert_eq!(name, &retry_queue);
+            assert_eq!(argument.as_deref(), Some("x-message-ttl"));
+            let message = e.to_string();
+            assert!(
+                message.contains(&retry_queue) && message.contains("x-message-ttl"),
+                "{message}"
+            );
+        }
+        other => panic!("expected a topology conflict, got {other:?}"),
+    }
+    let _ = connection.close(200, "".into()).await;
+}
+
+#[tokio::test]
+async fn declaring_twice_changes_nothing_and_matches_the_model() {
+    let mut spec = process_job.spec();
+    spec.queue = unique("idempotent");
+    let _cleanup = Cleanup::of(&spec);
+    let (connection, channel) = channel().await;
+    let topology = Topology::of(&spec);
+    rabbit_backoff::declare_topology(&connection, &topology)
+        .await
+        .unwrap();
+    rabbit_backoff::declare_topology(&connection, &topology)
+        .await
+        .unwrap();
+    // A passive declare with the same arguments succeeds only when the queues exist.
+    for queue in topology.queues() {
+        depth(&channel, &queue.name).await;
+    }
+    // Re-declaring a retry queue with another TTL is refused: the argument is really set.
+    let probe = connection.create_channel().await.unwrap();
+    let refused = probe
+        .queue_declare(
+            topology.retry_queues[0].name.as_str().into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            args(&[("x-message-ttl", AMQPValue::LongLongInt(1))]),
+        )
+        .await;
+    assert!(
+        refused.is_err(),
+        "x-message-ttl is set on {}",
+        topology.retry_queues[0].name
+    );
+    let _ = connection.close(200, "".into()).await;
+}
+
+#[tokio::test]
+async fn start_up_refuses_missing_state_and_bad_overrides() {
+    let missing = Runtime::builder().consumer(process_job).build();
+    assert!(
+        matches!(&missing, Err(Error::MissingState { type_name, .. }) if type_name.ends_with("Journal")),
+        "{:?}",
+        missing.err()
+    );
+    let bad = Runtime::builder()
+        .state(Journal::default())
+        .consumer_with(process_job, |spec| spec.queue = "amq.nope".into())
+        .build();
+    let message = bad.err().expect("refused").to_string();
+    assert!(
+        message.contains("amq.nope") && message.contains("reserves"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn an_unroutable_publish_is_an_error() {
+    let publisher = publisher().await;
+    let exchange = unique("nowhere");
+    let (connection, channel) = channel().await;
+    let _cleanup = Cleanup::default().exchange(&exchange);
+    channel
+        .exchange_declare(
+            exchange.as_str().into(),
+            lapin::ExchangeKind::Direct,
+            ExchangeDeclareOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let result = publisher
+        .publish(
+            &exchange,
+            "no-queue",
+            rabbit_backoff::Outgoing::json(&1).unwrap(),
+        )
+        .await;
+    assert!(
+        matches!(
+            result,
+            Err(Error::Publish {
+                failure: rabbit_backoff::PublishFailure::Unroutable,
+                ..
+            })
+        ),
+        "{result:?}"
+    );
+    let _ = connection.close(200, "".into()).await;
+}
