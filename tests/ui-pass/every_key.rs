@@ -1,0 +1,62 @@
+use rabbit_backoff::prelude::*;
+use rabbit_backoff::{ExchangeKind, QueueType};
+
+#[derive(Debug, serde::Deserialize)]
+pub struct Order {
+    pub id: u64,
+}
+
+#[derive(Debug, thiserror::Error, Classify)]
+pub enum OrderError {
+    #[error("unavailable")]
+    Unavailable,
+    #[permanent]
+    #[error("invalid: {0}")]
+    Invalid(String),
+}
+
+pub struct Db;
+
+/// Handles orders.
+#[backoff_consumer(
+    queue = "work_queue",
+    delays = "500ms,5s,1m,1h",
+    prefetch = 50,
+    concurrency = 8,
+    exchange = "work_exchange",
+    exchange_type = "topic",
+    routing_key = "work",
+    retry_exchange = "retry_exchange",
+    retry_queue = "retry_{ms}ms",
+    dead_letter_exchange = "dlx_exchange",
+    dead_letter_queue = "dead_letter_queue",
+    dead_letter_routing_key = "dead",
+    queue_type = "quorum",
+    delivery_limit = 5,
+    crate = "::rabbit_backoff"
+)]
+pub async fn process_order(order: Order, ctx: &Context, _db: State<Db>) -> Result<(), OrderError> {
+    let _ = (order.id, ctx.attempt());
+    Ok(())
+}
+
+fn main() {
+    let spec = process_order.spec();
+    assert_eq!(spec.queue, "work_queue");
+    assert_eq!(spec.delays.as_millis(), &[500, 5_000, 60_000, 3_600_000]);
+    assert_eq!((spec.prefetch, spec.concurrency), (50, 8));
+    assert_eq!(spec.exchange_kind, ExchangeKind::Topic);
+    assert_eq!(spec.queue_type, QueueType::Quorum);
+    assert_eq!(spec.delivery_limit, 5);
+    let names = spec.names();
+    assert_eq!(names.exchange, "work_exchange");
+    assert_eq!(names.routing_key, "work");
+    assert_eq!(names.retry_exchange, "retry_exchange");
+    assert_eq!(names.retry_queue(5_000), "retry_5000ms");
+    assert_eq!(names.dead_letter_exchange, "dlx_exchange");
+    assert_eq!(names.dead_letter_queue, "dead_letter_queue");
+    assert_eq!(names.dead_letter_routing_key, "dead");
+    assert_eq!(process_order.required_state().len(), 1);
+    assert_eq!(OrderError::Invalid("x".into()).classify(), ErrorClass::Permanent);
+    assert_eq!(OrderError::Unavailable.classify(), ErrorClass::Transient);
+}
