@@ -47,9 +47,9 @@ pub use backoff_core::{
     NameOverrides, QueueType, Topology, TopologyNames, headers,
 };
 pub use backoff_runtime::{
-    Consumer, Context, DEFAULT_AMQP_URL, Error, Outgoing, PublishFailure, Publisher, Runtime,
-    RuntimeBuilder, ShutdownHandle, State, StateRequirement, amqp_url_from_env, declare_topology,
-    lapin,
+    Consumer, Context, DEFAULT_AMQP_URL, Error, Health, HealthWatch, Outgoing, PublishFailure,
+    Publisher, Runtime, RuntimeBuilder, ShutdownHandle, State, StateRequirement, amqp_url_from_env,
+    declare_topology, lapin,
 };
 
 /// Turns an `async fn` handler into a consumer of the same name.

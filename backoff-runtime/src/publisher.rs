@@ -4,6 +4,7 @@ use backoff_core::ConsumerSpec;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection};
 use serde::Serialize;
+use tokio::sync::Mutex;
 
 use crate::Error;
 use crate::amqp::short;
@@ -87,8 +88,10 @@ impl Outgoing {
 /// # Ok(()) }
 /// ```
 pub struct Publisher {
-    connection: Option<Connection>,
-    channel: Channel,
+    connection: Connection,
+    /// Re-opened when the broker closed it (for example after a publish to a
+    /// missing exchange).
+    channel: Mutex<Channel>,
     confirm_timeout: Duration,
 }
 
@@ -98,8 +101,8 @@ impl Publisher {
         let connection = connect(uri).await?;
         let channel = confirm_channel(&connection).await?;
         Ok(Publisher {
-            connection: Some(connection),
-            channel,
+            connection,
+            channel: Mutex::new(channel),
             confirm_timeout: Duration::from_secs(30),
         })
     }
@@ -131,7 +134,7 @@ impl Publisher {
             properties = properties.with_correlation_id(short(&id, "correlation_id")?);
         }
         publish_confirmed(
-            &self.channel,
+            &self.channel().await?,
             short(exchange, "exchange name")?,
             short(routing_key, "routing key")?,
             &message.body,
@@ -162,12 +165,23 @@ impl Publisher {
         .await
     }
 
-    /// Closes the channel and the connection.
-    pub async fn close(mut self) {
-        let _ = self.channel.close(200, "publisher closed".into()).await;
-        if let Some(connection) = self.connection.take() {
-            let _ = connection.close(200, "publisher closed".into()).await;
+    /// The confirm channel, opened again when the broker closed it.
+    async fn channel(&self) -> Result<Channel, Error> {
+        let mut channel = self.channel.lock().await;
+        if !channel.status().connected() {
+            *channel = confirm_channel(&self.connection).await?;
         }
+        Ok(channel.clone())
+    }
+
+    /// Closes the channel and the connection.
+    pub async fn close(self) {
+        let _ = self
+            .channel
+            .into_inner()
+            .close(200, "publisher closed".into())
+            .await;
+        let _ = self.connection.close(200, "publisher closed".into()).await;
     }
 }
 

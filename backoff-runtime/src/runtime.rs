@@ -10,7 +10,9 @@ use lapin::{Connection, ConnectionProperties};
 use crate::error::redact;
 use crate::state::StateMap;
 use crate::worker::{Worker, WorkerEnv};
-use crate::{Consumer, Error, ShutdownHandle, StateRequirement, declare_topology};
+use crate::{
+    Consumer, Error, Health, HealthWatch, ShutdownHandle, StateRequirement, declare_topology,
+};
 
 /// Builds a [`Runtime`]: the broker address, the consumers, their shared state
 /// and run-time overrides.
@@ -46,6 +48,7 @@ pub struct Runtime {
     shutdown_grace: Duration,
     handle_signals: bool,
     shutdown: ShutdownHandle,
+    health: (tokio::sync::watch::Sender<Health>, HealthWatch),
 }
 
 impl Runtime {
@@ -67,6 +70,11 @@ impl Runtime {
         self.shutdown.clone()
     }
 
+    /// Watches this runtime's health: starting, ready, stopping, stopped or failed.
+    pub fn health(&self) -> HealthWatch {
+        self.health.1.clone()
+    }
+
     /// The specs of the registered consumers, after overrides.
     pub fn specs(&self) -> impl Iterator<Item = &ConsumerSpec> {
         self.consumers.iter().map(|c| c.spec())
@@ -76,6 +84,16 @@ impl Runtime {
     /// shutdown is asked for (by a [`ShutdownHandle`], SIGINT or SIGTERM) or a
     /// consumer fails. Returns once every channel and the connection are closed.
     pub async fn run(self) -> Result<(), Error> {
+        let health = self.health.0.clone();
+        let result = self.run_inner().await;
+        health.send_replace(match &result {
+            Ok(()) => Health::Stopped,
+            Err(e) => Health::Failed(e.to_string()),
+        });
+        result
+    }
+
+    async fn run_inner(self) -> Result<(), Error> {
         let connection = connect(&self.uri).await?;
         for registration in &self.consumers {
             declare_topology(&connection, &Topology::of(registration.spec())).await?;
@@ -90,7 +108,18 @@ impl Runtime {
         for registration in self.consumers {
             let queue = registration.spec().queue.clone();
             match registration.start(env.clone()).await {
-                Ok(future) => running.push(tokio::spawn(future)),
+                Ok(future) => {
+                    // A consumer that fails stops the runtime, so that `run` returns its error.
+                    let shutdown = self.shutdown.clone();
+                    running.push(tokio::spawn(async move {
+                        let result = future.await;
+                        if let Err(e) = &result {
+                            tracing::error!("{e}");
+                            shutdown.shutdown();
+                        }
+                        result
+                    }))
+                }
                 Err(e) => {
                     self.shutdown.shutdown();
                     close(&env.connection).await;
@@ -102,8 +131,10 @@ impl Runtime {
         let signals = self
             .handle_signals
             .then(|| tokio::spawn(shutdown_on_signal(self.shutdown.clone())));
+        self.health.0.send_replace(Health::Ready);
 
         self.shutdown.wait().await;
+        self.health.0.send_replace(Health::Stopping);
         tracing::info!(
             "shutting down: finishing handlers in flight (grace {:?})",
             self.shutdown_grace
@@ -242,6 +273,7 @@ impl RuntimeBuilder {
             shutdown_grace: self.shutdown_grace,
             handle_signals: self.handle_signals,
             shutdown: ShutdownHandle::new(),
+            health: HealthWatch::channel(),
         })
     }
 

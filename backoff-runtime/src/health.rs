@@ -1,0 +1,70 @@
+use tokio::sync::watch;
+
+/// The state of a [`Runtime`](crate::Runtime), for readiness probes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Health {
+    /// Connecting and declaring the topology.
+    Starting,
+    /// Every consumer is consuming.
+    Ready,
+    /// A shutdown was asked for; handlers in flight are finishing.
+    Stopping,
+    /// Stopped cleanly.
+    Stopped,
+    /// Stopped on an error, described here.
+    Failed(String),
+}
+
+/// Watches a runtime's [`Health`]; cheap to clone.
+///
+/// ```no_run
+/// # async fn demo(runtime: backoff_runtime::Runtime) {
+/// let health = runtime.health();
+/// tokio::spawn(runtime.run());
+/// health.wait_ready().await.expect("the consumers started");
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct HealthWatch {
+    receiver: watch::Receiver<Health>,
+}
+
+impl HealthWatch {
+    pub(crate) fn channel() -> (watch::Sender<Health>, HealthWatch) {
+        let (sender, receiver) = watch::channel(Health::Starting);
+        (sender, HealthWatch { receiver })
+    }
+
+    /// The current state.
+    pub fn current(&self) -> Health {
+        self.receiver.borrow().clone()
+    }
+
+    /// Whether every consumer is consuming.
+    pub fn is_ready(&self) -> bool {
+        *self.receiver.borrow() == Health::Ready
+    }
+
+    /// Waits until the runtime is ready; `Err` with the state it reached
+    /// instead when it stopped or failed first.
+    pub async fn wait_ready(&self) -> Result<(), Health> {
+        let mut receiver = self.receiver.clone();
+        let reached = receiver
+            .wait_for(|h| !matches!(h, Health::Starting))
+            .await
+            .map(|h| h.clone())
+            .unwrap_or(Health::Stopped);
+        match reached {
+            Health::Ready => Ok(()),
+            other => Err(other),
+        }
+    }
+
+    /// Waits for the next change and returns the new state; `None` once the
+    /// runtime is gone.
+    pub async fn changed(&mut self) -> Option<Health> {
+        self.receiver.changed().await.ok()?;
+        Some(self.current())
+    }
+}
