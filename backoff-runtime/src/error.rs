@@ -86,6 +86,12 @@ pub enum Error {
         /// The client error.
         source: lapin::Error,
     },
+    /// The broker cancelled a consumer (for example because its queue was deleted).
+    #[error("the broker cancelled the consumer of `{queue}` (was the queue deleted?)")]
+    Cancelled {
+        /// The consumer's queue.
+        queue: String,
+    },
     /// A publish was not confirmed by the broker.
     #[error("publish to exchange `{exchange}` with routing key `{routing_key}` failed: {failure}")]
     Publish {
@@ -107,6 +113,21 @@ pub enum Error {
         /// Its length.
         len: usize,
     },
+}
+
+impl Error {
+    /// Whether reconnecting can help: true for a lost connection or channel,
+    /// false for a misconfiguration such as a topology conflict.
+    pub fn is_recoverable(&self) -> bool {
+        matches!(
+            self,
+            Error::Connect { .. }
+                | Error::Declare { .. }
+                | Error::Channel { .. }
+                | Error::Consume { .. }
+                | Error::Cancelled { .. }
+        )
+    }
 }
 
 /// Why the broker did not take a published message.

@@ -8,6 +8,8 @@ pub enum Health {
     Starting,
     /// Every consumer is consuming.
     Ready,
+    /// The connection or a channel was lost; reconnecting.
+    Recovering,
     /// A shutdown was asked for; handlers in flight are finishing.
     Stopping,
     /// Stopped cleanly.
@@ -46,12 +48,13 @@ impl HealthWatch {
         *self.receiver.borrow() == Health::Ready
     }
 
-    /// Waits until the runtime is ready; `Err` with the state it reached
-    /// instead when it stopped or failed first.
+    /// Waits until the runtime is ready (through any number of reconnection
+    /// attempts); `Err` with the state it reached instead when it stopped or
+    /// failed first.
     pub async fn wait_ready(&self) -> Result<(), Health> {
         let mut receiver = self.receiver.clone();
         let reached = receiver
-            .wait_for(|h| !matches!(h, Health::Starting))
+            .wait_for(|h| !matches!(h, Health::Starting | Health::Recovering))
             .await
             .map(|h| h.clone())
             .unwrap_or(Health::Stopped);

@@ -88,21 +88,36 @@ impl Outgoing {
 /// # Ok(()) }
 /// ```
 pub struct Publisher {
-    connection: Connection,
-    /// Re-opened when the broker closed it (for example after a publish to a
-    /// missing exchange).
-    channel: Mutex<Channel>,
+    uri: String,
+    /// Opened again when the broker closed the channel (for example after a
+    /// publish to a missing exchange) or the connection was lost.
+    link: Mutex<Link>,
     confirm_timeout: Duration,
+}
+
+struct Link {
+    connection: Connection,
+    channel: Channel,
+}
+
+impl Link {
+    async fn open(uri: &str) -> Result<Self, Error> {
+        let connection = connect(uri).await?;
+        let channel = confirm_channel(&connection).await?;
+        Ok(Link {
+            connection,
+            channel,
+        })
+    }
 }
 
 impl Publisher {
     /// Connects and opens a confirm channel.
     pub async fn connect(uri: &str) -> Result<Self, Error> {
-        let connection = connect(uri).await?;
-        let channel = confirm_channel(&connection).await?;
+        let link = Link::open(uri).await?;
         Ok(Publisher {
-            connection,
-            channel: Mutex::new(channel),
+            uri: uri.to_owned(),
+            link: Mutex::new(link),
             confirm_timeout: Duration::from_secs(30),
         })
     }
@@ -165,23 +180,22 @@ impl Publisher {
         .await
     }
 
-    /// The confirm channel, opened again when the broker closed it.
+    /// The confirm channel, opened again when it or the connection was lost.
     async fn channel(&self) -> Result<Channel, Error> {
-        let mut channel = self.channel.lock().await;
-        if !channel.status().connected() {
-            *channel = confirm_channel(&self.connection).await?;
+        let mut link = self.link.lock().await;
+        if !link.connection.status().connected() {
+            *link = Link::open(&self.uri).await?;
+        } else if !link.channel.status().connected() {
+            link.channel = confirm_channel(&link.connection).await?;
         }
-        Ok(channel.clone())
+        Ok(link.channel.clone())
     }
 
     /// Closes the channel and the connection.
     pub async fn close(self) {
-        let _ = self
-            .channel
-            .into_inner()
-            .close(200, "publisher closed".into())
-            .await;
-        let _ = self.connection.close(200, "publisher closed".into()).await;
+        let link = self.link.into_inner();
+        let _ = link.channel.close(200, "publisher closed".into()).await;
+        let _ = link.connection.close(200, "publisher closed".into()).await;
     }
 }
 

@@ -3,9 +3,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use backoff_core::{ConsumerSpec, Topology};
+use backoff_core::{ConsumerSpec, ReconnectBackoff, Topology};
 use futures_util::future::BoxFuture;
 use lapin::{Connection, ConnectionProperties};
+use tokio::task::JoinSet;
 
 use crate::error::redact;
 use crate::state::StateMap;
@@ -35,6 +36,7 @@ pub struct RuntimeBuilder {
     confirm_timeout: Duration,
     shutdown_grace: Duration,
     handle_signals: bool,
+    reconnect: ReconnectBackoff,
 }
 
 /// Runs consumers until shutdown: declares every topology, then consumes.
@@ -47,6 +49,7 @@ pub struct Runtime {
     confirm_timeout: Duration,
     shutdown_grace: Duration,
     handle_signals: bool,
+    reconnect: ReconnectBackoff,
     shutdown: ShutdownHandle,
     health: (tokio::sync::watch::Sender<Health>, HealthWatch),
 }
@@ -62,6 +65,7 @@ impl Runtime {
             confirm_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
             handle_signals: true,
+            reconnect: ReconnectBackoff::default(),
         }
     }
 
@@ -81,88 +85,149 @@ impl Runtime {
     }
 
     /// Connects, declares every consumer's topology, then consumes until a
-    /// shutdown is asked for (by a [`ShutdownHandle`], SIGINT or SIGTERM) or a
-    /// consumer fails. Returns once every channel and the connection are closed.
+    /// shutdown is asked for (by a [`ShutdownHandle`], SIGINT or SIGTERM).
+    /// Returns once every channel and the connection are closed.
+    ///
+    /// A lost connection or channel is recovered: the runtime reconnects with
+    /// capped exponential backoff and jitter, declares the topology again and
+    /// resumes every consumer; [`health`](Self::health) says `Recovering`
+    /// meanwhile. A broker that is down at start-up is waited for the same way.
+    /// Only a misconfiguration, such as a topology conflict, ends `run` with an
+    /// error.
     pub async fn run(self) -> Result<(), Error> {
         let health = self.health.0.clone();
-        let result = self.run_inner().await;
+        let signals = self
+            .handle_signals
+            .then(|| tokio::spawn(shutdown_on_signal(self.shutdown.clone())));
+        let result = self.supervise().await;
+        if let Some(signals) = signals {
+            signals.abort();
+        }
         health.send_replace(match &result {
             Ok(()) => Health::Stopped,
             Err(e) => Health::Failed(e.to_string()),
         });
+        tracing::info!("stopped");
         result
     }
 
-    async fn run_inner(self) -> Result<(), Error> {
-        let connection = connect(&self.uri).await?;
-        for registration in &self.consumers {
-            declare_topology(&connection, &Topology::of(registration.spec())).await?;
-        }
-        let env = WorkerEnv {
-            connection: Arc::new(connection),
-            state: self.state,
-            confirm_timeout: self.confirm_timeout,
-            shutdown: self.shutdown.clone(),
-        };
-        let mut running = Vec::with_capacity(self.consumers.len());
-        for registration in self.consumers {
-            let queue = registration.spec().queue.clone();
-            match registration.start(env.clone()).await {
-                Ok(future) => {
-                    // A consumer that fails stops the runtime, so that `run` returns its error.
-                    let shutdown = self.shutdown.clone();
-                    running.push(tokio::spawn(async move {
-                        let result = future.await;
-                        if let Err(e) = &result {
-                            tracing::error!("{e}");
-                            shutdown.shutdown();
-                        }
-                        result
-                    }))
-                }
-                Err(e) => {
-                    self.shutdown.shutdown();
-                    close(&env.connection).await;
-                    return Err(e);
+    /// Runs generation after generation (one connection each) until shutdown.
+    async fn supervise(&self) -> Result<(), Error> {
+        let mut failures: u32 = 0;
+        loop {
+            if self.shutdown.is_shutdown() {
+                return Ok(());
+            }
+            if failures > 0 {
+                let wait = self.reconnect.delay(failures - 1, fastrand::f64());
+                tokio::select! {
+                    _ = self.shutdown.wait() => return Ok(()),
+                    _ = tokio::time::sleep(wait) => {}
                 }
             }
-            tracing::info!("consuming from {queue}");
+            match self.generation(&mut failures).await {
+                Ok(()) => return Ok(()),
+                Err(e) if e.is_recoverable() => {
+                    failures = failures.saturating_add(1);
+                    self.health.0.send_replace(Health::Recovering);
+                    let wait = self.reconnect.delay(failures - 1, 0.5);
+                    tracing::warn!("{e}; reconnecting (attempt {failures}, in about {wait:?})");
+                }
+                Err(e) => return Err(e),
+            }
         }
-        let signals = self
-            .handle_signals
-            .then(|| tokio::spawn(shutdown_on_signal(self.shutdown.clone())));
-        self.health.0.send_replace(Health::Ready);
+    }
 
-        self.shutdown.wait().await;
+    /// One connection's life: connect, declare, consume until shutdown (Ok)
+    /// or until a consumer or the connection fails (Err).
+    async fn generation(&self, failures: &mut u32) -> Result<(), Error> {
+        let connection = Arc::new(connect(&self.uri).await?);
+        let stop = ShutdownHandle::new();
+        let result = self.consume(&connection, &stop, failures).await;
+        stop.shutdown();
+        close(&connection).await;
+        result
+    }
+
+    async fn consume(
+        &self,
+        connection: &Arc<Connection>,
+        stop: &ShutdownHandle,
+        failures: &mut u32,
+    ) -> Result<(), Error> {
+        for registration in &self.consumers {
+            declare_topology(connection, &Topology::of(registration.spec())).await?;
+        }
+        let env = WorkerEnv {
+            connection: Arc::clone(connection),
+            state: Arc::clone(&self.state),
+            confirm_timeout: self.confirm_timeout,
+            shutdown: stop.clone(),
+        };
+        let mut running = JoinSet::new();
+        for registration in &self.consumers {
+            running.spawn(registration.start(env.clone()).await?);
+            tracing::info!("consuming from {}", registration.spec().queue);
+        }
+        self.health.0.send_replace(Health::Ready);
+        *failures = 0;
+
+        let ended = tokio::select! {
+            _ = self.shutdown.wait() => None,
+            ended = running.join_next() => ended,
+        };
+        stop.shutdown();
+        if let Some(ended) = ended {
+            // A consumer stopped by itself: its channel or the connection is gone.
+            let error = match ended {
+                Ok(Err(e)) => e,
+                Ok(Ok(())) => Error::Cancelled {
+                    queue: String::from("(unknown)"),
+                },
+                Err(join) => {
+                    tracing::error!("a consumer task failed: {join}");
+                    Error::Cancelled {
+                        queue: String::from("(unknown)"),
+                    }
+                }
+            };
+            // The others finish their handlers in flight, briefly.
+            let _ = tokio::time::timeout(Duration::from_secs(5), drain(&mut running)).await;
+            running.abort_all();
+            return Err(error);
+        }
+
         self.health.0.send_replace(Health::Stopping);
         tracing::info!(
             "shutting down: finishing handlers in flight (grace {:?})",
             self.shutdown_grace
         );
-        let mut first_error = None;
-        let deadline = tokio::time::Instant::now() + self.shutdown_grace;
-        for mut handle in running {
-            match tokio::time::timeout_at(deadline, &mut handle).await {
-                Ok(Ok(Ok(()))) => {}
-                Ok(Ok(Err(e))) => {
-                    first_error.get_or_insert(e);
-                }
-                Ok(Err(join_error)) => tracing::error!("a consumer task failed: {join_error}"),
-                Err(_) => {
-                    tracing::warn!(
-                        "grace period over: unfinished messages stay unacked and will be redelivered"
-                    );
-                    handle.abort();
+        match tokio::time::timeout(self.shutdown_grace, drain(&mut running)).await {
+            Ok(first_error) => {
+                if let Some(e) = first_error {
+                    tracing::warn!("a consumer ended with an error during shutdown: {e}");
                 }
             }
+            Err(_) => {
+                tracing::warn!(
+                    "grace period over: unfinished messages stay unacked and will be redelivered"
+                );
+                running.abort_all();
+            }
         }
-        if let Some(signals) = signals {
-            signals.abort();
-        }
-        close(&env.connection).await;
-        tracing::info!("stopped");
-        first_error.map_or(Ok(()), Err)
+        Ok(())
     }
+}
+
+/// Waits for every consumer task; the first error, if any.
+async fn drain(running: &mut JoinSet<Result<(), Error>>) -> Option<Error> {
+    let mut first = None;
+    while let Some(ended) = running.join_next().await {
+        if let Ok(Err(e)) = ended {
+            first.get_or_insert(e);
+        }
+    }
+    first
 }
 
 impl RuntimeBuilder {
@@ -238,6 +303,13 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How long to wait between reconnection attempts: from `initial`,
+    /// doubling, up to `max`, with jitter (default 100 ms to 30 s).
+    pub fn reconnect_backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.reconnect = ReconnectBackoff::new(initial, max);
+        self
+    }
+
     /// Checks every consumer's spec, that queues are distinct and that every
     /// `State<T>` a handler takes was registered.
     pub fn build(self) -> Result<Runtime, Error> {
@@ -272,6 +344,7 @@ impl RuntimeBuilder {
             confirm_timeout: self.confirm_timeout,
             shutdown_grace: self.shutdown_grace,
             handle_signals: self.handle_signals,
+            reconnect: self.reconnect,
             shutdown: ShutdownHandle::new(),
             health: HealthWatch::channel(),
         })
@@ -288,7 +361,7 @@ trait Registration: Send + Sync {
     fn spec(&self) -> &ConsumerSpec;
     fn required_state(&self) -> Vec<StateRequirement>;
     fn start(
-        self: Box<Self>,
+        &self,
         env: WorkerEnv,
     ) -> BoxFuture<'static, Result<BoxFuture<'static, Result<(), Error>>, Error>>;
 }
@@ -308,11 +381,13 @@ impl<C: Consumer> Registration for Registered<C> {
     }
 
     fn start(
-        self: Box<Self>,
+        &self,
         env: WorkerEnv,
     ) -> BoxFuture<'static, Result<BoxFuture<'static, Result<(), Error>>, Error>> {
+        let consumer = Arc::clone(&self.consumer);
+        let spec = self.spec.clone();
         Box::pin(async move {
-            let (worker, stream) = Worker::start(self.consumer, self.spec, env).await?;
+            let (worker, stream) = Worker::start(consumer, spec, env).await?;
             let run: BoxFuture<'static, Result<(), Error>> = Box::pin(worker.run(stream));
             Ok(run)
         })

@@ -134,13 +134,14 @@ impl<C: Consumer> Worker<C> {
             .await;
         // Unacknowledged deliveries still buffered go back to the queue.
         let _ = self.channel.close(200, "consumer stopped".into()).await;
-        match failure.into_inner().ok().flatten() {
-            Some(source) if !self.env.shutdown.is_shutdown() => Err(Error::Consume {
-                queue: self.spec.queue.clone(),
-                source,
-            }),
-            _ => Ok(()),
+        if self.env.shutdown.is_shutdown() {
+            return Ok(());
         }
+        let queue = self.spec.queue.clone();
+        Err(match failure.into_inner().ok().flatten() {
+            Some(source) => Error::Consume { queue, source },
+            None => Error::Cancelled { queue },
+        })
     }
 
     async fn process(&self, delivery: Delivery) {
