@@ -44,7 +44,7 @@
 
 pub use backoff_core::{
     Classify, ConsumerSpec, DeadLetterReason, DelayError, Delays, ErrorClass, ExchangeKind,
-    NameOverrides, QueueType, Topology, TopologyNames, headers,
+    MAX_ERROR_LEN, NameOverrides, QueueType, Topology, TopologyNames, headers,
 };
 pub use backoff_runtime::{
     Consumer, Context, DEFAULT_AMQP_URL, Error, Health, HealthWatch, Outgoing, PublishFailure,
