@@ -374,3 +374,58 @@ async fn an_unroutable_publish_is_an_error() {
     );
     let _ = connection.close(200, "".into()).await;
 }
+
+#[tokio::test]
+async fn quorum_queues_retry_and_dead_letter_at_least_once() {
+    let running = Running::start("quorum", |spec| {
+        spec.queue_type = rabbit_backoff::QueueType::Quorum
+    })
+    .await;
+    let (_c, channel) = channel().await;
+    // Quorum queues cannot be redeclared as classic: the type really is quorum.
+    let probe = _c.create_channel().await.unwrap();
+    let classic = probe
+        .queue_declare(
+            running.spec.queue.as_str().into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            args(&[("x-queue-type", text("classic"))]),
+        )
+        .await;
+    assert!(classic.is_err(), "the work queue is a quorum queue");
+
+    let publisher = publisher().await;
+    running
+        .publish(
+            &publisher,
+            &Job {
+                id: 1,
+                fail: Fail::Transient,
+                attempts: Some(1),
+            },
+        )
+        .await;
+    running
+        .publish(
+            &publisher,
+            &Job {
+                id: 2,
+                fail: Fail::Transient,
+                attempts: None,
+            },
+        )
+        .await;
+    eventually("the retried job", WAIT, || {
+        running.journal.calls_for(1).len() == 2
+    })
+    .await;
+    let dead = next_message(&channel, &running.spec.names().dead_letter_queue, WAIT).await;
+    assert_eq!(
+        header_int(&dead.delivery.properties, "x-retry-count"),
+        Some(3)
+    );
+    assert_eq!(running.journal.calls_for(2).len(), 4);
+    running.stop().await;
+}

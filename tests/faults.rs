@@ -1,0 +1,602 @@
+//! Faults injected against the real broker: a broker restart, a killed
+//! consumer process, refused confirms, a deleted retry queue, shutdowns.
+//!
+//! These tests stop the broker or kill processes, so they run one at a time
+//! (the `SERIAL` lock) in a test binary of their own; `cargo test` runs test
+//! binaries one after another, so no other test sees the broker go down. The
+//! broker is started again even when a test fails.
+
+mod common;
+
+use std::collections::{BTreeSet, HashMap};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+use lapin::options::{BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::types::FieldTable;
+use rabbit_backoff::prelude::*;
+use rabbit_backoff::{Health, Outgoing};
+use serde::{Deserialize, Serialize};
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn rabbitmqctl(args: &[&str]) {
+    let output = Command::new("rabbitmqctl")
+        .args(args)
+        .output()
+        .expect("rabbitmqctl runs");
+    assert!(
+        output.status.success(),
+        "rabbitmqctl {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Starts the broker's application again when dropped, so that a failing
+/// test never leaves it stopped for the tests after it.
+struct BrokerGuard;
+
+impl Drop for BrokerGuard {
+    fn drop(&mut self) {
+        let _ = Command::new("rabbitmqctl").arg("start_app").output();
+        let _ = Command::new("rabbitmqctl")
+            .args(["await_startup", "--timeout", "60"])
+            .output();
+    }
+}
+
+/// The kind of job a load test publishes for `id`: 2% permanent, 8% transient
+/// once, the rest succeed.
+fn mixed(id: u64) -> Job {
+    let fail = match id % 100 {
+        0 | 50 => Fail::Permanent,
+        1..=8 => Fail::Transient,
+        _ => Fail::None,
+    };
+    Job {
+        id,
+        fail,
+        attempts: Some(1),
+    }
+}
+
+/// Ids the journal shows handled successfully, and how many extra successful calls.
+fn successes(journal: &Journal) -> (BTreeSet<u64>, usize) {
+    let mut per_id: HashMap<u64, usize> = HashMap::new();
+    for seen in journal.calls() {
+        let job = mixed(seen.id);
+        let succeeded = match job.fail {
+            Fail::None => true,
+            Fail::Transient => seen.retry_count >= 1,
+            _ => false,
+        };
+        if succeeded {
+            *per_id.entry(seen.id).or_default() += 1;
+        }
+    }
+    let duplicates = per_id.values().map(|n| n - 1).sum();
+    (per_id.into_keys().collect(), duplicates)
+}
+
+async fn drain_ids(channel: &lapin::Channel, queue: &str) -> Vec<u64> {
+    let mut ids = Vec::new();
+    while let Some(message) = channel
+        .basic_get(queue.into(), BasicGetOptions { no_ack: true })
+        .await
+        .unwrap()
+    {
+        #[derive(Deserialize)]
+        struct Id {
+            id: u64,
+        }
+        ids.push(
+            serde_json::from_slice::<Id>(&message.delivery.data)
+                .expect("an id")
+                .id,
+        );
+    }
+    ids
+}
+
+#[tokio::test]
+async fn a_broker_restart_loses_no_message() {
+    let _serial = SERIAL.lock().await;
+    const N: u64 = 3000;
+    let running = Running::start("restart", |spec| spec.prefetch = 50).await;
+    let publisher = publisher().await;
+    for id in 0..N {
+        running.publish(&publisher, &mixed(id)).await;
+    }
+    publisher.close().await;
+    eventually(
+        "a share of the messages handled",
+        Duration::from_secs(60),
+        || running.journal.calls().len() >= 600,
+    )
+    .await;
+
+    let guard = BrokerGuard;
+    let restarted = Instant::now();
+    rabbitmqctl(&["stop_app"]);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    rabbitmqctl(&["start_app"]);
+    rabbitmqctl(&["await_startup", "--timeout", "60"]);
+    drop(guard);
+
+    let expected_successes = (0..N)
+        .filter(|id| mixed(*id).fail != Fail::Permanent)
+        .count();
+    eventually(
+        "every message handled after the restart",
+        Duration::from_secs(120),
+        || successes(&running.journal).0.len() == expected_successes,
+    )
+    .await;
+    let recovered_in = restarted.elapsed();
+    let (_c, channel) = channel().await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let dead: BTreeSet<u64> = drain_ids(&channel, &running.spec.names().dead_letter_queue)
+        .await
+        .into_iter()
+        .collect();
+    let permanent: BTreeSet<u64> = (0..N)
+        .filter(|id| mixed(*id).fail == Fail::Permanent)
+        .collect();
+    assert!(
+        permanent.is_subset(&dead),
+        "missing dead letters: {:?}",
+        permanent.difference(&dead).collect::<Vec<_>>()
+    );
+    let (handled, duplicates) = successes(&running.journal);
+    let lost: Vec<u64> = (0..N)
+        .filter(|id| !handled.contains(id) && !dead.contains(id))
+        .collect();
+    assert!(lost.is_empty(), "lost {} messages: {lost:?}", lost.len());
+    println!(
+        "broker restart: {N} messages, {} handled, {} dead-lettered, {duplicates} duplicates, 0 lost, all settled {recovered_in:?} after the restart began",
+        handled.len(),
+        dead.len()
+    );
+    running.stop().await;
+}
+
+// ---- SIGKILL: the consumer runs in a child process ----
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Task {
+    id: u64,
+}
+
+#[derive(Debug, thiserror::Error, Classify)]
+enum TaskError {
+    #[error("first attempt of {0} fails")]
+    FirstAttempt(u64),
+    #[error("cannot record: {0}")]
+    Record(#[from] rabbit_backoff::Error),
+}
+
+/// Where the child records what it handled.
+struct Results {
+    queue: String,
+    publisher: Publisher,
+}
+
+#[backoff_consumer(queue = "placeholder", delays = "100ms", prefetch = 20)]
+async fn record(task: Task, ctx: &Context, results: State<Results>) -> Result<(), TaskError> {
+    if task.id % 10 == 0 && ctx.retry_count() == 0 {
+        return Err(TaskError::FirstAttempt(task.id));
+    }
+    // Slow enough (about 400 messages a second) to be killed in the middle.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    results
+        .publisher
+        .publish("", &results.queue, Outgoing::json(&task)?)
+        .await?;
+    Ok(())
+}
+
+/// The child process of `a_killed_consumer_loses_no_message`: not a test of
+/// its own (it is ignored, and refuses to run without its parent's settings).
+#[test]
+#[ignore = "the child process of a_killed_consumer_loses_no_message"]
+fn child_consumer_process() {
+    let queue = std::env::var("RB_CHILD_QUEUE").expect("run by a_killed_consumer_loses_no_message");
+    let results =
+        std::env::var("RB_CHILD_RESULTS").expect("run by a_killed_consumer_loses_no_message");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async move {
+        let publisher = Publisher::connect(&url()).await.unwrap();
+        Runtime::builder()
+            .uri(url())
+            .state(Results {
+                queue: results,
+                publisher,
+            })
+            .consumer_with(record, |spec| spec.queue = queue)
+            .run()
+            .await
+            .unwrap();
+    });
+}
+
+fn spawn_child(queue: &str, results: &str) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "child_consumer_process",
+            "--exact",
+            "--include-ignored",
+            "--nocapture",
+        ])
+        .env("RB_CHILD_QUEUE", queue)
+        .env("RB_CHILD_RESULTS", results)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the child consumer")
+}
+
+#[tokio::test]
+async fn a_killed_consumer_loses_no_message() {
+    let _serial = SERIAL.lock().await;
+    const N: u64 = 1000;
+    let mut spec = record.spec();
+    spec.queue = unique("killed");
+    let results = format!("{}.results", spec.queue);
+    let _cleanup = Cleanup::of(&spec).queue(&results);
+    let (connection, channel) = channel().await;
+    rabbit_backoff::declare_topology(&connection, &rabbit_backoff::Topology::of(&spec))
+        .await
+        .unwrap();
+    channel
+        .queue_declare(
+            results.as_str().into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let publisher = publisher().await;
+    for id in 0..N {
+        publisher.publish_to(&spec, &Task { id }).await.unwrap();
+    }
+
+    let mut child = spawn_child(&spec.queue, &results);
+    let mut recorded = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while recorded.len() < 100 {
+        assert!(
+            Instant::now() < deadline,
+            "the child handled only {} messages",
+            recorded.len()
+        );
+        recorded.extend(drain_ids(&channel, &results).await);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    child.kill().expect("SIGKILL the child");
+    child.wait().unwrap();
+    let killed_after = recorded.len();
+
+    let mut child = spawn_child(&spec.queue, &results);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        recorded.extend(drain_ids(&channel, &results).await);
+        let unique: BTreeSet<u64> = recorded.iter().copied().collect();
+        if unique.len() == N as usize {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {N} ids recorded after the restart",
+            unique.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(depth(&channel, &spec.names().dead_letter_queue).await, 0);
+    println!(
+        "SIGKILL after {killed_after} of {N}: all {N} handled, {} duplicates, 0 lost",
+        recorded.len() - N as usize
+    );
+    let _ = connection.close(200, "".into()).await;
+}
+
+#[tokio::test]
+async fn a_refused_confirm_requeues_the_original_which_succeeds_later() {
+    let _serial = SERIAL.lock().await;
+    let running = Running::start("refused", |_| {}).await;
+    let retry_queue = format!("{}.retry_100ms", running.spec.queue);
+    let policy = format!("{}-full", running.spec.queue);
+    let pattern = format!("^{}$", retry_queue.replace('.', "\\."));
+    // The broker refuses every publish to the retry queue.
+    rabbitmqctl(&[
+        "set_policy",
+        "--apply-to",
+        "queues",
+        "--priority",
+        "100",
+        &policy,
+        &pattern,
+        r#"{"max-length":0,"overflow":"reject-publish"}"#,
+    ]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let publisher = publisher().await;
+    running
+        .publish(
+            &publisher,
+            &Job {
+                id: 1,
+                fail: Fail::Transient,
+                attempts: Some(1),
+            },
+        )
+        .await;
+    eventually(
+        "a second first attempt (the requeued original)",
+        Duration::from_secs(15),
+        || {
+            running
+                .journal
+                .calls_for(1)
+                .iter()
+                .filter(|s| s.retry_count == 0)
+                .count()
+                >= 2
+        },
+    )
+    .await;
+    let (_c, channel) = channel().await;
+    assert_eq!(
+        depth(&channel, &running.spec.names().dead_letter_queue).await,
+        0,
+        "not dead-lettered"
+    );
+    assert!(
+        running
+            .journal
+            .calls_for(1)
+            .iter()
+            .all(|s| s.retry_count == 0),
+        "never reached the retry tier"
+    );
+
+    rabbitmqctl(&["clear_policy", &policy]);
+    eventually("the retried attempt", Duration::from_secs(15), || {
+        running
+            .journal
+            .calls_for(1)
+            .iter()
+            .any(|s| s.retry_count == 1)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        depth(&channel, &running.spec.queue).await,
+        0,
+        "acked after success"
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_deleted_retry_queue_is_declared_again_and_nothing_is_lost() {
+    let _serial = SERIAL.lock().await;
+    let running = Running::start("deleted", |_| {}).await;
+    let retry_queue = format!("{}.retry_100ms", running.spec.queue);
+    let (_c, channel) = channel().await;
+    channel
+        .queue_delete(retry_queue.as_str().into(), QueueDeleteOptions::default())
+        .await
+        .unwrap();
+    let publisher = publisher().await;
+    running
+        .publish(
+            &publisher,
+            &Job {
+                id: 1,
+                fail: Fail::Transient,
+                attempts: Some(1),
+            },
+        )
+        .await;
+    eventually("the retried attempt", Duration::from_secs(15), || {
+        running
+            .journal
+            .calls_for(1)
+            .iter()
+            .any(|s| s.retry_count == 1)
+    })
+    .await;
+    assert_eq!(
+        depth(&channel, &retry_queue).await,
+        0,
+        "the retry queue exists again"
+    );
+    assert_eq!(
+        depth(&channel, &running.spec.names().dead_letter_queue).await,
+        0
+    );
+    running.stop().await;
+}
+
+// ---- Shutdown ----
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Slow {
+    id: u64,
+    millis: u64,
+}
+
+#[derive(Debug, thiserror::Error, Classify)]
+#[error("never")]
+struct Never;
+
+#[derive(Default)]
+struct Progress {
+    started: Mutex<Vec<u64>>,
+    finished: Mutex<Vec<u64>>,
+}
+
+#[backoff_consumer(queue = "placeholder", delays = "1s")]
+async fn slow(job: Slow, progress: State<Progress>) -> Result<(), Never> {
+    progress.started.lock().unwrap().push(job.id);
+    tokio::time::sleep(Duration::from_millis(job.millis)).await;
+    progress.finished.lock().unwrap().push(job.id);
+    Ok(())
+}
+
+async fn run_slow(queue: &str, grace: Duration, job: Slow) -> (Arc<Progress>, Duration) {
+    let progress = Arc::new(Progress::default());
+    let runtime = Runtime::builder()
+        .uri(url())
+        .state_arc(progress.clone())
+        .handle_signals(false)
+        .shutdown_grace(grace)
+        .consumer_with(slow, |spec| spec.queue = queue.to_owned())
+        .build()
+        .unwrap();
+    let health = runtime.health();
+    let shutdown = runtime.shutdown_handle();
+    let task = tokio::spawn(runtime.run());
+    health.wait_ready().await.unwrap();
+    let publisher = publisher().await;
+    let mut spec = slow.spec();
+    spec.queue = queue.to_owned();
+    publisher.publish_to(&spec, &job).await.unwrap();
+    eventually("the handler to start", Duration::from_secs(10), || {
+        !progress.started.lock().unwrap().is_empty()
+    })
+    .await;
+    let asked = Instant::now();
+    shutdown.shutdown();
+    task.await.unwrap().unwrap();
+    assert_eq!(health.current(), Health::Stopped);
+    (progress, asked.elapsed())
+}
+
+#[tokio::test]
+async fn shutdown_lets_a_slow_handler_finish_within_the_grace_period() {
+    let _serial = SERIAL.lock().await;
+    let queue = unique("grace");
+    let mut spec = slow.spec();
+    spec.queue = queue.clone();
+    let _cleanup = Cleanup::of(&spec);
+    let (progress, took) = run_slow(
+        &queue,
+        Duration::from_secs(10),
+        Slow {
+            id: 1,
+            millis: 1000,
+        },
+    )
+    .await;
+    assert_eq!(
+        *progress.finished.lock().unwrap(),
+        [1],
+        "the handler finished"
+    );
+    assert!(
+        took >= Duration::from_millis(500) && took < Duration::from_secs(10),
+        "{took:?}"
+    );
+    let (_c, channel) = channel().await;
+    assert_eq!(
+        depth(&channel, &queue).await,
+        0,
+        "and its message was acked"
+    );
+}
+
+#[tokio::test]
+async fn shutdown_past_the_grace_period_leaves_the_message_for_redelivery() {
+    let _serial = SERIAL.lock().await;
+    let queue = unique("deadline");
+    let mut spec = slow.spec();
+    spec.queue = queue.clone();
+    let _cleanup = Cleanup::of(&spec);
+    let (progress, took) = run_slow(
+        &queue,
+        Duration::from_millis(200),
+        Slow {
+            id: 2,
+            millis: 5000,
+        },
+    )
+    .await;
+    assert!(
+        progress.finished.lock().unwrap().is_empty(),
+        "cut off at the deadline"
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "stopped at the deadline: {took:?}"
+    );
+    let (_c, channel) = channel().await;
+    eventually(
+        "the message back in its queue",
+        Duration::from_secs(5),
+        || true,
+    )
+    .await;
+    let message = next_message(&channel, &queue, Duration::from_secs(5)).await;
+    assert!(message.delivery.redelivered, "the broker redelivers it");
+}
+
+#[tokio::test]
+async fn a_broker_that_is_down_at_start_up_is_waited_for() {
+    let _serial = SERIAL.lock().await;
+    let guard = BrokerGuard;
+    rabbitmqctl(&["stop_app"]);
+    let queue = unique("late");
+    let journal = Journal::default();
+    let runtime = Runtime::builder()
+        .uri(url())
+        .state(journal.clone())
+        .handle_signals(false)
+        .reconnect_backoff(Duration::from_millis(100), Duration::from_millis(500))
+        .consumer_with(process_job, |spec| spec.queue = queue.clone())
+        .build()
+        .unwrap();
+    let spec = runtime.specs().next().unwrap().clone();
+    let mut health = runtime.health();
+    let shutdown = runtime.shutdown_handle();
+    let task = tokio::spawn(runtime.run());
+    assert_eq!(
+        health.changed().await,
+        Some(Health::Recovering),
+        "the first connection fails and is retried"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!task.is_finished(), "still trying");
+    rabbitmqctl(&["start_app"]);
+    rabbitmqctl(&["await_startup", "--timeout", "60"]);
+    drop(guard);
+    let _cleanup = Cleanup::of(&spec);
+    health
+        .wait_ready()
+        .await
+        .expect("connected once the broker is up");
+    let publisher = publisher().await;
+    publisher
+        .publish_to(
+            &spec,
+            &Job {
+                id: 1,
+                fail: Fail::None,
+                attempts: None,
+            },
+        )
+        .await
+        .unwrap();
+    eventually("the job", Duration::from_secs(10), || {
+        journal.calls_for(1).len() == 1
+    })
+    .await;
+    shutdown.shutdown();
+    task.await.unwrap().unwrap();
+}
