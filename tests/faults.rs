@@ -185,7 +185,7 @@ struct Results {
 
 #[backoff_consumer(queue = "placeholder", delays = "100ms", prefetch = 20)]
 async fn record(task: Task, ctx: &Context, results: State<Results>) -> Result<(), TaskError> {
-    if task.id % 10 == 0 && ctx.retry_count() == 0 {
+    if task.id.is_multiple_of(10) && ctx.retry_count() == 0 {
         return Err(TaskError::FirstAttempt(task.id));
     }
     // Slow enough (about 400 messages a second) to be killed in the middle.
