@@ -600,3 +600,53 @@ async fn a_broker_that_is_down_at_start_up_is_waited_for() {
     shutdown.shutdown();
     task.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn a_channel_closed_by_the_broker_is_recovered() {
+    let _serial = SERIAL.lock().await;
+    let running = Running::start("channel", |_| {}).await;
+    let mut health = running.health.clone();
+    // Publishing to a missing exchange makes the broker close the consumer's
+    // channel (NOT_FOUND), a loss lapin does not recover by itself.
+    let (_c, channel) = channel().await;
+    let retry_exchange = running.spec.names().retry_exchange;
+    channel
+        .exchange_delete(
+            retry_exchange.as_str().into(),
+            lapin::options::ExchangeDeleteOptions::default(),
+        )
+        .await
+        .unwrap();
+    let publisher = publisher().await;
+    running
+        .publish(
+            &publisher,
+            &Job {
+                id: 1,
+                fail: Fail::Transient,
+                attempts: Some(1),
+            },
+        )
+        .await;
+    let noticed = tokio::time::timeout(Duration::from_secs(10), async {
+        while health.changed().await != Some(Health::Recovering) {}
+    });
+    noticed
+        .await
+        .expect("the runtime notices the closed channel and recovers");
+    eventually(
+        "the retried attempt after recovery",
+        Duration::from_secs(20),
+        || {
+            running
+                .journal
+                .calls_for(1)
+                .iter()
+                .any(|s| s.retry_count == 1)
+        },
+    )
+    .await;
+    assert_eq!(health.current(), Health::Ready);
+    assert_eq!(depth(&channel, &running.spec.queue).await, 0, "settled");
+    running.stop().await;
+}

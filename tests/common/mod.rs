@@ -271,6 +271,7 @@ pub async fn process_job(job: Job, ctx: &Context, journal: State<Journal>) -> Re
 /// A running runtime with the test consumer on a unique queue.
 pub struct Running {
     pub spec: ConsumerSpec,
+    pub health: rabbit_backoff::HealthWatch,
     pub journal: Journal,
     pub shutdown: ShutdownHandle,
     pub task: tokio::task::JoinHandle<Result<(), rabbit_backoff::Error>>,
@@ -295,6 +296,7 @@ impl Running {
         let spec = runtime.specs().next().cloned().expect("one consumer");
         let cleanup = Cleanup::of(&spec);
         let shutdown = runtime.shutdown_handle();
+        let health = runtime.health();
         let task = tokio::spawn(runtime.run());
         // Wait until the topology exists, so that publishes are routed.
         let (connection, channel) = channel().await;
@@ -326,6 +328,7 @@ impl Running {
         let _ = connection.close(200, "".into()).await;
         Running {
             spec,
+            health,
             journal,
             shutdown,
             task,
