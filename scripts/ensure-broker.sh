@@ -19,7 +19,17 @@ wait_for_broker() {
   return 1
 }
 
+# The management API lets `rabbit-backoff status` find retry tiers of older schedules.
+enable_management() {
+  case "$host" in 127.*|localhost|::1) ;; *) return 0 ;; esac
+  command -v rabbitmq-plugins >/dev/null 2>&1 || return 0
+  (exec 3<>"/dev/tcp/$host/15672") 2>/dev/null && return 0
+  rabbitmq-plugins enable rabbitmq_management >/dev/null 2>&1 || return 0
+  for _ in $(seq 1 30); do (exec 3<>"/dev/tcp/$host/15672") 2>/dev/null && return 0; sleep 1; done
+}
+
 if answers; then
+  enable_management
   exit 0
 fi
 case "$host" in
@@ -44,4 +54,5 @@ if ! wait_for_broker; then
   echo "RabbitMQ did not come up on $host:$port within 60 s; see /var/log/rabbitmq/." >&2
   exit 1
 fi
+enable_management
 echo "RabbitMQ is up on $host:$port." >&2

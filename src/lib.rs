@@ -43,13 +43,14 @@
 #![warn(missing_docs)]
 
 pub use backoff_core::{
-    Classify, ConsumerSpec, DeadLetterReason, DelayError, Delays, ErrorClass, ExchangeKind,
-    MAX_ERROR_LEN, NameOverrides, QueueType, Topology, TopologyNames, headers,
+    Classify, ConsumerSpec, DeadLetterReason, Definitions, DelayError, Delays, ErrorClass,
+    ExchangeKind, MAX_ERROR_LEN, NameOverrides, QueueType, Topology, TopologyNames, headers,
 };
 pub use backoff_runtime::{
-    Consumer, Context, DEFAULT_AMQP_URL, Error, Health, HealthWatch, Outgoing, PublishFailure,
-    Publisher, Runtime, RuntimeBuilder, ShutdownHandle, State, StateRequirement, amqp_url_from_env,
-    declare_topology, lapin,
+    Consumer, ConsumerStatus, Context, DEFAULT_AMQP_URL, DeadLetterFilter, DeadLetterMessage,
+    DeadLetterReport, Dlq, Error, Health, HealthWatch, Outgoing, PublishFailure, Publisher,
+    QueueStatus, ReplayOptions, Runtime, RuntimeBuilder, ShutdownHandle, State, StateRequirement,
+    amqp_url_from_env, connect, declare_topology, lapin, status,
 };
 
 /// Turns an `async fn` handler into a consumer of the same name.

@@ -8,7 +8,10 @@
 mod amqp;
 mod consumer;
 mod context;
+mod dead_letter_filter;
+mod dead_letter_message;
 mod delivery;
+mod dlq;
 mod error;
 mod health;
 mod publish;
@@ -16,17 +19,22 @@ mod publisher;
 mod runtime;
 mod shutdown;
 mod state;
+mod status;
 mod topology;
 mod worker;
 
 pub use consumer::Consumer;
 pub use context::Context;
+pub use dead_letter_filter::DeadLetterFilter;
+pub use dead_letter_message::{BODY_PREVIEW_LEN, DeadLetterMessage};
+pub use dlq::{DeadLetterReport, Dlq, ReplayOptions};
 pub use error::{Error, PublishFailure};
 pub use health::{Health, HealthWatch};
 pub use publisher::{Outgoing, Publisher};
-pub use runtime::{Runtime, RuntimeBuilder};
+pub use runtime::{Runtime, RuntimeBuilder, connect};
 pub use shutdown::ShutdownHandle;
 pub use state::{State, StateRequirement};
+pub use status::{ConsumerStatus, QueueStatus, status};
 pub use topology::declare_topology;
 
 /// Re-exported so that users need not depend on lapin for headers and values.

@@ -394,7 +394,8 @@ impl<C: Consumer> Registration for Registered<C> {
     }
 }
 
-pub(crate) async fn connect(uri: &str) -> Result<Connection, Error> {
+/// Connects to the broker, naming the connection `rabbit-backoff`.
+pub async fn connect(uri: &str) -> Result<Connection, Error> {
     let properties = ConnectionProperties::default().with_connection_name("rabbit-backoff".into());
     Connection::connect(uri, properties)
         .await

@@ -1,0 +1,70 @@
+use backoff_core::{ConsumerSpec, Delays, ExchangeKind, NameOverrides, QueueType};
+use clap::Args;
+
+/// Names one consumer's topology, as `#[backoff_consumer]` does.
+#[derive(Debug, Clone, Args)]
+pub struct ConsumerArgs {
+    /// The work queue; every default name derives from it.
+    #[arg(long, value_name = "QUEUE")]
+    pub queue: String,
+    /// The retry schedule, e.g. 5s,15s,60s (names the current retry tiers).
+    #[arg(long, value_name = "DELAYS")]
+    pub delays: Option<Delays>,
+    /// The work exchange [default: <queue>].
+    #[arg(long, value_name = "NAME")]
+    pub exchange: Option<String>,
+    /// The work exchange's type.
+    #[arg(long, value_name = "TYPE", default_value = "direct")]
+    pub exchange_type: ExchangeKind,
+    /// The key binding the work queue to the work exchange [default: <queue>].
+    #[arg(long, value_name = "KEY")]
+    pub work_routing_key: Option<String>,
+    /// The retry exchange [default: <queue>.retry].
+    #[arg(long, value_name = "NAME")]
+    pub retry_exchange: Option<String>,
+    /// The retry queue pattern, with {ms} [default: <queue>.retry_{ms}ms].
+    #[arg(long, value_name = "PATTERN")]
+    pub retry_queue: Option<String>,
+    /// The dead-letter exchange [default: <queue>.dlx].
+    #[arg(long, value_name = "NAME")]
+    pub dead_letter_exchange: Option<String>,
+    /// The dead-letter queue [default: <queue>.dlq].
+    #[arg(long, value_name = "NAME")]
+    pub dead_letter_queue: Option<String>,
+    /// The key binding the dead-letter queue [default: <queue>.dlq].
+    #[arg(long, value_name = "KEY")]
+    pub dead_letter_routing_key: Option<String>,
+    /// classic or quorum.
+    #[arg(long, value_name = "TYPE", default_value = "classic")]
+    pub queue_type: QueueType,
+    /// x-delivery-limit of a quorum work queue.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub delivery_limit: u32,
+}
+
+impl ConsumerArgs {
+    /// The spec these flags describe. Without `--delays`, the schedule is a
+    /// placeholder and `has_delays` is false.
+    pub fn spec(&self) -> Result<ConsumerSpec, String> {
+        let delays = match &self.delays {
+            Some(delays) => delays.clone(),
+            None => Delays::from_millis(vec![1]).map_err(|e| e.to_string())?,
+        };
+        let mut spec = ConsumerSpec::new(self.queue.clone(), delays);
+        spec.exchange_kind = self.exchange_type;
+        spec.queue_type = self.queue_type;
+        spec.delivery_limit = self.delivery_limit;
+        spec.names = NameOverrides {
+            exchange: self.exchange.clone(),
+            routing_key: self.work_routing_key.clone(),
+            retry_exchange: self.retry_exchange.clone(),
+            retry_queue: self.retry_queue.clone(),
+            dead_letter_exchange: self.dead_letter_exchange.clone(),
+            dead_letter_queue: self.dead_letter_queue.clone(),
+            dead_letter_routing_key: self.dead_letter_routing_key.clone(),
+        };
+        spec.validate()
+            .map_err(|e| format!("consumer `{}`: {e}", self.queue))?;
+        Ok(spec)
+    }
+}

@@ -1,0 +1,60 @@
+use std::time::SystemTime;
+
+use backoff_runtime::DeadLetterFilter;
+use clap::Args;
+
+/// Which dead letters a command applies to; the filters combine.
+#[derive(Debug, Clone, Args)]
+pub struct FilterArgs {
+    /// Only messages whose x-error matches this regular expression.
+    #[arg(long, value_name = "REGEX")]
+    pub error: Option<String>,
+    /// Only messages that went through at least N retry tiers (x-retry-count).
+    #[arg(long, value_name = "N")]
+    pub min_count: Option<u32>,
+    /// Only messages that failed with this routing key.
+    #[arg(long, value_name = "KEY")]
+    pub routing_key: Option<String>,
+    /// Only messages that failed (x-failed-at) before TIME: RFC 3339
+    /// (2026-12-01T10:00:00Z) or an age (30m, 2h).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub before: Option<SystemTime>,
+    /// Only messages that failed after TIME: RFC 3339 or an age (30m, 2h).
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub after: Option<SystemTime>,
+    /// At most N messages.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+}
+
+impl FilterArgs {
+    pub fn filter(&self) -> Result<DeadLetterFilter, String> {
+        let mut filter = DeadLetterFilter {
+            min_count: self.min_count,
+            routing_key: self.routing_key.clone(),
+            before: self.before,
+            after: self.after,
+            limit: self.limit,
+            ..DeadLetterFilter::default()
+        };
+        if let Some(pattern) = &self.error {
+            filter = filter
+                .error(pattern)
+                .map_err(|e| format!("--error {pattern:?}: {e}"))?;
+        }
+        Ok(filter)
+    }
+}
+
+/// An RFC 3339 instant, or an age counted back from now.
+fn parse_time(s: &str) -> Result<SystemTime, String> {
+    if let Ok(instant) = humantime::parse_rfc3339_weak(s) {
+        return Ok(instant);
+    }
+    let age = humantime::parse_duration(s).map_err(|_| {
+        format!("`{s}` is neither an RFC 3339 time (2026-12-01T10:00:00Z) nor an age (30m, 2h)")
+    })?;
+    SystemTime::now()
+        .checked_sub(age)
+        .ok_or_else(|| format!("`{s}` reaches before 1970"))
+}

@@ -1,0 +1,27 @@
+//! `rabbit-backoff`: operate the retry tiers and dead-letter queues of
+//! rabbit-backoff consumers. See `rabbit-backoff --help`.
+
+mod cli;
+mod consumer_args;
+mod dlq;
+mod filter_args;
+mod management;
+mod status;
+mod table;
+mod topology;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    match cli.run().await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! The one thing AMQP cannot tell: which queues exist. The management API
+//! lists them, so that retry tiers of an older schedule are found too.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use backoff_runtime::lapin::uri::AMQPUri;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Queue {
+    name: String,
+}
+
+/// The management API's address for an AMQP address: same host, port 15672.
+pub fn default_url(amqp: &str) -> Option<String> {
+    let uri = AMQPUri::from_str(amqp).ok()?;
+    Some(format!("http://{}:15672", uri.authority.host))
+}
+
+/// The names of the queues of the AMQP address's vhost, or why not.
+pub fn queue_names(management: &str, amqp: &str) -> Result<Vec<String>, String> {
+    let uri = AMQPUri::from_str(amqp).map_err(|e| format!("AMQP address: {e}"))?;
+    let user = &uri.authority.userinfo.username;
+    let password = &uri.authority.userinfo.password;
+    let vhost = encode(&uri.vhost);
+    let url = format!(
+        "{}/api/queues/{vhost}?columns=name",
+        management.trim_end_matches('/')
+    );
+    let agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .new_agent();
+    let credentials = basic_auth(user, password);
+    let queues: Vec<Queue> = agent
+        .get(&url)
+        .header("Authorization", &credentials)
+        .call()
+        .map_err(|e| format!("{management}: {e}"))?
+        .body_mut()
+        .read_json()
+        .map_err(|e| format!("{management}: {e}"))?;
+    Ok(queues.into_iter().map(|q| q.name).collect())
+}
+
+/// Percent-encodes a vhost for a URL path (`/` is `%2F`).
+fn encode(vhost: &str) -> String {
+    vhost
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+fn basic_auth(user: &str, password: &str) -> String {
+    use base64::Engine;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn encodes_credentials_and_vhosts() {
+        assert_eq!(
+            super::basic_auth("guest", "guest"),
+            "Basic Z3Vlc3Q6Z3Vlc3Q="
+        );
+        assert_eq!(super::basic_auth("a", "bc"), "Basic YTpiYw==");
+        assert_eq!(super::encode("/"), "%2F");
+        assert_eq!(
+            super::default_url("amqp://u:p@rabbit.local:5672/%2f").as_deref(),
+            Some("http://rabbit.local:15672")
+        );
+    }
+}

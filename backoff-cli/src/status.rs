@@ -1,0 +1,124 @@
+use std::process::ExitCode;
+
+use backoff_runtime::{ConsumerStatus, connect, status};
+use clap::Args;
+
+use crate::consumer_args::ConsumerArgs;
+use crate::{management, table};
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    consumer: ConsumerArgs,
+    /// More consumers, with the default names of their queue.
+    #[arg(long = "also", value_name = "QUEUE")]
+    also: Vec<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Exit with status 2 when a dead-letter queue holds more than N messages.
+    #[arg(long, value_name = "N")]
+    fail_above: Option<u32>,
+    /// The management API, to find retry tiers of older schedules
+    /// [default: http://<broker host>:15672].
+    #[arg(long, value_name = "URL")]
+    management_url: Option<String>,
+}
+
+pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
+    let mut consumers = vec![args.consumer.clone()];
+    for queue in &args.also {
+        consumers.push(ConsumerArgs {
+            queue: queue.clone(),
+            delays: None,
+            ..args.consumer.clone()
+        });
+    }
+    let management = args
+        .management_url
+        .clone()
+        .or_else(|| management::default_url(url));
+    let listed = match &management {
+        Some(api) => {
+            let api = api.clone();
+            let url = url.to_owned();
+            tokio::task::spawn_blocking(move || management::queue_names(&api, &url))
+                .await
+                .map_err(|e| e.to_string())?
+        }
+        None => Err("no management API address".to_owned()),
+    };
+    let (other_queues, note) = match listed {
+        Ok(names) => (names, None),
+        Err(e) => (
+            Vec::new(),
+            Some(format!(
+                "retry tiers of older schedules not searched: management API unreachable ({e})"
+            )),
+        ),
+    };
+
+    let connection = connect(url).await.map_err(|e| e.to_string())?;
+    let mut statuses: Vec<ConsumerStatus> = Vec::new();
+    for consumer in &consumers {
+        let spec = consumer.spec()?;
+        let delays: &[u64] = if consumer.delays.is_some() {
+            spec.delays.as_millis()
+        } else {
+            &[]
+        };
+        statuses.push(
+            status(&connection, &spec.names(), delays, &other_queues)
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    let _ = connection.close(200, "status".into()).await;
+
+    if args.json {
+        let doc = serde_json::json!({ "consumers": statuses, "note": note });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+        );
+    } else {
+        let rows: Vec<Vec<String>> = statuses
+            .iter()
+            .flat_map(|s| &s.queues)
+            .map(|q| {
+                let role = match (q.role, q.current) {
+                    ("retry", false) => "retry (old schedule)".to_owned(),
+                    (role, _) => role.to_owned(),
+                };
+                let show = |n: Option<u32>| n.map_or("missing".to_owned(), |n| n.to_string());
+                let delay = q.delay_ms.map(|ms| {
+                    humantime::format_duration(std::time::Duration::from_millis(ms)).to_string()
+                });
+                vec![
+                    q.name.clone(),
+                    role,
+                    delay.unwrap_or_default(),
+                    show(q.messages),
+                    show(q.consumers),
+                ]
+            })
+            .collect();
+        table::print(&["QUEUE", "ROLE", "DELAY", "MESSAGES", "CONSUMERS"], &rows);
+        if let Some(note) = &note {
+            eprintln!("note: {note}");
+        }
+    }
+
+    if let Some(limit) = args.fail_above {
+        let over: Vec<String> = statuses
+            .iter()
+            .filter(|s| s.dead_letters() > limit)
+            .map(|s| format!("{} holds {} dead letters", s.queue, s.dead_letters()))
+            .collect();
+        if !over.is_empty() {
+            eprintln!("above --fail-above {limit}: {}", over.join("; "));
+            return Ok(ExitCode::from(2));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,70 @@
+use std::process::ExitCode;
+
+use backoff_core::{Argument, Definitions, Topology};
+use clap::Args;
+
+use crate::consumer_args::ConsumerArgs;
+use crate::table;
+
+#[derive(Debug, Args)]
+pub struct TopologyArgs {
+    #[command(flatten)]
+    consumer: ConsumerArgs,
+    /// Write a definitions file (`-` for standard output) that
+    /// `rabbitmqctl import_definitions` accepts, instead of the table.
+    #[arg(long, value_name = "FILE")]
+    export_definitions: Option<String>,
+    /// The vhost of the exported definitions.
+    #[arg(long, default_value = "/")]
+    vhost: String,
+}
+
+pub fn run(args: TopologyArgs) -> Result<ExitCode, String> {
+    if args.consumer.delays.is_none() {
+        return Err(
+            "--delays is needed to name the retry queues, e.g. --delays 5s,15s,60s".to_owned(),
+        );
+    }
+    let topology = Topology::of(&args.consumer.spec()?);
+    if let Some(path) = &args.export_definitions {
+        let definitions = Definitions::of(std::slice::from_ref(&topology), &args.vhost);
+        let json = serde_json::to_string_pretty(&definitions).map_err(|e| e.to_string())?;
+        if path == "-" {
+            println!("{json}");
+        } else {
+            std::fs::write(path, json + "\n").map_err(|e| format!("cannot write {path}: {e}"))?;
+            eprintln!("wrote {path}; load it with: rabbitmqctl import_definitions {path}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let exchanges: Vec<Vec<String>> = topology
+        .exchanges()
+        .iter()
+        .map(|e| vec![e.name.clone(), e.kind.to_string()])
+        .collect();
+    table::print(&["EXCHANGE", "TYPE"], &exchanges);
+    println!();
+    let queues: Vec<Vec<String>> = topology
+        .queues()
+        .map(|q| {
+            let arguments: Vec<String> = q
+                .arguments
+                .iter()
+                .map(|(k, v)| match v {
+                    Argument::Int(n) => format!("{k}={n}"),
+                    Argument::Str(s) => format!("{k}={s:?}"),
+                })
+                .collect();
+            vec![q.name.clone(), arguments.join(" ")]
+        })
+        .collect();
+    table::print(&["QUEUE", "ARGUMENTS"], &queues);
+    println!();
+    let bindings: Vec<Vec<String>> = topology
+        .bindings
+        .iter()
+        .map(|b| vec![b.exchange.clone(), b.routing_key.clone(), b.queue.clone()])
+        .collect();
+    table::print(&["EXCHANGE", "ROUTING KEY", "QUEUE"], &bindings);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,129 @@
+use std::collections::BTreeMap;
+
+use backoff_core::{HeaderValue, headers, read_retry_count};
+use lapin::message::Delivery;
+use lapin::types::AMQPValue;
+use serde::Serialize;
+
+use crate::amqp::header_view;
+
+/// How many bytes of the body a summary shows.
+pub const BODY_PREVIEW_LEN: usize = 200;
+
+/// What an operator sees of one dead-lettered message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeadLetterMessage {
+    /// Its 0-based position in the dead-letter queue when it was read.
+    pub position: usize,
+    /// `x-original-routing-key`: the routing key of the delivery that failed.
+    pub routing_key: Option<String>,
+    /// `x-original-queue`: the work queue it failed in.
+    pub original_queue: Option<String>,
+    /// `x-retry-count`.
+    pub retry_count: Option<u32>,
+    /// `x-error`.
+    pub error: Option<String>,
+    /// `x-failed-at`.
+    pub failed_at: Option<String>,
+    /// `x-dead-letter-reason`: permanent, exhausted or decode.
+    pub reason: Option<String>,
+    /// The `message_id` property.
+    pub message_id: Option<String>,
+    /// The `correlation_id` property.
+    pub correlation_id: Option<String>,
+    /// Every other header, rendered as text.
+    pub headers: BTreeMap<String, String>,
+    /// The body's length in bytes.
+    pub body_len: usize,
+    /// The first bytes of the body, as text (invalid UTF-8 replaced).
+    pub body_preview: String,
+    /// Whether the broker had delivered it before.
+    pub redelivered: bool,
+}
+
+const OWN_HEADERS: [&str; 7] = [
+    headers::ORIGINAL_ROUTING_KEY,
+    headers::ORIGINAL_QUEUE,
+    headers::RETRY_COUNT,
+    headers::ERROR,
+    headers::FAILED_AT,
+    headers::DEAD_LETTER_REASON,
+    headers::ORIGINAL_EXCHANGE,
+];
+
+impl DeadLetterMessage {
+    pub(crate) fn of(delivery: &Delivery, position: usize) -> Self {
+        let table = delivery.properties.headers().as_ref();
+        let text = |name: &str| {
+            table
+                .and_then(|t| t.inner().get(name))
+                .map(|v| match header_view(v) {
+                    HeaderValue::Str(s) => s.to_owned(),
+                    other => format!("{other:?}"),
+                })
+        };
+        let retry_count = table
+            .and_then(|t| t.inner().get(headers::RETRY_COUNT))
+            .map(|v| read_retry_count(Some(&header_view(v))).count);
+        let other_headers = table
+            .map(|t| {
+                t.inner()
+                    .iter()
+                    .filter(|(k, _)| !OWN_HEADERS.contains(&k.as_str()))
+                    .map(|(k, v)| (k.to_string(), render(v)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let preview_end = delivery.data.len().min(BODY_PREVIEW_LEN);
+        DeadLetterMessage {
+            position,
+            routing_key: text(headers::ORIGINAL_ROUTING_KEY),
+            original_queue: text(headers::ORIGINAL_QUEUE),
+            retry_count,
+            error: text(headers::ERROR),
+            failed_at: text(headers::FAILED_AT),
+            reason: text(headers::DEAD_LETTER_REASON),
+            message_id: delivery
+                .properties
+                .message_id()
+                .as_ref()
+                .map(|s| s.to_string()),
+            correlation_id: delivery
+                .properties
+                .correlation_id()
+                .as_ref()
+                .map(|s| s.to_string()),
+            headers: other_headers,
+            body_len: delivery.data.len(),
+            body_preview: String::from_utf8_lossy(&delivery.data[..preview_end]).into_owned(),
+            redelivered: delivery.redelivered,
+        }
+    }
+}
+
+/// A header value as text, for people.
+fn render(value: &AMQPValue) -> String {
+    match value {
+        AMQPValue::FieldArray(items) => {
+            let items: Vec<String> = items.as_slice().iter().map(render).collect();
+            format!("[{}]", items.join(", "))
+        }
+        AMQPValue::FieldTable(table) => {
+            let items: Vec<String> = table
+                .inner()
+                .iter()
+                .map(|(k, v)| format!("{k}: {}", render(v)))
+                .collect();
+            format!("{{{}}}", items.join(", "))
+        }
+        AMQPValue::Timestamp(t) => t.to_string(),
+        other => match header_view(other) {
+            HeaderValue::Str(s) => s.to_owned(),
+            HeaderValue::Int(n) => n.to_string(),
+            HeaderValue::Float(f) => f.to_string(),
+            HeaderValue::Bool(b) => b.to_string(),
+            HeaderValue::Bytes(b) => format!("{} bytes", b.len()),
+            HeaderValue::Other(kind) => kind.to_owned(),
+        },
+    }
+}

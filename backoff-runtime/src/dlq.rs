@@ -1,0 +1,356 @@
+use std::time::{Duration, SystemTime};
+
+use backoff_core::{
+    ConsumerSpec, FAILURE_HEADERS, HeaderValue, REPLAY_HISTORY, REPLAYED_AT, TopologyNames,
+    headers, replay_target,
+};
+use lapin::message::Delivery;
+use lapin::options::{BasicAckOptions, BasicGetOptions, ConfirmSelectOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
+use lapin::{BasicProperties, Channel, Connection};
+use serde::Serialize;
+
+use crate::amqp::short;
+use crate::delivery::republish_properties;
+use crate::publish::publish_confirmed;
+use crate::runtime::connect;
+use crate::{DeadLetterFilter, DeadLetterMessage, Error};
+
+/// Where and how fast [`Dlq::replay`] moves messages.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayOptions {
+    /// The exchange to publish to (default: the default exchange, which routes
+    /// straight to the work queue the message failed in).
+    pub to_exchange: Option<String>,
+    /// The routing key (default: the work queue the message failed in).
+    pub to_routing_key: Option<String>,
+    /// At most this many messages a second.
+    pub rate: Option<f64>,
+    /// Only report what would move.
+    pub dry_run: bool,
+}
+
+/// What an operation did.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeadLetterReport {
+    /// The messages it applied to (peeked, replayed, discarded, or that a dry
+    /// run would replay).
+    pub matched: Vec<DeadLetterMessage>,
+    /// The messages left in the dead-letter queue, in their order.
+    pub kept: usize,
+}
+
+/// Operations on one consumer's dead-letter queue: look at it, replay
+/// messages once their cause is fixed, discard them. Nothing is lost: a
+/// message leaves the queue only after its replayed copy is confirmed, and the
+/// messages an operation does not apply to keep their order.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), backoff_runtime::Error> {
+/// use backoff_core::ConsumerSpec;
+/// use backoff_runtime::{DeadLetterFilter, Dlq, ReplayOptions};
+///
+/// let spec = ConsumerSpec::new("orders", "5s,15s,60s".parse().unwrap());
+/// let dlq = Dlq::connect("amqp://guest:guest@127.0.0.1:5672/%2f", &spec).await?;
+/// for message in dlq.peek(&DeadLetterFilter::default()).await?.matched {
+///     println!("{:?}: {:?}", message.message_id, message.error);
+/// }
+/// let filter = DeadLetterFilter::default().error("database unavailable").unwrap();
+/// let report = dlq.replay(&filter, &ReplayOptions::default()).await?;
+/// println!("replayed {}", report.matched.len());
+/// # Ok(()) }
+/// ```
+pub struct Dlq {
+    connection: Connection,
+    names: TopologyNames,
+    confirm_timeout: Duration,
+}
+
+enum Mode<'a> {
+    Peek,
+    Replay(&'a ReplayOptions),
+    Discard,
+}
+
+impl Dlq {
+    /// Connects to the broker for the consumer described by `spec`.
+    pub async fn connect(uri: &str, spec: &ConsumerSpec) -> Result<Self, Error> {
+        Ok(Dlq {
+            connection: connect(uri).await?,
+            names: spec.names(),
+            confirm_timeout: Duration::from_secs(30),
+        })
+    }
+
+    /// The dead-letter queue's name.
+    pub fn dead_letter_queue(&self) -> &str {
+        &self.names.dead_letter_queue
+    }
+
+    /// The messages that match, without removing any or changing their order
+    /// (their `redelivered` flag is set by the broker).
+    pub async fn peek(&self, filter: &DeadLetterFilter) -> Result<DeadLetterReport, Error> {
+        self.scan(filter, Mode::Peek).await
+    }
+
+    /// Publishes each matching message to its work queue (or the target of
+    /// `options`) with `x-retry-count` reset to 0 and its failure headers moved
+    /// into `x-replay-history`, every other property kept; acks it from the
+    /// dead-letter queue only after the broker confirmed the copy.
+    pub async fn replay(
+        &self,
+        filter: &DeadLetterFilter,
+        options: &ReplayOptions,
+    ) -> Result<DeadLetterReport, Error> {
+        if options.dry_run {
+            return self.scan(filter, Mode::Peek).await;
+        }
+        self.scan(filter, Mode::Replay(options)).await
+    }
+
+    /// Removes the matching messages for good.
+    pub async fn discard(&self, filter: &DeadLetterFilter) -> Result<DeadLetterReport, Error> {
+        self.scan(filter, Mode::Discard).await
+    }
+
+    /// Closes the connection; an operation under way stops, and every message
+    /// it had not settled returns to the dead-letter queue.
+    pub async fn close(&self) {
+        let _ = self.connection.close(200, "done".into()).await;
+    }
+
+    /// Reads the whole queue once, unacknowledged, applies `mode` to the
+    /// matching messages, then closes the channel: the broker puts every
+    /// message it still holds back in its place.
+    async fn scan(
+        &self,
+        filter: &DeadLetterFilter,
+        mode: Mode<'_>,
+    ) -> Result<DeadLetterReport, Error> {
+        let queue = self.names.dead_letter_queue.clone();
+        let channel_error = |action| {
+            let queue = queue.clone();
+            move |source| Error::Channel {
+                action,
+                queue,
+                source,
+            }
+        };
+        let channel = self
+            .connection
+            .create_channel()
+            .await
+            .map_err(channel_error("opening a channel"))?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(channel_error("enabling publisher confirms"))?;
+        let total = channel
+            .queue_declare(
+                short(&queue, "queue name")?,
+                QueueDeclareOptions {
+                    passive: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .map_err(channel_error("finding the dead-letter queue"))?
+            .message_count();
+
+        let interval = match mode {
+            Mode::Replay(ReplayOptions {
+                rate: Some(rate), ..
+            }) if *rate > 0.0 => Some(Duration::from_secs_f64(1.0 / rate)),
+            _ => None,
+        };
+        let mut next_publish = tokio::time::Instant::now();
+        let mut matched = Vec::new();
+        let mut kept = 0;
+        for position in 0..total as usize {
+            let Some(message) = channel
+                .basic_get(
+                    short(&queue, "queue name")?,
+                    BasicGetOptions { no_ack: false },
+                )
+                .await
+                .map_err(channel_error("reading the dead-letter queue"))?
+            else {
+                break;
+            };
+            let delivery = message.delivery;
+            let summary = DeadLetterMessage::of(&delivery, position);
+            let applies =
+                filter.limit.is_none_or(|limit| matched.len() < limit) && filter.matches(&summary);
+            if !applies {
+                kept += 1;
+                continue;
+            }
+            match mode {
+                Mode::Peek => kept += 1,
+                Mode::Discard => ack(&delivery, &queue).await?,
+                Mode::Replay(options) => {
+                    if let Some(interval) = interval {
+                        tokio::time::sleep_until(next_publish).await;
+                        next_publish = tokio::time::Instant::now() + interval;
+                    }
+                    self.republish(&channel, &delivery, options).await?;
+                    ack(&delivery, &queue).await?;
+                }
+            }
+            matched.push(summary);
+        }
+        // Unacked messages go back to their places, in order.
+        let _ = channel.close(200, "scan done".into()).await;
+        Ok(DeadLetterReport { matched, kept })
+    }
+
+    async fn republish(
+        &self,
+        channel: &Channel,
+        delivery: &Delivery,
+        options: &ReplayOptions,
+    ) -> Result<(), Error> {
+        let original_queue = delivery
+            .properties
+            .headers()
+            .as_ref()
+            .and_then(|h| h.inner().get(headers::ORIGINAL_QUEUE))
+            .and_then(|v| match crate::amqp::header_view(v) {
+                HeaderValue::Str(s) => Some(s.to_owned()),
+                _ => None,
+            });
+        let (default_exchange, default_key) =
+            replay_target(original_queue.as_deref(), &self.names.queue);
+        let exchange = options.to_exchange.clone().unwrap_or(default_exchange);
+        let routing_key = options.to_routing_key.clone().unwrap_or(default_key);
+        let properties = replay_properties(&delivery.properties, &now_rfc3339());
+        publish_confirmed(
+            channel,
+            short(&exchange, "exchange name")?,
+            short(&routing_key, "routing key")?,
+            &delivery.data,
+            properties,
+            self.confirm_timeout,
+        )
+        .await
+        .map_err(|failure| Error::Publish {
+            exchange,
+            routing_key,
+            failure,
+        })
+    }
+}
+
+async fn ack(delivery: &Delivery, queue: &str) -> Result<(), Error> {
+    match delivery.acker.ack(BasicAckOptions::default()).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Error::Channel {
+            action: "acknowledging a dead letter",
+            queue: queue.to_owned(),
+            source: lapin::ErrorKind::InvalidChannelState(lapin::ChannelState::Closed, "basic.ack")
+                .into(),
+        }),
+        Err(source) => Err(Error::Channel {
+            action: "acknowledging a dead letter",
+            queue: queue.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// The properties of a replayed copy: the failure headers move into one new
+/// entry of `x-replay-history`, `x-retry-count` starts again at 0.
+pub(crate) fn replay_properties(original: &BasicProperties, replayed_at: &str) -> BasicProperties {
+    let mut table = original.headers().clone().unwrap_or_default();
+    let mut entry = FieldTable::default();
+    for name in FAILURE_HEADERS {
+        if let Some(value) = table.inner().get(name) {
+            entry.insert(ShortString::from(name), value.clone());
+        }
+    }
+    entry.insert(
+        ShortString::from(REPLAYED_AT),
+        AMQPValue::LongString(LongString::from(replayed_at.as_bytes())),
+    );
+    let mut history = match table.inner().get(REPLAY_HISTORY) {
+        Some(AMQPValue::FieldArray(items)) => items.clone(),
+        _ => FieldArray::default(),
+    };
+    history.push(AMQPValue::FieldTable(entry));
+    let mut kept = FieldTable::default();
+    for (name, value) in table.inner() {
+        if !FAILURE_HEADERS.contains(&name.as_str()) {
+            kept.insert(name.clone(), value.clone());
+        }
+    }
+    table = kept;
+    table.insert(
+        ShortString::from(REPLAY_HISTORY),
+        AMQPValue::FieldArray(history),
+    );
+    let stripped = original.clone().with_headers(table);
+    republish_properties(
+        &stripped,
+        &[
+            (headers::RETRY_COUNT, HeaderValue::Int(0)),
+            (REPLAYED_AT, HeaderValue::Str(replayed_at)),
+        ],
+    )
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_moves_the_failure_into_the_history() {
+        let mut headers = FieldTable::default();
+        headers.insert("x-error".into(), AMQPValue::LongString("db down".into()));
+        headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(3));
+        headers.insert(
+            "x-dead-letter-reason".into(),
+            AMQPValue::LongString("exhausted".into()),
+        );
+        headers.insert("tenant".into(), AMQPValue::LongString("acme".into()));
+        let original = BasicProperties::default()
+            .with_message_id("m".into())
+            .with_headers(headers);
+
+        let first = replay_properties(&original, "2026-01-01T00:00:00Z");
+        let h = first.headers().as_ref().unwrap().inner();
+        assert_eq!(h.get("x-retry-count"), Some(&AMQPValue::LongLongInt(0)));
+        assert_eq!(h.get("x-error"), None);
+        assert_eq!(h.get("x-dead-letter-reason"), None);
+        assert_eq!(h.get("tenant"), Some(&AMQPValue::LongString("acme".into())));
+        let Some(AMQPValue::FieldArray(history)) = h.get(REPLAY_HISTORY) else {
+            panic!("history")
+        };
+        assert_eq!(history.as_slice().len(), 1);
+        let Some(AMQPValue::FieldTable(entry)) = history.as_slice().first() else {
+            panic!("entry")
+        };
+        assert_eq!(
+            entry.inner().get("x-error"),
+            Some(&AMQPValue::LongString("db down".into()))
+        );
+        assert_eq!(first.message_id().as_ref().map(|s| s.as_str()), Some("m"));
+
+        // A second replay appends.
+        let second = replay_properties(&first, "2026-01-02T00:00:00Z");
+        let Some(AMQPValue::FieldArray(history)) = second
+            .headers()
+            .as_ref()
+            .unwrap()
+            .inner()
+            .get(REPLAY_HISTORY)
+        else {
+            panic!("history")
+        };
+        assert_eq!(history.as_slice().len(), 2);
+    }
+}
