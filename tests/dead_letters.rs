@@ -420,7 +420,8 @@ async fn status_counts_every_tier_including_older_ones() {
     let status = rabbit_backoff::status(&connection, &names, spec.delays.as_millis(), &listed)
         .await
         .unwrap();
-    let rows: Vec<(&str, &str, Option<u64>, bool, Option<u32>)> = status
+    type Row<'a> = (&'a str, &'a str, Option<u64>, bool, Option<u32>);
+    let rows: Vec<Row> = status
         .queues
         .iter()
         .map(|q| (q.role, q.name.as_str(), q.delay_ms, q.current, q.messages))
