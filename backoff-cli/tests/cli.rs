@@ -1,0 +1,389 @@
+//! The `rabbit-backoff` command against the real broker.
+
+use std::process::{Command, Output};
+
+use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Connection, ConnectionProperties};
+
+fn url() -> String {
+    std::env::var("AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+fn unique(name: &str) -> String {
+    format!(
+        "rbt.cli.{name}.{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..10]
+    )
+}
+
+fn cli(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rabbit-backoff"))
+        .args(args)
+        .env("AMQP_URL", url())
+        .output()
+        .expect("run the CLI")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+async fn connect(url: &str) -> Connection {
+    Connection::connect(url, ConnectionProperties::default())
+        .await
+        .unwrap_or_else(|e| {
+            panic!("no RabbitMQ at {url} ({e}); run scripts/test.sh, which starts one")
+        })
+}
+
+fn rabbitmqctl(args: &[&str]) {
+    let output = Command::new("rabbitmqctl")
+        .args(args)
+        .output()
+        .expect("rabbitmqctl");
+    assert!(
+        output.status.success(),
+        "rabbitmqctl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Declares the default topology of `queue` with the CLI's own definitions,
+/// puts `n` dead letters in its DLQ, and deletes everything when dropped.
+struct Fixture {
+    queue: String,
+    delays: &'static str,
+}
+
+impl Fixture {
+    async fn new(name: &str, dead_letters: usize) -> Fixture {
+        let fixture = Fixture {
+            queue: unique(name),
+            delays: "1s,2s",
+        };
+        let connection = connect(&url()).await;
+        let channel = connection.create_channel().await.unwrap();
+        channel.confirm_select(Default::default()).await.unwrap();
+        let durable = QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        for q in fixture.queues() {
+            channel
+                .queue_declare(q.as_str().into(), durable, FieldTable::default())
+                .await
+                .unwrap();
+        }
+        for i in 0..dead_letters {
+            let mut headers = FieldTable::default();
+            headers.insert(
+                "x-error".into(),
+                AMQPValue::LongString(format!("error {i}").into_bytes().into()),
+            );
+            headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(2));
+            headers.insert(
+                "x-original-queue".into(),
+                AMQPValue::LongString(fixture.queue.as_bytes().into()),
+            );
+            channel
+                .basic_publish(
+                    "".into(),
+                    format!("{}.dlq", fixture.queue).as_str().into(),
+                    BasicPublishOptions::default(),
+                    format!("{{\"n\":{i}}}").as_bytes(),
+                    BasicProperties::default()
+                        .with_message_id(format!("m-{i}").into())
+                        .with_headers(headers),
+                )
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+        let _ = connection.close(200, "".into()).await;
+        fixture
+    }
+
+    fn queues(&self) -> Vec<String> {
+        let q = &self.queue;
+        vec![
+            q.clone(),
+            format!("{q}.retry_1000ms"),
+            format!("{q}.retry_2000ms"),
+            format!("{q}.dlq"),
+        ]
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let queues = self.queues();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let connection = connect(&url()).await;
+                let channel = connection.create_channel().await.unwrap();
+                for q in queues {
+                    let _ = channel
+                        .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+                        .await;
+                }
+            });
+        })
+        .join()
+        .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn status_reports_tiers_and_fails_above_a_threshold() {
+    let f = Fixture::new("status", 3).await;
+    let old_tier = format!("{}.retry_7ms", f.queue);
+    {
+        let connection = connect(&url()).await;
+        let channel = connection.create_channel().await.unwrap();
+        let durable = QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        channel
+            .queue_declare(old_tier.as_str().into(), durable, FieldTable::default())
+            .await
+            .unwrap();
+    }
+    let table = cli(&["status", "--queue", &f.queue, "--delays", f.delays]);
+    assert!(table.status.success(), "{table:?}");
+    let text = stdout(&table);
+    assert!(
+        text.contains(&format!("{}.retry_2000ms", f.queue)),
+        "{text}"
+    );
+    assert!(
+        text.contains("retry (old schedule)"),
+        "the management API finds the old tier: {text}"
+    );
+
+    let json = cli(&[
+        "status", "--queue", &f.queue, "--delays", f.delays, "--json",
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    let queues = doc["consumers"][0]["queues"].as_array().unwrap();
+    let dlq = queues.iter().find(|q| q["role"] == "dead-letter").unwrap();
+    assert_eq!(dlq["messages"], 3);
+
+    let ok = cli(&[
+        "status",
+        "--queue",
+        &f.queue,
+        "--delays",
+        f.delays,
+        "--fail-above",
+        "3",
+    ]);
+    assert_eq!(ok.status.code(), Some(0));
+    let over = cli(&[
+        "status",
+        "--queue",
+        &f.queue,
+        "--delays",
+        f.delays,
+        "--fail-above",
+        "2",
+    ]);
+    assert_eq!(over.status.code(), Some(2), "{over:?}");
+    assert!(String::from_utf8_lossy(&over.stderr).contains("holds 3 dead letters"));
+
+    let connection = connect(&url()).await;
+    let channel = connection.create_channel().await.unwrap();
+    channel
+        .queue_delete(old_tier.as_str().into(), QueueDeleteOptions::default())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn dlq_commands_peek_replay_and_refuse_an_unconfirmed_discard() {
+    let f = Fixture::new("dlq", 4).await;
+    let peek = cli(&[
+        "dlq",
+        "peek",
+        "--queue",
+        &f.queue,
+        "--json",
+        "--error",
+        "error [12]",
+    ]);
+    assert!(peek.status.success(), "{peek:?}");
+    let report: serde_json::Value = serde_json::from_slice(&peek.stdout).unwrap();
+    let ids: Vec<&str> = report["matched"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["message_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["m-1", "m-2"]);
+    assert_eq!(report["kept"], 4);
+
+    let refused = cli(&["dlq", "discard", "--queue", &f.queue]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--yes"));
+
+    let dry = cli(&["dlq", "replay", "--queue", &f.queue, "--dry-run"]);
+    assert!(stdout(&dry).contains("would replay 4"), "{}", stdout(&dry));
+    let replay = cli(&[
+        "dlq", "replay", "--queue", &f.queue, "--limit", "3", "--rate", "100/s",
+    ]);
+    assert!(
+        stdout(&replay).contains("replayed 3, 1 left"),
+        "{}",
+        stdout(&replay)
+    );
+    let discard = cli(&["dlq", "discard", "--queue", &f.queue, "--yes"]);
+    assert!(
+        stdout(&discard).contains("discarded 1, 0 left"),
+        "{}",
+        stdout(&discard)
+    );
+
+    let connection = connect(&url()).await;
+    let channel = connection.create_channel().await.unwrap();
+    let q = channel
+        .queue_declare(
+            f.queue.as_str().into(),
+            QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        q.message_count(),
+        3,
+        "the replayed messages are in the work queue"
+    );
+}
+
+#[tokio::test]
+async fn exported_definitions_import_into_a_fresh_vhost() {
+    let vhost = unique("vhost");
+    let file = std::env::temp_dir().join(format!("{vhost}.json"));
+    let export = cli(&[
+        "topology",
+        "--queue",
+        "orders",
+        "--delays",
+        "5s,15s,60s",
+        "--queue-type",
+        "quorum",
+        "--export-definitions",
+        file.to_str().unwrap(),
+        "--vhost",
+        &vhost,
+    ]);
+    assert!(export.status.success(), "{export:?}");
+    rabbitmqctl(&["add_vhost", &vhost]);
+    struct DeleteVhost(String);
+    impl Drop for DeleteVhost {
+        fn drop(&mut self) {
+            let _ = Command::new("rabbitmqctl")
+                .args(["delete_vhost", &self.0])
+                .output();
+        }
+    }
+    let _delete = DeleteVhost(vhost.clone());
+    rabbitmqctl(&["set_permissions", "-p", &vhost, "guest", ".*", ".*", ".*"]);
+    rabbitmqctl(&["import_definitions", file.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&file);
+
+    let vhost_url = format!(
+        "amqp://guest:guest@127.0.0.1:5672/{}",
+        vhost.replace('/', "%2f")
+    );
+    let connection = connect(&vhost_url).await;
+    let channel = connection.create_channel().await.unwrap();
+    for q in [
+        "orders",
+        "orders.retry_5000ms",
+        "orders.retry_15000ms",
+        "orders.retry_60000ms",
+        "orders.dlq",
+    ] {
+        channel
+            .queue_declare(
+                q.into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{q} was imported: {e}"));
+    }
+    // The imported arguments are the ones the consumer declares: a routed
+    // message flows orders.retry exchange → retry queue.
+    channel.confirm_select(Default::default()).await.unwrap();
+    let confirm = channel
+        .basic_publish(
+            "orders.retry".into(),
+            "orders.retry_5000ms".into(),
+            BasicPublishOptions {
+                mandatory: true,
+                ..Default::default()
+            },
+            b"{}",
+            BasicProperties::default(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    assert!(
+        confirm.take_message().is_none(),
+        "routed through the imported binding"
+    );
+    let conflict = connection.create_channel().await.unwrap();
+    let mut args = FieldTable::default();
+    args.insert("x-message-ttl".into(), AMQPValue::LongLongInt(1));
+    args.insert(
+        "x-queue-type".into(),
+        AMQPValue::LongString("quorum".into()),
+    );
+    let refused = conflict
+        .queue_declare(
+            "orders.retry_5000ms".into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            args,
+        )
+        .await;
+    assert!(
+        refused.is_err(),
+        "the imported queue carries its x-message-ttl"
+    );
+    let _ = connection.close(200, "".into()).await;
+}
+
+#[test]
+fn help_explains_every_command() {
+    let help = cli(&["--help"]);
+    let text = stdout(&help);
+    for command in ["status", "dlq", "topology"] {
+        assert!(text.contains(command), "{text}");
+    }
+    let peek = stdout(&cli(&["dlq", "peek", "--help"]));
+    assert!(
+        peek.contains("redelivered"),
+        "peek's help says the flag is set: {peek}"
+    );
+    let bad = cli(&["topology", "--queue", "orders", "--delays", "5x"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown unit"));
+}
