@@ -11,7 +11,7 @@ use crate::amqp::{amqp_value, header_view};
 use crate::publish::PERSISTENT;
 
 /// Reads `x-retry-count` from a delivery's properties.
-pub(crate) fn retry_count_of(properties: &BasicProperties) -> RetryCount {
+pub fn retry_count_of(properties: &BasicProperties) -> RetryCount {
     let header = properties
         .headers()
         .as_ref()
@@ -27,7 +27,7 @@ pub(crate) fn retry_count_of(properties: &BasicProperties) -> RetryCount {
 /// `expiration` is dropped on purpose: a per-message TTL would silently delete
 /// the copy from the dead-letter queue. `user_id` is dropped because the broker
 /// refuses a `user_id` other than the publishing connection's user.
-pub(crate) fn republish_properties(
+pub fn republish_properties(
     original: &BasicProperties,
     set: &[(&'static str, HeaderValue<'_>)],
 ) -> BasicProperties {

@@ -37,6 +37,13 @@ pub use state::{State, StateRequirement};
 pub use status::{ConsumerStatus, QueueStatus, status};
 pub use topology::declare_topology;
 
+/// The runtime's per-message work that needs no I/O, for benchmarks. Not a
+/// stable API.
+#[doc(hidden)]
+pub mod __hot_path {
+    pub use crate::delivery::{republish_properties, retry_count_of};
+}
+
 /// Re-exported so that users need not depend on lapin for headers and values.
 pub use lapin;
 

@@ -10,8 +10,17 @@ pub struct ShutdownHandle {
     sender: watch::Sender<bool>,
 }
 
+impl Default for ShutdownHandle {
+    fn default() -> Self {
+        ShutdownHandle::new()
+    }
+}
+
 impl ShutdownHandle {
-    pub(crate) fn new() -> Self {
+    /// A handle not yet asked to stop. A runtime makes its own
+    /// ([`Runtime::shutdown_handle`](crate::Runtime::shutdown_handle)); this
+    /// one serves code of your own that stops the same way.
+    pub fn new() -> Self {
         ShutdownHandle {
             sender: watch::Sender::new(false),
         }

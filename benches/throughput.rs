@@ -1,0 +1,590 @@
+//! The framework beside a minimal hand-written lapin consumer, against the
+//! real broker: messages per second and consumer CPU per message, scenario by
+//! scenario, alternating framework and baseline runs so that the machine's
+//! noise falls on both. Every run checks that each message was handled or
+//! dead-lettered: none lost.
+//!
+//! `scripts/bench.sh` (or `cargo bench --bench throughput`). Settings:
+//! `BENCH_N` messages a run (default 10000), `BENCH_REPS` runs of each side
+//! (default 3), `BENCH_PREFETCH` (default 50), `BENCH_MEMORY=0` to skip the
+//! memory check. Under `cargo test` it runs once with 300 messages, as a test.
+
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use backoff_core::ConsumerSpec;
+use futures_util::StreamExt;
+use futures_util::future::join_all;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
+    ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use rabbit_backoff::prelude::*;
+use rabbit_backoff::{ShutdownHandle, Topology};
+use serde::{Deserialize, Serialize};
+
+// ---- the work: identical for both sides ----
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Kind {
+    Ok,
+    Permanent,
+    TransientOnce,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Msg {
+    id: u64,
+    kind: Kind,
+}
+
+/// What each run records: per id, how often it was handled successfully.
+struct Tally {
+    handled: Vec<AtomicU8>,
+    ok: AtomicUsize,
+    first: OnceLock<Instant>,
+}
+
+impl Tally {
+    fn new(n: usize) -> Self {
+        Tally {
+            handled: (0..n).map(|_| AtomicU8::new(0)).collect(),
+            ok: AtomicUsize::new(0),
+            first: OnceLock::new(),
+        }
+    }
+
+    fn seen(&self) {
+        self.first.get_or_init(Instant::now);
+    }
+
+    fn handled(&self, id: u64) {
+        if let Some(slot) = self.handled.get(id as usize) {
+            if slot.fetch_add(1, Ordering::Relaxed) == 0 {
+                self.ok.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, Classify)]
+enum BenchError {
+    #[error("transient failure")]
+    Transient,
+    #[permanent]
+    #[error("permanent failure")]
+    Permanent,
+}
+
+#[backoff_consumer(queue = "bench", delays = "1ms")]
+async fn framework(msg: Msg, ctx: &Context, tally: State<Tally>) -> Result<(), BenchError> {
+    tally.seen();
+    match msg.kind {
+        Kind::Permanent => Err(BenchError::Permanent),
+        Kind::TransientOnce if ctx.retry_count() == 0 => Err(BenchError::Transient),
+        _ => {
+            tally.handled(msg.id);
+            Ok(())
+        }
+    }
+}
+
+/// The loop a careful developer writes by hand with lapin: same prefetch,
+/// same concurrency, a confirm awaited per republish, then the ack.
+async fn baseline(
+    connection: Arc<Connection>,
+    spec: ConsumerSpec,
+    tally: Arc<Tally>,
+    stop: ShutdownHandle,
+) {
+    let names = spec.names();
+    let channel = connection.create_channel().await.expect("channel");
+    channel
+        .confirm_select(Default::default())
+        .await
+        .expect("confirms");
+    channel
+        .basic_qos(spec.prefetch, BasicQosOptions::default())
+        .await
+        .expect("qos");
+    let consumer = channel
+        .basic_consume(
+            spec.queue.as_str().into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("consume");
+    let retry_exchange = ShortString::from(names.retry_exchange.as_str());
+    let retry_key = ShortString::from(names.retry_queue(spec.delays.as_millis()[0]).as_str());
+    let dlx = ShortString::from(names.dead_letter_exchange.as_str());
+    let dlq_key = ShortString::from(names.dead_letter_routing_key.as_str());
+    consumer
+        .take_until(stop.wait())
+        .for_each_concurrent(spec.concurrency, |delivery| {
+            let (channel, tally) = (&channel, &tally);
+            let (retry_exchange, retry_key, dlx, dlq_key) =
+                (&retry_exchange, &retry_key, &dlx, &dlq_key);
+            async move {
+                let Ok(delivery) = delivery else { return };
+                tally.seen();
+                let count = match delivery
+                    .properties
+                    .headers()
+                    .as_ref()
+                    .and_then(|h| h.inner().get("x-retry-count"))
+                {
+                    Some(AMQPValue::LongLongInt(n)) => *n,
+                    _ => 0,
+                };
+                let msg: Msg = serde_json::from_slice(&delivery.data).expect("bench payload");
+                let republish = match msg.kind {
+                    Kind::Permanent => Some((dlx, dlq_key, count, Some("permanent failure"))),
+                    Kind::TransientOnce if count == 0 => {
+                        Some((retry_exchange, retry_key, count + 1, None))
+                    }
+                    _ => None,
+                };
+                if let Some((exchange, key, new_count, error)) = republish {
+                    let mut headers = delivery.properties.headers().clone().unwrap_or_default();
+                    headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(new_count));
+                    if let Some(error) = error {
+                        let failed_at =
+                            humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+                        headers.insert(
+                            "x-error".into(),
+                            AMQPValue::LongString(LongString::from(error.as_bytes())),
+                        );
+                        headers.insert(
+                            "x-failed-at".into(),
+                            AMQPValue::LongString(failed_at.into_bytes().into()),
+                        );
+                    }
+                    let properties = delivery
+                        .properties
+                        .clone()
+                        .with_headers(headers)
+                        .with_delivery_mode(2);
+                    let confirm = channel
+                        .basic_publish(
+                            exchange.clone(),
+                            key.clone(),
+                            BasicPublishOptions {
+                                mandatory: true,
+                                ..Default::default()
+                            },
+                            &delivery.data,
+                            properties,
+                        )
+                        .await;
+                    let confirmed = match confirm {
+                        Ok(confirm) => matches!(confirm.await, Ok(lapin::Confirmation::Ack(None))),
+                        Err(_) => false,
+                    };
+                    if !confirmed {
+                        let _ = delivery
+                            .acker
+                            .nack(lapin::options::BasicNackOptions {
+                                requeue: true,
+                                multiple: false,
+                            })
+                            .await;
+                        return;
+                    }
+                } else {
+                    tally.handled(msg.id);
+                }
+                let _ = delivery.acker.ack(BasicAckOptions::default()).await;
+            }
+        })
+        .await;
+    let _ = channel.close(200, "".into()).await;
+}
+
+// ---- scenarios and measurement ----
+
+#[derive(Clone, Copy)]
+struct Scenario {
+    name: &'static str,
+    what: &'static str,
+    kind: fn(u64) -> Kind,
+}
+
+const SCENARIOS: [Scenario; 4] = [
+    Scenario {
+        name: "S1",
+        what: "every message succeeds",
+        kind: |_| Kind::Ok,
+    },
+    Scenario {
+        name: "S2",
+        what: "every message fails permanently",
+        kind: |_| Kind::Permanent,
+    },
+    Scenario {
+        name: "S3",
+        what: "every message fails once, then succeeds",
+        kind: |_| Kind::TransientOnce,
+    },
+    Scenario {
+        name: "S4",
+        what: "90% succeed, 8% fail once, 2% fail permanently",
+        kind: |id| match id % 100 {
+            0..=89 => Kind::Ok,
+            90..=97 => Kind::TransientOnce,
+            _ => Kind::Permanent,
+        },
+    },
+];
+
+#[derive(Clone, Copy, PartialEq)]
+enum Side {
+    Framework,
+    Baseline,
+}
+
+struct Sample {
+    rate: f64,
+    cpu_us: f64,
+    duplicates: usize,
+}
+
+fn url() -> String {
+    rabbit_backoff::amqp_url_from_env()
+}
+
+async fn connect() -> Connection {
+    Connection::connect(&url(), ConnectionProperties::default())
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "no RabbitMQ at {} ({e}); scripts/bench.sh starts one",
+                url()
+            )
+        })
+}
+
+/// User plus system CPU time of this process.
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage only writes into the struct it is given.
+    let usage = unsafe {
+        let mut usage = std::mem::zeroed::<libc::rusage>();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Resident memory of this process, in KiB.
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Publishes messages `ids` of `scenario`, persistent, with pipelined confirms.
+async fn prepublish(
+    channel: &Channel,
+    spec: &ConsumerSpec,
+    scenario: Scenario,
+    ids: std::ops::Range<u64>,
+) {
+    let names = spec.names();
+    let ids: Vec<u64> = ids.collect();
+    for chunk in ids.chunks(1000) {
+        let mut confirms = Vec::with_capacity(chunk.len());
+        for &id in chunk {
+            let body = serde_json::to_vec(&Msg {
+                id,
+                kind: (scenario.kind)(id),
+            })
+            .expect("encode");
+            let confirm = channel
+                .basic_publish(
+                    names.exchange.as_str().into(),
+                    names.routing_key.as_str().into(),
+                    BasicPublishOptions::default(),
+                    &body,
+                    BasicProperties::default()
+                        .with_delivery_mode(2)
+                        .with_message_id(id.to_string().into())
+                        .with_content_type("application/json".into()),
+                )
+                .await
+                .expect("publish");
+            confirms.push(confirm);
+        }
+        for confirm in join_all(confirms).await {
+            assert!(
+                confirm.expect("confirm").is_ack(),
+                "the broker took every message"
+            );
+        }
+    }
+}
+
+async fn depth(connection: &Connection, queue: &str) -> u32 {
+    let channel = connection.create_channel().await.expect("channel");
+    let q = channel
+        .queue_declare(
+            queue.into(),
+            QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .expect("passive declare");
+    let _ = channel.close(200, "".into()).await;
+    q.message_count()
+}
+
+async fn delete(connection: &Connection, spec: &ConsumerSpec) {
+    let topology = Topology::of(spec);
+    let channel = connection.create_channel().await.expect("channel");
+    for q in topology.queues() {
+        let _ = channel
+            .queue_delete(q.name.as_str().into(), QueueDeleteOptions::default())
+            .await;
+    }
+    for e in topology.exchanges() {
+        let _ = channel
+            .exchange_delete(e.name.as_str().into(), ExchangeDeleteOptions::default())
+            .await;
+    }
+}
+
+fn spec_for(prefetch: u16) -> ConsumerSpec {
+    let mut spec = framework.spec().with_prefetch(prefetch);
+    spec.queue = format!("bench.{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    spec
+}
+
+/// Starts one side; returns the handle that stops it and its task.
+async fn start(
+    side: Side,
+    spec: &ConsumerSpec,
+    tally: &Arc<Tally>,
+) -> (ShutdownHandle, tokio::task::JoinHandle<()>) {
+    match side {
+        Side::Framework => {
+            let runtime = Runtime::builder()
+                .uri(url())
+                .state_arc(tally.clone())
+                .handle_signals(false)
+                .consumer_with(framework, |s| *s = spec.clone())
+                .build()
+                .expect("runtime");
+            let stop = runtime.shutdown_handle();
+            let task = tokio::spawn(async move { runtime.run().await.expect("the runtime runs") });
+            (stop, task)
+        }
+        Side::Baseline => {
+            let stop = ShutdownHandle::default();
+            let connection = Arc::new(connect().await);
+            let (spec, tally, stop2) = (spec.clone(), tally.clone(), stop.clone());
+            let task = tokio::spawn(async move {
+                baseline(connection.clone(), spec, tally, stop2).await;
+                let _ = connection.close(200, "".into()).await;
+            });
+            (stop, task)
+        }
+    }
+}
+
+async fn run_once(side: Side, scenario: Scenario, n: usize, prefetch: u16) -> Sample {
+    let admin = connect().await;
+    let spec = spec_for(prefetch);
+    rabbit_backoff::declare_topology(&admin, &Topology::of(&spec))
+        .await
+        .expect("declare");
+    let publish_channel = admin.create_channel().await.expect("channel");
+    publish_channel
+        .confirm_select(Default::default())
+        .await
+        .expect("confirms");
+    prepublish(&publish_channel, &spec, scenario, 0..n as u64).await;
+    let expected_dead = (0..n as u64)
+        .filter(|&id| (scenario.kind)(id) == Kind::Permanent)
+        .count();
+    let expected_ok = n - expected_dead;
+
+    let tally = Arc::new(Tally::new(n));
+    let cpu_before = cpu_time();
+    let (stop, task) = start(side, &spec, &tally).await;
+    let dlq = spec.names().dead_letter_queue;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut dead = 0;
+    loop {
+        if tally.ok.load(Ordering::Relaxed) == expected_ok {
+            dead = depth(&admin, &dlq).await as usize;
+            if dead == expected_dead {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "run did not settle: {} ok, {dead} dead",
+            tally.ok.load(Ordering::Relaxed)
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let ended = Instant::now();
+    let cpu = cpu_time() - cpu_before;
+    stop.shutdown();
+    task.await.expect("the consumer task ends");
+
+    // Verify: every message handled or dead-lettered, none lost.
+    for id in 0..n as u64 {
+        let handled = tally.handled[id as usize].load(Ordering::Relaxed);
+        match (scenario.kind)(id) {
+            Kind::Permanent => assert_eq!(handled, 0, "id {id} was dead-lettered"),
+            _ => assert!(handled >= 1, "id {id} was lost"),
+        }
+    }
+    assert_eq!(
+        dead, expected_dead,
+        "every permanent failure is in the dead-letter queue"
+    );
+    let duplicates = tally
+        .handled
+        .iter()
+        .map(|h| h.load(Ordering::Relaxed).saturating_sub(1) as usize)
+        .sum();
+    delete(&admin, &spec).await;
+    let _ = admin.close(200, "".into()).await;
+
+    let first = *tally.first.get().expect("at least one delivery");
+    let elapsed = ended - first;
+    Sample {
+        rate: n as f64 / elapsed.as_secs_f64(),
+        cpu_us: cpu.as_secs_f64() * 1e6 / n as f64,
+        duplicates,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn stats(v: &[f64]) -> (f64, f64, f64) {
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = v.iter().copied().fold(0.0, f64::max);
+    (median(v.to_vec()), min, max)
+}
+
+async fn memory_check(prefetch: u16) {
+    let admin = connect().await;
+    let spec = spec_for(prefetch);
+    rabbit_backoff::declare_topology(&admin, &Topology::of(&spec))
+        .await
+        .expect("declare");
+    let channel = admin.create_channel().await.expect("channel");
+    channel
+        .confirm_select(Default::default())
+        .await
+        .expect("confirms");
+    let s4 = SCENARIOS[3];
+    let total = 200_000usize;
+    let tally = Arc::new(Tally::new(total));
+    let (stop, task) = start(Side::Framework, &spec, &tally).await;
+    let mut rss_at_20k = 0;
+    let mut published = 0u64;
+    for target in [20_000u64, 200_000] {
+        while published < target {
+            let next = (published + 10_000).min(target);
+            prepublish(&channel, &spec, s4, published..next).await;
+            published = next;
+            let ok_expected = (0..published)
+                .filter(|&id| (s4.kind)(id) != Kind::Permanent)
+                .count();
+            while tally.ok.load(Ordering::Relaxed) < ok_expected {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        if target == 20_000 {
+            rss_at_20k = rss_kib();
+        }
+    }
+    let rss_at_200k = rss_kib();
+    stop.shutdown();
+    task.await.expect("runtime task");
+    delete(&admin, &spec).await;
+    println!(
+        "\nmemory (framework, S4): RSS {rss_at_20k} KiB after 20k messages, {rss_at_200k} KiB after 200k ({:+.1}%)",
+        (rss_at_200k as f64 / rss_at_20k as f64 - 1.0) * 100.0
+    );
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let n = if full { env_or("BENCH_N", 10_000) } else { 300 };
+    let reps = if full { env_or("BENCH_REPS", 3) } else { 1 };
+    let prefetch: u16 = env_or("BENCH_PREFETCH", 50);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio");
+    rt.block_on(async {
+        println!("{n} messages a run, {reps} runs a side, prefetch = concurrency = {prefetch}, framework and baseline alternating\n");
+        println!(
+            "{:<4} {:<10} {:>10} {:>10} {:>10} {:>11} {:>6}   {}",
+            "", "side", "msg/s med", "min", "max", "CPU µs/msg", "dups", "framework/baseline"
+        );
+        for scenario in SCENARIOS {
+            let mut samples: [(Vec<f64>, Vec<f64>, usize); 2] = Default::default();
+            for _ in 0..reps {
+                for (i, side) in [Side::Framework, Side::Baseline].into_iter().enumerate() {
+                    let s = run_once(side, scenario, n, prefetch).await;
+                    samples[i].0.push(s.rate);
+                    samples[i].1.push(s.cpu_us);
+                    samples[i].2 += s.duplicates;
+                }
+            }
+            let (fr, fc) = (stats(&samples[0].0), median(samples[0].1.clone()));
+            let (br, bc) = (stats(&samples[1].0), median(samples[1].1.clone()));
+            for (label, (rate, cpu, dups)) in [("framework", (fr, fc, samples[0].2)), ("baseline", (br, bc, samples[1].2))] {
+                let ratio = if label == "framework" {
+                    format!("throughput {:.2}x, CPU {:.2}x", fr.0 / br.0, fc / bc)
+                } else {
+                    String::new()
+                };
+                println!(
+                    "{:<4} {:<10} {:>10.0} {:>10.0} {:>10.0} {:>11.1} {:>6}   {}",
+                    scenario.name, label, rate.0, rate.1, rate.2, cpu, dups, ratio
+                );
+            }
+            println!("     ({})", scenario.what);
+        }
+
+        println!("\nS2 (republish to the dead-letter queue), framework, prefetch 1 vs 50:");
+        for p in [1u16, 50] {
+            let s = run_once(Side::Framework, SCENARIOS[1], n.min(3_000), p).await;
+            println!("  prefetch {p:>2}: {:>8.0} msg/s, {:.1} µs CPU/msg", s.rate, s.cpu_us);
+        }
+
+        if full && env_or("BENCH_MEMORY", 1) == 1 {
+            memory_check(prefetch).await;
+        }
+    });
+}
