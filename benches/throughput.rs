@@ -6,7 +6,7 @@
 //!
 //! `scripts/bench.sh` (or `cargo bench --bench throughput`). Settings:
 //! `BENCH_N` messages a run (default 10000), `BENCH_REPS` runs of each side
-//! (default 3), `BENCH_PREFETCH` (default 50), `BENCH_MEMORY=0` to skip the
+//! (default 3), `BENCH_SCENARIOS=S2,S3` to run only some, `BENCH_PREFETCH` (default 50), `BENCH_MEMORY=0` to skip the
 //! memory check. Under `cargo test` it runs once with 300 messages, as a test.
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -124,6 +124,7 @@ async fn baseline(
     let retry_key = ShortString::from(names.retry_queue(spec.delays.as_millis()[0]).as_str());
     let dlx = ShortString::from(names.dead_letter_exchange.as_str());
     let dlq_key = ShortString::from(names.dead_letter_routing_key.as_str());
+    let queue = spec.queue.as_str();
     consumer
         .take_until(stop.wait())
         .for_each_concurrent(spec.concurrency, |delivery| {
@@ -163,6 +164,18 @@ async fn baseline(
                         headers.insert(
                             "x-failed-at".into(),
                             AMQPValue::LongString(failed_at.into_bytes().into()),
+                        );
+                        // What the framework's dead letters say besides: why, and where from.
+                        let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes()));
+                        headers.insert("x-dead-letter-reason".into(), text("permanent"));
+                        headers.insert("x-original-queue".into(), text(queue));
+                        headers.insert(
+                            "x-original-exchange".into(),
+                            text(delivery.exchange.as_str()),
+                        );
+                        headers.insert(
+                            "x-original-routing-key".into(),
+                            text(delivery.routing_key.as_str()),
                         );
                     }
                     let properties = delivery
@@ -541,6 +554,7 @@ fn main() {
     let n = if full { env_or("BENCH_N", 10_000) } else { 300 };
     let reps = if full { env_or("BENCH_REPS", 3) } else { 1 };
     let prefetch: u16 = env_or("BENCH_PREFETCH", 50);
+    let only: String = env_or("BENCH_SCENARIOS", String::new());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -553,8 +567,14 @@ fn main() {
         );
         for scenario in SCENARIOS {
             let mut samples: [(Vec<f64>, Vec<f64>, usize); 2] = Default::default();
-            for _ in 0..reps {
-                for (i, side) in [Side::Framework, Side::Baseline].into_iter().enumerate() {
+            if !only.is_empty() && !only.split(',').any(|o| o == scenario.name) {
+                continue;
+            }
+            for rep in 0..reps {
+                // A B B A …: neither side always runs first.
+                let order = if rep % 2 == 0 { [0, 1] } else { [1, 0] };
+                for i in order {
+                    let side = [Side::Framework, Side::Baseline][i];
                     let s = run_once(side, scenario, n, prefetch).await;
                     samples[i].0.push(s.rate);
                     samples[i].1.push(s.cpu_us);
@@ -577,6 +597,9 @@ fn main() {
             println!("     ({})", scenario.what);
         }
 
+        if !only.is_empty() {
+            return;
+        }
         println!("\nS2 (republish to the dead-letter queue), framework, prefetch 1 vs 50:");
         for p in [1u16, 50] {
             let s = run_once(Side::Framework, SCENARIOS[1], n.min(3_000), p).await;
