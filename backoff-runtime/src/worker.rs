@@ -208,7 +208,7 @@ impl<C: Consumer> Worker<C> {
         match decide(&self.spec.delays, count, &outcome) {
             Decision::Ack => {
                 if ack(&acker).await {
-                    tracing::info!("handled; acked");
+                    tracing::debug!("handled; acked");
                 }
             }
             Decision::Retry { tier, next_count } => {
