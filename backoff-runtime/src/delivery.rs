@@ -68,6 +68,11 @@ pub fn republish_properties(
     p
 }
 
+/// Now, RFC 3339 in UTC with milliseconds, for `x-failed-at` and `x-replayed-at`.
+pub(crate) fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
 /// The message of a caught panic.
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     let text = payload

@@ -1,18 +1,18 @@
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use backoff_core::{
     ConsumerSpec, FAILURE_HEADERS, HeaderValue, REPLAY_HISTORY, REPLAYED_AT, TopologyNames,
     headers, replay_target,
 };
 use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicGetOptions, ConfirmSelectOptions, QueueDeclareOptions};
+use lapin::options::{BasicAckOptions, BasicGetOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection};
 use serde::Serialize;
 
 use crate::amqp::short;
-use crate::delivery::republish_properties;
-use crate::publish::publish_confirmed;
+use crate::delivery::{now_rfc3339, republish_properties};
+use crate::publish::{channel_error, confirm_channel, publish_confirmed};
 use crate::runtime::connect;
 use crate::{DeadLetterFilter, DeadLetterMessage, Error};
 
@@ -128,23 +128,7 @@ impl Dlq {
         mode: Mode<'_>,
     ) -> Result<DeadLetterReport, Error> {
         let queue = self.names.dead_letter_queue.clone();
-        let channel_error = |action| {
-            let queue = queue.clone();
-            move |source| Error::Channel {
-                action,
-                queue,
-                source,
-            }
-        };
-        let channel = self
-            .connection
-            .create_channel()
-            .await
-            .map_err(channel_error("opening a channel"))?;
-        channel
-            .confirm_select(ConfirmSelectOptions::default())
-            .await
-            .map_err(channel_error("enabling publisher confirms"))?;
+        let channel = confirm_channel(&self.connection, &queue).await?;
         let total = channel
             .queue_declare(
                 short(&queue, "queue name")?,
@@ -155,7 +139,7 @@ impl Dlq {
                 FieldTable::default(),
             )
             .await
-            .map_err(channel_error("finding the dead-letter queue"))?
+            .map_err(channel_error(&queue, "finding the dead-letter queue"))?
             .message_count();
 
         let interval = match mode {
@@ -174,7 +158,7 @@ impl Dlq {
                     BasicGetOptions { no_ack: false },
                 )
                 .await
-                .map_err(channel_error("reading the dead-letter queue"))?
+                .map_err(channel_error(&queue, "reading the dead-letter queue"))?
             else {
                 break;
             };
@@ -297,10 +281,6 @@ pub(crate) fn replay_properties(original: &BasicProperties, replayed_at: &str) -
             (REPLAYED_AT, HeaderValue::Str(replayed_at)),
         ],
     )
-}
-
-fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 
 #[cfg(test)]

@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use lapin::options::BasicPublishOptions;
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::ShortString;
-use lapin::{BasicProperties, Channel, Confirmation};
+use lapin::{BasicProperties, Channel, Confirmation, Connection};
 
-use crate::PublishFailure;
+use crate::{Error, PublishFailure};
 
 /// Publishes with `mandatory` and awaits the broker's confirm of this very
 /// message (not of every outstanding one), so concurrent publishes on one
@@ -42,6 +42,35 @@ pub(crate) async fn publish_confirmed(
         Ok(Ok(Confirmation::Nack(_))) => Err(PublishFailure::Nacked),
         // Only possible on a channel without confirms: never take it as success.
         Ok(Ok(Confirmation::NotRequested)) => Err(PublishFailure::Nacked),
+    }
+}
+
+/// A new channel in confirm mode; errors name `queue`.
+pub(crate) async fn confirm_channel(
+    connection: &Connection,
+    queue: &str,
+) -> Result<Channel, Error> {
+    let channel = connection
+        .create_channel()
+        .await
+        .map_err(channel_error(queue, "opening a channel"))?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .map_err(channel_error(queue, "enabling publisher confirms"))?;
+    Ok(channel)
+}
+
+/// Maps a client error to [`Error::Channel`] naming the queue and the action.
+pub(crate) fn channel_error(
+    queue: &str,
+    action: &'static str,
+) -> impl FnOnce(lapin::Error) -> Error {
+    let queue = queue.to_owned();
+    move |source| Error::Channel {
+        action,
+        queue,
+        source,
     }
 }
 

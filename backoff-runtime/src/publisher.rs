@@ -8,7 +8,7 @@ use tokio::sync::Mutex;
 
 use crate::Error;
 use crate::amqp::short;
-use crate::publish::{PERSISTENT, publish_confirmed};
+use crate::publish::{PERSISTENT, confirm_channel, publish_confirmed};
 use crate::runtime::connect;
 
 /// A message to publish: a JSON body with its properties.
@@ -103,7 +103,7 @@ struct Link {
 impl Link {
     async fn open(uri: &str) -> Result<Self, Error> {
         let connection = connect(uri).await?;
-        let channel = confirm_channel(&connection).await?;
+        let channel = confirm_channel(&connection, "(publisher)").await?;
         Ok(Link {
             connection,
             channel,
@@ -186,7 +186,7 @@ impl Publisher {
         if !link.connection.status().connected() {
             *link = Link::open(&self.uri).await?;
         } else if !link.channel.status().connected() {
-            link.channel = confirm_channel(&link.connection).await?;
+            link.channel = confirm_channel(&link.connection, "(publisher)").await?;
         }
         Ok(link.channel.clone())
     }
@@ -197,23 +197,4 @@ impl Publisher {
         let _ = link.channel.close(200, "publisher closed".into()).await;
         let _ = link.connection.close(200, "publisher closed".into()).await;
     }
-}
-
-async fn confirm_channel(connection: &Connection) -> Result<Channel, Error> {
-    let channel_error = |action| {
-        move |source| Error::Channel {
-            action,
-            queue: String::new(),
-            source,
-        }
-    };
-    let channel = connection
-        .create_channel()
-        .await
-        .map_err(channel_error("opening a publisher channel"))?;
-    channel
-        .confirm_select(lapin::options::ConfirmSelectOptions::default())
-        .await
-        .map_err(channel_error("enabling publisher confirms"))?;
-    Ok(channel)
 }

@@ -2,7 +2,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use backoff_core::{
     Classify, ConsumerSpec, DeadLetter, Decision, HeaderValue, Outcome, Topology, decide, headers,
@@ -11,16 +11,14 @@ use backoff_core::{
 use futures_util::{FutureExt, StreamExt};
 use lapin::Acker;
 use lapin::message::Delivery;
-use lapin::options::{
-    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions, ConfirmSelectOptions,
-};
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions};
 use lapin::types::{FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection};
 use tracing::Instrument;
 
 use crate::amqp::short;
-use crate::delivery::{panic_message, republish_properties, retry_count_of};
-use crate::publish::publish_confirmed;
+use crate::delivery::{now_rfc3339, panic_message, republish_properties, retry_count_of};
+use crate::publish::{channel_error, confirm_channel, publish_confirmed};
 use crate::state::StateMap;
 use crate::{Consumer, Context, Error, PublishFailure, ShutdownHandle, declare_topology};
 
@@ -60,27 +58,11 @@ impl<C: Consumer> Worker<C> {
     ) -> Result<(Arc<Self>, lapin::Consumer), Error> {
         let names = spec.names();
         let topology = Topology::of(&spec);
-        let channel_error = |action: &'static str| {
-            let queue = spec.queue.clone();
-            move |source| Error::Channel {
-                action,
-                queue,
-                source,
-            }
-        };
-        let channel = env
-            .connection
-            .create_channel()
-            .await
-            .map_err(channel_error("opening a channel"))?;
-        channel
-            .confirm_select(ConfirmSelectOptions::default())
-            .await
-            .map_err(channel_error("enabling publisher confirms"))?;
+        let channel = confirm_channel(&env.connection, &spec.queue).await?;
         channel
             .basic_qos(spec.prefetch, BasicQosOptions::default())
             .await
-            .map_err(channel_error("setting the prefetch"))?;
+            .map_err(channel_error(&spec.queue, "setting the prefetch"))?;
         let stream = channel
             .basic_consume(
                 short(&spec.queue, "queue name")?,
@@ -89,7 +71,7 @@ impl<C: Consumer> Worker<C> {
                 FieldTable::default(),
             )
             .await
-            .map_err(channel_error("starting to consume"))?;
+            .map_err(channel_error(&spec.queue, "starting to consume"))?;
         let retry_keys = topology
             .retry_queues
             .iter()
@@ -217,27 +199,17 @@ impl<C: Consumer> Worker<C> {
                     &[(headers::RETRY_COUNT, HeaderValue::Int(next_count.into()))],
                 );
                 let key = &self.retry_keys[tier];
-                let published = publish_confirmed(
-                    &self.channel,
-                    self.retry_exchange.clone(),
-                    key.clone(),
-                    &data,
-                    properties,
-                    self.env.confirm_timeout,
-                )
-                .await;
-                match published {
-                    Ok(()) => {
-                        ack(&acker).await;
-                        tracing::warn!(
-                            error,
-                            "failed (transient); retry {next_count}/{} after {}ms in {}",
-                            self.spec.delays.len(),
-                            self.spec.delays.as_millis()[tier],
-                            key,
-                        );
-                    }
-                    Err(failure) => self.requeue(&acker, key.as_str(), failure).await,
+                if self
+                    .republish_then_ack(&acker, &self.retry_exchange, key, &data, properties)
+                    .await
+                {
+                    tracing::warn!(
+                        error,
+                        "failed (transient); retry {next_count}/{} after {}ms in {}",
+                        self.spec.delays.len(),
+                        self.spec.delays.as_millis()[tier],
+                        key,
+                    );
                 }
             }
             Decision::DeadLetter { reason } => {
@@ -251,29 +223,49 @@ impl<C: Consumer> Worker<C> {
                     routing_key: ctx.routing_key.clone(),
                 };
                 let properties = republish_properties(&ctx.properties, &dead_letter.headers());
-                let published = publish_confirmed(
-                    &self.channel,
-                    self.dead_letter_exchange.clone(),
-                    self.dead_letter_key.clone(),
-                    &data,
-                    properties,
-                    self.env.confirm_timeout,
-                )
-                .await;
-                match published {
-                    Ok(()) => {
-                        ack(&acker).await;
-                        tracing::warn!(
-                            error,
-                            "failed ({reason}); dead-lettered to {}",
-                            self.topology.dead_letter_queue.name
-                        );
-                    }
-                    Err(failure) => {
-                        self.requeue(&acker, &self.topology.dead_letter_queue.name, failure)
-                            .await
-                    }
+                let (exchange, key) = (&self.dead_letter_exchange, &self.dead_letter_key);
+                if self
+                    .republish_then_ack(&acker, exchange, key, &data, properties)
+                    .await
+                {
+                    tracing::warn!(
+                        error,
+                        "failed ({reason}); dead-lettered to {}",
+                        self.topology.dead_letter_queue.name
+                    );
                 }
+            }
+        }
+    }
+
+    /// Publishes the copy and acks the original once the broker confirmed it;
+    /// otherwise requeues the original. True when the copy was confirmed.
+    async fn republish_then_ack(
+        &self,
+        acker: &Acker,
+        exchange: &ShortString,
+        routing_key: &ShortString,
+        body: &[u8],
+        properties: BasicProperties,
+    ) -> bool {
+        let timeout = self.env.confirm_timeout;
+        let published = publish_confirmed(
+            &self.channel,
+            exchange.clone(),
+            routing_key.clone(),
+            body,
+            properties,
+            timeout,
+        )
+        .await;
+        match published {
+            Ok(()) => {
+                ack(acker).await;
+                true
+            }
+            Err(failure) => {
+                self.requeue(acker, routing_key.as_str(), failure).await;
+                false
             }
         }
     }
@@ -340,8 +332,4 @@ async fn ack(acker: &Acker) -> bool {
             false
         }
     }
-}
-
-fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }

@@ -26,21 +26,8 @@ pub(crate) const KEYS: &[&str] = &[
     "crate",
 ];
 
-/// The keys whose value is a string literal.
-const STRING_KEYS: &[&str] = &[
-    "queue",
-    "delays",
-    "exchange",
-    "exchange_type",
-    "routing_key",
-    "retry_exchange",
-    "retry_queue",
-    "dead_letter_exchange",
-    "dead_letter_queue",
-    "dead_letter_routing_key",
-    "queue_type",
-    "crate",
-];
+/// The keys whose value is an integer literal; every other key takes a string.
+const INT_KEYS: &[&str] = &["prefetch", "concurrency", "delivery_limit"];
 
 /// One `key = value`, the key kept for its span.
 pub(crate) struct Arg<L> {
@@ -117,7 +104,7 @@ pub(crate) fn parse(cx: &mut Ctxt, tokens: TokenStream) -> Args {
             Expr::Lit(ExprLit { lit, .. }) => Some(lit),
             _ => None,
         };
-        if STRING_KEYS.contains(&name.as_str()) {
+        if !INT_KEYS.contains(&name.as_str()) {
             match literal {
                 Some(Lit::Str(value)) => args.strings.push(Arg {
                     key,
