@@ -645,3 +645,76 @@ async fn a_channel_closed_by_the_broker_is_recovered() {
     assert_eq!(depth(&channel, &running.spec.queue).await, 0, "settled");
     running.stop().await;
 }
+
+#[tokio::test]
+async fn shutdown_returns_prefetched_messages_at_once_for_other_instances() {
+    let _serial = SERIAL.lock().await;
+    let queue = unique("handback");
+    let mut spec = slow.spec();
+    spec.queue = queue.clone();
+    spec.prefetch = 10;
+    spec.concurrency = 1;
+    let _cleanup = Cleanup::of(&spec);
+    let progress = Arc::new(Progress::default());
+    let runtime = Runtime::builder()
+        .uri(url())
+        .state_arc(progress.clone())
+        .handle_signals(false)
+        .shutdown_grace(Duration::from_secs(10))
+        .consumer_with(slow, |s| *s = spec.clone())
+        .build()
+        .unwrap();
+    let health = runtime.health();
+    let shutdown = runtime.shutdown_handle();
+    let task = tokio::spawn(runtime.run());
+    health.wait_ready().await.unwrap();
+    let publisher = publisher().await;
+    for id in 0..5 {
+        publisher
+            .publish_to(&spec, &Slow { id, millis: 2000 })
+            .await
+            .unwrap();
+    }
+    eventually(
+        "the first handler to start",
+        Duration::from_secs(10),
+        || !progress.started.lock().unwrap().is_empty(),
+    )
+    .await;
+    let (_c, channel) = channel().await;
+    assert_eq!(
+        depth(&channel, &queue).await,
+        0,
+        "the other four are prefetched by this instance"
+    );
+
+    shutdown.shutdown();
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while depth(&channel, &queue).await < 4 {
+        assert!(
+            Instant::now() < deadline,
+            "the prefetched messages were not handed back within 1 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        progress.finished.lock().unwrap().is_empty(),
+        "while the first handler is still running"
+    );
+    task.await.unwrap().unwrap();
+    assert_eq!(
+        progress.finished.lock().unwrap().len(),
+        1,
+        "the handler in flight finished"
+    );
+    assert_eq!(
+        progress.started.lock().unwrap().len(),
+        1,
+        "no other handler started after the shutdown"
+    );
+    assert_eq!(
+        depth(&channel, &queue).await,
+        4,
+        "the four wait for the next instance; the first was acked"
+    );
+}

@@ -1,17 +1,20 @@
 //! The consumer loop: one per consumer, on its own confirm channel.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use backoff_core::{
     Classify, ConsumerSpec, DeadLetter, Decision, HeaderValue, Outcome, Topology, decide, headers,
     truncate_error,
 };
+use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use lapin::Acker;
 use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions};
+use lapin::options::{
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
+};
 use lapin::types::{FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection};
 use tracing::Instrument;
@@ -93,34 +96,49 @@ impl<C: Consumer> Worker<C> {
     }
 
     /// Handles deliveries, up to `concurrency` at once, until shutdown or until
-    /// the channel fails. Handlers in flight always finish and settle.
-    pub(crate) async fn run(self: Arc<Self>, stream: lapin::Consumer) -> Result<(), Error> {
-        let failure: Mutex<Option<lapin::Error>> = Mutex::new(None);
-        let shutdown = self.env.shutdown.clone();
-        stream
-            .take_until(shutdown.wait())
-            .for_each_concurrent(self.spec.concurrency, |delivery| {
-                let this = &self;
-                let failure = &failure;
-                async move {
-                    match delivery {
-                        Ok(delivery) => this.process(delivery).await,
-                        Err(e) => {
-                            if let Ok(mut slot) = failure.lock() {
-                                slot.get_or_insert(e);
-                            }
+    /// the channel fails.
+    ///
+    /// On shutdown the consumer is cancelled, so the broker sends nothing more;
+    /// deliveries already prefetched but not started are requeued at once, for
+    /// other instances to take during the grace period; handlers in flight
+    /// finish and settle their messages.
+    pub(crate) async fn run(self: Arc<Self>, mut stream: lapin::Consumer) -> Result<(), Error> {
+        let mut in_flight = FuturesUnordered::new();
+        let mut failure = None;
+        let mut stream_done = false;
+        let mut stopping = false;
+        let stop = self.env.shutdown.wait();
+        tokio::pin!(stop);
+        while !(stream_done && in_flight.is_empty()) {
+            tokio::select! {
+                next = stream.next(), if !stream_done && (stopping || in_flight.len() < self.spec.concurrency) => {
+                    match next {
+                        Some(Ok(delivery)) if stopping => requeue_unstarted(&delivery.acker).await,
+                        Some(Ok(delivery)) => in_flight.push(self.process(delivery)),
+                        Some(Err(e)) => {
+                            failure.get_or_insert(e);
+                            stream_done = true;
                         }
+                        None => stream_done = true,
                     }
                 }
-            })
-            .await;
-        // Unacknowledged deliveries still buffered go back to the queue.
+                Some(()) = in_flight.next(), if !in_flight.is_empty() => {}
+                _ = &mut stop, if !stopping => {
+                    stopping = true;
+                    if let Err(e) = self.channel.basic_cancel(stream.tag(), BasicCancelOptions::default()).await {
+                        tracing::debug!("cancelling the consumer of {}: {e}", self.queue);
+                        stream_done = true;
+                    }
+                }
+            }
+        }
+        // Anything still unacknowledged goes back to the queue.
         let _ = self.channel.close(200, "consumer stopped".into()).await;
         if self.env.shutdown.is_shutdown() {
             return Ok(());
         }
         let queue = self.spec.queue.clone();
-        Err(match failure.into_inner().ok().flatten() {
+        Err(match failure {
             Some(source) => Error::Consume { queue, source },
             None => Error::Cancelled { queue },
         })
@@ -314,6 +332,17 @@ impl<C: Consumer> Worker<C> {
             ),
             Err(e) => tracing::warn!("requeue failed ({e}); the broker will redeliver the message"),
         }
+    }
+}
+
+/// Gives a delivery that was prefetched but never started back to the broker.
+async fn requeue_unstarted(acker: &Acker) {
+    let requeue = BasicNackOptions {
+        requeue: true,
+        ..BasicNackOptions::default()
+    };
+    if let Err(e) = acker.nack(requeue).await {
+        tracing::debug!("returning an unstarted delivery: {e}; the broker will redeliver it");
     }
 }
 

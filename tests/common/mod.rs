@@ -280,6 +280,9 @@ pub struct Running {
 
 impl Running {
     pub async fn start(name: &str, configure: impl FnOnce(&mut ConsumerSpec)) -> Running {
+        // Fails the test at once, saying why, when no broker answers (the
+        // runtime itself would keep retrying).
+        let (connection, channel) = channel().await;
         let queue = unique(name);
         let journal = Journal::default();
         let runtime = Runtime::builder()
@@ -299,7 +302,6 @@ impl Running {
         let health = runtime.health();
         let task = tokio::spawn(runtime.run());
         // Wait until the topology exists, so that publishes are routed.
-        let (connection, channel) = channel().await;
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let probe = connection.create_channel().await.expect("channel");
