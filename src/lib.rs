@@ -47,10 +47,10 @@ pub use backoff_core::{
     ExchangeKind, MAX_ERROR_LEN, NameOverrides, QueueType, Topology, TopologyNames, headers,
 };
 pub use backoff_runtime::{
-    Consumer, ConsumerStatus, Context, DEFAULT_AMQP_URL, DeadLetterFilter, DeadLetterMessage,
-    DeadLetterReport, Dlq, Error, Health, HealthWatch, Outgoing, PublishFailure, Publisher,
-    QueueStatus, ReplayOptions, Runtime, RuntimeBuilder, ShutdownHandle, State, StateRequirement,
-    amqp_url_from_env, connect, declare_topology, lapin, status,
+    Consumer, ConsumerStatus, Context, ContextBuilder, DEFAULT_AMQP_URL, DeadLetterFilter,
+    DeadLetterMessage, DeadLetterReport, Dlq, Error, Health, HealthWatch, Outgoing, PublishFailure,
+    Publisher, QueueStatus, ReplayOptions, Runtime, RuntimeBuilder, ShutdownHandle, State,
+    StateRequirement, amqp_url_from_env, connect, declare_topology, lapin, status,
 };
 
 /// Turns an `async fn` handler into a consumer of the same name.

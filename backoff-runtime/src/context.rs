@@ -2,13 +2,31 @@ use std::any::Any;
 use std::sync::Arc;
 
 use lapin::BasicProperties;
-use lapin::types::{AMQPValue, FieldTable};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
 
 use crate::State;
 use crate::state::StateMap;
 
 /// What a handler can know about the delivery it handles, and the shared state
 /// registered on the builder.
+///
+/// For unit tests of a handler, without a broker, build one with
+/// [`Context::builder`]:
+///
+/// ```
+/// use backoff_runtime::Context;
+///
+/// struct Db;
+/// let ctx = Context::builder("orders")
+///     .retry_count(2)
+///     .message_id("m-1")
+///     .header("tenant", "acme")
+///     .state(Db)
+///     .build();
+/// assert_eq!(ctx.attempt(), 3);
+/// assert_eq!(ctx.header_str("tenant"), Some("acme"));
+/// assert!(ctx.state::<Db>().is_some());
+/// ```
 #[derive(Debug)]
 pub struct Context {
     pub(crate) queue: Arc<str>,
@@ -93,5 +111,85 @@ impl Context {
     /// Shared state of type `T`, if it was registered on the builder.
     pub fn state<T: Any + Send + Sync>(&self) -> Option<State<T>> {
         self.state.get::<T>()
+    }
+}
+
+impl Context {
+    /// A context for unit tests of a handler: call the consumer's
+    /// `handle(message, &ctx)` directly, no broker needed.
+    pub fn builder(queue: &str) -> ContextBuilder {
+        ContextBuilder {
+            context: Context {
+                queue: Arc::from(queue),
+                exchange: queue.to_owned(),
+                routing_key: queue.to_owned(),
+                redelivered: false,
+                retry_count: 0,
+                properties: BasicProperties::default(),
+                state: Arc::new(StateMap::default()),
+            },
+            headers: FieldTable::default(),
+            state: StateMap::default(),
+        }
+    }
+}
+
+/// Builds a [`Context`] for tests. Made by [`Context::builder`].
+#[must_use = "call .build()"]
+pub struct ContextBuilder {
+    context: Context,
+    headers: FieldTable,
+    state: StateMap,
+}
+
+impl ContextBuilder {
+    /// How many retry tiers the message has been through.
+    pub fn retry_count(mut self, count: u32) -> Self {
+        self.context.retry_count = count;
+        self
+    }
+
+    /// The `message_id` property (at most 255 bytes; longer ones are ignored).
+    pub fn message_id(mut self, id: &str) -> Self {
+        if let Ok(id) = ShortString::try_new(id) {
+            self.context.properties = self.context.properties.with_message_id(id);
+        }
+        self
+    }
+
+    /// The `correlation_id` property (at most 255 bytes; longer ones are ignored).
+    pub fn correlation_id(mut self, id: &str) -> Self {
+        if let Ok(id) = ShortString::try_new(id) {
+            self.context.properties = self.context.properties.with_correlation_id(id);
+        }
+        self
+    }
+
+    /// A string header.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        if let Ok(name) = ShortString::try_new(name) {
+            self.headers
+                .insert(name, AMQPValue::LongString(value.as_bytes().into()));
+        }
+        self
+    }
+
+    /// Whether the broker delivered it before.
+    pub fn redelivered(mut self, redelivered: bool) -> Self {
+        self.context.redelivered = redelivered;
+        self
+    }
+
+    /// Shared state, as `.state(…)` on the runtime builder registers it.
+    pub fn state<T: Any + Send + Sync>(mut self, value: T) -> Self {
+        self.state.insert(Arc::new(value));
+        self
+    }
+
+    /// The context.
+    pub fn build(mut self) -> Context {
+        self.context.properties = self.context.properties.with_headers(self.headers);
+        self.context.state = Arc::new(self.state);
+        self.context
     }
 }

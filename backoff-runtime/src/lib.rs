@@ -24,7 +24,7 @@ mod topology;
 mod worker;
 
 pub use consumer::Consumer;
-pub use context::Context;
+pub use context::{Context, ContextBuilder};
 pub use dead_letter_filter::DeadLetterFilter;
 pub use dead_letter_message::{BODY_PREVIEW_LEN, DeadLetterMessage};
 pub use dlq::{DeadLetterReport, Dlq, ReplayOptions};
