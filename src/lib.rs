@@ -96,6 +96,7 @@ pub use backoff_runtime::{
 /// | `dead_letter_routing_key` | | `<queue>.dlq` |
 /// | `queue_type` | `"classic"` or `"quorum"` | `"classic"` |
 /// | `delivery_limit` | quorum work queue's `x-delivery-limit` | 20 |
+/// | `timeout` | longest a handler call may take (a transient failure past it) | none |
 /// | `crate` | path of this crate, when renamed | `::rabbit_backoff` |
 pub use backoff_macros::backoff_consumer;
 

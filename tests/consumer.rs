@@ -413,3 +413,44 @@ async fn a_handler_can_be_unit_tested_without_a_broker() {
         (1, Some("m-9"), Some("acme"))
     );
 }
+
+#[tokio::test]
+async fn a_hung_handler_times_out_and_is_retried() {
+    let running = Running::start("timeout", |spec| {
+        spec.handler_timeout = Some(Duration::from_millis(300))
+    })
+    .await;
+    let publisher = publisher().await;
+    let started = Instant::now();
+    running
+        .publish(
+            &publisher,
+            &Job {
+                id: 11,
+                fail: Fail::Hang,
+                attempts: Some(1),
+            },
+        )
+        .await;
+    eventually("the retry after the timeout", WAIT, || {
+        running.journal.calls_for(11).len() == 2
+    })
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "abandoned after 300 ms, not after 10 s"
+    );
+    let calls = running.journal.calls_for(11);
+    assert!(
+        calls[1].at - calls[0].at >= Duration::from_millis(300 + 100),
+        "timeout, then the first tier's delay"
+    );
+    let (_c, channel) = channel().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        depth(&channel, &running.spec.names().dead_letter_queue).await,
+        0
+    );
+    assert_eq!(depth(&channel, &running.spec.queue).await, 0, "settled");
+    running.stop().await;
+}

@@ -161,6 +161,22 @@ impl FromStr for Delays {
     }
 }
 
+/// Parses one duration written like a delay (`500ms`, `30s`, `2m`, `1h`):
+/// more than zero and at most [`MAX_DELAY_MS`].
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(backoff_core::parse_duration("30s"), Ok(Duration::from_secs(30)));
+/// assert!(backoff_core::parse_duration("0s").is_err());
+/// ```
+pub fn parse_duration(s: &str) -> Result<Duration, DelayError> {
+    let item = s.trim();
+    if item.is_empty() {
+        return Err(DelayError::Empty);
+    }
+    parse_one(item).map(Duration::from_millis)
+}
+
 fn parse_one(item: &str) -> Result<u64, DelayError> {
     let split = item
         .find(|c: char| !c.is_ascii_digit())

@@ -40,7 +40,7 @@ pub use classify::{Classify, ErrorClass};
 pub use dead_letter::{DeadLetter, DeadLetterReason, MAX_ERROR_LEN, truncate_error};
 pub use decision::{Decision, Outcome, decide};
 pub use definitions::{BindingDefinition, Definitions, ExchangeDefinition, QueueDefinition};
-pub use delays::{DelayError, Delays, MAX_DELAY_MS};
+pub use delays::{DelayError, Delays, MAX_DELAY_MS, parse_duration};
 pub use header_value::HeaderValue;
 pub use names::{NameError, NameOverrides, TopologyNames, validate_name};
 pub use reconnect::ReconnectBackoff;

@@ -113,6 +113,10 @@ pub struct ConsumerSpec {
     /// For quorum work queues: the broker's `x-delivery-limit`, a safety net
     /// against redelivery loops that never reach the handler's verdict.
     pub delivery_limit: u32,
+    /// How long one handler call may take; past it the call is abandoned and
+    /// counts as a transient failure, so a hung handler never holds a message
+    /// forever. `None`: no limit.
+    pub handler_timeout: Option<std::time::Duration>,
 }
 
 /// The default `prefetch`.
@@ -132,6 +136,11 @@ pub enum SpecError {
     /// `concurrency = 0`.
     #[error("concurrency is 0, so no message would ever be handled; set at least 1")]
     ZeroConcurrency,
+    /// A handler timeout of zero.
+    #[error(
+        "handler_timeout is 0, so every call would time out; set e.g. 30s, or None for no limit"
+    )]
+    ZeroTimeout,
     /// A quorum work queue with a delivery limit of zero.
     #[error("delivery_limit is 0; a quorum queue needs at least 1 delivery")]
     ZeroDeliveryLimit,
@@ -150,6 +159,7 @@ impl ConsumerSpec {
             exchange_kind: ExchangeKind::Direct,
             queue_type: QueueType::Classic,
             delivery_limit: DEFAULT_DELIVERY_LIMIT,
+            handler_timeout: None,
         }
     }
 
@@ -184,6 +194,9 @@ impl ConsumerSpec {
         }
         if self.concurrency == 0 {
             problems.push(SpecError::ZeroConcurrency);
+        }
+        if self.handler_timeout.is_some_and(|t| t.is_zero()) {
+            problems.push(SpecError::ZeroTimeout);
         }
         if self.queue_type == QueueType::Quorum && self.delivery_limit == 0 {
             problems.push(SpecError::ZeroDeliveryLimit);

@@ -184,16 +184,25 @@ impl<C: Consumer> Worker<C> {
             }
             Ok(message) => {
                 let ctx = self.context(exchange, routing_key, redelivered, count, properties);
-                let result = AssertUnwindSafe(self.consumer.handle(message, &ctx))
-                    .catch_unwind()
-                    .await;
+                let handled = AssertUnwindSafe(self.consumer.handle(message, &ctx)).catch_unwind();
+                let result = match self.spec.handler_timeout {
+                    None => Some(handled.await),
+                    Some(limit) => tokio::time::timeout(limit, handled).await.ok(),
+                };
                 let outcome = match result {
-                    Ok(Ok(())) => Outcome::Success,
-                    Ok(Err(e)) => Outcome::Failed {
+                    None => Outcome::Failed {
+                        class: backoff_core::ErrorClass::Transient,
+                        error: format!(
+                            "handler timed out after {}ms",
+                            self.spec.handler_timeout.map_or(0, |t| t.as_millis())
+                        ),
+                    },
+                    Some(Ok(Ok(()))) => Outcome::Success,
+                    Some(Ok(Err(e))) => Outcome::Failed {
                         class: e.classify(),
                         error: truncate_error(&e.to_string()),
                     },
-                    Err(panic) => Outcome::Failed {
+                    Some(Err(panic)) => Outcome::Failed {
                         class: backoff_core::ErrorClass::Transient,
                         error: truncate_error(&panic_message(panic.as_ref())),
                     },

@@ -198,6 +198,8 @@ pub enum Fail {
     Transient,
     Permanent,
     Panic,
+    /// Takes ten seconds: longer than any test's handler timeout.
+    Hang,
 }
 
 /// The payload of the test consumer: fail in the given way while the retry
@@ -265,6 +267,10 @@ pub async fn process_job(job: Job, ctx: &Context, journal: State<Journal>) -> Re
         Fail::Transient => Err(JobError::Unavailable(job.id)),
         Fail::Permanent => Err(JobError::Invalid(job.id)),
         Fail::Panic => panic!("job {} panicked on purpose", job.id),
+        Fail::Hang => {
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            Ok(())
+        }
     }
 }
 

@@ -33,6 +33,7 @@ pub struct Db;
     dead_letter_routing_key = "dead",
     queue_type = "quorum",
     delivery_limit = 5,
+    timeout = "30s",
     crate = "::rabbit_backoff"
 )]
 pub async fn process_order(order: Order, ctx: &Context, _db: State<Db>) -> Result<(), OrderError> {
@@ -48,6 +49,7 @@ fn main() {
     assert_eq!(spec.exchange_kind, ExchangeKind::Topic);
     assert_eq!(spec.queue_type, QueueType::Quorum);
     assert_eq!(spec.delivery_limit, 5);
+    assert_eq!(spec.handler_timeout, Some(std::time::Duration::from_secs(30)));
     let names = spec.names();
     assert_eq!(names.exchange, "work_exchange");
     assert_eq!(names.routing_key, "work");

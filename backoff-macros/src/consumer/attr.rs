@@ -23,6 +23,7 @@ pub(crate) const KEYS: &[&str] = &[
     "dead_letter_routing_key",
     "queue_type",
     "delivery_limit",
+    "timeout",
     "crate",
 ];
 
@@ -143,6 +144,7 @@ pub(crate) fn example(key: &str) -> &'static str {
         "prefetch" => "prefetch = 20",
         "concurrency" => "concurrency = 10",
         "delivery_limit" => "delivery_limit = 20",
+        "timeout" => "timeout = \"30s\"",
         "exchange_type" => "exchange_type = \"fanout\"",
         "queue_type" => "queue_type = \"quorum\"",
         "retry_queue" => "retry_queue = \"orders.retry_{ms}ms\"",

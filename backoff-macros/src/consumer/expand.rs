@@ -31,6 +31,11 @@ pub(crate) fn expand(handler: &Handler<'_>, config: &Config) -> TokenStream {
     if let Some(limit) = config.delivery_limit {
         settings.push(quote! { spec.delivery_limit = #limit; });
     }
+    if let Some(ms) = config.timeout_ms {
+        settings.push(quote! {
+            spec.handler_timeout = ::core::option::Option::Some(::core::time::Duration::from_millis(#ms));
+        });
+    }
     if let Some(kind) = config.exchange_kind {
         let kind = kind.as_str();
         settings.push(quote! { spec.exchange_kind = #private::exchange_kind(#kind); });

@@ -1,7 +1,9 @@
 //! Checks the arguments and the handler, with the rules of `backoff-core`, so
 //! that a bad delay or name is a compile error pointing at it.
 
-use backoff_core::{Delays, ExchangeKind, NameOverrides, QueueType, TopologyNames, validate_name};
+use backoff_core::{
+    Delays, ExchangeKind, NameOverrides, QueueType, TopologyNames, parse_duration, validate_name,
+};
 use syn::{LitStr, Type};
 
 use super::ast::{Handler, ParamKind};
@@ -15,6 +17,7 @@ pub(crate) struct Config {
     pub(crate) prefetch: Option<u16>,
     pub(crate) concurrency: Option<usize>,
     pub(crate) delivery_limit: Option<u32>,
+    pub(crate) timeout_ms: Option<u64>,
     pub(crate) names: NameOverrides,
     pub(crate) exchange_kind: Option<ExchangeKind>,
     pub(crate) queue_type: Option<QueueType>,
@@ -66,6 +69,15 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
     let prefetch = int::<u16>(cx, args, "prefetch", "between 1 and 65535");
     let concurrency = int::<usize>(cx, args, "concurrency", "at least 1");
     let delivery_limit = int::<u32>(cx, args, "delivery_limit", "at least 1");
+    let timeout_ms =
+        args.string("timeout")
+            .and_then(|arg| match parse_duration(&arg.value.value()) {
+                Ok(timeout) => Some(timeout.as_millis() as u64),
+                Err(e) => {
+                    cx.error_spanned_by(&arg.value, format!("invalid `timeout`: {e}"));
+                    None
+                }
+            });
     let exchange_kind = parsed::<ExchangeKind>(cx, args, "exchange_type");
     let queue_type = parsed::<QueueType>(cx, args, "queue_type");
     if delivery_limit.is_some()
@@ -95,6 +107,7 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
         prefetch,
         concurrency,
         delivery_limit,
+        timeout_ms,
         names,
         exchange_kind,
         queue_type,
