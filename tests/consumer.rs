@@ -17,14 +17,7 @@ async fn success_is_acked_once() {
     let running = Running::start("success", |_| {}).await;
     let publisher = publisher().await;
     running
-        .publish(
-            &publisher,
-            &Job {
-                id: 1,
-                fail: Fail::None,
-                attempts: None,
-            },
-        )
+        .publish(&publisher, &Job::new(1, Fail::None, None))
         .await;
     eventually("the job to be handled", WAIT, || {
         running.journal.calls_for(1).len() == 1
@@ -51,14 +44,7 @@ async fn transient_failure_retries_through_the_tiers_then_succeeds() {
     let running = Running::start("transient", |_| {}).await;
     let publisher = publisher().await;
     running
-        .publish(
-            &publisher,
-            &Job {
-                id: 2,
-                fail: Fail::Transient,
-                attempts: Some(2),
-            },
-        )
+        .publish(&publisher, &Job::new(2, Fail::Transient, Some(2)))
         .await;
     eventually("three attempts", WAIT, || {
         running.journal.calls_for(2).len() == 3
@@ -98,14 +84,7 @@ async fn exhausted_messages_are_dead_lettered_with_their_story() {
     let publisher = publisher().await;
     let started = Instant::now();
     running
-        .publish(
-            &publisher,
-            &Job {
-                id: 3,
-                fail: Fail::Transient,
-                attempts: None,
-            },
-        )
+        .publish(&publisher, &Job::new(3, Fail::Transient, None))
         .await;
 
     let (_c, channel) = channel().await;
@@ -151,14 +130,7 @@ async fn permanent_failures_skip_the_tiers() {
     let running = Running::start("permanent", |_| {}).await;
     let publisher = publisher().await;
     running
-        .publish(
-            &publisher,
-            &Job {
-                id: 4,
-                fail: Fail::Permanent,
-                attempts: None,
-            },
-        )
+        .publish(&publisher, &Job::new(4, Fail::Permanent, None))
         .await;
 
     let (_c, channel) = channel().await;
@@ -232,28 +204,14 @@ async fn a_panicking_handler_is_retried_and_the_consumer_keeps_running() {
     let running = Running::start("panic", |_| {}).await;
     let publisher = publisher().await;
     running
-        .publish(
-            &publisher,
-            &Job {
-                id: 5,
-                fail: Fail::Panic,
-                attempts: Some(1),
-            },
-        )
+        .publish(&publisher, &Job::new(5, Fail::Panic, Some(1)))
         .await;
     eventually("the retry after the panic", WAIT, || {
         running.journal.calls_for(5).len() == 2
     })
     .await;
     running
-        .publish(
-            &publisher,
-            &Job {
-                id: 6,
-                fail: Fail::None,
-                attempts: None,
-            },
-        )
+        .publish(&publisher, &Job::new(6, Fail::None, None))
         .await;
     eventually("a later job", WAIT, || {
         running.journal.calls_for(6).len() == 1
@@ -271,12 +229,7 @@ async fn identity_and_headers_survive_every_hop() {
     channel.confirm_select(Default::default()).await.unwrap();
     let mut headers = FieldTable::default();
     headers.insert("tenant".into(), AMQPValue::LongString("acme".into()));
-    let body = serde_json::to_vec(&Job {
-        id: 7,
-        fail: Fail::Transient,
-        attempts: None,
-    })
-    .unwrap();
+    let body = serde_json::to_vec(&Job::new(7, Fail::Transient, None)).unwrap();
     channel
         .basic_publish(
             names.exchange.as_str().into(),
@@ -376,28 +329,14 @@ async fn a_handler_can_be_unit_tested_without_a_broker() {
         .state(journal.clone())
         .build();
     let result = process_job
-        .handle(
-            Job {
-                id: 9,
-                fail: Fail::Transient,
-                attempts: Some(1),
-            },
-            &ctx,
-        )
+        .handle(Job::new(9, Fail::Transient, Some(1)), &ctx)
         .await;
     assert!(
         result.is_ok(),
         "succeeds once the retry count reaches `attempts`"
     );
     let failed = process_job
-        .handle(
-            Job {
-                id: 10,
-                fail: Fail::Permanent,
-                attempts: None,
-            },
-            &ctx,
-        )
+        .handle(Job::new(10, Fail::Permanent, None), &ctx)
         .await;
     assert_eq!(
         failed.err().map(|e| e.classify()),
@@ -423,14 +362,7 @@ async fn a_hung_handler_times_out_and_is_retried() {
     let publisher = publisher().await;
     let started = Instant::now();
     running
-        .publish(
-            &publisher,
-            &Job {
-                id: 11,
-                fail: Fail::Hang,
-                attempts: Some(1),
-            },
-        )
+        .publish(&publisher, &Job::new(11, Fail::Hang, Some(1)))
         .await;
     eventually("the retry after the timeout", WAIT, || {
         running.journal.calls_for(11).len() == 2

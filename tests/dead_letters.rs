@@ -219,14 +219,7 @@ async fn replayed_messages_go_through_the_tiers_again_from_the_first() {
     let running = Running::start("again", |_| {}).await;
     let publisher = publisher().await;
     running
-        .publish(
-            &publisher,
-            &Job {
-                id: 1,
-                fail: Fail::Transient,
-                attempts: None,
-            },
-        )
+        .publish(&publisher, &Job::new(1, Fail::Transient, None))
         .await;
     let (_c, channel) = channel().await;
     let dlq_name = running.spec.names().dead_letter_queue;

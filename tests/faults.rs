@@ -327,14 +327,7 @@ async fn a_refused_confirm_requeues_the_original_which_succeeds_later() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let publisher = publisher().await;
     running
-        .publish(
-            &publisher,
-            &Job {
-                id: 1,
-                fail: Fail::Transient,
-                attempts: Some(1),
-            },
-        )
+        .publish(&publisher, &Job::new(1, Fail::Transient, Some(1)))
         .await;
     eventually(
         "a second first attempt (the requeued original)",
@@ -367,11 +360,7 @@ async fn a_refused_confirm_requeues_the_original_which_succeeds_later() {
 
     rabbitmqctl(&["clear_policy", &policy]);
     eventually("the retried attempt", Duration::from_secs(15), || {
-        running
-            .journal
-            .calls_for(1)
-            .iter()
-            .any(|s| s.retry_count == 1)
+        running.journal.reached(1, 1)
     })
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -395,21 +384,10 @@ async fn a_deleted_retry_queue_is_declared_again_and_nothing_is_lost() {
         .unwrap();
     let publisher = publisher().await;
     running
-        .publish(
-            &publisher,
-            &Job {
-                id: 1,
-                fail: Fail::Transient,
-                attempts: Some(1),
-            },
-        )
+        .publish(&publisher, &Job::new(1, Fail::Transient, Some(1)))
         .await;
     eventually("the retried attempt", Duration::from_secs(15), || {
-        running
-            .journal
-            .calls_for(1)
-            .iter()
-            .any(|s| s.retry_count == 1)
+        running.journal.reached(1, 1)
     })
     .await;
     assert_eq!(
@@ -578,14 +556,7 @@ async fn a_broker_that_is_down_at_start_up_is_waited_for() {
         .expect("connected once the broker is up");
     let publisher = publisher().await;
     publisher
-        .publish_to(
-            &spec,
-            &Job {
-                id: 1,
-                fail: Fail::None,
-                attempts: None,
-            },
-        )
+        .publish_to(&spec, &Job::new(1, Fail::None, None))
         .await
         .unwrap();
     eventually("the job", Duration::from_secs(10), || {
@@ -614,14 +585,7 @@ async fn a_channel_closed_by_the_broker_is_recovered() {
         .unwrap();
     let publisher = publisher().await;
     running
-        .publish(
-            &publisher,
-            &Job {
-                id: 1,
-                fail: Fail::Transient,
-                attempts: Some(1),
-            },
-        )
+        .publish(&publisher, &Job::new(1, Fail::Transient, Some(1)))
         .await;
     let noticed = tokio::time::timeout(Duration::from_secs(10), async {
         while health.changed().await != Some(Health::Recovering) {}
@@ -632,13 +596,7 @@ async fn a_channel_closed_by_the_broker_is_recovered() {
     eventually(
         "the retried attempt after recovery",
         Duration::from_secs(20),
-        || {
-            running
-                .journal
-                .calls_for(1)
-                .iter()
-                .any(|s| s.retry_count == 1)
-        },
+        || running.journal.reached(1, 1),
     )
     .await;
     assert_eq!(health.current(), Health::Ready);

@@ -63,12 +63,7 @@ async fn a_retried_message_returns_only_to_its_own_queue_on_a_shared_fanout_exch
         .publish(
             &shared,
             "anything",
-            rabbit_backoff::Outgoing::json(&Job {
-                id: 1,
-                fail: Fail::Transient,
-                attempts: Some(2),
-            })
-            .unwrap(),
+            rabbit_backoff::Outgoing::json(&Job::new(1, Fail::Transient, Some(2))).unwrap(),
         )
         .await
         .unwrap();
@@ -204,12 +199,7 @@ async fn an_existing_topology_declared_by_another_client_is_adopted() {
         .publish(
             &work_exchange,
             "work",
-            rabbit_backoff::Outgoing::json(&Job {
-                id: 9,
-                fail: Fail::Transient,
-                attempts: None,
-            })
-            .unwrap(),
+            rabbit_backoff::Outgoing::json(&Job::new(9, Fail::Transient, None)).unwrap(),
         )
         .await
         .unwrap();
@@ -398,24 +388,10 @@ async fn quorum_queues_retry_and_dead_letter_at_least_once() {
 
     let publisher = publisher().await;
     running
-        .publish(
-            &publisher,
-            &Job {
-                id: 1,
-                fail: Fail::Transient,
-                attempts: Some(1),
-            },
-        )
+        .publish(&publisher, &Job::new(1, Fail::Transient, Some(1)))
         .await;
     running
-        .publish(
-            &publisher,
-            &Job {
-                id: 2,
-                fail: Fail::Transient,
-                attempts: None,
-            },
-        )
+        .publish(&publisher, &Job::new(2, Fail::Transient, None))
         .await;
     eventually("the retried job", WAIT, || {
         running.journal.calls_for(1).len() == 2

@@ -211,6 +211,12 @@ pub struct Job {
     pub attempts: Option<u32>,
 }
 
+impl Job {
+    pub fn new(id: u64, fail: Fail, attempts: Option<u32>) -> Self {
+        Job { id, fail, attempts }
+    }
+}
+
 #[derive(Debug, thiserror::Error, Classify)]
 pub enum JobError {
     #[error("dependency unavailable (job {0})")]
@@ -242,6 +248,12 @@ impl Journal {
     }
     pub fn calls_for(&self, id: u64) -> Vec<Seen> {
         self.calls().into_iter().filter(|s| s.id == id).collect()
+    }
+    /// Whether job `id` was handled with at least this retry count.
+    pub fn reached(&self, id: u64, retry_count: u32) -> bool {
+        self.calls_for(id)
+            .iter()
+            .any(|s| s.retry_count >= retry_count)
     }
 }
 
