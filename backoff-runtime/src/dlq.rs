@@ -150,8 +150,12 @@ impl Dlq {
         };
         let mut next_publish = tokio::time::Instant::now();
         let mut matched = Vec::new();
-        let mut kept = 0;
+        let mut removed = 0;
         for position in 0..total as usize {
+            // Once the limit is reached the rest of the queue is not read at all.
+            if filter.limit.is_some_and(|limit| matched.len() >= limit) {
+                break;
+            }
             let Some(message) = channel
                 .basic_get(
                     short(&queue, "queue name")?,
@@ -164,15 +168,15 @@ impl Dlq {
             };
             let delivery = message.delivery;
             let summary = DeadLetterMessage::of(&delivery, position);
-            let applies =
-                filter.limit.is_none_or(|limit| matched.len() < limit) && filter.matches(&summary);
-            if !applies {
-                kept += 1;
+            if !filter.matches(&summary) {
                 continue;
             }
             match mode {
-                Mode::Peek => kept += 1,
-                Mode::Discard => ack(&delivery, &queue).await?,
+                Mode::Peek => {}
+                Mode::Discard => {
+                    ack(&delivery, &queue).await?;
+                    removed += 1;
+                }
                 Mode::Replay(options) => {
                     if let Some(interval) = interval {
                         tokio::time::sleep_until(next_publish).await;
@@ -180,10 +184,12 @@ impl Dlq {
                     }
                     self.republish(&channel, &delivery, options).await?;
                     ack(&delivery, &queue).await?;
+                    removed += 1;
                 }
             }
             matched.push(summary);
         }
+        let kept = total as usize - removed;
         // Unacked messages go back to their places, in order.
         let _ = channel.close(200, "scan done".into()).await;
         Ok(DeadLetterReport { matched, kept })
