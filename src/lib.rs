@@ -41,6 +41,7 @@
 //! }
 //! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 pub use backoff_core::{
     Classify, ConsumerSpec, DeadLetterReason, Definitions, DelayError, Delays, ErrorClass,

@@ -1,6 +1,8 @@
 //! `rabbit-backoff`: operate the retry tiers and dead-letter queues of
 //! rabbit-backoff consumers. See `rabbit-backoff --help`.
 
+#![forbid(unsafe_code)]
+
 mod cli;
 mod consumer_args;
 mod dlq;

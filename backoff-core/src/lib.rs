@@ -21,6 +21,7 @@
 //! # Ok::<(), backoff_core::DelayError>(())
 //! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod classify;
 mod dead_letter;

@@ -5,6 +5,8 @@
 //! (`expand`); every error keeps the span of the syntax it is about, and all of
 //! them are reported at once.
 
+#![forbid(unsafe_code)]
+
 use proc_macro::TokenStream;
 
 mod classify;

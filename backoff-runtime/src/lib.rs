@@ -4,6 +4,7 @@
 //! ack / republish loop with publisher confirms, and offers a typed
 //! [`Publisher`]. Every decision it executes comes from `backoff-core`.
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod amqp;
 mod consumer;
