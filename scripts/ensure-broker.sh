@@ -12,8 +12,13 @@ host="${hostport%%:*}"; port="${hostport##*:}"
 answers() { (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; }
 
 wait_for_broker() {
+  # The AMQP listener opens last while the broker boots: once it answers, the
+  # broker is up. `await_startup` makes sure where rabbitmqctl is usable.
   for _ in $(seq 1 60); do
-    if answers && rabbitmqctl -q await_startup >/dev/null 2>&1; then return 0; fi
+    if answers; then
+      rabbitmqctl -q await_startup --timeout 60 >/dev/null 2>&1 || true
+      return 0
+    fi
     sleep 1
   done
   return 1
