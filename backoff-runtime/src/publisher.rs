@@ -58,7 +58,7 @@ impl Outgoing {
         self
     }
 
-    /// Sets a string header.
+    /// Sets a string header (a name over 255 bytes, which AMQP cannot carry, is ignored).
     pub fn header(mut self, name: &str, value: impl Into<String>) -> Self {
         if let Ok(key) = ShortString::try_new(name) {
             self.headers
@@ -67,7 +67,7 @@ impl Outgoing {
         self
     }
 
-    /// Sets a header of any AMQP type.
+    /// Sets a header of any AMQP type (a name over 255 bytes is ignored).
     pub fn header_value(mut self, name: &str, value: AMQPValue) -> Self {
         if let Ok(key) = ShortString::try_new(name) {
             self.headers.insert(key, value);
