@@ -430,3 +430,54 @@ async fn status_counts_every_tier_including_older_ones() {
     assert_eq!(status.dead_letters(), 3);
     let _ = connection.close(200, "".into()).await;
 }
+
+#[tokio::test]
+async fn peek_and_replay_keep_the_order_of_a_quorum_dead_letter_queue() {
+    let mut spec = process_job.spec();
+    spec.queue = unique("quorum-dlq");
+    spec.queue_type = rabbit_backoff::QueueType::Quorum;
+    let _cleanup = Cleanup::of(&spec);
+    let connection = connect().await;
+    rabbit_backoff::declare_topology(&connection, &Topology::of(&spec))
+        .await
+        .unwrap();
+    let (_c, channel) = confirm_channel().await;
+    for id in 0..6 {
+        dead_letter(
+            &channel,
+            &spec,
+            id,
+            if id % 2 == 0 { "db down" } else { "invalid" },
+            3,
+        )
+        .await;
+    }
+    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let limited = dlq
+        .peek(&DeadLetterFilter::default().limit(1))
+        .await
+        .unwrap();
+    assert_eq!(ids(&limited), ["m-0"]);
+    let all = dlq.peek(&DeadLetterFilter::default()).await.unwrap();
+    assert_eq!(
+        ids(&all),
+        ["m-0", "m-1", "m-2", "m-3", "m-4", "m-5"],
+        "a limited peek does not rotate the queue"
+    );
+    let report = dlq
+        .replay(
+            &DeadLetterFilter::default().error("db").unwrap().limit(2),
+            &ReplayOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ids(&report), ["m-0", "m-2"]);
+    let rest = dlq.peek(&DeadLetterFilter::default()).await.unwrap();
+    assert_eq!(
+        ids(&rest),
+        ["m-1", "m-3", "m-4", "m-5"],
+        "the rest keeps its order"
+    );
+    dlq.close().await;
+    let _ = connection.close(200, "".into()).await;
+}

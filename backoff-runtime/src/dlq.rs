@@ -121,7 +121,10 @@ impl Dlq {
 
     /// Reads the whole queue once, unacknowledged, applies `mode` to the
     /// matching messages, then closes the channel: the broker puts every
-    /// message it still holds back in its place.
+    /// message it still holds back, in order (a classic queue at their old
+    /// places, a quorum queue at its back, which after a whole-queue read is
+    /// the same order). Messages that arrive during the scan may end up before
+    /// the returned ones in a quorum queue.
     async fn scan(
         &self,
         filter: &DeadLetterFilter,
@@ -152,10 +155,6 @@ impl Dlq {
         let mut matched = Vec::new();
         let mut removed = 0;
         for position in 0..total as usize {
-            // Once the limit is reached the rest of the queue is not read at all.
-            if filter.limit.is_some_and(|limit| matched.len() >= limit) {
-                break;
-            }
             let Some(message) = channel
                 .basic_get(
                     short(&queue, "queue name")?,
@@ -168,7 +167,11 @@ impl Dlq {
             };
             let delivery = message.delivery;
             let summary = DeadLetterMessage::of(&delivery, position);
-            if !filter.matches(&summary) {
+            // The whole queue is always read, past the limit too: a quorum queue
+            // puts returned messages at its back, so returning only a prefix
+            // would rotate it, while returning every message keeps its order.
+            let under_limit = filter.limit.is_none_or(|limit| matched.len() < limit);
+            if !under_limit || !filter.matches(&summary) {
                 continue;
             }
             match mode {
@@ -192,7 +195,39 @@ impl Dlq {
         let kept = total as usize - removed;
         // Unacked messages go back to their places, in order.
         let _ = channel.close(200, "scan done".into()).await;
+        self.wait_until_returned(&queue, kept).await?;
         Ok(DeadLetterReport { matched, kept })
+    }
+
+    /// A quorum queue takes returned messages back asynchronously, after the
+    /// channel is closed: wait (up to 10 s) until they are ready again, so that
+    /// the next operation sees them.
+    async fn wait_until_returned(&self, queue: &str, kept: usize) -> Result<(), Error> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let channel = self
+                .connection
+                .create_channel()
+                .await
+                .map_err(channel_error(queue, "opening a channel"))?;
+            let ready = channel
+                .queue_declare(
+                    short(queue, "queue name")?,
+                    QueueDeclareOptions {
+                        passive: true,
+                        ..QueueDeclareOptions::default()
+                    },
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(channel_error(queue, "counting the dead-letter queue"))?
+                .message_count();
+            let _ = channel.close(200, "counted".into()).await;
+            if ready as usize >= kept || tokio::time::Instant::now() >= deadline {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     async fn republish(
