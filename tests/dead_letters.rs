@@ -15,8 +15,16 @@ const WAIT: Duration = Duration::from_secs(15);
 
 /// A declared consumer topology with no consumer, for synthetic dead letters.
 async fn declared(name: &str) -> (ConsumerSpec, Cleanup) {
+    declared_with(name, |_| {}).await
+}
+
+async fn declared_with(
+    name: &str,
+    configure: impl FnOnce(&mut ConsumerSpec),
+) -> (ConsumerSpec, Cleanup) {
     let mut spec = process_job.spec();
     spec.queue = unique(name);
+    configure(&mut spec);
     let cleanup = Cleanup::of(&spec);
     let connection = connect().await;
     rabbit_backoff::declare_topology(&connection, &Topology::of(&spec))
@@ -433,14 +441,10 @@ async fn status_counts_every_tier_including_older_ones() {
 
 #[tokio::test]
 async fn peek_and_replay_keep_the_order_of_a_quorum_dead_letter_queue() {
-    let mut spec = process_job.spec();
-    spec.queue = unique("quorum-dlq");
-    spec.queue_type = rabbit_backoff::QueueType::Quorum;
-    let _cleanup = Cleanup::of(&spec);
-    let connection = connect().await;
-    rabbit_backoff::declare_topology(&connection, &Topology::of(&spec))
-        .await
-        .unwrap();
+    let (spec, _cleanup) = declared_with("quorum-dlq", |spec| {
+        spec.queue_type = rabbit_backoff::QueueType::Quorum
+    })
+    .await;
     let (_c, channel) = confirm_channel().await;
     for id in 0..6 {
         dead_letter(
@@ -479,5 +483,4 @@ async fn peek_and_replay_keep_the_order_of_a_quorum_dead_letter_queue() {
         "the rest keeps its order"
     );
     dlq.close().await;
-    let _ = connection.close(200, "".into()).await;
 }

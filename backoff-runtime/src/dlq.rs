@@ -14,6 +14,7 @@ use crate::amqp::short;
 use crate::delivery::{now_rfc3339, republish_properties};
 use crate::publish::{channel_error, confirm_channel, publish_confirmed};
 use crate::runtime::connect;
+use crate::status::inspect_queue;
 use crate::{DeadLetterFilter, DeadLetterMessage, Error};
 
 /// Where and how fast [`Dlq::replay`] moves messages.
@@ -205,24 +206,9 @@ impl Dlq {
     async fn wait_until_returned(&self, queue: &str, kept: usize) -> Result<(), Error> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
-            let channel = self
-                .connection
-                .create_channel()
-                .await
-                .map_err(channel_error(queue, "opening a channel"))?;
-            let ready = channel
-                .queue_declare(
-                    short(queue, "queue name")?,
-                    QueueDeclareOptions {
-                        passive: true,
-                        ..QueueDeclareOptions::default()
-                    },
-                    FieldTable::default(),
-                )
-                .await
-                .map_err(channel_error(queue, "counting the dead-letter queue"))?
-                .message_count();
-            let _ = channel.close(200, "counted".into()).await;
+            let ready = inspect_queue(&self.connection, queue)
+                .await?
+                .map_or(0, |(messages, _)| messages);
             if ready as usize >= kept || tokio::time::Instant::now() >= deadline {
                 return Ok(());
             }

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::Error;
 use crate::amqp::short;
+use crate::publish::channel_error;
 
 /// The depth and consumers of one queue of a consumer's topology.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -88,7 +89,33 @@ pub async fn status(
     })
 }
 
-/// A passive declare, on a channel of its own because a missing queue closes it.
+/// The ready messages and consumers of `name`, or `None` when it does not
+/// exist. A passive declare, on a channel of its own because a missing queue
+/// closes the channel it is asked on.
+pub(crate) async fn inspect_queue(
+    connection: &Connection,
+    name: &str,
+) -> Result<Option<(u32, u32)>, Error> {
+    let channel = connection
+        .create_channel()
+        .await
+        .map_err(channel_error(name, "opening a channel"))?;
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    match channel
+        .queue_declare(short(name, "queue name")?, passive, FieldTable::default())
+        .await
+    {
+        Ok(queue) => {
+            let _ = channel.close(200, "inspected".into()).await;
+            Ok(Some((queue.message_count(), queue.consumer_count())))
+        }
+        Err(_) => Ok(None),
+    }
+}
+
 async fn probe(
     connection: &Connection,
     role: &'static str,
@@ -96,37 +123,13 @@ async fn probe(
     delay_ms: Option<u64>,
     current: bool,
 ) -> Result<QueueStatus, Error> {
-    let channel = connection
-        .create_channel()
-        .await
-        .map_err(|source| Error::Channel {
-            action: "opening a channel",
-            queue: name.to_owned(),
-            source,
-        })?;
-    let declared = channel
-        .queue_declare(
-            short(name, "queue name")?,
-            QueueDeclareOptions {
-                passive: true,
-                ..QueueDeclareOptions::default()
-            },
-            FieldTable::default(),
-        )
-        .await;
-    let (messages, consumers) = match declared {
-        Ok(queue) => {
-            let _ = channel.close(200, "status".into()).await;
-            (Some(queue.message_count()), Some(queue.consumer_count()))
-        }
-        Err(_) => (None, None),
-    };
+    let found = inspect_queue(connection, name).await?;
     Ok(QueueStatus {
         role,
         name: name.to_owned(),
         delay_ms,
         current,
-        messages,
-        consumers,
+        messages: found.map(|(messages, _)| messages),
+        consumers: found.map(|(_, consumers)| consumers),
     })
 }
