@@ -45,13 +45,14 @@
 
 pub use backoff_core::{
     Classify, ConsumerSpec, DeadLetterReason, Definitions, DelayError, Delays, ErrorClass,
-    ExchangeKind, MAX_ERROR_LEN, NameOverrides, QueueType, Topology, TopologyNames, headers,
+    ExchangeKind, MAX_ERROR_LEN, MAX_HEADER_DEPTH, NameOverrides, QueueType, REPLAY_HISTORY_LIMIT,
+    Topology, TopologyNames, headers,
 };
 pub use backoff_runtime::{
     Consumer, ConsumerStatus, Context, ContextBuilder, DEFAULT_AMQP_URL, DeadLetterFilter,
     DeadLetterMessage, DeadLetterReport, Dlq, Error, Health, HealthWatch, Outgoing, PublishFailure,
-    Publisher, QueueStatus, ReplayOptions, Runtime, RuntimeBuilder, ShutdownHandle, State,
-    StateRequirement, amqp_url_from_env, connect, declare_topology, lapin, status,
+    Publisher, QueueStatus, ReplayOptions, Runtime, RuntimeBuilder, ShutdownHandle, SkippedMessage,
+    State, StateRequirement, amqp_url_from_env, connect, declare_topology, lapin, status,
 };
 
 /// Turns an `async fn` handler into a consumer of the same name.

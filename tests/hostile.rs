@@ -4,14 +4,14 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use lapin::options::BasicPublishOptions;
 use lapin::types::{AMQPValue, FieldArray, FieldTable};
 use lapin::{BasicProperties, Channel};
-use rabbit_backoff::ConsumerSpec;
 use rabbit_backoff::prelude::*;
+use rabbit_backoff::{ConsumerSpec, HealthWatch, ShutdownHandle};
 use serde::Deserialize;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -258,4 +258,363 @@ async fn hostile_bodies_and_headers_are_handled_or_explained() {
     assert!(!task.is_finished(), "the consumer is still running");
     shutdown.shutdown();
     task.await.unwrap().unwrap();
+}
+
+// ---------------------------------------------------------------------------
+// Poison messages: a message that no copy can be made of, or whose headers
+// nest thousands of levels deep, ends in the dead-letter queue without taking
+// the consumer, its connection or the messages behind it down.
+
+/// Properties whose one header, `blob`, holds `len` bytes.
+fn blob(len: usize) -> BasicProperties {
+    let mut headers = FieldTable::default();
+    headers.insert("blob".into(), AMQPValue::LongString("b".repeat(len).into()));
+    BasicProperties::default()
+        .with_delivery_mode(2)
+        .with_headers(headers)
+}
+
+/// The largest `blob` a message can carry: it then fills a 131 072-byte
+/// frame to within 5 bytes (14 fixed, 1 delivery mode, 4 table length,
+/// 5 for the name `blob`, 5 for the value's type and length).
+const NEAR_LIMIT: usize = 131_064 - 5 - 29;
+
+async fn publish_job(
+    channel: &Channel,
+    spec: &ConsumerSpec,
+    job: &Job,
+    properties: BasicProperties,
+) {
+    let body = serde_json::to_vec(job).unwrap();
+    send(channel, spec, &body, properties).await;
+}
+
+/// Fails with an error of 4 KiB, as a long error chain would.
+#[derive(Debug, Classify)]
+enum BigError {
+    Transient(u64),
+    #[permanent]
+    Permanent(u64),
+}
+
+impl std::fmt::Display for BigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (BigError::Transient(id) | BigError::Permanent(id)) = self;
+        write!(f, "job {id}: {}", "e".repeat(4096))
+    }
+}
+
+#[backoff_consumer(queue = "placeholder", delays = "20ms")]
+async fn big_errors(job: Job, handled: State<Handled>) -> Result<(), BigError> {
+    match job.fail {
+        Fail::None => {
+            handled.0.lock().unwrap().push((job.id, 0));
+            Ok(())
+        }
+        Fail::Permanent => Err(BigError::Permanent(job.id)),
+        _ => Err(BigError::Transient(job.id)),
+    }
+}
+
+/// A runtime with `big_errors` on a unique queue.
+async fn start_big_errors(
+    name: &str,
+) -> (
+    ConsumerSpec,
+    Handled,
+    HealthWatch,
+    ShutdownHandle,
+    tokio::task::JoinHandle<Result<(), rabbit_backoff::Error>>,
+    Cleanup,
+) {
+    let queue = unique(name);
+    let handled = Handled::default();
+    let runtime = Runtime::builder()
+        .uri(url())
+        .state(handled.clone())
+        .handle_signals(false)
+        .consumer_with(big_errors, |spec| spec.queue = queue.clone())
+        .build()
+        .unwrap();
+    let spec = runtime.specs().next().unwrap().clone();
+    let cleanup = Cleanup::of(&spec);
+    let health = runtime.health();
+    let shutdown = runtime.shutdown_handle();
+    let task = tokio::spawn(runtime.run());
+    health.wait_ready().await.expect("ready");
+    (spec, handled, health, shutdown, task, cleanup)
+}
+
+#[tokio::test]
+async fn oversized_messages_reach_the_dead_letter_queue_and_the_rest_flow() {
+    let (spec, handled, health, shutdown, task, _cleanup) = start_big_errors("poison-big").await;
+    let (_connection, channel) = channel().await;
+    channel.confirm_select(Default::default()).await.unwrap();
+
+    // 126 KiB of headers and a 4 KiB error: the copies fit once x-error is cut.
+    publish_job(
+        &channel,
+        &spec,
+        &Job::new(1, Fail::Permanent, None),
+        blob(126 * 1024),
+    )
+    .await;
+    publish_job(
+        &channel,
+        &spec,
+        &Job::new(2, Fail::Transient, None),
+        blob(126 * 1024),
+    )
+    .await;
+    // Headers that fill the frame: no copy with them fits, and the broker's
+    // own dead-lettering (adding x-death) would not fit either.
+    publish_job(
+        &channel,
+        &spec,
+        &Job::new(3, Fail::Permanent, None),
+        blob(NEAR_LIMIT),
+    )
+    .await;
+    publish_job(
+        &channel,
+        &spec,
+        &Job::new(4, Fail::Transient, None),
+        blob(NEAR_LIMIT),
+    )
+    .await;
+    let started = Instant::now();
+    for id in 10..210 {
+        publish_job(
+            &channel,
+            &spec,
+            &Job::new(id, Fail::None, None),
+            BasicProperties::default(),
+        )
+        .await;
+    }
+    eventually("the 200 ordinary messages", Duration::from_secs(5), || {
+        handled.0.lock().unwrap().len() == 200
+    })
+    .await;
+    println!(
+        "200 messages behind the oversized ones handled in {:?}",
+        started.elapsed()
+    );
+
+    let dlq = spec.names().dead_letter_queue;
+    let mut dead = std::collections::BTreeMap::new();
+    for _ in 0..4 {
+        let message = next_message(&channel, &dlq, WAIT).await;
+        let job: Job = serde_json::from_slice(&message.delivery.data).expect("the body is intact");
+        dead.insert(job.id, message.delivery.properties.clone());
+    }
+    assert_eq!(dead.keys().copied().collect::<Vec<_>>(), [1, 2, 3, 4]);
+    for (id, reason) in [(1, "permanent"), (2, "exhausted")] {
+        let p = &dead[&id];
+        assert_eq!(
+            header_str(p, "blob").map(|b| b.len()),
+            Some(126 * 1024),
+            "job {id} keeps its headers"
+        );
+        assert_eq!(
+            header_str(p, "x-dead-letter-reason").as_deref(),
+            Some(reason)
+        );
+        let error = header_str(p, "x-error").unwrap();
+        assert!(
+            error.starts_with(&format!("job {id}: eee")),
+            "job {id}: {error:.40}"
+        );
+        assert!(
+            error.ends_with("bytes truncated]") && error.len() < 4096,
+            "job {id}: x-error was cut to fit"
+        );
+        assert!(encoded_len(p) <= 131_064);
+    }
+    for id in [3, 4] {
+        let p = &dead[&id];
+        assert_eq!(
+            header_str(p, "x-dead-letter-reason").as_deref(),
+            Some("oversized"),
+            "job {id}"
+        );
+        assert_eq!(
+            header_str(p, "blob"),
+            None,
+            "job {id}: the header that could not fit is left out"
+        );
+        let Some(AMQPValue::FieldArray(dropped)) = header(p, "x-dropped-headers") else {
+            panic!("job {id}: x-dropped-headers");
+        };
+        assert_eq!(
+            dropped.as_slice(),
+            [AMQPValue::LongString(
+                format!("blob ({} bytes)", NEAR_LIMIT + 10).into()
+            )]
+        );
+        let error = header_str(p, "x-error").unwrap();
+        assert!(
+            error.contains("too close to the frame") && error.contains(&format!("job {id}: eee")),
+            "{error:.300}"
+        );
+    }
+    assert_eq!(health.reconnects(), 0, "the connection never closed");
+    assert!(!task.is_finished());
+    shutdown.shutdown();
+    task.await.unwrap().unwrap();
+}
+
+/// The encoded size of a message's properties, headers included, by the
+/// AMQP client's own encoder, with the content header's fixed 12 bytes.
+fn encoded_len(properties: &BasicProperties) -> usize {
+    let encode = lapin::protocol::basic::gen_properties(properties);
+    let (_, len) = cookie_factory::r#gen(encode, Vec::new()).expect("encodes");
+    12 + len as usize
+}
+
+#[tokio::test]
+async fn a_message_replayed_fifty_times_keeps_its_headers_bounded() {
+    // Each round: a retry copy, then an exhausted dead letter with a 4 KiB
+    // error, then a replay.
+    let (spec, _handled, health, shutdown, task, _cleanup) =
+        start_big_errors("poison-replayed").await;
+    let (_connection, channel) = channel().await;
+    channel.confirm_select(Default::default()).await.unwrap();
+    publish_job(
+        &channel,
+        &spec,
+        &Job::new(1, Fail::Transient, None),
+        BasicProperties::default(),
+    )
+    .await;
+    let dlq_name = spec.names().dead_letter_queue;
+    let dlq = rabbit_backoff::Dlq::connect(&url(), &spec).await.unwrap();
+    let all = rabbit_backoff::DeadLetterFilter::default();
+    for round in 1..=50 {
+        let deadline = Instant::now() + WAIT;
+        while depth(&channel, &dlq_name).await == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: back in the DLQ within {WAIT:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let report = dlq.replay(&all, &Default::default()).await.unwrap();
+        assert_eq!(report.matched.len(), 1, "round {round}");
+        assert!(
+            report.skipped.is_empty(),
+            "round {round}: {:?}",
+            report.skipped
+        );
+    }
+    let last = next_message(&channel, &dlq_name, WAIT).await;
+    let p = &last.delivery.properties;
+    let Some(AMQPValue::FieldArray(history)) = header(p, "x-replay-history") else {
+        panic!("a replay history");
+    };
+    assert_eq!(
+        history.as_slice().len(),
+        rabbit_backoff::REPLAY_HISTORY_LIMIT
+    );
+    assert_eq!(header_int(p, "x-replay-count"), Some(50));
+    assert_eq!(
+        header_str(p, "x-dead-letter-reason").as_deref(),
+        Some("exhausted")
+    );
+    let size = encoded_len(p);
+    println!("after 50 replays: {size} bytes of properties and headers");
+    assert!(size < 64 * 1024, "headers stay bounded: {size} bytes");
+    assert_eq!(health.reconnects(), 0);
+    dlq.close().await;
+    shutdown.shutdown();
+    task.await.unwrap().unwrap();
+}
+
+/// Header tables nested `levels` deep, or arrays when `arrays`, built
+/// without recursion.
+fn nested(levels: usize, arrays: bool) -> FieldTable {
+    let mut value = AMQPValue::Boolean(true);
+    for _ in 1..levels {
+        value = if arrays {
+            AMQPValue::FieldArray(FieldArray::from(vec![value]))
+        } else {
+            let mut table = FieldTable::default();
+            table.insert("a".into(), value);
+            AMQPValue::FieldTable(table)
+        };
+    }
+    let mut headers = FieldTable::default();
+    headers.insert("deep".into(), value);
+    headers
+}
+
+#[tokio::test]
+async fn deeply_nested_headers_crash_neither_the_consumer_nor_a_peek() {
+    let running = Running::start("poison-deep", |_| {}).await;
+    let spec = running.spec.clone();
+    let (_connection, channel) = channel().await;
+    channel.confirm_select(Default::default()).await.unwrap();
+
+    let shapes = [
+        (1_000, false),
+        (5_000, false),
+        (18_000, false),
+        (25_000, true),
+    ];
+    for (id, (levels, arrays)) in (1u64..).zip(shapes) {
+        let properties = BasicProperties::default().with_headers(nested(levels, arrays));
+        publish_job(&channel, &spec, &Job::new(id, Fail::None, None), properties).await;
+    }
+    for id in 10..110 {
+        publish_job(
+            &channel,
+            &spec,
+            &Job::new(id, Fail::None, None),
+            BasicProperties::default(),
+        )
+        .await;
+    }
+    eventually("the messages behind the deep ones", WAIT, || {
+        (10..110).all(|id| !running.journal.calls_for(id).is_empty())
+    })
+    .await;
+    let dlq_name = spec.names().dead_letter_queue;
+    let deadline = Instant::now() + WAIT;
+    while depth(&channel, &dlq_name).await < 4 {
+        assert!(Instant::now() < deadline, "the deep messages reach the DLQ");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    for id in 1..=4 {
+        assert!(
+            running.journal.calls_for(id).is_empty(),
+            "the handler never saw {id}"
+        );
+    }
+    assert_eq!(running.health.reconnects(), 0);
+    assert!(!running.task.is_finished(), "the consumer is still running");
+
+    // Reading them back (what `rabbit-backoff dlq peek` does) crashes nothing
+    // and shows the headers cut short.
+    let dlq = rabbit_backoff::Dlq::connect(&url(), &spec).await.unwrap();
+    let report = dlq.peek(&Default::default()).await.unwrap();
+    assert_eq!(report.matched.len(), 4);
+    for message in &report.matched {
+        let deep = &message.headers["deep"];
+        assert!(deep.contains('…') && deep.len() < 1_000, "{deep}");
+    }
+    // A replay leaves them where they are, saying why.
+    let report = dlq
+        .replay(&Default::default(), &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(report.matched.len(), 0);
+    assert_eq!(report.skipped.len(), 4);
+    assert!(
+        report.skipped[0].reason.contains("levels deep"),
+        "{}",
+        report.skipped[0].reason
+    );
+    assert_eq!(report.kept, 4);
+    dlq.close().await;
+    let _cleanup = running.stop().await;
 }

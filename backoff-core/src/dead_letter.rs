@@ -19,6 +19,11 @@ pub enum DeadLetterReason {
     Exhausted,
     /// The body could not be decoded.
     Decode,
+    /// No copy with the message's own headers fits in one frame, and the
+    /// broker could not dead-letter it either without pushing it over the
+    /// frame size: the copy lists the headers it had to leave out in
+    /// `x-dropped-headers`.
+    Oversized,
 }
 
 impl DeadLetterReason {
@@ -28,6 +33,7 @@ impl DeadLetterReason {
             DeadLetterReason::Permanent => "permanent",
             DeadLetterReason::Exhausted => "exhausted",
             DeadLetterReason::Decode => "decode",
+            DeadLetterReason::Oversized => "oversized",
         }
     }
 }
@@ -50,12 +56,27 @@ impl fmt::Display for DeadLetterReason {
 /// assert!(cut.ends_with("bytes truncated]"));
 /// ```
 pub fn truncate_error(error: &str) -> String {
-    if error.len() <= MAX_ERROR_LEN {
+    truncate_error_to(error, MAX_ERROR_LEN)
+}
+
+/// Room for the marker: "… [12345678901234567890 bytes truncated]".
+const MARKER_LEN: usize = 48;
+
+/// Cuts `error` to at most `max` bytes (at least the marker's 48) on a
+/// character boundary, saying how much was cut.
+///
+/// ```
+/// use backoff_core::truncate_error_to;
+/// let cut = truncate_error_to(&"x".repeat(1_000), 300);
+/// assert!(cut.len() <= 300);
+/// assert!(cut.ends_with("bytes truncated]"));
+/// ```
+pub fn truncate_error_to(error: &str, max: usize) -> String {
+    let max = max.max(MARKER_LEN);
+    if error.len() <= max {
         return error.to_owned();
     }
-    // Room for the marker: "… [12345678901234567890 bytes truncated]".
-    let budget = MAX_ERROR_LEN - 48;
-    let mut end = budget;
+    let mut end = max - MARKER_LEN;
     while !error.is_char_boundary(end) {
         end -= 1;
     }
@@ -117,6 +138,8 @@ mod tests {
             let error = s.repeat(repeat);
             let cut = truncate_error(&error);
             prop_assert!(cut.len() <= MAX_ERROR_LEN);
+            let max = 48 + repeat * 100;
+            prop_assert!(truncate_error_to(&error, max).len() <= max);
             if error.len() <= MAX_ERROR_LEN {
                 prop_assert_eq!(cut, error);
             } else {

@@ -6,7 +6,8 @@ pub const RETRY_COUNT: &str = "x-retry-count";
 pub const ERROR: &str = "x-error";
 /// When the message was dead-lettered, RFC 3339 in UTC.
 pub const FAILED_AT: &str = "x-failed-at";
-/// Why the message was dead-lettered: `permanent`, `exhausted` or `decode`.
+/// Why the message was dead-lettered: `permanent`, `exhausted`, `decode` or
+/// `oversized`.
 pub const DEAD_LETTER_REASON: &str = "x-dead-letter-reason";
 /// The work queue the message failed in.
 pub const ORIGINAL_QUEUE: &str = "x-original-queue";
@@ -14,3 +15,15 @@ pub const ORIGINAL_QUEUE: &str = "x-original-queue";
 pub const ORIGINAL_EXCHANGE: &str = "x-original-exchange";
 /// The routing key of the delivery that failed.
 pub const ORIGINAL_ROUTING_KEY: &str = "x-original-routing-key";
+/// The failures of earlier replays: an array of tables, oldest first, each
+/// holding the failure headers of one replay and `x-replayed-at`. At most
+/// [`REPLAY_HISTORY_LIMIT`](crate::REPLAY_HISTORY_LIMIT) entries are kept.
+pub const REPLAY_HISTORY: &str = "x-replay-history";
+/// When the message was last replayed, RFC 3339 in UTC.
+pub const REPLAYED_AT: &str = "x-replayed-at";
+/// How many times the message was replayed in all, including the replays
+/// whose history entries were dropped.
+pub const REPLAY_COUNT: &str = "x-replay-count";
+/// The user headers a dead-letter copy had to leave out to fit in one frame,
+/// each as `name (N bytes)`.
+pub const DROPPED_HEADERS: &str = "x-dropped-headers";

@@ -28,6 +28,7 @@ mod dead_letter;
 mod decision;
 mod definitions;
 mod delays;
+mod frame_fit;
 mod header_value;
 pub mod headers;
 mod names;
@@ -38,14 +39,21 @@ mod spec;
 mod topology;
 
 pub use classify::{Classify, ErrorClass};
-pub use dead_letter::{DeadLetter, DeadLetterReason, MAX_ERROR_LEN, truncate_error};
+pub use dead_letter::{
+    DeadLetter, DeadLetterReason, MAX_ERROR_LEN, truncate_error, truncate_error_to,
+};
 pub use decision::{Decision, Outcome, decide};
 pub use definitions::{BindingDefinition, Definitions, ExchangeDefinition, QueueDefinition};
 pub use delays::{DelayError, Delays, MAX_DELAY_MS, parse_duration};
+pub use frame_fit::{
+    CopySizes, DEAD_LETTER_HEADROOM, FRAME_OVERHEAD, Fit, MAX_HEADER_DEPTH, MIN_ERROR_LEN,
+    ShrinkPlan, broker_headroom, fit_copy, header_limit, headers_to_drop,
+};
 pub use header_value::HeaderValue;
+pub use headers::{REPLAY_HISTORY, REPLAYED_AT};
 pub use names::{NameError, NameOverrides, TopologyNames, validate_name};
 pub use reconnect::ReconnectBackoff;
-pub use replay::{FAILURE_HEADERS, REPLAY_HISTORY, REPLAYED_AT, replay_target};
+pub use replay::{FAILURE_HEADERS, REPLAY_HISTORY_LIMIT, history_overflow, replay_target};
 pub use retry_count::{RetryCount, RetryCountWarning, read_retry_count};
 pub use spec::{ConsumerSpec, ExchangeKind, QueueType, SpecError};
 pub use topology::{Argument, Binding, ExchangeDecl, QueueDecl, Topology};

@@ -1,10 +1,23 @@
 use crate::headers;
 
-/// A header of the replay history (`x-replay-history`): one entry per replay,
-/// so that a replayed message still says why it failed before.
-pub const REPLAY_HISTORY: &str = "x-replay-history";
-/// When the message was last replayed, RFC 3339 in UTC.
-pub const REPLAYED_AT: &str = "x-replayed-at";
+/// The most `x-replay-history` entries a replayed message keeps: the newest.
+/// `x-replay-count` still counts every replay, so a message replayed 50 times
+/// says so with 10 entries, and its headers stay bounded however often it is
+/// replayed.
+pub const REPLAY_HISTORY_LIMIT: usize = 10;
+
+/// How many of the oldest history entries a replay drops, when the history
+/// held `entries` before the replay added its own.
+///
+/// ```
+/// use backoff_core::{history_overflow, REPLAY_HISTORY_LIMIT};
+/// assert_eq!(history_overflow(3), 0);
+/// assert_eq!(history_overflow(REPLAY_HISTORY_LIMIT), 1);
+/// assert_eq!(history_overflow(25), 16);
+/// ```
+pub fn history_overflow(entries: usize) -> usize {
+    (entries + 1).saturating_sub(REPLAY_HISTORY_LIMIT)
+}
 
 /// The failure headers a replay moves into the history and removes, so that
 /// the replayed message starts again from the first retry tier.

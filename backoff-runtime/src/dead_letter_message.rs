@@ -70,7 +70,7 @@ impl DeadLetterMessage {
                 t.inner()
                     .iter()
                     .filter(|(k, _)| !OWN_HEADERS.contains(&k.as_str()))
-                    .map(|(k, v)| (k.to_string(), render(v)))
+                    .map(|(k, v)| (k.to_string(), render(v, 1)))
                     .collect()
             })
             .unwrap_or_default();
@@ -101,18 +101,30 @@ impl DeadLetterMessage {
     }
 }
 
-/// A header value as text, for people.
-fn render(value: &AMQPValue) -> String {
+/// The deepest level of nested tables and arrays shown; deeper ones show as
+/// `…`, so that a hostile header nested thousands of levels deep is shown
+/// without recursing through all of it.
+const RENDER_DEPTH: usize = 16;
+
+/// A header value at nesting `level` as text, for people.
+fn render(value: &AMQPValue, level: usize) -> String {
     match value {
+        AMQPValue::FieldArray(_) | AMQPValue::FieldTable(_) if level > RENDER_DEPTH => {
+            "…".to_owned()
+        }
         AMQPValue::FieldArray(items) => {
-            let items: Vec<String> = items.as_slice().iter().map(render).collect();
+            let items: Vec<String> = items
+                .as_slice()
+                .iter()
+                .map(|v| render(v, level + 1))
+                .collect();
             format!("[{}]", items.join(", "))
         }
         AMQPValue::FieldTable(table) => {
             let items: Vec<String> = table
                 .inner()
                 .iter()
-                .map(|(k, v)| format!("{k}: {}", render(v)))
+                .map(|(k, v)| format!("{k}: {}", render(v, level + 1)))
                 .collect();
             format!("{{{}}}", items.join(", "))
         }

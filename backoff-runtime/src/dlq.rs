@@ -1,8 +1,9 @@
 use std::time::Duration;
 
 use backoff_core::{
-    ConsumerSpec, FAILURE_HEADERS, HeaderValue, REPLAY_HISTORY, REPLAYED_AT, TopologyNames,
-    headers, replay_target,
+    ConsumerSpec, FAILURE_HEADERS, HeaderValue, MAX_HEADER_DEPTH, REPLAY_HISTORY, REPLAYED_AT,
+    TopologyNames, broker_headroom, header_limit, headers, history_overflow, read_retry_count,
+    replay_target,
 };
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicGetOptions, QueueDeclareOptions};
@@ -10,8 +11,10 @@ use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection};
 use serde::Serialize;
 
+use crate::amqp::header_view;
 use crate::amqp::short;
 use crate::delivery::{now_rfc3339, republish_properties};
+use crate::frame_fit::{Released, fit_to_frame, header_depth};
 use crate::publish::{channel_error, confirm_channel, publish_confirmed};
 use crate::runtime::connect;
 use crate::status::inspect_queue;
@@ -39,6 +42,19 @@ pub struct DeadLetterReport {
     pub matched: Vec<DeadLetterMessage>,
     /// The messages left in the dead-letter queue, in their order.
     pub kept: usize,
+    /// Matching messages a replay left in the dead-letter queue because no
+    /// copy of them can be published, each with the reason.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedMessage>,
+}
+
+/// A dead letter that a replay could not copy, and stays where it is.
+#[derive(Debug, Clone, Serialize)]
+pub struct SkippedMessage {
+    /// The message.
+    pub message: DeadLetterMessage,
+    /// Why no copy could be published.
+    pub reason: String,
 }
 
 /// Operations on one consumer's dead-letter queue: look at it, replay
@@ -154,6 +170,7 @@ impl Dlq {
         };
         let mut next_publish = tokio::time::Instant::now();
         let mut matched = Vec::new();
+        let mut skipped = Vec::new();
         let mut removed = 0;
         for position in 0..total as usize {
             let Some(message) = channel
@@ -166,7 +183,7 @@ impl Dlq {
             else {
                 break;
             };
-            let delivery = message.delivery;
+            let delivery = Released::new(message.delivery);
             let summary = DeadLetterMessage::of(&delivery, position);
             // The whole queue is always read, past the limit too: a quorum queue
             // puts returned messages at its back, so returning only a prefix
@@ -186,7 +203,14 @@ impl Dlq {
                         tokio::time::sleep_until(next_publish).await;
                         next_publish = tokio::time::Instant::now() + interval;
                     }
-                    self.republish(&channel, &delivery, options).await?;
+                    if let Err(reason) = self.republish(&channel, &delivery, options).await? {
+                        tracing::warn!("{queue}: message {position} stays: {reason}");
+                        skipped.push(SkippedMessage {
+                            message: summary,
+                            reason,
+                        });
+                        continue;
+                    }
                     ack(&delivery, &queue).await?;
                     removed += 1;
                 }
@@ -197,7 +221,11 @@ impl Dlq {
         // Unacked messages go back to their places, in order.
         let _ = channel.close(200, "scan done".into()).await;
         self.wait_until_returned(&queue, kept).await?;
-        Ok(DeadLetterReport { matched, kept })
+        Ok(DeadLetterReport {
+            matched,
+            kept,
+            skipped,
+        })
     }
 
     /// A quorum queue takes returned messages back asynchronously, after the
@@ -216,12 +244,20 @@ impl Dlq {
         }
     }
 
+    /// Publishes the replayed copy of `delivery`, confirmed; `Ok(Err(reason))`
+    /// when no copy of it can be published, so it must stay.
     async fn republish(
         &self,
         channel: &Channel,
         delivery: &Delivery,
         options: &ReplayOptions,
-    ) -> Result<(), Error> {
+    ) -> Result<Result<(), String>, Error> {
+        let depth = header_depth(&delivery.properties);
+        if depth > MAX_HEADER_DEPTH {
+            return Ok(Err(format!(
+                "its headers nest {depth} levels deep, more than {MAX_HEADER_DEPTH}"
+            )));
+        }
         let original_queue = delivery
             .properties
             .headers()
@@ -236,6 +272,23 @@ impl Dlq {
         let exchange = options.to_exchange.clone().unwrap_or(default_exchange);
         let routing_key = options.to_routing_key.clone().unwrap_or(default_key);
         let properties = replay_properties(&delivery.properties, &now_rfc3339());
+        // The copy goes to a work queue, whose dead-lettering may add x-death.
+        let frame_max = self.connection.configuration().frame_max();
+        let limit = header_limit(frame_max).saturating_sub(broker_headroom(
+            &routing_key,
+            &exchange,
+            &routing_key,
+        ));
+        let properties = match fit_to_frame(properties, limit) {
+            Ok(properties) => properties,
+            Err(too_large) => {
+                return Ok(Err(format!(
+                    "its copy would need {} bytes of properties and headers, more than the {} \
+                     allowed in a frame of {frame_max}",
+                    too_large.size, too_large.limit
+                )));
+            }
+        };
         publish_confirmed(
             channel,
             short(&exchange, "exchange name")?,
@@ -249,7 +302,8 @@ impl Dlq {
             exchange,
             routing_key,
             failure,
-        })
+        })?;
+        Ok(Ok(()))
     }
 }
 
@@ -271,7 +325,9 @@ async fn ack(delivery: &Delivery, queue: &str) -> Result<(), Error> {
 }
 
 /// The properties of a replayed copy: the failure headers move into one new
-/// entry of `x-replay-history`, `x-retry-count` starts again at 0.
+/// entry of `x-replay-history`, which keeps the newest
+/// [`REPLAY_HISTORY_LIMIT`](backoff_core::REPLAY_HISTORY_LIMIT) entries;
+/// `x-replay-count` counts every replay; `x-retry-count` starts again at 0.
 pub(crate) fn replay_properties(original: &BasicProperties, replayed_at: &str) -> BasicProperties {
     let mut table = original.headers().clone().unwrap_or_default();
     let mut entry = FieldTable::default();
@@ -284,11 +340,21 @@ pub(crate) fn replay_properties(original: &BasicProperties, replayed_at: &str) -
         ShortString::from(REPLAYED_AT),
         AMQPValue::LongString(LongString::from(replayed_at.as_bytes())),
     );
-    let mut history = match table.inner().get(REPLAY_HISTORY) {
-        Some(AMQPValue::FieldArray(items)) => items.clone(),
-        _ => FieldArray::default(),
+    let earlier: &[AMQPValue] = match table.inner().get(REPLAY_HISTORY) {
+        Some(AMQPValue::FieldArray(items)) => items.as_slice(),
+        _ => &[],
     };
+    // Messages replayed before the count existed count their history entries.
+    let replays = table
+        .inner()
+        .get(headers::REPLAY_COUNT)
+        .map(|v| read_retry_count(Some(&header_view(v))).count)
+        .unwrap_or(earlier.len() as u32)
+        .max(earlier.len() as u32)
+        .saturating_add(1);
+    let mut history: Vec<AMQPValue> = earlier[history_overflow(earlier.len())..].to_vec();
     history.push(AMQPValue::FieldTable(entry));
+    let history = FieldArray::from(history);
     let mut kept = FieldTable::default();
     for (name, value) in table.inner() {
         if !FAILURE_HEADERS.contains(&name.as_str()) {
@@ -306,6 +372,7 @@ pub(crate) fn replay_properties(original: &BasicProperties, replayed_at: &str) -
         &[
             (headers::RETRY_COUNT, HeaderValue::Int(0)),
             (REPLAYED_AT, HeaderValue::Str(replayed_at)),
+            (headers::REPLAY_COUNT, HeaderValue::Int(replays.into())),
         ],
     )
 }

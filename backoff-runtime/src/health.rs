@@ -1,3 +1,6 @@
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use tokio::sync::watch;
 
 /// The state of a [`Runtime`](crate::Runtime), for readiness probes.
@@ -30,12 +33,32 @@ pub enum Health {
 #[derive(Debug, Clone)]
 pub struct HealthWatch {
     receiver: watch::Receiver<Health>,
+    reconnects: Arc<AtomicU64>,
 }
 
 impl HealthWatch {
     pub(crate) fn channel() -> (watch::Sender<Health>, HealthWatch) {
         let (sender, receiver) = watch::channel(Health::Starting);
-        (sender, HealthWatch { receiver })
+        let reconnects = Arc::default();
+        (
+            sender,
+            HealthWatch {
+                receiver,
+                reconnects,
+            },
+        )
+    }
+
+    /// Counts one lost connection or channel that the runtime recovers from.
+    pub(crate) fn count_reconnect(&self) {
+        self.reconnects.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many times the runtime has had to connect again since it was
+    /// built: after a lost connection or channel, or a failed attempt to
+    /// connect.
+    pub fn reconnects(&self) -> u64 {
+        self.reconnects.load(Ordering::Relaxed)
     }
 
     /// The current state.

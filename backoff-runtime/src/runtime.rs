@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use backoff_core::{ConsumerSpec, ReconnectBackoff, Topology};
 use futures_util::future::BoxFuture;
+use lapin::uri::AMQPUri;
 use lapin::{Connection, ConnectionProperties};
 use tokio::task::JoinSet;
 
@@ -129,6 +130,7 @@ impl Runtime {
                 Ok(()) => return Ok(()),
                 Err(e) if e.is_recoverable() => {
                     failures = failures.saturating_add(1);
+                    self.health.1.count_reconnect();
                     self.health.0.send_replace(Health::Recovering);
                     let wait = self.reconnect.delay(failures - 1, 0.5);
                     tracing::warn!("{e}; reconnecting (attempt {failures}, in about {wait:?})");
@@ -394,15 +396,29 @@ impl<C: Consumer> Registration for Registered<C> {
     }
 }
 
-/// Connects to the broker, naming the connection `rabbit-backoff`.
+/// The largest frame the runtime negotiates, whatever the broker offers: the
+/// broker's default. It bounds how deeply a header can nest (see the I/O
+/// thread's stack in `vendor/lapin/PATCHED.md`) and how large the properties
+/// of one message can be.
+pub const MAX_FRAME_SIZE: u32 = 131_072;
+
+/// Connects to the broker, naming the connection `rabbit-backoff`, with a
+/// `frame_max` of at most [`MAX_FRAME_SIZE`] (a smaller `frame_max` in the
+/// URI's query is kept).
 pub async fn connect(uri: &str) -> Result<Connection, Error> {
     let properties = ConnectionProperties::default().with_connection_name("rabbit-backoff".into());
-    Connection::connect(uri, properties)
+    let connect_error = |source| Error::Connect {
+        uri: redact(uri),
+        source,
+    };
+    let mut amqp_uri: AMQPUri = uri
+        .parse()
+        .map_err(|e: String| connect_error(std::io::Error::other(e).into()))?;
+    let frame_max = amqp_uri.query.frame_max.unwrap_or(MAX_FRAME_SIZE);
+    amqp_uri.query.frame_max = Some(frame_max.min(MAX_FRAME_SIZE));
+    Connection::connect_uri(amqp_uri, properties)
         .await
-        .map_err(|source| Error::Connect {
-            uri: redact(uri),
-            source,
-        })
+        .map_err(connect_error)
 }
 
 async fn close(connection: &Connection) {

@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backoff_core::{
-    Classify, ConsumerSpec, DeadLetter, Decision, HeaderValue, Outcome, Topology, decide, headers,
-    truncate_error,
+    Classify, ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision,
+    HeaderValue, MAX_HEADER_DEPTH, Outcome, Topology, broker_headroom, decide, header_limit,
+    headers, truncate_error,
 };
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
@@ -14,6 +15,7 @@ use lapin::Acker;
 use lapin::message::Delivery;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
+    BasicRejectOptions,
 };
 use lapin::types::{FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection};
@@ -21,6 +23,10 @@ use tracing::Instrument;
 
 use crate::amqp::short;
 use crate::delivery::{now_rfc3339, panic_message, republish_properties, retry_count_of};
+use crate::frame_fit::{
+    TooLarge, content_header_len, drop_deep, fit_to_frame, header_depth, release,
+    without_largest_headers,
+};
 use crate::publish::{channel_error, confirm_channel, publish_confirmed};
 use crate::state::StateMap;
 use crate::{Consumer, Context, Error, PublishFailure, ShutdownHandle, declare_topology};
@@ -28,6 +34,25 @@ use crate::{Consumer, Context, Error, PublishFailure, ShutdownHandle, declare_to
 /// How long a message whose republish failed is held before it is requeued,
 /// so that a broken retry or dead-letter route never turns into a hot loop.
 const REQUEUE_PAUSE: Duration = Duration::from_secs(1);
+
+/// One delivery being settled: what publishing a copy of it needs.
+struct Settling<'a> {
+    acker: &'a Acker,
+    body: &'a [u8],
+    ctx: &'a Context,
+    count: u32,
+    error: &'a str,
+}
+
+/// Where a copy goes: the exchange and routing key it is published with, the
+/// queue they lead to, and the room a copy leaves there for the headers the
+/// broker adds.
+struct Target<'a> {
+    exchange: &'a ShortString,
+    routing_key: &'a ShortString,
+    queue: &'a str,
+    headroom: usize,
+}
 
 /// Settings shared by every worker of a runtime.
 #[derive(Clone)]
@@ -45,6 +70,8 @@ pub(crate) struct Worker<C: Consumer> {
     topology: Topology,
     queue: Arc<str>,
     channel: Channel,
+    /// The connection's negotiated frame size, which every copy must fit.
+    frame_max: u32,
     retry_exchange: ShortString,
     retry_keys: Vec<ShortString>,
     dead_letter_exchange: ShortString,
@@ -86,6 +113,7 @@ impl<C: Consumer> Worker<C> {
             retry_keys,
             dead_letter_exchange: short(&names.dead_letter_exchange, "dead-letter exchange name")?,
             dead_letter_key: short(&names.dead_letter_routing_key, "dead-letter routing key")?,
+            frame_max: env.connection.configuration().frame_max(),
             consumer,
             spec,
             topology,
@@ -113,7 +141,10 @@ impl<C: Consumer> Worker<C> {
             tokio::select! {
                 next = stream.next(), if !stream_done && (stopping || in_flight.len() < self.spec.concurrency) => {
                     match next {
-                        Some(Ok(delivery)) if stopping => requeue_unstarted(&delivery.acker).await,
+                        Some(Ok(delivery)) if stopping => {
+                            requeue_unstarted(&delivery.acker).await;
+                            release(delivery);
+                        }
                         Some(Ok(delivery)) => in_flight.push(self.process(delivery)),
                         Some(Err(e)) => {
                             failure.get_or_insert(e);
@@ -155,6 +186,18 @@ impl<C: Consumer> Worker<C> {
         async move {
             if let Some(warning) = &retry.warning {
                 tracing::warn!("{warning}");
+            }
+            let depth = header_depth(&delivery.properties);
+            if depth > MAX_HEADER_DEPTH {
+                // Neither the handler nor a copy touches it: both would recurse
+                // through the headers on a task's stack.
+                self.reject_without_copy(
+                    &delivery.acker,
+                    format!("headers nest {depth} levels deep, more than {MAX_HEADER_DEPTH}"),
+                )
+                .await;
+                drop_deep(delivery);
+                return;
             }
             self.handle_and_settle(delivery, retry.count).await;
         }
@@ -214,6 +257,13 @@ impl<C: Consumer> Worker<C> {
             Outcome::Success => "",
             Outcome::Failed { error, .. } | Outcome::Undecodable { error } => error.as_str(),
         };
+        let settling = Settling {
+            acker: &acker,
+            body: &data,
+            ctx: &ctx,
+            count,
+            error,
+        };
         match decide(&self.spec.delays, count, &outcome) {
             Decision::Ack => {
                 if ack(&acker).await {
@@ -225,9 +275,20 @@ impl<C: Consumer> Worker<C> {
                     &ctx.properties,
                     &[(headers::RETRY_COUNT, HeaderValue::Int(next_count.into()))],
                 );
-                let key = &self.retry_keys[tier];
+                let queue = &self.topology.retry_queues[tier].name;
+                let target = Target {
+                    exchange: &self.retry_exchange,
+                    routing_key: &self.retry_keys[tier],
+                    queue,
+                    // It dead-letters the copy back when the delay is over.
+                    headroom: broker_headroom(
+                        queue,
+                        self.retry_exchange.as_str(),
+                        self.retry_keys[tier].as_str(),
+                    ),
+                };
                 if self
-                    .republish_then_ack(&acker, &self.retry_exchange, key, &data, properties)
+                    .republish_then_ack(&settling, &target, properties)
                     .await
                 {
                     tracing::warn!(
@@ -235,24 +296,15 @@ impl<C: Consumer> Worker<C> {
                         "failed (transient); retry {next_count}/{} after {}ms in {}",
                         self.spec.delays.len(),
                         self.spec.delays.as_millis()[tier],
-                        key,
+                        target.queue,
                     );
                 }
             }
             Decision::DeadLetter { reason } => {
-                let dead_letter = DeadLetter {
-                    reason,
-                    retry_count: count,
-                    error: error.to_owned(),
-                    failed_at: now_rfc3339(),
-                    queue: self.spec.queue.clone(),
-                    exchange: ctx.exchange.clone(),
-                    routing_key: ctx.routing_key.clone(),
-                };
+                let dead_letter = self.dead_letter(&settling, reason, error.to_owned());
                 let properties = republish_properties(&ctx.properties, &dead_letter.headers());
-                let (exchange, key) = (&self.dead_letter_exchange, &self.dead_letter_key);
                 if self
-                    .republish_then_ack(&acker, exchange, key, &data, properties)
+                    .republish_then_ack(&settling, &self.dead_letter_target(), properties)
                     .await
                 {
                     tracing::warn!(
@@ -265,16 +317,100 @@ impl<C: Consumer> Worker<C> {
         }
     }
 
-    /// Publishes the copy and acks the original once the broker confirmed it;
+    /// The failure headers of a dead letter of this delivery.
+    fn dead_letter(&self, s: &Settling<'_>, reason: DeadLetterReason, error: String) -> DeadLetter {
+        DeadLetter {
+            reason,
+            retry_count: s.count,
+            error,
+            failed_at: now_rfc3339(),
+            queue: self.spec.queue.clone(),
+            exchange: s.ctx.exchange.clone(),
+            routing_key: s.ctx.routing_key.clone(),
+        }
+    }
+
+    fn dead_letter_target(&self) -> Target<'_> {
+        Target {
+            exchange: &self.dead_letter_exchange,
+            routing_key: &self.dead_letter_key,
+            queue: &self.topology.dead_letter_queue.name,
+            headroom: DEAD_LETTER_HEADROOM,
+        }
+    }
+
+    /// Publishes the copy, shrunk to fit one frame with room for what the
+    /// broker adds, and acks the original once the broker confirmed it;
     /// otherwise requeues the original. True when the copy was confirmed.
     async fn republish_then_ack(
         &self,
-        acker: &Acker,
-        exchange: &ShortString,
-        routing_key: &ShortString,
-        body: &[u8],
+        s: &Settling<'_>,
+        target: &Target<'_>,
         properties: BasicProperties,
     ) -> bool {
+        match fit_to_frame(properties, self.copy_limit(target)) {
+            Ok(properties) => self.publish_then_ack(s, target, properties).await,
+            Err(too_large) => {
+                self.settle_oversized(s, too_large).await;
+                false
+            }
+        }
+    }
+
+    /// The most content header a copy to `target` may take: the frame, less
+    /// room for the headers the broker may add there.
+    fn copy_limit(&self, target: &Target<'_>) -> usize {
+        header_limit(self.frame_max).saturating_sub(target.headroom)
+    }
+
+    /// No copy of this delivery with its own headers fits. When the broker
+    /// can still dead-letter it (adding `x-death`) within the frame, reject
+    /// it into the dead-letter queue as it is; otherwise dead-letter a copy
+    /// without its largest headers, which `x-dropped-headers` names.
+    async fn settle_oversized(&self, s: &Settling<'_>, too_large: TooLarge) {
+        let limit = header_limit(self.frame_max);
+        let size = content_header_len(&s.ctx.properties);
+        let headroom = broker_headroom(&self.spec.queue, &s.ctx.exchange, &s.ctx.routing_key);
+        let why = format!(
+            "a copy would need {} bytes of properties and headers, more than the {} allowed \
+             in a frame of {}, even with the framework's own headers shrunk",
+            too_large.size, too_large.limit, self.frame_max
+        );
+        if size + headroom <= limit {
+            return self.reject_without_copy(s.acker, why).await;
+        }
+        let error = format!(
+            "{why}; the message itself takes {size} bytes, too close to the frame for the \
+             broker to dead-letter it either. Its failure: {}",
+            s.error
+        );
+        let dead_letter = self.dead_letter(s, DeadLetterReason::Oversized, truncate_error(&error));
+        let properties = republish_properties(&s.ctx.properties, &dead_letter.headers());
+        let target = self.dead_letter_target();
+        match without_largest_headers(properties, self.copy_limit(&target)) {
+            Some((properties, dropped)) => {
+                if self.publish_then_ack(s, &target, properties).await {
+                    tracing::error!(
+                        "{why}; dead-lettered to {} without the headers {}",
+                        target.queue,
+                        dropped.join(", ")
+                    );
+                }
+            }
+            None => self.reject_without_copy(s.acker, why).await,
+        }
+    }
+
+    /// Publishes `properties` to `target`, confirmed, then acks the original;
+    /// requeues it when the broker did not confirm. True when confirmed.
+    async fn publish_then_ack(
+        &self,
+        s: &Settling<'_>,
+        target: &Target<'_>,
+        properties: BasicProperties,
+    ) -> bool {
+        let (acker, body) = (s.acker, s.body);
+        let (exchange, routing_key) = (target.exchange, target.routing_key);
         let timeout = self.env.confirm_timeout;
         let published = publish_confirmed(
             &self.channel,
@@ -340,6 +476,26 @@ impl<C: Consumer> Worker<C> {
                 "not requeued: the channel is closed; the broker will redeliver the message"
             ),
             Err(e) => tracing::warn!("requeue failed ({e}); the broker will redeliver the message"),
+        }
+    }
+}
+
+impl<C: Consumer> Worker<C> {
+    /// No copy of this message can be published: reject it without requeue,
+    /// so that the work queue's dead-letter exchange moves it into the
+    /// dead-letter queue inside the broker, headers intact, with `x-death`
+    /// saying `rejected`.
+    async fn reject_without_copy(&self, acker: &Acker, why: String) {
+        tracing::error!(
+            "{why}; rejected without a copy: the broker dead-letters it to {} as it is",
+            self.topology.dead_letter_queue.name
+        );
+        match acker.reject(BasicRejectOptions { requeue: false }).await {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                "not rejected: the channel is closed; the broker will redeliver the message"
+            ),
+            Err(e) => tracing::warn!("reject failed ({e}); the broker will redeliver the message"),
         }
     }
 }
