@@ -28,6 +28,7 @@ mod dead_letter;
 mod decision;
 mod definitions;
 mod delays;
+mod failed_at;
 mod header_value;
 pub mod headers;
 mod names;
@@ -42,6 +43,7 @@ pub use dead_letter::{DeadLetter, DeadLetterReason, MAX_ERROR_LEN, truncate_erro
 pub use decision::{Decision, Outcome, decide};
 pub use definitions::{BindingDefinition, Definitions, ExchangeDefinition, QueueDefinition};
 pub use delays::{DelayError, Delays, MAX_DELAY_MS, parse_duration};
+pub use failed_at::parse_failed_at;
 pub use header_value::HeaderValue;
 pub use names::{NameError, NameOverrides, TopologyNames, validate_name};
 pub use reconnect::ReconnectBackoff;
