@@ -49,5 +49,5 @@ pub use names::{NameError, NameOverrides, TopologyNames, validate_name};
 pub use reconnect::ReconnectBackoff;
 pub use replay::{FAILURE_HEADERS, REPLAY_HISTORY, REPLAYED_AT, replay_target};
 pub use retry_count::{RetryCount, RetryCountWarning, read_retry_count};
-pub use spec::{ConsumerSpec, ExchangeKind, QueueType, SpecError};
-pub use topology::{Argument, Binding, ExchangeDecl, QueueDecl, Topology};
+pub use spec::{ConsumerSpec, DeclareMode, ExchangeKind, QueueType, RetryReturn, SpecError};
+pub use topology::{Argument, Binding, ExchangeDecl, QueueDecl, Topology, arguments};
