@@ -50,4 +50,6 @@ pub use reconnect::ReconnectBackoff;
 pub use replay::{FAILURE_HEADERS, REPLAY_HISTORY, REPLAYED_AT, replay_target};
 pub use retry_count::{RetryCount, RetryCountWarning, read_retry_count};
 pub use spec::{ConsumerSpec, DeclareMode, ExchangeKind, QueueType, RetryReturn, SpecError};
-pub use topology::{Argument, Binding, ExchangeDecl, QueueDecl, Topology, arguments};
+pub use topology::{
+    Argument, ArgumentDifference, Binding, ExchangeDecl, QueueDecl, Topology, arguments,
+};

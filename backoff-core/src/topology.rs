@@ -62,6 +62,64 @@ impl QueueDecl {
     }
 }
 
+/// An argument of an existing queue that is not what the consumer declares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArgumentDifference {
+    /// The queue.
+    pub queue: String,
+    /// The argument, such as `x-dead-letter-exchange`.
+    pub argument: String,
+    /// What the consumer declares (`None`: it does not set it).
+    pub expected: Option<Argument>,
+    /// What the queue has (`None`: it is not set).
+    pub actual: Option<Argument>,
+}
+
+impl QueueDecl {
+    /// How the arguments of an existing queue differ from this declaration:
+    /// each argument set on one side and missing or different on the other.
+    /// A declaration with these differences fails with PRECONDITION_FAILED.
+    ///
+    /// ```
+    /// use backoff_core::{Argument, ConsumerSpec, Topology};
+    ///
+    /// let spec = ConsumerSpec::new("work_queue", "1s".parse()?);
+    /// let retry = &Topology::of(&spec).retry_queues[0];
+    /// let existing = [
+    ///     ("x-message-ttl".to_owned(), Argument::Int(1000)),
+    ///     ("x-dead-letter-exchange".to_owned(), Argument::Str("work_exchange".into())),
+    ///     ("x-dead-letter-routing-key".to_owned(), Argument::Str("work".into())),
+    /// ];
+    /// let differences = retry.differences(&existing);
+    /// assert_eq!(differences.len(), 2);
+    /// assert_eq!(differences[0].argument, "x-dead-letter-exchange");
+    /// # Ok::<(), backoff_core::DelayError>(())
+    /// ```
+    pub fn differences(&self, actual: &[(String, Argument)]) -> Vec<ArgumentDifference> {
+        let find = |list: &[(String, Argument)], key: &str| {
+            list.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+        };
+        let mut keys: Vec<&str> = self.arguments.iter().map(|(k, _)| k.as_str()).collect();
+        for (k, _) in actual {
+            if !keys.contains(&k.as_str()) {
+                keys.push(k);
+            }
+        }
+        keys.into_iter()
+            .filter_map(|key| {
+                let expected = find(&self.arguments, key);
+                let actual = find(actual, key);
+                (expected != actual).then(|| ArgumentDifference {
+                    queue: self.name.clone(),
+                    argument: key.to_owned(),
+                    expected,
+                    actual,
+                })
+            })
+            .collect()
+    }
+}
+
 /// A binding of a queue to an exchange.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Binding {
@@ -319,6 +377,36 @@ mod tests {
             );
             assert_eq!(q.argument("x-overflow"), Some(&s("reject-publish")));
         }
+    }
+
+    #[test]
+    fn differences_name_each_argument_both_ways() {
+        let t = Topology::of(&spec());
+        let retry = &t.retry_queues[0];
+        assert!(retry.differences(&retry.arguments).is_empty());
+        let existing = vec![
+            (arg::MESSAGE_TTL.to_owned(), Argument::Int(5000)),
+            (arg::DEAD_LETTER_EXCHANGE.to_owned(), s("orders")),
+            (arg::DEAD_LETTER_ROUTING_KEY.to_owned(), s("orders")),
+            (arg::QUEUE_TYPE.to_owned(), s("classic")),
+        ];
+        assert_eq!(
+            retry.differences(&existing),
+            vec![
+                ArgumentDifference {
+                    queue: "orders.retry_5000ms".into(),
+                    argument: arg::DEAD_LETTER_EXCHANGE.into(),
+                    expected: Some(s("")),
+                    actual: Some(s("orders")),
+                },
+                ArgumentDifference {
+                    queue: "orders.retry_5000ms".into(),
+                    argument: arg::QUEUE_TYPE.into(),
+                    expected: None,
+                    actual: Some(s("classic")),
+                },
+            ]
+        );
     }
 
     #[test]
