@@ -127,7 +127,7 @@ async fn baseline(
     let queue = spec.queue.as_str();
     consumer
         .take_until(stop.wait())
-        .for_each_concurrent(spec.concurrency, |delivery| {
+        .for_each_concurrent(spec.effective_concurrency(), |delivery| {
             let (channel, tally) = (&channel, &tally);
             let (retry_exchange, retry_key, dlx, dlq_key) =
                 (&retry_exchange, &retry_key, &dlx, &dlq_key);

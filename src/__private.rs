@@ -1,6 +1,8 @@
 //! What the macros' generated code names. Not public API: it may change in any release.
 
-pub use backoff_core::{Classify, ConsumerSpec, Delays, ErrorClass, ExchangeKind, QueueType};
+pub use backoff_core::{
+    Classify, ConsumerSpec, DeclareMode, Delays, ErrorClass, ExchangeKind, QueueType, RetryReturn,
+};
 pub use backoff_runtime::{Consumer, Context, State, StateRequirement};
 
 /// The delays of an attribute, validated at compile time.

@@ -44,15 +44,16 @@
 #![forbid(unsafe_code)]
 
 pub use backoff_core::{
-    Classify, ConsumerSpec, DeadLetterReason, Definitions, DelayError, Delays, ErrorClass,
-    ExchangeKind, MAX_ERROR_LEN, MAX_HEADER_DEPTH, NameOverrides, QueueType, REPLAY_HISTORY_LIMIT,
-    Topology, TopologyNames, headers,
+    Classify, ConsumerSpec, DeadLetterReason, DeclareMode, Definitions, DelayError, Delays,
+    ErrorClass, ExchangeKind, MAX_ERROR_LEN, MAX_HEADER_DEPTH, NameOverrides, QueueType,
+    REPLAY_HISTORY_LIMIT, RetryReturn, Topology, TopologyNames, headers, parse_failed_at,
 };
 pub use backoff_runtime::{
     Consumer, ConsumerStatus, Context, ContextBuilder, DEFAULT_AMQP_URL, DeadLetterFilter,
-    DeadLetterMessage, DeadLetterReport, Dlq, Error, Health, HealthWatch, Outgoing, PublishFailure,
-    Publisher, QueueStatus, ReplayOptions, Runtime, RuntimeBuilder, ShutdownHandle, SkippedMessage,
-    State, StateRequirement, amqp_url_from_env, connect, declare_topology, lapin, status,
+    DeadLetterMessage, DeadLetterReport, Dlq, Error, Health, HealthWatch, MissingObject, Outgoing,
+    PublishFailure, Publisher, QueueStatus, ReplayOptions, Runtime, RuntimeBuilder, ShutdownHandle,
+    SkippedMessage, State, StateRequirement, amqp_url_from_env, check_topology, connect,
+    declare_topology, lapin, status,
 };
 
 /// Turns an `async fn` handler into a consumer of the same name.
@@ -96,9 +97,11 @@ pub use backoff_runtime::{
 /// | `dead_letter_exchange` | | `<queue>.dlx` |
 /// | `dead_letter_queue` | | `<queue>.dlq` |
 /// | `dead_letter_routing_key` | | `<queue>.dlq` |
+/// | `retry_return` | where an expired retry goes: `"queue"` (default exchange, straight to the work queue) or `"exchange"` (the work exchange with `routing_key`; not on a fanout or headers exchange) | `"queue"` |
 /// | `queue_type` | `"classic"` or `"quorum"` | `"classic"` |
 /// | `delivery_limit` | quorum work queue's `x-delivery-limit` | 20 |
 /// | `timeout` | longest a handler call may take (a transient failure past it) | none |
+/// | `declare` | `"declare"` the topology, or `"passive"`: only check that every exchange and queue exists (not their arguments), for topologies operators own | `"declare"` |
 /// | `crate` | path of this crate, when renamed | `::rabbit_backoff` |
 pub use backoff_macros::backoff_consumer;
 

@@ -611,7 +611,7 @@ async fn shutdown_returns_prefetched_messages_at_once_for_other_instances() {
     let mut spec = slow.spec();
     spec.queue = queue.clone();
     spec.prefetch = 10;
-    spec.concurrency = 1;
+    spec.concurrency = Some(1);
     let _cleanup = Cleanup::of(&spec);
     let progress = Arc::new(Progress::default());
     let runtime = Runtime::builder()

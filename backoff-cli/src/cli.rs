@@ -48,7 +48,7 @@ impl Cli {
         match self.command {
             Command::Status(args) => status::run(&self.url, args).await,
             Command::Dlq(command) => dlq::run(&self.url, command).await,
-            Command::Topology(args) => topology::run(args),
+            Command::Topology(args) => topology::run(&self.url, args).await,
         }
     }
 }

@@ -1,4 +1,4 @@
-use backoff_core::{ConsumerSpec, Delays, ExchangeKind, NameOverrides, QueueType};
+use backoff_core::{ConsumerSpec, Delays, ExchangeKind, NameOverrides, QueueType, RetryReturn};
 use clap::Args;
 
 /// Names one consumer's topology, as `#[backoff_consumer]` does.
@@ -34,6 +34,11 @@ pub struct ConsumerArgs {
     /// The key binding the dead-letter queue [default: <queue>.dlq].
     #[arg(long, value_name = "KEY")]
     pub dead_letter_routing_key: Option<String>,
+    /// Where an expired retry goes: queue (the default exchange, straight to
+    /// the work queue) or exchange (the work exchange with the work routing
+    /// key, as the article's topology declares its retry queues).
+    #[arg(long, value_name = "ROUTE", default_value = "queue")]
+    pub retry_return: RetryReturn,
     /// classic or quorum.
     #[arg(long, value_name = "TYPE", default_value = "classic")]
     pub queue_type: QueueType,
@@ -54,6 +59,7 @@ impl ConsumerArgs {
         spec.exchange_kind = self.exchange_type;
         spec.queue_type = self.queue_type;
         spec.delivery_limit = self.delivery_limit;
+        spec.retry_return = self.retry_return;
         spec.names = NameOverrides {
             exchange: self.exchange.clone(),
             routing_key: self.work_routing_key.clone(),

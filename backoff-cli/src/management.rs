@@ -4,12 +4,23 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use backoff_core::Argument;
 use backoff_runtime::lapin::uri::AMQPUri;
 use serde::Deserialize;
 
 #[derive(Deserialize)]
 struct Queue {
     name: String,
+    #[serde(default)]
+    arguments: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A queue as the management API lists it.
+pub struct ListedQueue {
+    /// Its name.
+    pub name: String,
+    /// Its integer and string arguments (others are left out).
+    pub arguments: Vec<(String, Argument)>,
 }
 
 /// The management API's address for an AMQP address: same host, port 15672.
@@ -18,14 +29,14 @@ pub fn default_url(amqp: &str) -> Option<String> {
     Some(format!("http://{}:15672", uri.authority.host))
 }
 
-/// The names of the queues of the AMQP address's vhost, or why not.
-pub fn queue_names(management: &str, amqp: &str) -> Result<Vec<String>, String> {
+/// The queues of the AMQP address's vhost with their arguments, or why not.
+pub fn queues(management: &str, amqp: &str) -> Result<Vec<ListedQueue>, String> {
     let uri = AMQPUri::from_str(amqp).map_err(|e| format!("AMQP address: {e}"))?;
     let user = &uri.authority.userinfo.username;
     let password = &uri.authority.userinfo.password;
     let vhost = encode(&uri.vhost);
     let url = format!(
-        "{}/api/queues/{vhost}?columns=name",
+        "{}/api/queues/{vhost}?columns=name,arguments",
         management.trim_end_matches('/')
     );
     let agent = ureq::Agent::config_builder()
@@ -41,7 +52,21 @@ pub fn queue_names(management: &str, amqp: &str) -> Result<Vec<String>, String> 
         .body_mut()
         .read_json()
         .map_err(|e| format!("{management}: {e}"))?;
-    Ok(queues.into_iter().map(|q| q.name).collect())
+    Ok(queues
+        .into_iter()
+        .map(|q| ListedQueue {
+            name: q.name,
+            arguments: q
+                .arguments
+                .into_iter()
+                .filter_map(|(k, v)| match v {
+                    serde_json::Value::String(s) => Some((k, Argument::Str(s))),
+                    serde_json::Value::Number(n) => n.as_i64().map(|n| (k, Argument::Int(n))),
+                    _ => None,
+                })
+                .collect(),
+        })
+        .collect())
 }
 
 /// Percent-encodes a vhost for a URL path (`/` is `%2F`).

@@ -1,5 +1,6 @@
 use std::process::ExitCode;
 
+use backoff_core::{Argument, ArgumentDifference, Topology};
 use backoff_runtime::{ConsumerStatus, connect, status};
 use clap::Args;
 
@@ -42,24 +43,27 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
         Some(api) => {
             let api = api.clone();
             let url = url.to_owned();
-            tokio::task::spawn_blocking(move || management::queue_names(&api, &url))
+            tokio::task::spawn_blocking(move || management::queues(&api, &url))
                 .await
                 .map_err(|e| e.to_string())?
         }
         None => Err("no management API address".to_owned()),
     };
-    let (other_queues, note) = match listed {
-        Ok(names) => (names, None),
+    let (listed, note) = match listed {
+        Ok(queues) => (Some(queues), None),
         Err(e) => (
-            Vec::new(),
+            None,
             Some(format!(
                 "retry tiers of older schedules not searched: management API unreachable ({e})"
             )),
         ),
     };
 
+    let other_queues: Vec<String> = listed.iter().flatten().map(|q| q.name.clone()).collect();
+
     let connection = connect(url).await.map_err(|e| e.to_string())?;
     let mut statuses: Vec<ConsumerStatus> = Vec::new();
+    let mut differences: Vec<ArgumentDifference> = Vec::new();
     for consumer in &consumers {
         let spec = consumer.spec()?;
         let delays: &[u64] = if consumer.delays.is_some() {
@@ -67,6 +71,18 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
         } else {
             &[]
         };
+        // Existing queues whose arguments differ from what this consumer
+        // declares (its retry route among them): a declaring consumer would
+        // fail on them, a passive one would not notice.
+        if consumer.delays.is_some()
+            && let Some(listed) = &listed
+        {
+            for queue in Topology::of(&spec).queues() {
+                if let Some(found) = listed.iter().find(|q| q.name == queue.name) {
+                    differences.extend(queue.differences(&found.arguments));
+                }
+            }
+        }
         statuses.push(
             status(&connection, &spec.names(), delays, &other_queues)
                 .await
@@ -76,7 +92,11 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
     let _ = connection.close(200, "status".into()).await;
 
     if args.json {
-        let doc = serde_json::json!({ "consumers": statuses, "note": note });
+        let doc = serde_json::json!({
+            "consumers": statuses,
+            "note": note,
+            "argument_differences": differences,
+        });
         println!(
             "{}",
             serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
@@ -106,6 +126,20 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
         table::print(&["QUEUE", "ROLE", "DELAY", "MESSAGES", "CONSUMERS"], &rows);
         if let Some(note) = &note {
             eprintln!("note: {note}");
+        }
+        let show = |a: &Option<Argument>| match a {
+            None => "not set".to_owned(),
+            Some(Argument::Int(n)) => n.to_string(),
+            Some(Argument::Str(s)) => format!("{s:?}"),
+        };
+        for d in &differences {
+            eprintln!(
+                "note: queue {} has {} = {}, the consumer declares {}; it would fail to start (see README, \"When a queue's arguments differ\")",
+                d.queue,
+                d.argument,
+                show(&d.actual),
+                show(&d.expected)
+            );
         }
     }
 

@@ -1,6 +1,7 @@
 use std::process::ExitCode;
 
 use backoff_core::{Argument, Definitions, Topology};
+use backoff_runtime::{Error, check_topology, connect};
 use clap::Args;
 
 use crate::consumer_args::ConsumerArgs;
@@ -17,15 +18,40 @@ pub struct TopologyArgs {
     /// The vhost of the exported definitions.
     #[arg(long, default_value = "/")]
     vhost: String,
+    /// Check on the broker, declaring nothing, that every exchange and queue
+    /// exists, as a consumer with declare = "passive" does at start-up; exit 2
+    /// naming every missing one. Queue arguments and bindings are not checked.
+    #[arg(long)]
+    check: bool,
 }
 
-pub fn run(args: TopologyArgs) -> Result<ExitCode, String> {
+pub async fn run(url: &str, args: TopologyArgs) -> Result<ExitCode, String> {
     if args.consumer.delays.is_none() {
         return Err(
             "--delays is needed to name the retry queues, e.g. --delays 5s,15s,60s".to_owned(),
         );
     }
     let topology = Topology::of(&args.consumer.spec()?);
+    if args.check {
+        let connection = connect(url).await.map_err(|e| e.to_string())?;
+        let checked = check_topology(&connection, &topology).await;
+        let _ = connection.close(200, "checked".into()).await;
+        return match checked {
+            Ok(()) => {
+                let queues = topology.queues().count();
+                println!(
+                    "{}: all {queues} queues and 3 exchanges exist (arguments and bindings not checked)",
+                    topology.work_queue.name
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e @ Error::TopologyMissing { .. }) => {
+                eprintln!("{e}");
+                Ok(ExitCode::from(2))
+            }
+            Err(e) => Err(e.to_string()),
+        };
+    }
     if let Some(path) = &args.export_definitions {
         let definitions = Definitions::of(std::slice::from_ref(&topology), &args.vhost);
         let json = serde_json::to_string_pretty(&definitions).map_err(|e| e.to_string())?;

@@ -387,3 +387,213 @@ fn help_explains_every_command() {
     let bad = cli(&["topology", "--queue", "orders", "--delays", "5x"]);
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown unit"));
 }
+
+/// The article's names, as `topology` flags.
+fn article(queue: &str) -> Vec<String> {
+    [
+        "--queue",
+        queue,
+        "--delays",
+        "1s,2s",
+        "--exchange",
+        "work_exchange",
+        "--work-routing-key",
+        "work",
+        "--retry-exchange",
+        "retry_exchange",
+        "--retry-queue",
+        "retry_{ms}ms",
+        "--dead-letter-exchange",
+        "dlx_exchange",
+        "--dead-letter-queue",
+        "dead_letter_queue",
+        "--dead-letter-routing-key",
+        "dead",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+#[test]
+fn topology_follows_retry_return_in_the_table_and_the_definitions() {
+    let run = |extra: &[&str]| {
+        let mut args: Vec<String> = vec!["topology".into()];
+        args.extend(article("work_queue"));
+        args.extend(extra.iter().map(|s| s.to_string()));
+        cli(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let table = run(&["--retry-return", "exchange"]);
+    assert!(table.status.success(), "{table:?}");
+    let text = stdout(&table);
+    let retry_line = text
+        .lines()
+        .find(|l| l.starts_with("retry_1000ms "))
+        .unwrap_or_else(|| panic!("a retry queue row: {text}"));
+    assert!(
+        retry_line.contains("x-dead-letter-exchange=\"work_exchange\"")
+            && retry_line.contains("x-dead-letter-routing-key=\"work\""),
+        "{retry_line}"
+    );
+    // The default route, for comparison.
+    let text = stdout(&run(&[]));
+    let retry_line = text
+        .lines()
+        .find(|l| l.starts_with("retry_1000ms "))
+        .unwrap_or_else(|| panic!("a retry queue row: {text}"));
+    assert!(
+        retry_line.contains("x-dead-letter-exchange=\"\"")
+            && retry_line.contains("x-dead-letter-routing-key=\"work_queue\""),
+        "{retry_line}"
+    );
+
+    let export = run(&["--retry-return", "exchange", "--export-definitions", "-"]);
+    assert!(export.status.success(), "{export:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&export.stdout).expect("JSON");
+    let queues = doc["queues"].as_array().expect("queues");
+    let retry_queues: Vec<_> = queues
+        .iter()
+        .filter(|q| q["name"].as_str().is_some_and(|n| n.starts_with("retry_")))
+        .collect();
+    assert_eq!(retry_queues.len(), 2);
+    for q in retry_queues {
+        assert_eq!(q["arguments"]["x-dead-letter-exchange"], "work_exchange");
+        assert_eq!(q["arguments"]["x-dead-letter-routing-key"], "work");
+    }
+
+    let fanout = run(&["--retry-return", "exchange", "--exchange-type", "fanout"]);
+    assert!(!fanout.status.success());
+    let error = String::from_utf8_lossy(&fanout.stderr);
+    assert!(
+        error.contains("fanout") && error.contains("retry_return = \"queue\""),
+        "{error}"
+    );
+    let bad = run(&["--retry-return", "work_exchange"]);
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("not a retry route"),
+        "{bad:?}"
+    );
+}
+
+#[test]
+fn topology_check_names_every_missing_object() {
+    let queue = unique("passive");
+    let check = cli(&[
+        "topology", "--queue", &queue, "--delays", "1s,2s", "--check",
+    ]);
+    assert_eq!(check.status.code(), Some(2), "{check:?}");
+    let error = String::from_utf8_lossy(&check.stderr);
+    for missing in [
+        format!("exchange `{queue}`"),
+        format!("exchange `{queue}.retry`"),
+        format!("exchange `{queue}.dlx`"),
+        format!("queue `{queue}`"),
+        format!("queue `{queue}.retry_1000ms`"),
+        format!("queue `{queue}.retry_2000ms`"),
+        format!("queue `{queue}.dlq`"),
+    ] {
+        assert!(error.contains(&missing), "{missing} in {error}");
+    }
+    assert!(error.contains("7 of its objects do not exist"), "{error}");
+}
+
+#[tokio::test]
+async fn status_follows_retry_return_and_names_arguments_that_differ() {
+    // A retry tier declared the framework's way (back through the default
+    // exchange), operated as the article's topology (through the work exchange).
+    let queue = unique("route");
+    let tier = format!("{queue}.retry_1000ms");
+    let connection = connect(&url()).await;
+    let channel = connection.create_channel().await.unwrap();
+    let mut arguments = FieldTable::default();
+    arguments.insert("x-message-ttl".into(), AMQPValue::LongInt(1000));
+    arguments.insert(
+        "x-dead-letter-exchange".into(),
+        AMQPValue::LongString("".into()),
+    );
+    arguments.insert(
+        "x-dead-letter-routing-key".into(),
+        AMQPValue::LongString(queue.as_bytes().into()),
+    );
+    channel
+        .queue_declare(
+            tier.as_str().into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            arguments,
+        )
+        .await
+        .unwrap();
+    let status = |route: &str| {
+        cli(&[
+            "status",
+            "--queue",
+            &queue,
+            "--delays",
+            "1s",
+            "--exchange",
+            "work_exchange",
+            "--work-routing-key",
+            "work",
+            "--retry-return",
+            route,
+            "--json",
+        ])
+    };
+    let same = status("queue");
+    let doc: serde_json::Value = serde_json::from_slice(&same.stdout).expect("JSON");
+    assert_eq!(doc["argument_differences"], serde_json::json!([]), "{doc}");
+
+    let other = status("exchange");
+    assert!(other.status.success(), "{other:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&other.stdout).expect("JSON");
+    let differences = doc["argument_differences"].as_array().expect("a list");
+    let named: Vec<_> = differences
+        .iter()
+        .map(|d| {
+            (
+                d["queue"].as_str().unwrap_or_default(),
+                d["argument"].as_str().unwrap_or_default(),
+                d["expected"].clone(),
+                d["actual"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [
+            (
+                tier.as_str(),
+                "x-dead-letter-exchange",
+                serde_json::json!("work_exchange"),
+                serde_json::json!("")
+            ),
+            (
+                tier.as_str(),
+                "x-dead-letter-routing-key",
+                serde_json::json!("work"),
+                serde_json::json!(queue)
+            ),
+        ]
+    );
+    let table = cli(&[
+        "status",
+        "--queue",
+        &queue,
+        "--delays",
+        "1s",
+        "--retry-return",
+        "exchange",
+    ]);
+    let notes = String::from_utf8_lossy(&table.stderr);
+    assert!(
+        notes.contains(&format!("queue {tier} has x-dead-letter-exchange = \"\"")),
+        "{notes}"
+    );
+    channel
+        .queue_delete(tier.as_str().into(), QueueDeleteOptions::default())
+        .await
+        .unwrap();
+}

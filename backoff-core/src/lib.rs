@@ -28,6 +28,7 @@ mod dead_letter;
 mod decision;
 mod definitions;
 mod delays;
+mod failed_at;
 mod frame_fit;
 mod header_value;
 pub mod headers;
@@ -45,6 +46,7 @@ pub use dead_letter::{
 pub use decision::{Decision, Outcome, decide};
 pub use definitions::{BindingDefinition, Definitions, ExchangeDefinition, QueueDefinition};
 pub use delays::{DelayError, Delays, MAX_DELAY_MS, parse_duration};
+pub use failed_at::parse_failed_at;
 pub use frame_fit::{
     CopySizes, DEAD_LETTER_HEADROOM, FRAME_OVERHEAD, Fit, MAX_HEADER_DEPTH, MIN_ERROR_LEN,
     ShrinkPlan, broker_headroom, fit_copy, header_limit, headers_to_drop,
@@ -55,5 +57,7 @@ pub use names::{NameError, NameOverrides, TopologyNames, validate_name};
 pub use reconnect::ReconnectBackoff;
 pub use replay::{FAILURE_HEADERS, REPLAY_HISTORY_LIMIT, history_overflow, replay_target};
 pub use retry_count::{RetryCount, RetryCountWarning, read_retry_count};
-pub use spec::{ConsumerSpec, ExchangeKind, QueueType, SpecError};
-pub use topology::{Argument, Binding, ExchangeDecl, QueueDecl, Topology};
+pub use spec::{ConsumerSpec, DeclareMode, ExchangeKind, QueueType, RetryReturn, SpecError};
+pub use topology::{
+    Argument, ArgumentDifference, Binding, ExchangeDecl, QueueDecl, Topology, arguments,
+};

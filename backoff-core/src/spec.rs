@@ -66,6 +66,114 @@ impl FromStr for ExchangeKind {
     }
 }
 
+/// Where a message goes when its wait in a retry queue is over (the retry
+/// queues' `x-dead-letter-exchange` and `x-dead-letter-routing-key`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RetryReturn {
+    /// Through the default exchange, straight to the work queue and to no
+    /// other queue, whatever the type of the work exchange (the default).
+    #[default]
+    Queue,
+    /// Through the work exchange with the work queue's routing key, as the
+    /// article "exponential backoff with RabbitMQ" declares its retry queues.
+    /// Adopts such a topology as it stands; refused on a fanout or headers
+    /// work exchange, which would deliver every retry to every bound queue.
+    Exchange,
+}
+
+impl RetryReturn {
+    /// The attribute value: `queue` or `exchange`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetryReturn::Queue => "queue",
+            RetryReturn::Exchange => "exchange",
+        }
+    }
+
+    /// Whether this route works with a work exchange of type `kind`: a fanout
+    /// or headers exchange ignores the routing key, so returning a retry
+    /// through it would deliver the message to every queue bound to it.
+    ///
+    /// ```
+    /// use backoff_core::{ExchangeKind, RetryReturn};
+    /// assert!(RetryReturn::Exchange.check(ExchangeKind::Direct).is_ok());
+    /// assert!(RetryReturn::Exchange.check(ExchangeKind::Fanout).is_err());
+    /// assert!(RetryReturn::Queue.check(ExchangeKind::Fanout).is_ok());
+    /// ```
+    pub fn check(self, kind: ExchangeKind) -> Result<(), SpecError> {
+        match (self, kind) {
+            (RetryReturn::Exchange, ExchangeKind::Fanout | ExchangeKind::Headers) => {
+                Err(SpecError::RetryReturnBroadcasts { kind })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl fmt::Display for RetryReturn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RetryReturn {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "queue" => Ok(RetryReturn::Queue),
+            "exchange" => Ok(RetryReturn::Exchange),
+            other => Err(format!(
+                "`{other}` is not a retry route; write \"queue\" (straight to the work queue, the default) or \"exchange\" (through the work exchange with the work routing key)"
+            )),
+        }
+    }
+}
+
+/// Whether a consumer declares its topology or only checks that it exists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeclareMode {
+    /// Declare every exchange, queue and binding at start-up (idempotent;
+    /// the default).
+    #[default]
+    Declare,
+    /// Declare nothing: check passively that every exchange and queue exists,
+    /// for topologies that operators own (imported definitions, policies).
+    /// A passive check sees that an object exists, not its arguments or
+    /// bindings.
+    Passive,
+}
+
+impl DeclareMode {
+    /// The attribute value: `declare` or `passive`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeclareMode::Declare => "declare",
+            DeclareMode::Passive => "passive",
+        }
+    }
+}
+
+impl fmt::Display for DeclareMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for DeclareMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "declare" => Ok(DeclareMode::Declare),
+            "passive" => Ok(DeclareMode::Passive),
+            other => Err(format!(
+                "`{other}` is not a declare mode; write \"declare\" (the consumer declares its topology, the default) or \"passive\" (it only checks that the topology exists)"
+            )),
+        }
+    }
+}
+
 impl FromStr for QueueType {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -102,8 +210,10 @@ pub struct ConsumerSpec {
     pub delays: Delays,
     /// How many unacknowledged deliveries the broker sends ahead (`basic.qos`).
     pub prefetch: u16,
-    /// How many handlers run at once (at most `prefetch` are useful).
-    pub concurrency: usize,
+    /// How many handlers run at once (at most `prefetch` are useful); `None`
+    /// follows `prefetch`, whatever it is changed to. See
+    /// [`effective_concurrency`](Self::effective_concurrency).
+    pub concurrency: Option<usize>,
     /// Overrides of the default names.
     pub names: NameOverrides,
     /// The type of the work exchange.
@@ -117,6 +227,11 @@ pub struct ConsumerSpec {
     /// counts as a transient failure, so a hung handler never holds a message
     /// forever. `None`: no limit.
     pub handler_timeout: Option<std::time::Duration>,
+    /// Where an expired retry goes: straight to the work queue (the default)
+    /// or through the work exchange.
+    pub retry_return: RetryReturn,
+    /// Declare the topology (the default), or only check that it exists.
+    pub declare: DeclareMode,
 }
 
 /// The default `prefetch`.
@@ -144,30 +259,58 @@ pub enum SpecError {
     /// A quorum work queue with a delivery limit of zero.
     #[error("delivery_limit is 0; a quorum queue needs at least 1 delivery")]
     ZeroDeliveryLimit,
+    /// `retry_return = "exchange"` on a work exchange that ignores routing keys.
+    #[error(
+        "retry_return = \"exchange\" sends every expired retry through the work exchange, and a {kind} exchange ignores the routing key, so it would deliver each retry to every queue bound to it; use retry_return = \"queue\", which returns it straight to the work queue"
+    )]
+    RetryReturnBroadcasts {
+        /// The work exchange's type: fanout or headers.
+        kind: ExchangeKind,
+    },
 }
 
 impl ConsumerSpec {
-    /// A spec with the defaults: prefetch 10, concurrency 10, default names,
-    /// direct work exchange, classic queues.
+    /// A spec with the defaults: prefetch 10, concurrency following prefetch,
+    /// default names, direct work exchange, classic queues, retries returning
+    /// straight to the work queue, the topology declared.
     pub fn new(queue: impl Into<String>, delays: Delays) -> Self {
         ConsumerSpec {
             queue: queue.into(),
             delays,
             prefetch: DEFAULT_PREFETCH,
-            concurrency: usize::from(DEFAULT_PREFETCH),
+            concurrency: None,
             names: NameOverrides::default(),
             exchange_kind: ExchangeKind::Direct,
             queue_type: QueueType::Classic,
             delivery_limit: DEFAULT_DELIVERY_LIMIT,
             handler_timeout: None,
+            retry_return: RetryReturn::Queue,
+            declare: DeclareMode::Declare,
         }
     }
 
-    /// Sets `prefetch` and `concurrency` together.
+    /// Sets `prefetch`; a concurrency that was not set explicitly follows it.
     pub fn with_prefetch(mut self, prefetch: u16) -> Self {
         self.prefetch = prefetch;
-        self.concurrency = usize::from(prefetch);
         self
+    }
+
+    /// How many handlers run at once: `concurrency` when it was set, else
+    /// `prefetch`.
+    ///
+    /// ```
+    /// use backoff_core::ConsumerSpec;
+    ///
+    /// let mut spec = ConsumerSpec::new("orders", "5s".parse()?);
+    /// spec.prefetch = 50;
+    /// assert_eq!(spec.effective_concurrency(), 50);
+    /// spec.concurrency = Some(4);
+    /// assert_eq!(spec.effective_concurrency(), 4);
+    /// # Ok::<(), backoff_core::DelayError>(())
+    /// ```
+    pub fn effective_concurrency(&self) -> usize {
+        self.concurrency
+            .unwrap_or_else(|| usize::from(self.prefetch))
     }
 
     /// The resolved names.
@@ -192,7 +335,7 @@ impl ConsumerSpec {
         if self.prefetch == 0 {
             problems.push(SpecError::ZeroPrefetch);
         }
-        if self.concurrency == 0 {
+        if self.concurrency == Some(0) {
             problems.push(SpecError::ZeroConcurrency);
         }
         if self.handler_timeout.is_some_and(|t| t.is_zero()) {
@@ -201,6 +344,80 @@ impl ConsumerSpec {
         if self.queue_type == QueueType::Quorum && self.delivery_limit == 0 {
             problems.push(SpecError::ZeroDeliveryLimit);
         }
+        if let Err(e) = self.retry_return.check(self.exchange_kind) {
+            problems.push(e);
+        }
         problems
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> ConsumerSpec {
+        ConsumerSpec::new("orders", "5s,15s".parse().unwrap())
+    }
+
+    #[test]
+    fn concurrency_follows_prefetch_unless_set() {
+        let mut s = spec();
+        assert_eq!(s.effective_concurrency(), 10);
+        s.prefetch = 50;
+        assert_eq!(s.effective_concurrency(), 50);
+        s.concurrency = Some(3);
+        s.prefetch = 80;
+        assert_eq!(s.effective_concurrency(), 3);
+        assert_eq!(spec().with_prefetch(7).effective_concurrency(), 7);
+        s.concurrency = Some(0);
+        assert!(s.problems().contains(&SpecError::ZeroConcurrency));
+    }
+
+    #[test]
+    fn retry_return_through_a_broadcasting_exchange_is_refused() {
+        for (kind, refused) in [
+            (ExchangeKind::Direct, false),
+            (ExchangeKind::Topic, false),
+            (ExchangeKind::Fanout, true),
+            (ExchangeKind::Headers, true),
+        ] {
+            let mut s = spec();
+            s.exchange_kind = kind;
+            assert!(s.validate().is_ok(), "queue route on {kind}");
+            s.retry_return = RetryReturn::Exchange;
+            assert_eq!(
+                s.problems()
+                    .contains(&SpecError::RetryReturnBroadcasts { kind }),
+                refused,
+                "{kind}"
+            );
+        }
+        let message = SpecError::RetryReturnBroadcasts {
+            kind: ExchangeKind::Fanout,
+        }
+        .to_string();
+        assert!(
+            message.contains("fanout") && message.contains("retry_return = \"queue\""),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn modes_parse_and_print() {
+        for mode in [RetryReturn::Queue, RetryReturn::Exchange] {
+            assert_eq!(mode.as_str().parse::<RetryReturn>(), Ok(mode));
+        }
+        for mode in [DeclareMode::Declare, DeclareMode::Passive] {
+            assert_eq!(mode.as_str().parse::<DeclareMode>(), Ok(mode));
+        }
+        assert!("Exchange".parse::<RetryReturn>().is_err());
+        assert!(
+            "check"
+                .parse::<DeclareMode>()
+                .unwrap_err()
+                .contains("passive")
+        );
+        assert_eq!(spec().retry_return, RetryReturn::Queue);
+        assert_eq!(spec().declare, DeclareMode::Declare);
     }
 }

@@ -1,6 +1,27 @@
 use serde::{Deserialize, Serialize};
 
-use crate::{ConsumerSpec, ExchangeKind, QueueType};
+use crate::{ConsumerSpec, ExchangeKind, QueueType, RetryReturn};
+
+/// Names of the queue arguments the framework declares.
+pub mod arguments {
+    /// Where the broker dead-letters a message (an exchange; `""` is the
+    /// default exchange).
+    pub const DEAD_LETTER_EXCHANGE: &str = "x-dead-letter-exchange";
+    /// The routing key of a dead-lettered message.
+    pub const DEAD_LETTER_ROUTING_KEY: &str = "x-dead-letter-routing-key";
+    /// How long a message waits in a retry queue, in milliseconds.
+    pub const MESSAGE_TTL: &str = "x-message-ttl";
+    /// `classic` or `quorum`.
+    pub const QUEUE_TYPE: &str = "x-queue-type";
+    /// A quorum queue's delivery limit.
+    pub const DELIVERY_LIMIT: &str = "x-delivery-limit";
+    /// `at-least-once` dead-lettering of a quorum queue.
+    pub const DEAD_LETTER_STRATEGY: &str = "x-dead-letter-strategy";
+    /// What a full queue does with a new message.
+    pub const OVERFLOW: &str = "x-overflow";
+}
+
+use arguments as arg;
 
 /// A queue or exchange argument value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,6 +59,64 @@ impl QueueDecl {
             .iter()
             .find(|(k, _)| k == key)
             .map(|(_, v)| v)
+    }
+}
+
+/// An argument of an existing queue that is not what the consumer declares.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArgumentDifference {
+    /// The queue.
+    pub queue: String,
+    /// The argument, such as `x-dead-letter-exchange`.
+    pub argument: String,
+    /// What the consumer declares (`None`: it does not set it).
+    pub expected: Option<Argument>,
+    /// What the queue has (`None`: it is not set).
+    pub actual: Option<Argument>,
+}
+
+impl QueueDecl {
+    /// How the arguments of an existing queue differ from this declaration:
+    /// each argument set on one side and missing or different on the other.
+    /// A declaration with these differences fails with PRECONDITION_FAILED.
+    ///
+    /// ```
+    /// use backoff_core::{Argument, ConsumerSpec, Topology};
+    ///
+    /// let spec = ConsumerSpec::new("work_queue", "1s".parse()?);
+    /// let retry = &Topology::of(&spec).retry_queues[0];
+    /// let existing = [
+    ///     ("x-message-ttl".to_owned(), Argument::Int(1000)),
+    ///     ("x-dead-letter-exchange".to_owned(), Argument::Str("work_exchange".into())),
+    ///     ("x-dead-letter-routing-key".to_owned(), Argument::Str("work".into())),
+    /// ];
+    /// let differences = retry.differences(&existing);
+    /// assert_eq!(differences.len(), 2);
+    /// assert_eq!(differences[0].argument, "x-dead-letter-exchange");
+    /// # Ok::<(), backoff_core::DelayError>(())
+    /// ```
+    pub fn differences(&self, actual: &[(String, Argument)]) -> Vec<ArgumentDifference> {
+        let find = |list: &[(String, Argument)], key: &str| {
+            list.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+        };
+        let mut keys: Vec<&str> = self.arguments.iter().map(|(k, _)| k.as_str()).collect();
+        for (k, _) in actual {
+            if !keys.contains(&k.as_str()) {
+                keys.push(k);
+            }
+        }
+        keys.into_iter()
+            .filter_map(|key| {
+                let expected = find(&self.arguments, key);
+                let actual = find(actual, key);
+                (expected != actual).then(|| ArgumentDifference {
+                    queue: self.name.clone(),
+                    argument: key.to_owned(),
+                    expected,
+                    actual,
+                })
+            })
+            .collect()
     }
 }
 
@@ -98,21 +177,22 @@ impl Topology {
 
         let mut work_args = vec![
             (
-                "x-dead-letter-exchange".to_owned(),
+                arg::DEAD_LETTER_EXCHANGE.to_owned(),
                 s(&n.dead_letter_exchange),
             ),
             (
-                "x-dead-letter-routing-key".to_owned(),
+                arg::DEAD_LETTER_ROUTING_KEY.to_owned(),
                 s(&n.dead_letter_routing_key),
             ),
         ];
         if quorum {
-            work_args.push(("x-queue-type".to_owned(), s("quorum")));
+            work_args.push((arg::QUEUE_TYPE.to_owned(), s("quorum")));
             work_args.push((
-                "x-delivery-limit".to_owned(),
+                arg::DELIVERY_LIMIT.to_owned(),
                 Argument::Int(i64::from(spec.delivery_limit)),
             ));
         }
+        let (return_exchange, return_key) = Self::retry_return_route(spec);
 
         let retry_queues = spec
             .delays
@@ -120,17 +200,14 @@ impl Topology {
             .iter()
             .map(|&ms| {
                 let mut arguments = vec![
-                    ("x-message-ttl".to_owned(), Argument::Int(ms as i64)),
-                    // The default exchange routes by queue name: the message
-                    // returns to the work queue it failed in and to no other,
-                    // whatever the type of the work exchange.
-                    ("x-dead-letter-exchange".to_owned(), s("")),
-                    ("x-dead-letter-routing-key".to_owned(), s(&n.queue)),
+                    (arg::MESSAGE_TTL.to_owned(), Argument::Int(ms as i64)),
+                    (arg::DEAD_LETTER_EXCHANGE.to_owned(), s(&return_exchange)),
+                    (arg::DEAD_LETTER_ROUTING_KEY.to_owned(), s(&return_key)),
                 ];
                 if quorum {
-                    arguments.push(("x-queue-type".to_owned(), s("quorum")));
-                    arguments.push(("x-dead-letter-strategy".to_owned(), s("at-least-once")));
-                    arguments.push(("x-overflow".to_owned(), s("reject-publish")));
+                    arguments.push((arg::QUEUE_TYPE.to_owned(), s("quorum")));
+                    arguments.push((arg::DEAD_LETTER_STRATEGY.to_owned(), s("at-least-once")));
+                    arguments.push((arg::OVERFLOW.to_owned(), s("reject-publish")));
                 }
                 QueueDecl {
                     name: n.retry_queue(ms),
@@ -141,7 +218,7 @@ impl Topology {
 
         let mut dlq_args = Vec::new();
         if quorum {
-            dlq_args.push(("x-queue-type".to_owned(), s("quorum")));
+            dlq_args.push((arg::QUEUE_TYPE.to_owned(), s("quorum")));
         }
 
         let mut bindings = vec![Binding {
@@ -183,6 +260,30 @@ impl Topology {
                 arguments: dlq_args,
             },
             bindings,
+        }
+    }
+
+    /// The exchange and routing key through which an expired retry returns,
+    /// after [`ConsumerSpec::retry_return`].
+    ///
+    /// ```
+    /// use backoff_core::{ConsumerSpec, RetryReturn, Topology};
+    ///
+    /// let mut spec = ConsumerSpec::new("work_queue", "1s".parse()?);
+    /// // The default exchange routes by queue name: straight back to the work
+    /// // queue and to no other, whatever the type of the work exchange.
+    /// assert_eq!(Topology::retry_return_route(&spec), ("".into(), "work_queue".into()));
+    /// spec.names.exchange = Some("work_exchange".into());
+    /// spec.names.routing_key = Some("work".into());
+    /// spec.retry_return = RetryReturn::Exchange;
+    /// assert_eq!(Topology::retry_return_route(&spec), ("work_exchange".into(), "work".into()));
+    /// # Ok::<(), backoff_core::DelayError>(())
+    /// ```
+    pub fn retry_return_route(spec: &ConsumerSpec) -> (String, String) {
+        let n = spec.names();
+        match spec.retry_return {
+            RetryReturn::Queue => (String::new(), n.queue),
+            RetryReturn::Exchange => (n.exchange, n.routing_key),
         }
     }
 
@@ -276,5 +377,72 @@ mod tests {
             );
             assert_eq!(q.argument("x-overflow"), Some(&s("reject-publish")));
         }
+    }
+
+    #[test]
+    fn differences_name_each_argument_both_ways() {
+        let t = Topology::of(&spec());
+        let retry = &t.retry_queues[0];
+        assert!(retry.differences(&retry.arguments).is_empty());
+        let existing = vec![
+            (arg::MESSAGE_TTL.to_owned(), Argument::Int(5000)),
+            (arg::DEAD_LETTER_EXCHANGE.to_owned(), s("orders")),
+            (arg::DEAD_LETTER_ROUTING_KEY.to_owned(), s("orders")),
+            (arg::QUEUE_TYPE.to_owned(), s("classic")),
+        ];
+        assert_eq!(
+            retry.differences(&existing),
+            vec![
+                ArgumentDifference {
+                    queue: "orders.retry_5000ms".into(),
+                    argument: arg::DEAD_LETTER_EXCHANGE.into(),
+                    expected: Some(s("")),
+                    actual: Some(s("orders")),
+                },
+                ArgumentDifference {
+                    queue: "orders.retry_5000ms".into(),
+                    argument: arg::QUEUE_TYPE.into(),
+                    expected: None,
+                    actual: Some(s("classic")),
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn the_articles_topology_returns_retries_through_the_work_exchange() {
+        let mut spec = ConsumerSpec::new("work_queue", "1ms,10ms".parse().unwrap());
+        spec.names.exchange = Some("work_exchange".into());
+        spec.names.routing_key = Some("work".into());
+        spec.names.retry_exchange = Some("retry_exchange".into());
+        spec.names.retry_queue = Some("retry_{ms}ms".into());
+        spec.names.dead_letter_exchange = Some("dlx_exchange".into());
+        spec.names.dead_letter_queue = Some("dead_letter_queue".into());
+        spec.names.dead_letter_routing_key = Some("dead".into());
+        spec.retry_return = RetryReturn::Exchange;
+        let t = Topology::of(&spec);
+        let retry = &t.retry_queues[0];
+        assert_eq!(retry.name, "retry_1ms");
+        assert_eq!(
+            retry.arguments,
+            vec![
+                (arg::MESSAGE_TTL.to_owned(), Argument::Int(1)),
+                (arg::DEAD_LETTER_EXCHANGE.to_owned(), s("work_exchange")),
+                (arg::DEAD_LETTER_ROUTING_KEY.to_owned(), s("work")),
+            ]
+        );
+        // Everything else is as with the queue route.
+        spec.retry_return = RetryReturn::Queue;
+        let q = Topology::of(&spec);
+        assert_eq!(q.work_queue, t.work_queue);
+        assert_eq!(q.bindings, t.bindings);
+        assert_eq!(
+            q.retry_queues[1].argument(arg::DEAD_LETTER_EXCHANGE),
+            Some(&s(""))
+        );
+        assert_eq!(
+            q.retry_queues[1].argument(arg::DEAD_LETTER_ROUTING_KEY),
+            Some(&s("work_queue"))
+        );
     }
 }

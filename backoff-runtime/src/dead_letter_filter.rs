@@ -24,7 +24,10 @@ pub struct DeadLetterFilter {
     pub min_count: Option<u32>,
     /// `x-original-routing-key` is exactly this.
     pub routing_key: Option<String>,
-    /// `x-failed-at` is before this instant.
+    /// `x-failed-at` is before this instant (read by
+    /// [`parse_failed_at`](backoff_core::parse_failed_at): the framework's own
+    /// timestamps and those of hand-written consumers, such as JavaScript's
+    /// `toISOString()`; a message without a readable one does not match).
     pub before: Option<SystemTime>,
     /// `x-failed-at` is after this instant.
     pub after: Option<SystemTime>,
@@ -93,7 +96,7 @@ impl DeadLetterFilter {
             let Some(failed_at) = message
                 .failed_at
                 .as_deref()
-                .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+                .and_then(backoff_core::parse_failed_at)
             else {
                 return false;
             };
@@ -104,5 +107,74 @@ impl DeadLetterFilter {
             }
         }
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+
+    /// A dead letter as the article's hand-written loop writes it: no
+    /// reason, no original queue, a JavaScript ISO timestamp.
+    fn articles() -> DeadLetterMessage {
+        DeadLetterMessage {
+            position: 0,
+            routing_key: None,
+            original_queue: None,
+            retry_count: Some(3),
+            error: Some("database unavailable".into()),
+            failed_at: Some("2026-12-02T10:40:07.121Z".into()),
+            reason: None,
+            message_id: Some("m-1".into()),
+            correlation_id: None,
+            headers: Default::default(),
+            body_len: 2,
+            body_preview: "{}".into(),
+            redelivered: false,
+        }
+    }
+
+    #[test]
+    fn filters_dead_letters_of_hand_written_consumers() {
+        let failed_at = UNIX_EPOCH + Duration::from_millis(1_796_208_007_121);
+        let m = articles();
+        assert!(DeadLetterFilter::default().matches(&m));
+        let second = Duration::from_secs(1);
+        assert!(
+            DeadLetterFilter::default()
+                .after(failed_at - second)
+                .matches(&m)
+        );
+        assert!(
+            !DeadLetterFilter::default()
+                .after(failed_at + second)
+                .matches(&m)
+        );
+        assert!(
+            DeadLetterFilter::default()
+                .before(failed_at + second)
+                .matches(&m)
+        );
+        assert!(
+            !DeadLetterFilter::default()
+                .before(failed_at - second)
+                .matches(&m)
+        );
+        assert!(DeadLetterFilter::default().min_count(3).matches(&m));
+        assert!(
+            DeadLetterFilter::default()
+                .error("unavailable")
+                .unwrap()
+                .matches(&m)
+        );
+        // An unreadable time matches no time filter, and nothing else breaks.
+        let odd = DeadLetterMessage {
+            failed_at: Some("Wed Dec 02 2026".into()),
+            ..articles()
+        };
+        assert!(!DeadLetterFilter::default().after(UNIX_EPOCH).matches(&odd));
+        assert!(DeadLetterFilter::default().min_count(1).matches(&odd));
     }
 }

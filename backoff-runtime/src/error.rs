@@ -4,7 +4,11 @@ use backoff_core::SpecError;
 
 /// Everything the runtime can fail with. Each message names the queue,
 /// exchange or argument involved and says what to do.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints the same readable message as `Display`, so that
+/// `fn main() -> Result<(), rabbit_backoff::Error>` shows it on failure; match
+/// on the variants for their fields.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A consumer's spec is invalid (usually a run-time override).
@@ -57,6 +61,19 @@ pub enum Error {
         what: String,
         /// The broker's own words.
         detail: String,
+    },
+    /// `declare = "passive"`: objects of the topology do not exist. Every
+    /// missing object is listed, not only the first.
+    #[error(
+        "consumer `{queue}` only checks its topology (declare = \"passive\"), and {count} of its objects do not exist: {list}. Create them (for example with `rabbit-backoff topology --export-definitions` and `rabbitmqctl import_definitions`), or let the consumer declare them (declare = \"declare\")",
+        count = missing.len(),
+        list = missing.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    TopologyMissing {
+        /// The consumer's work queue.
+        queue: String,
+        /// Every exchange and queue that does not exist.
+        missing: Vec<MissingObject>,
     },
     /// Declaring a queue, exchange or binding failed for another reason.
     #[error("declaring {object} `{name}` failed: {source}")]
@@ -115,6 +132,29 @@ pub enum Error {
     },
 }
 
+impl std::fmt::Debug for Error {
+    /// The readable message, as `Display` (what a `main` returning this error
+    /// prints); the fields are on the variants.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+/// An exchange or queue that a passive check did not find.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingObject {
+    /// `exchange` or `queue`.
+    pub object: &'static str,
+    /// Its name.
+    pub name: String,
+}
+
+impl std::fmt::Display for MissingObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} `{}`", self.object, self.name)
+    }
+}
+
 impl Error {
     /// Whether reconnecting can help: true for a lost connection or channel,
     /// false for a misconfiguration such as a topology conflict.
@@ -165,6 +205,49 @@ pub(crate) fn redact(uri: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_is_the_readable_message() {
+        let e = Error::TopologyConflict {
+            object: "queue",
+            name: "retry_1ms".into(),
+            argument: Some("x-dead-letter-exchange".into()),
+            what: "argument 'x-dead-letter-exchange'".into(),
+            detail: "PRECONDITION_FAILED - inequivalent arg".into(),
+        };
+        assert_eq!(format!("{e:?}"), e.to_string());
+        assert!(format!("{e:?}").starts_with("queue `retry_1ms` already exists"));
+        // What `fn main() -> Result<(), Error>` prints.
+        let main: Result<(), Error> = Err(e);
+        assert!(!format!("{main:?}").contains("TopologyConflict {"));
+    }
+
+    #[test]
+    fn a_missing_topology_lists_every_missing_object() {
+        let e = Error::TopologyMissing {
+            queue: "work_queue".into(),
+            missing: vec![
+                MissingObject {
+                    object: "exchange",
+                    name: "dlx_exchange".into(),
+                },
+                MissingObject {
+                    object: "queue",
+                    name: "retry_50ms".into(),
+                },
+            ],
+        };
+        let message = e.to_string();
+        assert!(
+            message.contains(
+                "2 of its objects do not exist: exchange `dlx_exchange`, queue `retry_50ms`."
+            ),
+            "{message}"
+        );
+        assert!(!e.is_recoverable());
+    }
+
     #[test]
     fn redacts_the_password() {
         assert_eq!(

@@ -30,14 +30,14 @@ pub use context::{Context, ContextBuilder};
 pub use dead_letter_filter::DeadLetterFilter;
 pub use dead_letter_message::{BODY_PREVIEW_LEN, DeadLetterMessage};
 pub use dlq::{DeadLetterReport, Dlq, ReplayOptions, SkippedMessage};
-pub use error::{Error, PublishFailure};
+pub use error::{Error, MissingObject, PublishFailure};
 pub use health::{Health, HealthWatch};
 pub use publisher::{Outgoing, Publisher};
 pub use runtime::{Runtime, RuntimeBuilder, connect};
 pub use shutdown::ShutdownHandle;
 pub use state::{State, StateRequirement};
 pub use status::{ConsumerStatus, QueueStatus, status};
-pub use topology::declare_topology;
+pub use topology::{check_topology, declare_topology};
 
 /// The runtime's per-message work that needs no I/O, for benchmarks. Not a
 /// stable API.

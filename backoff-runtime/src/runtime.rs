@@ -11,10 +11,9 @@ use tokio::task::JoinSet;
 
 use crate::error::redact;
 use crate::state::StateMap;
+use crate::topology::establish_topology;
 use crate::worker::{Worker, WorkerEnv};
-use crate::{
-    Consumer, Error, Health, HealthWatch, ShutdownHandle, StateRequirement, declare_topology,
-};
+use crate::{Consumer, Error, Health, HealthWatch, ShutdownHandle, StateRequirement};
 
 /// Builds a [`Runtime`]: the broker address, the consumers, their shared state
 /// and run-time overrides.
@@ -158,7 +157,8 @@ impl Runtime {
         failures: &mut u32,
     ) -> Result<(), Error> {
         for registration in &self.consumers {
-            declare_topology(connection, &Topology::of(registration.spec())).await?;
+            let spec = registration.spec();
+            establish_topology(connection, &Topology::of(spec), spec.declare).await?;
         }
         let env = WorkerEnv {
             connection: Arc::clone(connection),
@@ -256,8 +256,9 @@ impl RuntimeBuilder {
     }
 
     /// Registers a consumer and changes its spec first: the queue and every
-    /// name, the delays, prefetch, concurrency, queue type. Changes are
-    /// validated by [`build`](Self::build).
+    /// name, the delays, prefetch, concurrency, queue type, the retry route,
+    /// the declare mode. Changes are validated by [`build`](Self::build).
+    /// A concurrency that was not set explicitly follows a changed prefetch.
     ///
     /// ```no_run
     /// # use backoff_runtime::{Consumer, Runtime};

@@ -1,7 +1,8 @@
 use backoff_core::TopologyNames;
-use lapin::Connection;
-use lapin::options::QueueDeclareOptions;
+use lapin::options::{ExchangeDeclareOptions, QueueDeclareOptions};
+use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
 use lapin::types::FieldTable;
+use lapin::{Connection, ErrorKind};
 use serde::Serialize;
 
 use crate::Error;
@@ -112,8 +113,52 @@ pub(crate) async fn inspect_queue(
             let _ = channel.close(200, "inspected".into()).await;
             Ok(Some((queue.message_count(), queue.consumer_count())))
         }
-        Err(_) => Ok(None),
+        Err(e) if is_not_found(&e) => Ok(None),
+        Err(source) => Err(Error::Channel {
+            action: "checking that the queue exists",
+            queue: name.to_owned(),
+            source,
+        }),
     }
+}
+
+/// Whether the exchange `name` exists: a passive declare, on a channel of its
+/// own as in [`inspect_queue`].
+pub(crate) async fn exchange_exists(connection: &Connection, name: &str) -> Result<bool, Error> {
+    let channel = connection
+        .create_channel()
+        .await
+        .map_err(channel_error(name, "opening a channel"))?;
+    let passive = ExchangeDeclareOptions {
+        passive: true,
+        ..ExchangeDeclareOptions::default()
+    };
+    match channel
+        .exchange_declare(
+            short(name, "exchange name")?,
+            lapin::ExchangeKind::Direct,
+            passive,
+            FieldTable::default(),
+        )
+        .await
+    {
+        Ok(()) => {
+            let _ = channel.close(200, "inspected".into()).await;
+            Ok(true)
+        }
+        Err(e) if is_not_found(&e) => Ok(false),
+        Err(source) => Err(Error::Channel {
+            action: "checking that the exchange exists",
+            queue: name.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// The broker's NOT_FOUND, the answer of a passive declare of a missing object.
+fn is_not_found(error: &lapin::Error) -> bool {
+    matches!(error.kind(), ErrorKind::ProtocolError(amqp)
+        if matches!(amqp.kind(), AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND)))
 }
 
 async fn probe(

@@ -1,11 +1,60 @@
-use backoff_core::{ExchangeDecl, ExchangeKind, Topology};
+use backoff_core::{DeclareMode, ExchangeDecl, ExchangeKind, Topology};
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
 use lapin::types::FieldTable;
 use lapin::{Connection, ErrorKind};
 
-use crate::Error;
 use crate::amqp::{arguments_table, short};
+use crate::status::{exchange_exists, inspect_queue};
+use crate::{Error, MissingObject};
+
+/// Declares the topology, or with [`DeclareMode::Passive`] only checks it.
+pub(crate) async fn establish_topology(
+    connection: &Connection,
+    topology: &Topology,
+    mode: DeclareMode,
+) -> Result<(), Error> {
+    match mode {
+        DeclareMode::Declare => declare_topology(connection, topology).await,
+        DeclareMode::Passive => check_topology(connection, topology).await,
+    }
+}
+
+/// Checks, declaring nothing, that every exchange and queue of a consumer's
+/// topology exists (`declare = "passive"`): one passive declare per object,
+/// each on a fresh channel because a failed one closes its channel. Fails
+/// with [`Error::TopologyMissing`] listing **every** missing object.
+///
+/// A passive check sees only that an object exists: not the arguments of a
+/// queue (its TTL, where it dead-letters to), nor the bindings. Those stay
+/// the responsibility of whoever declared them.
+pub async fn check_topology(connection: &Connection, topology: &Topology) -> Result<(), Error> {
+    let mut missing = Vec::new();
+    for exchange in topology.exchanges() {
+        if !exchange_exists(connection, &exchange.name).await? {
+            missing.push(MissingObject {
+                object: "exchange",
+                name: exchange.name.clone(),
+            });
+        }
+    }
+    for queue in topology.queues() {
+        if inspect_queue(connection, &queue.name).await?.is_none() {
+            missing.push(MissingObject {
+                object: "queue",
+                name: queue.name.clone(),
+            });
+        }
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::TopologyMissing {
+            queue: topology.work_queue.name.clone(),
+            missing,
+        })
+    }
+}
 
 /// Declares a consumer's topology: its exchanges, queues and bindings, all
 /// durable. Idempotent: declaring it again changes nothing.

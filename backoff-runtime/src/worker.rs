@@ -29,7 +29,8 @@ use crate::frame_fit::{
 };
 use crate::publish::{channel_error, confirm_channel, publish_confirmed};
 use crate::state::StateMap;
-use crate::{Consumer, Context, Error, PublishFailure, ShutdownHandle, declare_topology};
+use crate::topology::establish_topology;
+use crate::{Consumer, Context, Error, PublishFailure, ShutdownHandle};
 
 /// How long a message whose republish failed is held before it is requeued,
 /// so that a broken retry or dead-letter route never turns into a hot loop.
@@ -139,7 +140,7 @@ impl<C: Consumer> Worker<C> {
         tokio::pin!(stop);
         while !(stream_done && in_flight.is_empty()) {
             tokio::select! {
-                next = stream.next(), if !stream_done && (stopping || in_flight.len() < self.spec.concurrency) => {
+                next = stream.next(), if !stream_done && (stopping || in_flight.len() < self.spec.effective_concurrency()) => {
                     match next {
                         Some(Ok(delivery)) if stopping => {
                             requeue_unstarted(&delivery.acker).await;
@@ -458,9 +459,11 @@ impl<C: Consumer> Worker<C> {
     async fn requeue(&self, acker: &Acker, target: &str, failure: PublishFailure) {
         tracing::error!("republish to {target} failed ({failure}); requeueing the original");
         if matches!(failure, PublishFailure::Unroutable) {
-            match declare_topology(&self.env.connection, &self.topology).await {
-                Ok(()) => tracing::warn!("declared the topology of {} again", self.queue),
-                Err(e) => tracing::error!("cannot declare the topology again: {e}"),
+            // With declare = "passive", only checked: the error names what is missing.
+            let (connection, mode) = (&self.env.connection, self.spec.declare);
+            match establish_topology(connection, &self.topology, mode).await {
+                Ok(()) => tracing::warn!("topology of {} declared or checked again", self.queue),
+                Err(e) => tracing::error!("the topology of {} again: {e}", self.queue),
             }
         }
         tokio::time::sleep(REQUEUE_PAUSE).await;

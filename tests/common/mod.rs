@@ -211,9 +211,29 @@ pub struct Job {
     pub attempts: Option<u32>,
 }
 
+/// What a handler of a job concludes at one retry count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Ok,
+    Transient,
+    Permanent,
+}
+
 impl Job {
     pub fn new(id: u64, fail: Fail, attempts: Option<u32>) -> Self {
         Job { id, fail, attempts }
+    }
+
+    /// The verdict at `retry_count` of a job that neither panics nor hangs,
+    /// as `process_job` reaches it.
+    pub fn verdict(&self, retry_count: u32) -> Verdict {
+        let failing = self.attempts.is_none_or(|n| retry_count < n);
+        match self.fail {
+            Fail::None => Verdict::Ok,
+            _ if !failing => Verdict::Ok,
+            Fail::Permanent => Verdict::Permanent,
+            _ => Verdict::Transient,
+        }
     }
 }
 
@@ -235,6 +255,9 @@ pub struct Seen {
     pub correlation_id: Option<String>,
     pub content_type: Option<String>,
     pub tenant: Option<String>,
+    /// The exchange and routing key the delivery came through.
+    pub exchange: String,
+    pub routing_key: String,
     pub at: Instant,
 }
 
@@ -270,6 +293,8 @@ pub async fn process_job(job: Job, ctx: &Context, journal: State<Journal>) -> Re
             .as_ref()
             .map(|s| s.to_string()),
         tenant: ctx.header_str("tenant").map(str::to_owned),
+        exchange: ctx.exchange().to_owned(),
+        routing_key: ctx.routing_key().to_owned(),
         at: Instant::now(),
     });
     let failing = job.attempts.is_none_or(|n| ctx.retry_count() < n);

@@ -1,5 +1,5 @@
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{ExchangeKind, QueueType};
+use rabbit_backoff::{DeclareMode, ExchangeKind, QueueType, RetryReturn};
 
 #[derive(Debug, serde::Deserialize)]
 pub struct Order {
@@ -31,9 +31,11 @@ pub struct Db;
     dead_letter_exchange = "dlx_exchange",
     dead_letter_queue = "dead_letter_queue",
     dead_letter_routing_key = "dead",
+    retry_return = "exchange",
     queue_type = "quorum",
     delivery_limit = 5,
     timeout = "30s",
+    declare = "passive",
     crate = "::rabbit_backoff"
 )]
 pub async fn process_order(order: Order, ctx: &Context, _db: State<Db>) -> Result<(), OrderError> {
@@ -45,11 +47,13 @@ fn main() {
     let spec = process_order.spec();
     assert_eq!(spec.queue, "work_queue");
     assert_eq!(spec.delays.as_millis(), &[500, 5_000, 60_000, 3_600_000]);
-    assert_eq!((spec.prefetch, spec.concurrency), (50, 8));
+    assert_eq!((spec.prefetch, spec.concurrency), (50, Some(8)));
     assert_eq!(spec.exchange_kind, ExchangeKind::Topic);
     assert_eq!(spec.queue_type, QueueType::Quorum);
     assert_eq!(spec.delivery_limit, 5);
     assert_eq!(spec.handler_timeout, Some(std::time::Duration::from_secs(30)));
+    assert_eq!(spec.retry_return, RetryReturn::Exchange);
+    assert_eq!(spec.declare, DeclareMode::Passive);
     let names = spec.names();
     assert_eq!(names.exchange, "work_exchange");
     assert_eq!(names.routing_key, "work");

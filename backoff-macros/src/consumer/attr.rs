@@ -21,9 +21,11 @@ pub(crate) const KEYS: &[&str] = &[
     "dead_letter_exchange",
     "dead_letter_queue",
     "dead_letter_routing_key",
+    "retry_return",
     "queue_type",
     "delivery_limit",
     "timeout",
+    "declare",
     "crate",
 ];
 
@@ -148,6 +150,8 @@ pub(crate) fn example(key: &str) -> &'static str {
         "exchange_type" => "exchange_type = \"fanout\"",
         "queue_type" => "queue_type = \"quorum\"",
         "retry_queue" => "retry_queue = \"orders.retry_{ms}ms\"",
+        "retry_return" => "retry_return = \"exchange\"",
+        "declare" => "declare = \"passive\"",
         "crate" => "crate = \"::rabbit_backoff\"",
         _ => "exchange = \"orders\"",
     }

@@ -23,10 +23,12 @@ pub(crate) fn expand(handler: &Handler<'_>, config: &Config) -> TokenStream {
 
     let mut settings = Vec::new();
     if let Some(prefetch) = config.prefetch {
-        settings.push(quote! { spec.prefetch = #prefetch; spec.concurrency = #prefetch as usize; });
+        // `concurrency` stays unset, so that it follows prefetch, also when
+        // an operator changes prefetch at start-up.
+        settings.push(quote! { spec.prefetch = #prefetch; });
     }
     if let Some(concurrency) = config.concurrency {
-        settings.push(quote! { spec.concurrency = #concurrency; });
+        settings.push(quote! { spec.concurrency = ::core::option::Option::Some(#concurrency); });
     }
     if let Some(limit) = config.delivery_limit {
         settings.push(quote! { spec.delivery_limit = #limit; });
@@ -42,6 +44,12 @@ pub(crate) fn expand(handler: &Handler<'_>, config: &Config) -> TokenStream {
     }
     if let Some(backoff_core::QueueType::Quorum) = config.queue_type {
         settings.push(quote! { spec.queue_type = #private::QueueType::Quorum; });
+    }
+    if let Some(backoff_core::RetryReturn::Exchange) = config.retry_return {
+        settings.push(quote! { spec.retry_return = #private::RetryReturn::Exchange; });
+    }
+    if let Some(backoff_core::DeclareMode::Passive) = config.declare {
+        settings.push(quote! { spec.declare = #private::DeclareMode::Passive; });
     }
     let n = &config.names;
     for (field, value) in [

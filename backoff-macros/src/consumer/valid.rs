@@ -2,7 +2,8 @@
 //! that a bad delay or name is a compile error pointing at it.
 
 use backoff_core::{
-    Delays, ExchangeKind, NameOverrides, QueueType, TopologyNames, parse_duration, validate_name,
+    DeclareMode, Delays, ExchangeKind, NameOverrides, QueueType, RetryReturn, TopologyNames,
+    parse_duration, validate_name,
 };
 use syn::{LitStr, Type};
 
@@ -21,6 +22,8 @@ pub(crate) struct Config {
     pub(crate) names: NameOverrides,
     pub(crate) exchange_kind: Option<ExchangeKind>,
     pub(crate) queue_type: Option<QueueType>,
+    pub(crate) retry_return: Option<RetryReturn>,
+    pub(crate) declare: Option<DeclareMode>,
     pub(crate) krate: syn::Path,
     pub(crate) payload: Type,
     pub(crate) error: Type,
@@ -80,6 +83,20 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
             });
     let exchange_kind = parsed::<ExchangeKind>(cx, args, "exchange_type");
     let queue_type = parsed::<QueueType>(cx, args, "queue_type");
+    let retry_return = parsed::<RetryReturn>(cx, args, "retry_return");
+    let declare = parsed::<DeclareMode>(cx, args, "declare");
+    if let (Some(retry_return), Some(kind)) = (retry_return, exchange_kind)
+        && let Err(e) = retry_return.check(kind)
+        && let (Some(at), Some(kind_at)) =
+            (args.string("retry_return"), args.string("exchange_type"))
+    {
+        let mut error = syn::Error::new_spanned(&at.value, e);
+        error.combine(syn::Error::new_spanned(
+            &kind_at.value,
+            format!("the work exchange is a {kind} exchange here"),
+        ));
+        cx.push(error);
+    }
     if delivery_limit.is_some()
         && queue_type != Some(QueueType::Quorum)
         && let Some(arg) = args.int("delivery_limit")
@@ -111,6 +128,8 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
         names,
         exchange_kind,
         queue_type,
+        retry_return,
+        declare,
         krate,
         payload: payload?,
         error: error?,

@@ -1,0 +1,20 @@
+use rabbit_backoff::prelude::*;
+
+#[derive(Debug, thiserror::Error, Classify)]
+enum OrderError {
+    #[error("unavailable")]
+    Unavailable,
+}
+
+#[backoff_consumer(
+    queue = "orders",
+    delays = "5s",
+    exchange = "events",
+    exchange_type = "fanout",
+    retry_return = "exchange"
+)]
+async fn process_order(_order: String) -> Result<(), OrderError> {
+    Ok(())
+}
+
+fn main() {}
