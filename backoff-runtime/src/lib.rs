@@ -23,6 +23,7 @@ mod shutdown;
 mod state;
 mod status;
 mod topology;
+pub mod transport;
 mod worker;
 
 pub use consumer::Consumer;

@@ -1,0 +1,247 @@
+//! What the framework asks of a broker, and nothing more: the seam between
+//! the runtime and the AMQP client.
+//!
+//! [`Transport`] connects; a [`Connection`] opens channels; a [`Channel`] (always
+//! in publisher-confirm mode) declares, checks, consumes, gets, publishes and
+//! closes. [`amqp`] implements it over lapin for a real RabbitMQ; the `testing`
+//! feature adds an in-memory broker with the same semantics.
+//!
+//! Messages keep lapin's data model ([`BasicProperties`], field tables and
+//! values, re-exported as `rabbit_backoff::lapin`), so both implementations
+//! carry exactly what goes on the wire.
+
+use std::fmt;
+use std::sync::Arc;
+
+use backoff_core::{ExchangeKind, QueueDecl};
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+use lapin::BasicProperties;
+
+/// A way to reach a broker: each call of [`connect`](Transport::connect) is a
+/// new connection, as after a reconnect.
+pub trait Transport: Send + Sync + 'static {
+    /// Opens a connection.
+    fn connect(&self) -> BoxFuture<'_, Result<Arc<dyn Connection>, TransportError>>;
+
+    /// Where it connects, for logs and errors, without a password.
+    fn describe(&self) -> String;
+}
+
+/// One connection to a broker.
+pub trait Connection: Send + Sync + 'static {
+    /// Opens a channel in publisher-confirm mode.
+    fn open_channel(&self) -> BoxFuture<'_, Result<Arc<dyn Channel>, TransportError>>;
+
+    /// The negotiated frame size: a message's properties and headers must fit
+    /// in one frame of this many bytes.
+    fn frame_max(&self) -> u32;
+
+    /// Closes the connection; unsettled deliveries of every channel return to
+    /// their queues.
+    fn close(&self) -> BoxFuture<'_, ()>;
+}
+
+/// One channel, in publisher-confirm mode. A refused operation (such as a
+/// declaration with other arguments than the existing queue's) closes it, as
+/// AMQP 0-9-1 does: every later call fails with the same error.
+pub trait Channel: Send + Sync + 'static {
+    /// Declares a durable exchange (idempotent when it exists with the same type).
+    fn declare_exchange<'a>(
+        &'a self,
+        name: &'a str,
+        kind: ExchangeKind,
+    ) -> BoxFuture<'a, Result<(), TransportError>>;
+
+    /// Declares a durable queue with its arguments (idempotent when it exists
+    /// with the same arguments; [`TransportError::Refused`] with code 406
+    /// `PRECONDITION_FAILED` otherwise).
+    fn declare_queue<'a>(
+        &'a self,
+        queue: &'a QueueDecl,
+    ) -> BoxFuture<'a, Result<QueueInfo, TransportError>>;
+
+    /// Binds a queue to an exchange with a routing key.
+    fn bind_queue<'a>(
+        &'a self,
+        queue: &'a str,
+        exchange: &'a str,
+        routing_key: &'a str,
+    ) -> BoxFuture<'a, Result<(), TransportError>>;
+
+    /// Checks that an exchange exists (a passive declare): code 404
+    /// `NOT_FOUND` when it does not.
+    fn check_exchange<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>>;
+
+    /// Checks that a queue exists (a passive declare) and reads its depth:
+    /// code 404 `NOT_FOUND` when it does not.
+    fn check_queue<'a>(&'a self, name: &'a str)
+    -> BoxFuture<'a, Result<QueueInfo, TransportError>>;
+
+    /// Sets how many unacknowledged deliveries the broker sends to this
+    /// channel's consumers (`basic.qos`, per consumer).
+    fn qos(&self, prefetch: u16) -> BoxFuture<'_, Result<(), TransportError>>;
+
+    /// Starts consuming `queue`, manual acknowledgement.
+    fn consume<'a>(&'a self, queue: &'a str) -> BoxFuture<'a, Result<Deliveries, TransportError>>;
+
+    /// Stops the consumer with this tag: nothing more is delivered to it; the
+    /// deliveries it holds stay unacknowledged until settled or the channel
+    /// closes.
+    fn cancel<'a>(&'a self, consumer_tag: &'a str) -> BoxFuture<'a, Result<(), TransportError>>;
+
+    /// Takes the message at the head of `queue`, unacknowledged (`basic.get`).
+    fn get<'a>(&'a self, queue: &'a str)
+    -> BoxFuture<'a, Result<Option<Delivery>, TransportError>>;
+
+    /// Publishes with `mandatory` and resolves once the broker confirmed this
+    /// very message (or returned or refused it).
+    fn publish<'a>(
+        &'a self,
+        exchange: &'a str,
+        routing_key: &'a str,
+        body: &'a [u8],
+        properties: BasicProperties,
+    ) -> BoxFuture<'a, Result<Confirm, TransportError>>;
+
+    /// Closes the channel; its unsettled deliveries return to their queues,
+    /// in their original order.
+    fn close(&self) -> BoxFuture<'_, ()>;
+}
+
+/// A queue's depth, as a declaration or a passive check reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueInfo {
+    /// Messages ready for delivery.
+    pub messages: u32,
+    /// Consumers attached.
+    pub consumers: u32,
+}
+
+/// What the broker said about one published message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirm {
+    /// Routed and confirmed.
+    Ack,
+    /// Refused (`basic.nack`), for example by a full queue with
+    /// `x-overflow = reject-publish`.
+    Nack,
+    /// Returned: no queue is bound for its routing key (`basic.return`).
+    Returned,
+}
+
+/// Deliveries of one consumer, with its tag for [`Channel::cancel`]. The
+/// stream ends when the consumer is cancelled or the channel closes; an
+/// error says why it ended abnormally.
+pub struct Deliveries {
+    /// The consumer tag.
+    pub consumer_tag: String,
+    /// The deliveries, in order.
+    pub stream: BoxStream<'static, Result<Delivery, TransportError>>,
+}
+
+/// One message delivered to a consumer or got with [`Channel::get`].
+pub struct Delivery {
+    /// The exchange it was published to (empty for the default exchange).
+    pub exchange: String,
+    /// Its routing key.
+    pub routing_key: String,
+    /// Whether it was delivered before and returned unsettled.
+    pub redelivered: bool,
+    /// Its properties and headers.
+    pub properties: BasicProperties,
+    /// Its body.
+    pub data: Vec<u8>,
+    /// Settles it.
+    pub acker: Acker,
+}
+
+impl fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Delivery")
+            .field("exchange", &self.exchange)
+            .field("routing_key", &self.routing_key)
+            .field("redelivered", &self.redelivered)
+            .field("message_id", self.properties.message_id())
+            .field("body_len", &self.data.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a delivery is settled; each implementation provides its own.
+pub trait Settle: Send + Sync + 'static {
+    /// Acknowledges the delivery.
+    fn ack(&self) -> BoxFuture<'_, Result<(), TransportError>>;
+    /// Returns it: to its queue when `requeue` (with `redelivered` set), or
+    /// dead-letters it through its queue's dead-letter exchange otherwise.
+    fn nack(&self, requeue: bool) -> BoxFuture<'_, Result<(), TransportError>>;
+}
+
+/// Settles one delivery, once. A delivery dropped unsettled stays
+/// unacknowledged until its channel closes.
+pub struct Acker(Box<dyn Settle>);
+
+impl Acker {
+    /// An acker backed by `settle`.
+    pub fn new(settle: impl Settle) -> Self {
+        Acker(Box::new(settle))
+    }
+
+    /// Acknowledges the delivery. An error: the channel is gone, and the
+    /// broker will redeliver the message.
+    pub async fn ack(&self) -> Result<(), TransportError> {
+        self.0.ack().await
+    }
+
+    /// Returns the delivery to its queue, marked redelivered.
+    pub async fn requeue(&self) -> Result<(), TransportError> {
+        self.0.nack(true).await
+    }
+
+    /// Rejects the delivery without requeue: its queue's dead-letter exchange
+    /// takes it, with an `x-death` entry saying `rejected`.
+    pub async fn reject(&self) -> Result<(), TransportError> {
+        self.0.nack(false).await
+    }
+}
+
+/// A failure talking to the broker.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// The broker refused an operation with an AMQP reply code, closing the
+    /// channel (or, for a hard error, the connection).
+    #[error("{text} (AMQP {code})")]
+    Refused {
+        /// The reply code: 404 `NOT_FOUND`, 406 `PRECONDITION_FAILED`, …
+        code: u16,
+        /// The broker's words.
+        text: String,
+    },
+    /// The channel or connection is closed or lost.
+    #[error("closed: {0}")]
+    Closed(String),
+    /// Anything else the client reports (I/O, protocol, URI).
+    #[error("{0}")]
+    Other(String),
+}
+
+/// `NOT_FOUND`: a passive check or a publish named something that does not exist.
+pub const NOT_FOUND: u16 = 404;
+/// `PRECONDITION_FAILED`: a declaration with other arguments than the existing object's.
+pub const PRECONDITION_FAILED: u16 = 406;
+
+impl TransportError {
+    /// The AMQP reply code of a refusal.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            TransportError::Refused { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// Whether the broker answered `NOT_FOUND`.
+    pub fn is_not_found(&self) -> bool {
+        self.code() == Some(NOT_FOUND)
+    }
+}
