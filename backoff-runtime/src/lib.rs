@@ -3,48 +3,44 @@
 //! It declares each consumer's topology, runs the consume → decode → handle →
 //! ack / republish loop with publisher confirms, and offers a typed
 //! [`Publisher`]. Every decision it executes comes from `backoff-core`.
+//!
+//! The modules are its layers, each using only those below it:
+//! - `transport`: what the framework asks of a broker ([`transport::Transport`]),
+//!   over lapin, and declaring a topology;
+//! - `settle`: ack, requeue, republish-then-ack, the framework's headers and
+//!   fitting copies into a frame;
+//! - `consume`: the loop per consumer, its context, state and extractors;
+//! - `operations`: dead-letter operations, status, the publisher;
+//! - `lifecycle`: the builder, supervision, health and shutdown.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
-mod amqp;
-mod consumer;
-mod context;
-mod dead_letter_filter;
-mod dead_letter_message;
-mod delivery;
-mod dlq;
+mod consume;
 mod error;
-mod frame_fit;
-mod health;
-mod publish;
-mod publisher;
-mod runtime;
-mod shutdown;
-mod state;
-mod status;
-mod topology;
+mod lifecycle;
+mod operations;
+mod settle;
 pub mod transport;
-mod worker;
 
-pub use consumer::Consumer;
-pub use context::{Context, ContextBuilder};
-pub use dead_letter_filter::DeadLetterFilter;
-pub use dead_letter_message::{BODY_PREVIEW_LEN, DeadLetterMessage};
-pub use dlq::{DeadLetterReport, Dlq, ReplayOptions, SkippedMessage};
+pub use consume::consumer::Consumer;
+pub use consume::context::{Context, ContextBuilder};
+pub use consume::state::{State, StateRequirement};
 pub use error::{Error, MissingObject, PublishFailure};
-pub use health::{Health, HealthWatch};
-pub use publisher::{Outgoing, Publisher};
-pub use runtime::{Runtime, RuntimeBuilder, connect};
-pub use shutdown::ShutdownHandle;
-pub use state::{State, StateRequirement};
-pub use status::{ConsumerStatus, QueueStatus, status};
-pub use topology::{check_topology, declare_topology};
+pub use lifecycle::health::{Health, HealthWatch};
+pub use lifecycle::runtime::{Runtime, RuntimeBuilder, connect};
+pub use lifecycle::shutdown::ShutdownHandle;
+pub use operations::dead_letter_filter::DeadLetterFilter;
+pub use operations::dead_letter_message::{BODY_PREVIEW_LEN, DeadLetterMessage};
+pub use operations::dlq::{DeadLetterReport, Dlq, ReplayOptions, SkippedMessage};
+pub use operations::publisher::{Outgoing, Publisher};
+pub use operations::status::{ConsumerStatus, QueueStatus, status};
+pub use transport::declare::{check_topology, declare_topology};
 
 /// The runtime's per-message work that needs no I/O, for benchmarks. Not a
 /// stable API.
 #[doc(hidden)]
 pub mod __hot_path {
-    pub use crate::delivery::{republish_properties, retry_count_of};
+    pub use crate::settle::copy::{republish_properties, retry_count_of};
 }
 
 /// Re-exported so that users need not depend on lapin for headers and values.

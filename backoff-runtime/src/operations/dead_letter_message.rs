@@ -5,7 +5,7 @@ use lapin::message::Delivery;
 use lapin::types::AMQPValue;
 use serde::Serialize;
 
-use crate::amqp::header_view;
+use crate::settle::headers::header_view;
 
 /// How many bytes of the body a summary shows.
 pub const BODY_PREVIEW_LEN: usize = 200;

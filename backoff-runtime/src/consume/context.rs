@@ -5,7 +5,7 @@ use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 
 use crate::State;
-use crate::state::StateMap;
+use crate::consume::state::StateMap;
 
 /// What a handler can know about the delivery it handles, and the shared state
 /// registered on the builder.

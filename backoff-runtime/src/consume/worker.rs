@@ -21,15 +21,15 @@ use lapin::types::{FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection};
 use tracing::Instrument;
 
-use crate::amqp::short;
-use crate::delivery::{now_rfc3339, panic_message, republish_properties, retry_count_of};
-use crate::frame_fit::{
+use crate::consume::state::StateMap;
+use crate::settle::copy::{now_rfc3339, panic_message, republish_properties, retry_count_of};
+use crate::settle::frame_fit::{
     TooLarge, content_header_len, drop_deep, fit_to_frame, header_depth, release,
     without_largest_headers,
 };
-use crate::publish::{channel_error, confirm_channel, publish_confirmed};
-use crate::state::StateMap;
-use crate::topology::establish_topology;
+use crate::settle::headers::short;
+use crate::settle::publish::{channel_error, confirm_channel, publish_confirmed};
+use crate::transport::declare::establish_topology;
 use crate::{Consumer, Context, Error, PublishFailure, ShutdownHandle};
 
 /// How long a message whose republish failed is held before it is requeued,

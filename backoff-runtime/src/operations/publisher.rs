@@ -7,9 +7,9 @@ use serde::Serialize;
 use tokio::sync::Mutex;
 
 use crate::Error;
-use crate::amqp::short;
-use crate::publish::{PERSISTENT, confirm_channel, publish_confirmed};
-use crate::runtime::connect;
+use crate::lifecycle::runtime::connect;
+use crate::settle::headers::short;
+use crate::settle::publish::{PERSISTENT, confirm_channel, publish_confirmed};
 
 /// A message to publish: a JSON body with its properties.
 ///

@@ -11,13 +11,13 @@ use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection};
 use serde::Serialize;
 
-use crate::amqp::header_view;
-use crate::amqp::short;
-use crate::delivery::{now_rfc3339, republish_properties};
-use crate::frame_fit::{Released, fit_to_frame, header_depth};
-use crate::publish::{channel_error, confirm_channel, publish_confirmed};
-use crate::runtime::connect;
-use crate::status::inspect_queue;
+use crate::lifecycle::runtime::connect;
+use crate::operations::status::inspect_queue;
+use crate::settle::copy::{now_rfc3339, republish_properties};
+use crate::settle::frame_fit::{Released, fit_to_frame, header_depth};
+use crate::settle::headers::header_view;
+use crate::settle::headers::short;
+use crate::settle::publish::{channel_error, confirm_channel, publish_confirmed};
 use crate::{DeadLetterFilter, DeadLetterMessage, Error};
 
 /// Where and how fast [`Dlq::replay`] moves messages.
@@ -263,7 +263,7 @@ impl Dlq {
             .headers()
             .as_ref()
             .and_then(|h| h.inner().get(headers::ORIGINAL_QUEUE))
-            .and_then(|v| match crate::amqp::header_view(v) {
+            .and_then(|v| match crate::settle::headers::header_view(v) {
                 HeaderValue::Str(s) => Some(s.to_owned()),
                 _ => None,
             });

@@ -6,8 +6,8 @@ use lapin::{Connection, ErrorKind};
 use serde::Serialize;
 
 use crate::Error;
-use crate::amqp::short;
-use crate::publish::channel_error;
+use crate::settle::headers::short;
+use crate::settle::publish::channel_error;
 
 /// The depth and consumers of one queue of a consumer's topology.
 #[derive(Debug, Clone, PartialEq, Serialize)]

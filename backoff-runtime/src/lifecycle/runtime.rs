@@ -9,10 +9,10 @@ use lapin::uri::AMQPUri;
 use lapin::{Connection, ConnectionProperties};
 use tokio::task::JoinSet;
 
+use crate::consume::state::StateMap;
+use crate::consume::worker::{Worker, WorkerEnv};
 use crate::error::redact;
-use crate::state::StateMap;
-use crate::topology::establish_topology;
-use crate::worker::{Worker, WorkerEnv};
+use crate::transport::declare::establish_topology;
 use crate::{Consumer, Error, Health, HealthWatch, ShutdownHandle, StateRequirement};
 
 /// Builds a [`Runtime`]: the broker address, the consumers, their shared state

@@ -4,8 +4,8 @@ use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
 use lapin::types::FieldTable;
 use lapin::{Connection, ErrorKind};
 
-use crate::amqp::{arguments_table, short};
-use crate::status::{exchange_exists, inspect_queue};
+use crate::operations::status::{exchange_exists, inspect_queue};
+use crate::settle::headers::{arguments_table, short};
 use crate::{Error, MissingObject};
 
 /// Declares the topology, or with [`DeclareMode::Passive`] only checks it.

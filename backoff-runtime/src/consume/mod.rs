@@ -1,0 +1,6 @@
+//! Consuming: the loop per consumer, the handler's context and state.
+
+pub(crate) mod consumer;
+pub(crate) mod context;
+pub(crate) mod state;
+pub(crate) mod worker;
