@@ -417,12 +417,19 @@ async fn start(
     }
 }
 
+/// Declares the consumer's topology with the framework's own connection.
+async fn declare(spec: &rabbit_backoff::ConsumerSpec) {
+    let connection = rabbit_backoff::connect(&url()).await.expect("connect");
+    rabbit_backoff::declare_topology(&*connection, &Topology::of(spec))
+        .await
+        .expect("declare");
+    connection.close().await;
+}
+
 async fn run_once(side: Side, scenario: Scenario, n: usize, prefetch: u16) -> Sample {
     let admin = connect().await;
     let spec = spec_for(prefetch);
-    rabbit_backoff::declare_topology(&admin, &Topology::of(&spec))
-        .await
-        .expect("declare");
+    declare(&spec).await;
     let publish_channel = admin.create_channel().await.expect("channel");
     publish_channel
         .confirm_select(Default::default())
@@ -502,9 +509,7 @@ fn stats(v: &[f64]) -> (f64, f64, f64) {
 async fn memory_check(prefetch: u16) {
     let admin = connect().await;
     let spec = spec_for(prefetch);
-    rabbit_backoff::declare_topology(&admin, &Topology::of(&spec))
-        .await
-        .expect("declare");
+    declare(&spec).await;
     let channel = admin.create_channel().await.expect("channel");
     channel
         .confirm_select(Default::default())

@@ -48,6 +48,7 @@ pub use backoff_core::{
     ErrorClass, ExchangeKind, MAX_ERROR_LEN, MAX_HEADER_DEPTH, NameOverrides, QueueType,
     REPLAY_HISTORY_LIMIT, RetryReturn, Topology, TopologyNames, headers, parse_failed_at,
 };
+pub use backoff_runtime::transport;
 pub use backoff_runtime::{
     Consumer, ConsumerStatus, Context, ContextBuilder, DEFAULT_AMQP_URL, DeadLetterFilter,
     DeadLetterMessage, DeadLetterReport, Dlq, Error, Health, HealthWatch, MissingObject, Outgoing,

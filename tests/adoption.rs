@@ -320,9 +320,12 @@ async fn declare_passive_checks_an_operator_owned_topology_and_names_all_that_is
     // What a passive check cannot see: queue arguments. The default route
     // passes the check on this topology whose retry queues return through the
     // work exchange.
-    rabbit_backoff::check_topology(&connection, &Topology::of(&article.spec()))
-        .await
-        .expect("a passive check sees names, not arguments");
+    rabbit_backoff::check_topology(
+        &*framework_connection().await,
+        &Topology::of(&article.spec()),
+    )
+    .await
+    .expect("a passive check sees names, not arguments");
 
     // Two objects gone: start-up names both, at once, and declares nothing.
     channel
@@ -704,9 +707,14 @@ async fn mixed_fleet(route: RetryReturn) {
         expected_dead.len(),
         "JavaScript timestamps filter like the framework's"
     );
-    let status = rabbit_backoff::status(&connection, &article.spec().names(), &article.delays, &[])
-        .await
-        .expect("status");
+    let status = rabbit_backoff::status(
+        &*framework_connection().await,
+        &article.spec().names(),
+        &article.delays,
+        &[],
+    )
+    .await
+    .expect("status");
     assert_eq!(status.dead_letters() as usize, expected_dead.len());
     let theirs = DeadLetterFilter::default()
         .error("^article:")

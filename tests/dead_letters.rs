@@ -27,7 +27,7 @@ async fn declared_with(
     configure(&mut spec);
     let cleanup = Cleanup::of(&spec);
     let connection = connect().await;
-    rabbit_backoff::declare_topology(&connection, &Topology::of(&spec))
+    rabbit_backoff::declare_topology(&*framework_connection().await, &Topology::of(&spec))
         .await
         .unwrap();
     let _ = connection.close(200, "".into()).await;
@@ -418,9 +418,14 @@ async fn status_counts_every_tier_including_older_ones() {
         names.queue.clone(),
         "unrelated".to_owned(),
     ];
-    let status = rabbit_backoff::status(&connection, &names, spec.delays.as_millis(), &listed)
-        .await
-        .unwrap();
+    let status = rabbit_backoff::status(
+        &*framework_connection().await,
+        &names,
+        spec.delays.as_millis(),
+        &listed,
+    )
+    .await
+    .unwrap();
     type Row<'a> = (&'a str, &'a str, Option<u64>, bool, Option<u32>);
     let rows: Vec<Row> = status
         .queues

@@ -246,9 +246,12 @@ async fn a_killed_consumer_loses_no_message() {
     let results = format!("{}.results", spec.queue);
     let _cleanup = Cleanup::of(&spec).queue(&results);
     let (connection, channel) = channel().await;
-    rabbit_backoff::declare_topology(&connection, &rabbit_backoff::Topology::of(&spec))
-        .await
-        .unwrap();
+    rabbit_backoff::declare_topology(
+        &*framework_connection().await,
+        &rabbit_backoff::Topology::of(&spec),
+    )
+    .await
+    .unwrap();
     channel
         .queue_declare(
             results.as_str().into(),

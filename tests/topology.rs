@@ -281,10 +281,10 @@ async fn declaring_twice_changes_nothing_and_matches_the_model() {
     let _cleanup = Cleanup::of(&spec);
     let (connection, channel) = channel().await;
     let topology = Topology::of(&spec);
-    rabbit_backoff::declare_topology(&connection, &topology)
+    rabbit_backoff::declare_topology(&*framework_connection().await, &topology)
         .await
         .unwrap();
-    rabbit_backoff::declare_topology(&connection, &topology)
+    rabbit_backoff::declare_topology(&*framework_connection().await, &topology)
         .await
         .unwrap();
     // A passive declare with the same arguments succeeds only when the queues exist.

@@ -84,12 +84,12 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
             }
         }
         statuses.push(
-            status(&connection, &spec.names(), delays, &other_queues)
+            status(&*connection, &spec.names(), delays, &other_queues)
                 .await
                 .map_err(|e| e.to_string())?,
         );
     }
-    let _ = connection.close(200, "status".into()).await;
+    connection.close().await;
 
     if args.json {
         let doc = serde_json::json!({

@@ -34,8 +34,8 @@ pub async fn run(url: &str, args: TopologyArgs) -> Result<ExitCode, String> {
     let topology = Topology::of(&args.consumer.spec()?);
     if args.check {
         let connection = connect(url).await.map_err(|e| e.to_string())?;
-        let checked = check_topology(&connection, &topology).await;
-        let _ = connection.close(200, "checked".into()).await;
+        let checked = check_topology(&*connection, &topology).await;
+        connection.close().await;
         return match checked {
             Ok(()) => {
                 let queues = topology.queues().count();

@@ -2,6 +2,8 @@ use std::time::Duration;
 
 use backoff_core::SpecError;
 
+use crate::transport::TransportError;
+
 /// Everything the runtime can fail with. Each message names the queue,
 /// exchange or argument involved and says what to do.
 ///
@@ -43,7 +45,7 @@ pub enum Error {
         /// The address, with the password hidden.
         uri: String,
         /// The client error.
-        source: lapin::Error,
+        source: TransportError,
     },
     /// An existing queue or exchange has other arguments than the ones the
     /// consumer declares (the broker's PRECONDITION_FAILED).
@@ -83,7 +85,7 @@ pub enum Error {
         /// Its name.
         name: String,
         /// The client error.
-        source: lapin::Error,
+        source: TransportError,
     },
     /// Opening or configuring a channel, or starting to consume, failed.
     #[error("{action} for queue `{queue}` failed: {source}")]
@@ -93,7 +95,7 @@ pub enum Error {
         /// The consumer's queue.
         queue: String,
         /// The client error.
-        source: lapin::Error,
+        source: TransportError,
     },
     /// A consumer's delivery stream failed (the channel or connection closed).
     #[error("consumer of `{queue}` stopped: {source}")]
@@ -101,7 +103,7 @@ pub enum Error {
         /// The consumer's queue.
         queue: String,
         /// The client error.
-        source: lapin::Error,
+        source: TransportError,
     },
     /// The broker cancelled a consumer (for example because its queue was deleted).
     #[error("the broker cancelled the consumer of `{queue}` (was the queue deleted?)")]
@@ -186,7 +188,7 @@ pub enum PublishFailure {
     Timeout(Duration),
     /// The channel or connection failed.
     #[error("{0}")]
-    Channel(Box<lapin::Error>),
+    Channel(TransportError),
 }
 
 /// The address without its password, for messages and logs.

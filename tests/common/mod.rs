@@ -404,3 +404,10 @@ pub async fn publisher() -> Publisher {
         .await
         .expect("a publisher connects")
 }
+
+/// A connection of the framework's own (for `declare_topology`, `status`, …).
+pub async fn framework_connection() -> std::sync::Arc<dyn rabbit_backoff::transport::Connection> {
+    rabbit_backoff::connect(&url())
+        .await
+        .expect("the framework connects")
+}

@@ -1,67 +1,53 @@
-//! The consumer loop: one per consumer, on its own confirm channel.
+//! The consumer loop: one per consumer, on its own confirm channel. Each
+//! delivery is decoded, handled, decided on (by `backoff-core`) and settled.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
 
 use backoff_core::{
     Classify, ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision,
-    HeaderValue, MAX_HEADER_DEPTH, Outcome, Topology, broker_headroom, decide, header_limit,
-    headers, truncate_error,
+    ErrorClass, HeaderValue, MAX_HEADER_DEPTH, Outcome, Topology, broker_headroom, decide,
+    header_limit, headers, truncate_error,
 };
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
-use lapin::Acker;
-use lapin::message::Delivery;
-use lapin::options::{
-    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions,
-    BasicRejectOptions,
-};
-use lapin::types::{FieldTable, ShortString};
-use lapin::{BasicProperties, Channel, Connection};
 use tracing::Instrument;
 
 use crate::consume::state::StateMap;
 use crate::settle::copy::{now_rfc3339, panic_message, republish_properties, retry_count_of};
 use crate::settle::frame_fit::{
-    TooLarge, content_header_len, drop_deep, fit_to_frame, header_depth, release,
-    without_largest_headers,
+    TooLarge, content_header_len, drop_deep, header_depth, release, without_largest_headers,
 };
-use crate::settle::headers::short;
-use crate::settle::publish::{channel_error, confirm_channel, publish_confirmed};
+use crate::settle::publish::{channel_error, confirm_channel};
+use crate::settle::settlement::{Repair, Settler, Target};
 use crate::transport::declare::establish_topology;
-use crate::{Consumer, Context, Error, PublishFailure, ShutdownHandle};
-
-/// How long a message whose republish failed is held before it is requeued,
-/// so that a broken retry or dead-letter route never turns into a hot loop.
-const REQUEUE_PAUSE: Duration = Duration::from_secs(1);
-
-/// One delivery being settled: what publishing a copy of it needs.
-struct Settling<'a> {
-    acker: &'a Acker,
-    body: &'a [u8],
-    ctx: &'a Context,
-    count: u32,
-    error: &'a str,
-}
-
-/// Where a copy goes: the exchange and routing key it is published with, the
-/// queue they lead to, and the room a copy leaves there for the headers the
-/// broker adds.
-struct Target<'a> {
-    exchange: &'a ShortString,
-    routing_key: &'a ShortString,
-    queue: &'a str,
-    headroom: usize,
-}
+use crate::transport::{Acker, Connection, Deliveries, Delivery};
+use crate::{Consumer, Context, Error, ShutdownHandle};
 
 /// Settings shared by every worker of a runtime.
 #[derive(Clone)]
 pub(crate) struct WorkerEnv {
-    pub(crate) connection: Arc<Connection>,
+    pub(crate) connection: Arc<dyn Connection>,
     pub(crate) state: Arc<StateMap>,
-    pub(crate) confirm_timeout: Duration,
+    pub(crate) confirm_timeout: std::time::Duration,
     pub(crate) shutdown: ShutdownHandle,
+}
+
+/// One delivery after its handler ran: what settling it needs.
+struct Handled {
+    acker: Acker,
+    body: Vec<u8>,
+    ctx: Context,
+    outcome: Outcome,
+}
+
+impl Handled {
+    fn error(&self) -> &str {
+        match &self.outcome {
+            Outcome::Success => "",
+            Outcome::Failed { error, .. } | Outcome::Undecodable { error } => error,
+        }
+    }
 }
 
 /// One consumer's running loop and what it needs to settle a delivery.
@@ -70,13 +56,8 @@ pub(crate) struct Worker<C: Consumer> {
     spec: ConsumerSpec,
     topology: Topology,
     queue: Arc<str>,
-    channel: Channel,
-    /// The connection's negotiated frame size, which every copy must fit.
-    frame_max: u32,
-    retry_exchange: ShortString,
-    retry_keys: Vec<ShortString>,
-    dead_letter_exchange: ShortString,
-    dead_letter_key: ShortString,
+    dead_letter_routing_key: String,
+    settler: Settler,
     env: WorkerEnv,
 }
 
@@ -86,42 +67,33 @@ impl<C: Consumer> Worker<C> {
         consumer: Arc<C>,
         spec: ConsumerSpec,
         env: WorkerEnv,
-    ) -> Result<(Arc<Self>, lapin::Consumer), Error> {
-        let names = spec.names();
+    ) -> Result<(Arc<Self>, Deliveries), Error> {
         let topology = Topology::of(&spec);
-        let channel = confirm_channel(&env.connection, &spec.queue).await?;
+        let channel = confirm_channel(&*env.connection, &spec.queue).await?;
         channel
-            .basic_qos(spec.prefetch, BasicQosOptions::default())
+            .qos(spec.prefetch)
             .await
             .map_err(channel_error(&spec.queue, "setting the prefetch"))?;
-        let stream = channel
-            .basic_consume(
-                short(&spec.queue, "queue name")?,
-                ShortString::from(""),
-                BasicConsumeOptions::default(),
-                FieldTable::default(),
-            )
+        let deliveries = channel
+            .consume(&spec.queue)
             .await
             .map_err(channel_error(&spec.queue, "starting to consume"))?;
-        let retry_keys = topology
-            .retry_queues
-            .iter()
-            .map(|q| short(&q.name, "retry queue name"))
-            .collect::<Result<_, _>>()?;
+        let settler = Settler::new(
+            channel,
+            env.connection.frame_max(),
+            env.confirm_timeout,
+            Some(repair(&env.connection, &topology, &spec)),
+        );
         let worker = Worker {
             queue: Arc::from(spec.queue.as_str()),
-            retry_exchange: short(&names.retry_exchange, "retry exchange name")?,
-            retry_keys,
-            dead_letter_exchange: short(&names.dead_letter_exchange, "dead-letter exchange name")?,
-            dead_letter_key: short(&names.dead_letter_routing_key, "dead-letter routing key")?,
-            frame_max: env.connection.configuration().frame_max(),
+            dead_letter_routing_key: spec.names().dead_letter_routing_key,
             consumer,
             spec,
             topology,
-            channel,
+            settler,
             env,
         };
-        Ok((Arc::new(worker), stream))
+        Ok((Arc::new(worker), deliveries))
     }
 
     /// Handles deliveries, up to `concurrency` at once, until shutdown or until
@@ -131,7 +103,11 @@ impl<C: Consumer> Worker<C> {
     /// deliveries already prefetched but not started are requeued at once, for
     /// other instances to take during the grace period; handlers in flight
     /// finish and settle their messages.
-    pub(crate) async fn run(self: Arc<Self>, mut stream: lapin::Consumer) -> Result<(), Error> {
+    pub(crate) async fn run(self: Arc<Self>, deliveries: Deliveries) -> Result<(), Error> {
+        let Deliveries {
+            consumer_tag,
+            mut stream,
+        } = deliveries;
         let mut in_flight = FuturesUnordered::new();
         let mut failure = None;
         let mut stream_done = false;
@@ -143,7 +119,7 @@ impl<C: Consumer> Worker<C> {
                 next = stream.next(), if !stream_done && (stopping || in_flight.len() < self.spec.effective_concurrency()) => {
                     match next {
                         Some(Ok(delivery)) if stopping => {
-                            requeue_unstarted(&delivery.acker).await;
+                            self.settler.requeue_now(&delivery.acker).await;
                             release(delivery);
                         }
                         Some(Ok(delivery)) => in_flight.push(self.process(delivery)),
@@ -157,7 +133,7 @@ impl<C: Consumer> Worker<C> {
                 Some(()) = in_flight.next(), if !in_flight.is_empty() => {}
                 _ = &mut stop, if !stopping => {
                     stopping = true;
-                    if let Err(e) = self.channel.basic_cancel(stream.tag(), BasicCancelOptions::default()).await {
+                    if let Err(e) = self.settler.channel().cancel(&consumer_tag).await {
                         tracing::debug!("cancelling the consumer of {}: {e}", self.queue);
                         stream_done = true;
                     }
@@ -165,7 +141,7 @@ impl<C: Consumer> Worker<C> {
             }
         }
         // Anything still unacknowledged goes back to the queue.
-        let _ = self.channel.close(200, "consumer stopped".into()).await;
+        self.settler.close().await;
         if self.env.shutdown.is_shutdown() {
             return Ok(());
         }
@@ -176,6 +152,7 @@ impl<C: Consumer> Worker<C> {
         })
     }
 
+    /// One delivery: decode and run the handler, `decide`, settle.
     async fn process(&self, delivery: Delivery) {
         let retry = retry_count_of(&delivery.properties);
         let span = tracing::info_span!(
@@ -192,21 +169,22 @@ impl<C: Consumer> Worker<C> {
             if depth > MAX_HEADER_DEPTH {
                 // Neither the handler nor a copy touches it: both would recurse
                 // through the headers on a task's stack.
-                self.reject_without_copy(
-                    &delivery.acker,
-                    format!("headers nest {depth} levels deep, more than {MAX_HEADER_DEPTH}"),
-                )
-                .await;
+                let why = format!("headers nest {depth} levels deep, more than {MAX_HEADER_DEPTH}");
+                self.reject(&delivery.acker, &why).await;
                 drop_deep(delivery);
                 return;
             }
-            self.handle_and_settle(delivery, retry.count).await;
+            let handled = self.run_handler(delivery, retry.count).await;
+            let decision = decide(&self.spec.delays, retry.count, &handled.outcome);
+            self.settle(handled, decision).await;
         }
         .instrument(span)
         .await
     }
 
-    async fn handle_and_settle(&self, delivery: Delivery, count: u32) {
+    /// Decodes the body and runs the handler (with its timeout, catching a
+    /// panic) into an outcome.
+    async fn run_handler(&self, delivery: Delivery, retry_count: u32) -> Handled {
         let Delivery {
             exchange,
             routing_key,
@@ -214,28 +192,29 @@ impl<C: Consumer> Worker<C> {
             properties,
             data,
             acker,
-            ..
         } = delivery;
-        let (outcome, ctx) = match self.consumer.decode(&data) {
-            Err(error) => {
-                let ctx = self.context(exchange, routing_key, redelivered, count, properties);
-                (
-                    Outcome::Undecodable {
-                        error: truncate_error(&error),
-                    },
-                    ctx,
-                )
-            }
+        let ctx = Context {
+            queue: Arc::clone(&self.queue),
+            exchange,
+            routing_key,
+            redelivered,
+            retry_count,
+            properties,
+            state: Arc::clone(&self.env.state),
+        };
+        let outcome = match self.consumer.decode(&data) {
+            Err(error) => Outcome::Undecodable {
+                error: truncate_error(&error),
+            },
             Ok(message) => {
-                let ctx = self.context(exchange, routing_key, redelivered, count, properties);
                 let handled = AssertUnwindSafe(self.consumer.handle(message, &ctx)).catch_unwind();
                 let result = match self.spec.handler_timeout {
                     None => Some(handled.await),
                     Some(limit) => tokio::time::timeout(limit, handled).await.ok(),
                 };
-                let outcome = match result {
+                match result {
                     None => Outcome::Failed {
-                        class: backoff_core::ErrorClass::Transient,
+                        class: ErrorClass::Transient,
                         error: format!(
                             "handler timed out after {}ms",
                             self.spec.handler_timeout.map_or(0, |t| t.as_millis())
@@ -247,51 +226,36 @@ impl<C: Consumer> Worker<C> {
                         error: truncate_error(&e.to_string()),
                     },
                     Some(Err(panic)) => Outcome::Failed {
-                        class: backoff_core::ErrorClass::Transient,
+                        class: ErrorClass::Transient,
                         error: truncate_error(&panic_message(panic.as_ref())),
                     },
-                };
-                (outcome, ctx)
+                }
             }
         };
-        let error = match &outcome {
-            Outcome::Success => "",
-            Outcome::Failed { error, .. } | Outcome::Undecodable { error } => error.as_str(),
-        };
-        let settling = Settling {
-            acker: &acker,
-            body: &data,
-            ctx: &ctx,
-            count,
-            error,
-        };
-        match decide(&self.spec.delays, count, &outcome) {
+        Handled {
+            acker,
+            body: data,
+            ctx,
+            outcome,
+        }
+    }
+
+    /// Carries out the decision against the broker.
+    async fn settle(&self, handled: Handled, decision: Decision) {
+        let error = handled.error();
+        match decision {
             Decision::Ack => {
-                if ack(&acker).await {
+                if self.settler.ack(&handled.acker).await {
                     tracing::debug!("handled; acked");
                 }
             }
             Decision::Retry { tier, next_count } => {
                 let properties = republish_properties(
-                    &ctx.properties,
+                    &handled.ctx.properties,
                     &[(headers::RETRY_COUNT, HeaderValue::Int(next_count.into()))],
                 );
-                let queue = &self.topology.retry_queues[tier].name;
-                let target = Target {
-                    exchange: &self.retry_exchange,
-                    routing_key: &self.retry_keys[tier],
-                    queue,
-                    // It dead-letters the copy back when the delay is over.
-                    headroom: broker_headroom(
-                        queue,
-                        self.retry_exchange.as_str(),
-                        self.retry_keys[tier].as_str(),
-                    ),
-                };
-                if self
-                    .republish_then_ack(&settling, &target, properties)
-                    .await
-                {
+                let target = self.retry_target(tier);
+                if self.copy_then_ack(&handled, &target, properties).await {
                     tracing::warn!(
                         error,
                         "failed (transient); retry {next_count}/{} after {}ms in {}",
@@ -302,10 +266,11 @@ impl<C: Consumer> Worker<C> {
                 }
             }
             Decision::DeadLetter { reason } => {
-                let dead_letter = self.dead_letter(&settling, reason, error.to_owned());
-                let properties = republish_properties(&ctx.properties, &dead_letter.headers());
+                let dead_letter = self.dead_letter(&handled, reason, error.to_owned());
+                let properties =
+                    republish_properties(&handled.ctx.properties, &dead_letter.headers());
                 if self
-                    .republish_then_ack(&settling, &self.dead_letter_target(), properties)
+                    .copy_then_ack(&handled, &self.dead_letter_target(), properties)
                     .await
                 {
                     tracing::warn!(
@@ -318,79 +283,102 @@ impl<C: Consumer> Worker<C> {
         }
     }
 
-    /// The failure headers of a dead letter of this delivery.
-    fn dead_letter(&self, s: &Settling<'_>, reason: DeadLetterReason, error: String) -> DeadLetter {
-        DeadLetter {
-            reason,
-            retry_count: s.count,
-            error,
-            failed_at: now_rfc3339(),
-            queue: self.spec.queue.clone(),
-            exchange: s.ctx.exchange.clone(),
-            routing_key: s.ctx.routing_key.clone(),
+    fn retry_target(&self, tier: usize) -> Target<'_> {
+        let queue = &self.topology.retry_queues[tier].name;
+        let exchange = &self.topology.retry_exchange.name;
+        Target {
+            exchange,
+            // Each retry queue is bound to the retry exchange with its own name.
+            routing_key: queue,
+            queue,
+            // It dead-letters the copy back when the delay is over.
+            headroom: broker_headroom(queue, exchange, queue),
         }
     }
 
     fn dead_letter_target(&self) -> Target<'_> {
+        let names = &self.topology;
         Target {
-            exchange: &self.dead_letter_exchange,
-            routing_key: &self.dead_letter_key,
-            queue: &self.topology.dead_letter_queue.name,
+            exchange: &names.dead_letter_exchange.name,
+            routing_key: &self.dead_letter_routing_key,
+            queue: &names.dead_letter_queue.name,
             headroom: DEAD_LETTER_HEADROOM,
         }
     }
 
-    /// Publishes the copy, shrunk to fit one frame with room for what the
-    /// broker adds, and acks the original once the broker confirmed it;
-    /// otherwise requeues the original. True when the copy was confirmed.
-    async fn republish_then_ack(
+    /// The failure headers of a dead letter of this delivery.
+    fn dead_letter(
         &self,
-        s: &Settling<'_>,
-        target: &Target<'_>,
-        properties: BasicProperties,
-    ) -> bool {
-        match fit_to_frame(properties, self.copy_limit(target)) {
-            Ok(properties) => self.publish_then_ack(s, target, properties).await,
-            Err(too_large) => {
-                self.settle_oversized(s, too_large).await;
-                false
-            }
+        handled: &Handled,
+        reason: DeadLetterReason,
+        error: String,
+    ) -> DeadLetter {
+        DeadLetter {
+            reason,
+            retry_count: handled.ctx.retry_count,
+            error,
+            failed_at: now_rfc3339(),
+            queue: self.spec.queue.clone(),
+            exchange: handled.ctx.exchange.clone(),
+            routing_key: handled.ctx.routing_key.clone(),
         }
     }
 
-    /// The most content header a copy to `target` may take: the frame, less
-    /// room for the headers the broker may add there.
-    fn copy_limit(&self, target: &Target<'_>) -> usize {
-        header_limit(self.frame_max).saturating_sub(target.headroom)
+    /// Publishes the copy, shrunk to fit one frame with room for what the
+    /// broker adds, and acks the original once confirmed. True when confirmed.
+    async fn copy_then_ack(
+        &self,
+        handled: &Handled,
+        target: &Target<'_>,
+        properties: lapin::BasicProperties,
+    ) -> bool {
+        match self.settler.fit(properties, target) {
+            Ok(properties) => {
+                self.settler
+                    .republish_then_ack(&handled.acker, target, &handled.body, properties)
+                    .await
+            }
+            Err(too_large) => {
+                self.settle_oversized(handled, too_large).await;
+                false
+            }
+        }
     }
 
     /// No copy of this delivery with its own headers fits. When the broker
     /// can still dead-letter it (adding `x-death`) within the frame, reject
     /// it into the dead-letter queue as it is; otherwise dead-letter a copy
     /// without its largest headers, which `x-dropped-headers` names.
-    async fn settle_oversized(&self, s: &Settling<'_>, too_large: TooLarge) {
-        let limit = header_limit(self.frame_max);
-        let size = content_header_len(&s.ctx.properties);
-        let headroom = broker_headroom(&self.spec.queue, &s.ctx.exchange, &s.ctx.routing_key);
+    async fn settle_oversized(&self, handled: &Handled, too_large: TooLarge) {
+        let frame_max = self.settler.frame_max();
+        let size = content_header_len(&handled.ctx.properties);
+        let ctx = &handled.ctx;
+        let headroom = broker_headroom(&self.spec.queue, &ctx.exchange, &ctx.routing_key);
         let why = format!(
             "a copy would need {} bytes of properties and headers, more than the {} allowed \
-             in a frame of {}, even with the framework's own headers shrunk",
-            too_large.size, too_large.limit, self.frame_max
+             in a frame of {frame_max}, even with the framework's own headers shrunk",
+            too_large.size, too_large.limit
         );
-        if size + headroom <= limit {
-            return self.reject_without_copy(s.acker, why).await;
+        if size + headroom <= header_limit(frame_max) {
+            return self.reject(&handled.acker, &why).await;
         }
         let error = format!(
             "{why}; the message itself takes {size} bytes, too close to the frame for the \
              broker to dead-letter it either. Its failure: {}",
-            s.error
+            handled.error()
         );
-        let dead_letter = self.dead_letter(s, DeadLetterReason::Oversized, truncate_error(&error));
-        let properties = republish_properties(&s.ctx.properties, &dead_letter.headers());
+        let dead_letter =
+            self.dead_letter(handled, DeadLetterReason::Oversized, truncate_error(&error));
+        let properties = republish_properties(&ctx.properties, &dead_letter.headers());
         let target = self.dead_letter_target();
-        match without_largest_headers(properties, self.copy_limit(&target)) {
+        match without_largest_headers(properties, self.settler.copy_limit(&target)) {
             Some((properties, dropped)) => {
-                if self.publish_then_ack(s, &target, properties).await {
+                let (acker, body) = (&handled.acker, &handled.body);
+                if self
+                    .settler
+                    .republish_then_ack(acker, &target, body, properties)
+                    .await
+                {
                     tracing::error!(
                         "{why}; dead-lettered to {} without the headers {}",
                         target.queue,
@@ -398,135 +386,28 @@ impl<C: Consumer> Worker<C> {
                     );
                 }
             }
-            None => self.reject_without_copy(s.acker, why).await,
+            None => self.reject(&handled.acker, &why).await,
         }
     }
 
-    /// Publishes `properties` to `target`, confirmed, then acks the original;
-    /// requeues it when the broker did not confirm. True when confirmed.
-    async fn publish_then_ack(
-        &self,
-        s: &Settling<'_>,
-        target: &Target<'_>,
-        properties: BasicProperties,
-    ) -> bool {
-        let (acker, body) = (s.acker, s.body);
-        let (exchange, routing_key) = (target.exchange, target.routing_key);
-        let timeout = self.env.confirm_timeout;
-        let published = publish_confirmed(
-            &self.channel,
-            exchange.clone(),
-            routing_key.clone(),
-            body,
-            properties,
-            timeout,
-        )
-        .await;
-        match published {
-            Ok(()) => {
-                ack(acker).await;
-                true
-            }
-            Err(failure) => {
-                self.requeue(acker, routing_key.as_str(), failure).await;
-                false
-            }
-        }
-    }
-
-    fn context(
-        &self,
-        exchange: ShortString,
-        routing_key: ShortString,
-        redelivered: bool,
-        retry_count: u32,
-        properties: BasicProperties,
-    ) -> Context {
-        Context {
-            queue: Arc::clone(&self.queue),
-            exchange: exchange.into(),
-            routing_key: routing_key.into(),
-            redelivered,
-            retry_count,
-            properties,
-            state: Arc::clone(&self.env.state),
-        }
-    }
-
-    /// The copy was not confirmed: give the original back to the broker, never
-    /// ack it. An unroutable copy means a retry or dead-letter queue or its
-    /// binding is gone, so the topology is declared again first.
-    async fn requeue(&self, acker: &Acker, target: &str, failure: PublishFailure) {
-        tracing::error!("republish to {target} failed ({failure}); requeueing the original");
-        if matches!(failure, PublishFailure::Unroutable) {
-            // With declare = "passive", only checked: the error names what is missing.
-            let (connection, mode) = (&self.env.connection, self.spec.declare);
-            match establish_topology(connection, &self.topology, mode).await {
-                Ok(()) => tracing::warn!("topology of {} declared or checked again", self.queue),
-                Err(e) => tracing::error!("the topology of {} again: {e}", self.queue),
-            }
-        }
-        tokio::time::sleep(REQUEUE_PAUSE).await;
-        match acker
-            .nack(BasicNackOptions {
-                requeue: true,
-                ..BasicNackOptions::default()
-            })
-            .await
-        {
-            Ok(true) => {}
-            Ok(false) => tracing::warn!(
-                "not requeued: the channel is closed; the broker will redeliver the message"
-            ),
-            Err(e) => tracing::warn!("requeue failed ({e}); the broker will redeliver the message"),
-        }
+    async fn reject(&self, acker: &Acker, why: &str) {
+        let dead_letter_queue = &self.topology.dead_letter_queue.name;
+        self.settler.reject(acker, why, dead_letter_queue).await;
     }
 }
 
-impl<C: Consumer> Worker<C> {
-    /// No copy of this message can be published: reject it without requeue,
-    /// so that the work queue's dead-letter exchange moves it into the
-    /// dead-letter queue inside the broker, headers intact, with `x-death`
-    /// saying `rejected`.
-    async fn reject_without_copy(&self, acker: &Acker, why: String) {
-        tracing::error!(
-            "{why}; rejected without a copy: the broker dead-letters it to {} as it is",
-            self.topology.dead_letter_queue.name
-        );
-        match acker.reject(BasicRejectOptions { requeue: false }).await {
-            Ok(true) => {}
-            Ok(false) => tracing::warn!(
-                "not rejected: the channel is closed; the broker will redeliver the message"
-            ),
-            Err(e) => tracing::warn!("reject failed ({e}); the broker will redeliver the message"),
-        }
-    }
-}
-
-/// Gives a delivery that was prefetched but never started back to the broker.
-async fn requeue_unstarted(acker: &Acker) {
-    let requeue = BasicNackOptions {
-        requeue: true,
-        ..BasicNackOptions::default()
-    };
-    if let Err(e) = acker.nack(requeue).await {
-        tracing::debug!("returning an unstarted delivery: {e}; the broker will redeliver it");
-    }
-}
-
-/// Acks; `false` when the channel is gone (the broker will then redeliver).
-async fn ack(acker: &Acker) -> bool {
-    match acker.ack(BasicAckOptions::default()).await {
-        Ok(true) => true,
-        Ok(false) => {
-            tracing::warn!(
-                "not acked: the channel is closed; the broker will redeliver the message"
-            );
-            false
-        }
-        Err(e) => {
-            tracing::warn!("ack failed ({e}); the broker will redeliver the message");
-            false
-        }
-    }
+/// Declares (or, with `declare = "passive"`, checks) the topology again: an
+/// unroutable copy means a retry or dead-letter queue or its binding is gone.
+fn repair(connection: &Arc<dyn Connection>, topology: &Topology, spec: &ConsumerSpec) -> Repair {
+    let (connection, topology, mode) = (Arc::clone(connection), topology.clone(), spec.declare);
+    Arc::new(move || {
+        let (connection, topology) = (Arc::clone(&connection), topology.clone());
+        Box::pin(async move {
+            let queue = &topology.work_queue.name;
+            match establish_topology(&*connection, &topology, mode).await {
+                Ok(()) => tracing::warn!("topology of {queue} declared or checked again"),
+                Err(e) => tracing::error!("the topology of {queue} again: {e}"),
+            }
+        })
+    })
 }

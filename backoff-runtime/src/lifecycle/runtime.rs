@@ -5,14 +5,13 @@ use std::time::Duration;
 
 use backoff_core::{ConsumerSpec, ReconnectBackoff, Topology};
 use futures_util::future::BoxFuture;
-use lapin::uri::AMQPUri;
-use lapin::{Connection, ConnectionProperties};
 use tokio::task::JoinSet;
 
 use crate::consume::state::StateMap;
 use crate::consume::worker::{Worker, WorkerEnv};
-use crate::error::redact;
+use crate::transport::amqp::AmqpTransport;
 use crate::transport::declare::establish_topology;
+use crate::transport::{Connection, Transport};
 use crate::{Consumer, Error, Health, HealthWatch, ShutdownHandle, StateRequirement};
 
 /// Builds a [`Runtime`]: the broker address, the consumers, their shared state
@@ -31,6 +30,7 @@ use crate::{Consumer, Error, Health, HealthWatch, ShutdownHandle, StateRequireme
 #[must_use = "a builder does nothing until .run() or .build()"]
 pub struct RuntimeBuilder {
     uri: Option<String>,
+    transport: Option<Arc<dyn Transport>>,
     consumers: Vec<Box<dyn Registration>>,
     state: StateMap,
     confirm_timeout: Duration,
@@ -43,7 +43,7 @@ pub struct RuntimeBuilder {
 ///
 /// Made by [`Runtime::builder`].
 pub struct Runtime {
-    uri: String,
+    transport: Arc<dyn Transport>,
     consumers: Vec<Box<dyn Registration>>,
     state: Arc<StateMap>,
     confirm_timeout: Duration,
@@ -60,6 +60,7 @@ impl Runtime {
     pub fn builder() -> RuntimeBuilder {
         RuntimeBuilder {
             uri: None,
+            transport: None,
             consumers: Vec::new(),
             state: StateMap::default(),
             confirm_timeout: Duration::from_secs(30),
@@ -142,23 +143,30 @@ impl Runtime {
     /// One connection's life: connect, declare, consume until shutdown (Ok)
     /// or until a consumer or the connection fails (Err).
     async fn generation(&self, failures: &mut u32) -> Result<(), Error> {
-        let connection = Arc::new(connect(&self.uri).await?);
+        let connection = self
+            .transport
+            .connect()
+            .await
+            .map_err(|source| Error::Connect {
+                uri: self.transport.describe(),
+                source,
+            })?;
         let stop = ShutdownHandle::new();
         let result = self.consume(&connection, &stop, failures).await;
         stop.shutdown();
-        close(&connection).await;
+        connection.close().await;
         result
     }
 
     async fn consume(
         &self,
-        connection: &Arc<Connection>,
+        connection: &Arc<dyn Connection>,
         stop: &ShutdownHandle,
         failures: &mut u32,
     ) -> Result<(), Error> {
         for registration in &self.consumers {
             let spec = registration.spec();
-            establish_topology(connection, &Topology::of(spec), spec.declare).await?;
+            establish_topology(&**connection, &Topology::of(spec), spec.declare).await?;
         }
         let env = WorkerEnv {
             connection: Arc::clone(connection),
@@ -236,6 +244,14 @@ impl RuntimeBuilder {
     /// The broker address (default: `AMQP_URL`, else the local broker).
     pub fn uri(mut self, uri: impl Into<String>) -> Self {
         self.uri = Some(uri.into());
+        self
+    }
+
+    /// Another way to reach a broker than an `amqp://` address, such as the
+    /// in-memory broker of `rabbit_backoff::testing`. Takes precedence over
+    /// [`uri`](Self::uri).
+    pub fn transport(mut self, transport: impl Transport) -> Self {
+        self.transport = Some(Arc::new(transport));
         self
     }
 
@@ -341,7 +357,11 @@ impl RuntimeBuilder {
             }
         }
         Ok(Runtime {
-            uri: self.uri.unwrap_or_else(crate::amqp_url_from_env),
+            transport: self.transport.unwrap_or_else(|| {
+                Arc::new(AmqpTransport::new(
+                    self.uri.unwrap_or_else(crate::amqp_url_from_env),
+                ))
+            }),
             consumers: self.consumers,
             state: Arc::new(self.state),
             confirm_timeout: self.confirm_timeout,
@@ -397,35 +417,15 @@ impl<C: Consumer> Registration for Registered<C> {
     }
 }
 
-/// The largest frame the runtime negotiates, whatever the broker offers: the
-/// broker's default. It bounds how deeply a header can nest (see the I/O
-/// thread's stack in `vendor/lapin/PATCHED.md`) and how large the properties
-/// of one message can be.
-pub const MAX_FRAME_SIZE: u32 = 131_072;
-
-/// Connects to the broker, naming the connection `rabbit-backoff`, with a
-/// `frame_max` of at most [`MAX_FRAME_SIZE`] (a smaller `frame_max` in the
-/// URI's query is kept).
-pub async fn connect(uri: &str) -> Result<Connection, Error> {
-    let properties = ConnectionProperties::default().with_connection_name("rabbit-backoff".into());
-    let connect_error = |source| Error::Connect {
-        uri: redact(uri),
+/// Connects to the broker at `uri` (an `amqp://` address), naming the
+/// connection `rabbit-backoff`, with a `frame_max` of at most
+/// [`MAX_FRAME_SIZE`](crate::transport::amqp::MAX_FRAME_SIZE).
+pub async fn connect(uri: &str) -> Result<Arc<dyn Connection>, Error> {
+    let transport = AmqpTransport::new(uri);
+    transport.connect().await.map_err(|source| Error::Connect {
+        uri: transport.describe(),
         source,
-    };
-    let mut amqp_uri: AMQPUri = uri
-        .parse()
-        .map_err(|e: String| connect_error(std::io::Error::other(e).into()))?;
-    let frame_max = amqp_uri.query.frame_max.unwrap_or(MAX_FRAME_SIZE);
-    amqp_uri.query.frame_max = Some(frame_max.min(MAX_FRAME_SIZE));
-    Connection::connect_uri(amqp_uri, properties)
-        .await
-        .map_err(connect_error)
-}
-
-async fn close(connection: &Connection) {
-    if let Err(e) = connection.close(200, "shutdown".into()).await {
-        tracing::debug!("closing the connection: {e}");
-    }
+    })
 }
 
 async fn shutdown_on_signal(shutdown: ShutdownHandle) {

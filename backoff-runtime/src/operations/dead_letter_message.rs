@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
+use crate::transport::Delivery;
 use backoff_core::{HeaderValue, headers, read_retry_count};
-use lapin::message::Delivery;
 use lapin::types::AMQPValue;
 use serde::Serialize;
 

@@ -1,23 +1,22 @@
+use std::sync::Arc;
 use std::time::Duration;
 
 use backoff_core::{
     ConsumerSpec, FAILURE_HEADERS, HeaderValue, MAX_HEADER_DEPTH, REPLAY_HISTORY, REPLAYED_AT,
-    TopologyNames, broker_headroom, header_limit, headers, history_overflow, read_retry_count,
-    replay_target,
+    TopologyNames, broker_headroom, headers, history_overflow, read_retry_count, replay_target,
 };
-use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicGetOptions, QueueDeclareOptions};
+use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
-use lapin::{BasicProperties, Channel, Connection};
 use serde::Serialize;
 
-use crate::lifecycle::runtime::connect;
 use crate::operations::status::inspect_queue;
 use crate::settle::copy::{now_rfc3339, republish_properties};
-use crate::settle::frame_fit::{Released, fit_to_frame, header_depth};
+use crate::settle::frame_fit::{Released, header_depth};
 use crate::settle::headers::header_view;
-use crate::settle::headers::short;
-use crate::settle::publish::{channel_error, confirm_channel, publish_confirmed};
+use crate::settle::publish::{channel_error, confirm_channel};
+use crate::settle::settlement::{Settler, Target};
+use crate::transport::amqp::AmqpTransport;
+use crate::transport::{Connection, Delivery, Transport};
 use crate::{DeadLetterFilter, DeadLetterMessage, Error};
 
 /// Where and how fast [`Dlq::replay`] moves messages.
@@ -78,7 +77,7 @@ pub struct SkippedMessage {
 /// # Ok(()) }
 /// ```
 pub struct Dlq {
-    connection: Connection,
+    connection: Arc<dyn Connection>,
     names: TopologyNames,
     confirm_timeout: Duration,
 }
@@ -92,8 +91,21 @@ enum Mode<'a> {
 impl Dlq {
     /// Connects to the broker for the consumer described by `spec`.
     pub async fn connect(uri: &str, spec: &ConsumerSpec) -> Result<Self, Error> {
+        Self::with_transport(AmqpTransport::new(uri), spec).await
+    }
+
+    /// Connects through `transport` (such as the in-memory broker of
+    /// `rabbit_backoff::testing`) for the consumer described by `spec`.
+    pub async fn with_transport(
+        transport: impl Transport,
+        spec: &ConsumerSpec,
+    ) -> Result<Self, Error> {
+        let connection = transport.connect().await.map_err(|source| Error::Connect {
+            uri: transport.describe(),
+            source,
+        })?;
         Ok(Dlq {
-            connection: connect(uri).await?,
+            connection,
             names: spec.names(),
             confirm_timeout: Duration::from_secs(30),
         })
@@ -133,7 +145,7 @@ impl Dlq {
     /// Closes the connection; an operation under way stops, and every message
     /// it had not settled returns to the dead-letter queue.
     pub async fn close(&self) {
-        let _ = self.connection.close(200, "done".into()).await;
+        self.connection.close().await;
     }
 
     /// Reads the whole queue once, unacknowledged, applies `mode` to the
@@ -148,19 +160,18 @@ impl Dlq {
         mode: Mode<'_>,
     ) -> Result<DeadLetterReport, Error> {
         let queue = self.names.dead_letter_queue.clone();
-        let channel = confirm_channel(&self.connection, &queue).await?;
+        let channel = confirm_channel(&*self.connection, &queue).await?;
         let total = channel
-            .queue_declare(
-                short(&queue, "queue name")?,
-                QueueDeclareOptions {
-                    passive: true,
-                    ..QueueDeclareOptions::default()
-                },
-                FieldTable::default(),
-            )
+            .check_queue(&queue)
             .await
             .map_err(channel_error(&queue, "finding the dead-letter queue"))?
-            .message_count();
+            .messages;
+        let settler = Settler::new(
+            channel,
+            self.connection.frame_max(),
+            self.confirm_timeout,
+            None,
+        );
 
         let interval = match mode {
             Mode::Replay(ReplayOptions {
@@ -173,17 +184,15 @@ impl Dlq {
         let mut skipped = Vec::new();
         let mut removed = 0;
         for position in 0..total as usize {
-            let Some(message) = channel
-                .basic_get(
-                    short(&queue, "queue name")?,
-                    BasicGetOptions { no_ack: false },
-                )
+            let Some(delivery) = settler
+                .channel()
+                .get(&queue)
                 .await
                 .map_err(channel_error(&queue, "reading the dead-letter queue"))?
             else {
                 break;
             };
-            let delivery = Released::new(message.delivery);
+            let delivery = Released::new(delivery);
             let summary = DeadLetterMessage::of(&delivery, position);
             // The whole queue is always read, past the limit too: a quorum queue
             // puts returned messages at its back, so returning only a prefix
@@ -203,7 +212,7 @@ impl Dlq {
                         tokio::time::sleep_until(next_publish).await;
                         next_publish = tokio::time::Instant::now() + interval;
                     }
-                    if let Err(reason) = self.republish(&channel, &delivery, options).await? {
+                    if let Err(reason) = self.republish(&settler, &delivery, options).await? {
                         tracing::warn!("{queue}: message {position} stays: {reason}");
                         skipped.push(SkippedMessage {
                             message: summary,
@@ -219,7 +228,7 @@ impl Dlq {
         }
         let kept = total as usize - removed;
         // Unacked messages go back to their places, in order.
-        let _ = channel.close(200, "scan done".into()).await;
+        settler.close().await;
         self.wait_until_returned(&queue, kept).await?;
         Ok(DeadLetterReport {
             matched,
@@ -234,7 +243,7 @@ impl Dlq {
     async fn wait_until_returned(&self, queue: &str, kept: usize) -> Result<(), Error> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
-            let ready = inspect_queue(&self.connection, queue)
+            let ready = inspect_queue(&*self.connection, queue)
                 .await?
                 .map_or(0, |(messages, _)| messages);
             if ready as usize >= kept || tokio::time::Instant::now() >= deadline {
@@ -248,7 +257,7 @@ impl Dlq {
     /// when no copy of it can be published, so it must stay.
     async fn republish(
         &self,
-        channel: &Channel,
+        settler: &Settler,
         delivery: &Delivery,
         options: &ReplayOptions,
     ) -> Result<Result<(), String>, Error> {
@@ -263,7 +272,7 @@ impl Dlq {
             .headers()
             .as_ref()
             .and_then(|h| h.inner().get(headers::ORIGINAL_QUEUE))
-            .and_then(|v| match crate::settle::headers::header_view(v) {
+            .and_then(|v| match header_view(v) {
                 HeaderValue::Str(s) => Some(s.to_owned()),
                 _ => None,
             });
@@ -272,56 +281,45 @@ impl Dlq {
         let exchange = options.to_exchange.clone().unwrap_or(default_exchange);
         let routing_key = options.to_routing_key.clone().unwrap_or(default_key);
         let properties = replay_properties(&delivery.properties, &now_rfc3339());
-        // The copy goes to a work queue, whose dead-lettering may add x-death.
-        let frame_max = self.connection.configuration().frame_max();
-        let limit = header_limit(frame_max).saturating_sub(broker_headroom(
-            &routing_key,
-            &exchange,
-            &routing_key,
-        ));
-        let properties = match fit_to_frame(properties, limit) {
+        let target = Target {
+            exchange: &exchange,
+            routing_key: &routing_key,
+            queue: &routing_key,
+            // The copy goes to a work queue, whose dead-lettering may add x-death.
+            headroom: broker_headroom(&routing_key, &exchange, &routing_key),
+        };
+        let properties = match settler.fit(properties, &target) {
             Ok(properties) => properties,
             Err(too_large) => {
                 return Ok(Err(format!(
                     "its copy would need {} bytes of properties and headers, more than the {} \
-                     allowed in a frame of {frame_max}",
-                    too_large.size, too_large.limit
+                     allowed in a frame of {}",
+                    too_large.size,
+                    too_large.limit,
+                    settler.frame_max()
                 )));
             }
         };
-        publish_confirmed(
-            channel,
-            short(&exchange, "exchange name")?,
-            short(&routing_key, "routing key")?,
-            &delivery.data,
-            properties,
-            self.confirm_timeout,
-        )
-        .await
-        .map_err(|failure| Error::Publish {
-            exchange,
-            routing_key,
-            failure,
-        })?;
+        settler
+            .publish(&target, &delivery.data, properties)
+            .await
+            .map_err(|failure| Error::Publish {
+                exchange: exchange.clone(),
+                routing_key: routing_key.clone(),
+                failure,
+            })?;
         Ok(Ok(()))
     }
 }
 
+/// Acks a dead letter that was replayed or discarded; failing to is an error
+/// of the whole operation (the message stays in the queue).
 async fn ack(delivery: &Delivery, queue: &str) -> Result<(), Error> {
-    match delivery.acker.ack(BasicAckOptions::default()).await {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(Error::Channel {
-            action: "acknowledging a dead letter",
-            queue: queue.to_owned(),
-            source: lapin::ErrorKind::InvalidChannelState(lapin::ChannelState::Closed, "basic.ack")
-                .into(),
-        }),
-        Err(source) => Err(Error::Channel {
-            action: "acknowledging a dead letter",
-            queue: queue.to_owned(),
-            source,
-        }),
-    }
+    delivery
+        .acker
+        .ack()
+        .await
+        .map_err(channel_error(queue, "acknowledging a dead letter"))
 }
 
 /// The properties of a replayed copy: the failure headers move into one new

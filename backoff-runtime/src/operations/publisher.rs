@@ -1,15 +1,17 @@
+use std::sync::Arc;
 use std::time::Duration;
 
 use backoff_core::ConsumerSpec;
+use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
-use lapin::{BasicProperties, Channel, Connection};
 use serde::Serialize;
 use tokio::sync::Mutex;
 
-use crate::Error;
-use crate::lifecycle::runtime::connect;
 use crate::settle::headers::short;
 use crate::settle::publish::{PERSISTENT, confirm_channel, publish_confirmed};
+use crate::transport::amqp::AmqpTransport;
+use crate::transport::{Channel, Connection, Transport};
+use crate::{Error, PublishFailure};
 
 /// A message to publish: a JSON body with its properties.
 ///
@@ -88,7 +90,7 @@ impl Outgoing {
 /// # Ok(()) }
 /// ```
 pub struct Publisher {
-    uri: String,
+    transport: Arc<dyn Transport>,
     /// Opened again when the broker closed the channel (for example after a
     /// publish to a missing exchange) or the connection was lost.
     link: Mutex<Link>,
@@ -96,27 +98,46 @@ pub struct Publisher {
 }
 
 struct Link {
-    connection: Connection,
-    channel: Channel,
+    connection: Arc<dyn Connection>,
+    /// `None` once a publish failed on it: the broker closed it, or the
+    /// connection is gone.
+    channel: Option<Arc<dyn Channel>>,
 }
 
 impl Link {
-    async fn open(uri: &str) -> Result<Self, Error> {
-        let connection = connect(uri).await?;
-        let channel = confirm_channel(&connection, "(publisher)").await?;
+    async fn open(transport: &dyn Transport) -> Result<Self, Error> {
+        let (connection, channel) = Self::connect(transport).await?;
         Ok(Link {
             connection,
-            channel,
+            channel: Some(channel),
         })
+    }
+
+    async fn connect(
+        transport: &dyn Transport,
+    ) -> Result<(Arc<dyn Connection>, Arc<dyn Channel>), Error> {
+        let connection = transport.connect().await.map_err(|source| Error::Connect {
+            uri: transport.describe(),
+            source,
+        })?;
+        let channel = confirm_channel(&*connection, "(publisher)").await?;
+        Ok((connection, channel))
     }
 }
 
 impl Publisher {
-    /// Connects and opens a confirm channel.
+    /// Connects to the broker at `uri` and opens a confirm channel.
     pub async fn connect(uri: &str) -> Result<Self, Error> {
-        let link = Link::open(uri).await?;
+        Self::with_transport(AmqpTransport::new(uri)).await
+    }
+
+    /// Connects through `transport` (such as the in-memory broker of
+    /// `rabbit_backoff::testing`) and opens a confirm channel.
+    pub async fn with_transport(transport: impl Transport) -> Result<Self, Error> {
+        let transport: Arc<dyn Transport> = Arc::new(transport);
+        let link = Link::open(&*transport).await?;
         Ok(Publisher {
-            uri: uri.to_owned(),
+            transport,
             link: Mutex::new(link),
             confirm_timeout: Duration::from_secs(30),
         })
@@ -148,20 +169,27 @@ impl Publisher {
         if let Some(id) = message.correlation_id {
             properties = properties.with_correlation_id(short(&id, "correlation_id")?);
         }
-        publish_confirmed(
-            &self.channel().await?,
-            short(exchange, "exchange name")?,
-            short(routing_key, "routing key")?,
+        let channel = self.channel().await?;
+        let published = publish_confirmed(
+            &*channel,
+            exchange,
+            routing_key,
             &message.body,
             properties,
             self.confirm_timeout,
         )
-        .await
-        .map_err(|failure| Error::Publish {
-            exchange: exchange.to_owned(),
-            routing_key: routing_key.to_owned(),
-            failure,
-        })?;
+        .await;
+        if let Err(failure) = published {
+            if let PublishFailure::Channel(_) = failure {
+                // The channel or the connection is gone: open them again next time.
+                self.link.lock().await.channel = None;
+            }
+            return Err(Error::Publish {
+                exchange: exchange.to_owned(),
+                routing_key: routing_key.to_owned(),
+                failure,
+            });
+        }
         Ok(message_id)
     }
 
@@ -181,20 +209,31 @@ impl Publisher {
     }
 
     /// The confirm channel, opened again when it or the connection was lost.
-    async fn channel(&self) -> Result<Channel, Error> {
+    async fn channel(&self) -> Result<Arc<dyn Channel>, Error> {
         let mut link = self.link.lock().await;
-        if !link.connection.status().connected() {
-            *link = Link::open(&self.uri).await?;
-        } else if !link.channel.status().connected() {
-            link.channel = confirm_channel(&link.connection, "(publisher)").await?;
+        if let Some(channel) = &link.channel {
+            return Ok(Arc::clone(channel));
         }
-        Ok(link.channel.clone())
+        let channel = match confirm_channel(&*link.connection, "(publisher)").await {
+            Ok(channel) => channel,
+            Err(_) => {
+                // The connection is gone too.
+                link.connection.close().await;
+                let (connection, channel) = Link::connect(&*self.transport).await?;
+                link.connection = connection;
+                channel
+            }
+        };
+        link.channel = Some(Arc::clone(&channel));
+        Ok(channel)
     }
 
     /// Closes the channel and the connection.
     pub async fn close(self) {
         let link = self.link.into_inner();
-        let _ = link.channel.close(200, "publisher closed".into()).await;
-        let _ = link.connection.close(200, "publisher closed".into()).await;
+        if let Some(channel) = link.channel {
+            channel.close().await;
+        }
+        link.connection.close().await;
     }
 }

@@ -1,13 +1,9 @@
+use crate::transport::Connection;
 use backoff_core::TopologyNames;
-use lapin::options::{ExchangeDeclareOptions, QueueDeclareOptions};
-use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
-use lapin::types::FieldTable;
-use lapin::{Connection, ErrorKind};
 use serde::Serialize;
 
 use crate::Error;
-use crate::settle::headers::short;
-use crate::settle::publish::channel_error;
+use crate::settle::publish::confirm_channel;
 
 /// The depth and consumers of one queue of a consumer's topology.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -52,7 +48,7 @@ impl ConsumerStatus {
 /// are queue names known from elsewhere (the management API): those that
 /// match the retry pattern are reported as tiers of an older schedule.
 pub async fn status(
-    connection: &Connection,
+    connection: &dyn Connection,
     names: &TopologyNames,
     delays: &[u64],
     other_queues: &[String],
@@ -94,26 +90,16 @@ pub async fn status(
 /// exist. A passive declare, on a channel of its own because a missing queue
 /// closes the channel it is asked on.
 pub(crate) async fn inspect_queue(
-    connection: &Connection,
+    connection: &dyn Connection,
     name: &str,
 ) -> Result<Option<(u32, u32)>, Error> {
-    let channel = connection
-        .create_channel()
-        .await
-        .map_err(channel_error(name, "opening a channel"))?;
-    let passive = QueueDeclareOptions {
-        passive: true,
-        ..QueueDeclareOptions::default()
-    };
-    match channel
-        .queue_declare(short(name, "queue name")?, passive, FieldTable::default())
-        .await
-    {
+    let channel = confirm_channel(connection, name).await?;
+    match channel.check_queue(name).await {
         Ok(queue) => {
-            let _ = channel.close(200, "inspected".into()).await;
-            Ok(Some((queue.message_count(), queue.consumer_count())))
+            channel.close().await;
+            Ok(Some((queue.messages, queue.consumers)))
         }
-        Err(e) if is_not_found(&e) => Ok(None),
+        Err(e) if e.is_not_found() => Ok(None),
         Err(source) => Err(Error::Channel {
             action: "checking that the queue exists",
             queue: name.to_owned(),
@@ -124,29 +110,17 @@ pub(crate) async fn inspect_queue(
 
 /// Whether the exchange `name` exists: a passive declare, on a channel of its
 /// own as in [`inspect_queue`].
-pub(crate) async fn exchange_exists(connection: &Connection, name: &str) -> Result<bool, Error> {
-    let channel = connection
-        .create_channel()
-        .await
-        .map_err(channel_error(name, "opening a channel"))?;
-    let passive = ExchangeDeclareOptions {
-        passive: true,
-        ..ExchangeDeclareOptions::default()
-    };
-    match channel
-        .exchange_declare(
-            short(name, "exchange name")?,
-            lapin::ExchangeKind::Direct,
-            passive,
-            FieldTable::default(),
-        )
-        .await
-    {
+pub(crate) async fn exchange_exists(
+    connection: &dyn Connection,
+    name: &str,
+) -> Result<bool, Error> {
+    let channel = confirm_channel(connection, name).await?;
+    match channel.check_exchange(name).await {
         Ok(()) => {
-            let _ = channel.close(200, "inspected".into()).await;
+            channel.close().await;
             Ok(true)
         }
-        Err(e) if is_not_found(&e) => Ok(false),
+        Err(e) if e.is_not_found() => Ok(false),
         Err(source) => Err(Error::Channel {
             action: "checking that the exchange exists",
             queue: name.to_owned(),
@@ -155,14 +129,8 @@ pub(crate) async fn exchange_exists(connection: &Connection, name: &str) -> Resu
     }
 }
 
-/// The broker's NOT_FOUND, the answer of a passive declare of a missing object.
-fn is_not_found(error: &lapin::Error) -> bool {
-    matches!(error.kind(), ErrorKind::ProtocolError(amqp)
-        if matches!(amqp.kind(), AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND)))
-}
-
 async fn probe(
-    connection: &Connection,
+    connection: &dyn Connection,
     role: &'static str,
     name: &str,
     delay_ms: Option<u64>,

@@ -4,11 +4,11 @@
 //! Every walk here is iterative: a header may nest tens of thousands of
 //! levels deep, and recursion over it would overflow a task's stack.
 
+use crate::transport::Delivery;
 use backoff_core::{
     CopySizes, Fit, MAX_HEADER_DEPTH, ShrinkPlan, fit_copy, headers, truncate_error_to,
 };
 use lapin::BasicProperties;
-use lapin::message::Delivery;
 use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
 
 /// The encoded size and nesting depth of some headers.

@@ -5,3 +5,4 @@ pub(crate) mod copy;
 pub(crate) mod frame_fit;
 pub(crate) mod headers;
 pub(crate) mod publish;
+pub(crate) mod settlement;

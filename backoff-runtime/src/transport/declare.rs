@@ -1,16 +1,14 @@
-use backoff_core::{DeclareMode, ExchangeDecl, ExchangeKind, Topology};
-use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
-use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
-use lapin::types::FieldTable;
-use lapin::{Connection, ErrorKind};
+use backoff_core::{DeclareMode, Topology};
+
+use crate::settle::publish::channel_error;
+use crate::transport::{Connection, PRECONDITION_FAILED, TransportError};
 
 use crate::operations::status::{exchange_exists, inspect_queue};
-use crate::settle::headers::{arguments_table, short};
 use crate::{Error, MissingObject};
 
 /// Declares the topology, or with [`DeclareMode::Passive`] only checks it.
 pub(crate) async fn establish_topology(
-    connection: &Connection,
+    connection: &dyn Connection,
     topology: &Topology,
     mode: DeclareMode,
 ) -> Result<(), Error> {
@@ -28,7 +26,7 @@ pub(crate) async fn establish_topology(
 /// A passive check sees only that an object exists: not the arguments of a
 /// queue (its TTL, where it dead-letters to), nor the bindings. Those stay
 /// the responsibility of whoever declared them.
-pub async fn check_topology(connection: &Connection, topology: &Topology) -> Result<(), Error> {
+pub async fn check_topology(connection: &dyn Connection, topology: &Topology) -> Result<(), Error> {
     let mut missing = Vec::new();
     for exchange in topology.exchanges() {
         if !exchange_exists(connection, &exchange.name).await? {
@@ -62,41 +60,29 @@ pub async fn check_topology(connection: &Connection, topology: &Topology) -> Res
 /// Runs on a channel of its own, because the broker closes a channel on which a
 /// declaration conflicts with an existing object; such a conflict comes back
 /// as [`Error::TopologyConflict`], naming the object and the argument.
-pub async fn declare_topology(connection: &Connection, topology: &Topology) -> Result<(), Error> {
-    let channel = connection
-        .create_channel()
-        .await
-        .map_err(|source| Error::Channel {
-            action: "opening a channel to declare the topology",
-            queue: topology.work_queue.name.clone(),
-            source,
-        })?;
+pub async fn declare_topology(
+    connection: &dyn Connection,
+    topology: &Topology,
+) -> Result<(), Error> {
+    let channel = connection.open_channel().await.map_err(channel_error(
+        &topology.work_queue.name,
+        "opening a channel to declare the topology",
+    ))?;
     for exchange in topology.exchanges() {
-        declare_exchange(&channel, exchange).await?;
+        channel
+            .declare_exchange(&exchange.name, exchange.kind)
+            .await
+            .map_err(|e| declare_error("exchange", &exchange.name, e))?;
     }
     for queue in topology.queues() {
-        let arguments = arguments_table(&queue.arguments)?;
         channel
-            .queue_declare(
-                short(&queue.name, "queue name")?,
-                QueueDeclareOptions {
-                    durable: true,
-                    ..QueueDeclareOptions::default()
-                },
-                arguments,
-            )
+            .declare_queue(queue)
             .await
             .map_err(|e| declare_error("queue", &queue.name, e))?;
     }
     for binding in &topology.bindings {
         channel
-            .queue_bind(
-                short(&binding.queue, "queue name")?,
-                short(&binding.exchange, "exchange name")?,
-                short(&binding.routing_key, "routing key")?,
-                QueueBindOptions::default(),
-                FieldTable::default(),
-            )
+            .bind_queue(&binding.queue, &binding.exchange, &binding.routing_key)
             .await
             .map_err(|e| {
                 declare_error(
@@ -110,40 +96,18 @@ pub async fn declare_topology(connection: &Connection, topology: &Topology) -> R
             })?;
     }
     // Best effort: the declarations are done; a failing close changes nothing.
-    let _ = channel.close(200, "topology declared".into()).await;
+    channel.close().await;
     Ok(())
 }
 
-async fn declare_exchange(channel: &lapin::Channel, exchange: &ExchangeDecl) -> Result<(), Error> {
-    let kind = match exchange.kind {
-        ExchangeKind::Direct => lapin::ExchangeKind::Direct,
-        ExchangeKind::Fanout => lapin::ExchangeKind::Fanout,
-        ExchangeKind::Topic => lapin::ExchangeKind::Topic,
-        ExchangeKind::Headers => lapin::ExchangeKind::Headers,
-    };
-    channel
-        .exchange_declare(
-            short(&exchange.name, "exchange name")?,
-            kind,
-            ExchangeDeclareOptions {
-                durable: true,
-                ..ExchangeDeclareOptions::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .map_err(|e| declare_error("exchange", &exchange.name, e))
-}
-
 /// Turns PRECONDITION_FAILED into a conflict that names the argument.
-fn declare_error(object: &'static str, name: &str, source: lapin::Error) -> Error {
-    if let ErrorKind::ProtocolError(amqp) = source.kind()
-        && matches!(
-            amqp.kind(),
-            AMQPErrorKind::Soft(AMQPSoftError::PRECONDITIONFAILED)
-        )
+fn declare_error(object: &'static str, name: &str, source: TransportError) -> Error {
+    if let TransportError::Refused {
+        code: PRECONDITION_FAILED,
+        text,
+    } = &source
     {
-        let detail = amqp.get_message().to_string();
+        let detail = text.clone();
         let argument = inequivalent_argument(&detail);
         let what = match &argument {
             Some(arg) => format!("argument '{arg}'"),

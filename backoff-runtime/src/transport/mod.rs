@@ -9,6 +9,7 @@
 //! Messages keep lapin's data model ([`BasicProperties`], field tables and
 //! values, re-exported as `rabbit_backoff::lapin`), so both implementations
 //! carry exactly what goes on the wire.
+pub mod amqp;
 pub(crate) mod declare;
 
 use std::fmt;

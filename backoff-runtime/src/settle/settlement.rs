@@ -1,0 +1,171 @@
+//! Settling deliveries on one channel: ack, requeue (at once or after a
+//! pause), reject into the dead-letter exchange, and republish-then-ack. The
+//! consumer loop and the dead-letter replay both settle through here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use backoff_core::header_limit;
+use futures_util::future::BoxFuture;
+use lapin::BasicProperties;
+
+use crate::PublishFailure;
+use crate::settle::frame_fit::{TooLarge, fit_to_frame};
+use crate::settle::publish::publish_confirmed;
+use crate::transport::{Acker, Channel};
+
+/// How long a message whose republish failed is held before it is requeued,
+/// so that a broken retry or dead-letter route never turns into a hot loop.
+pub(crate) const REQUEUE_PAUSE: Duration = Duration::from_secs(1);
+
+/// What to do when a copy came back unroutable, before the original is
+/// requeued: declare (or check) the topology again.
+pub(crate) type Repair = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// Where a copy goes: the exchange and routing key it is published with, the
+/// queue they lead to, and the room a copy leaves there for the headers the
+/// broker adds later.
+pub(crate) struct Target<'a> {
+    pub(crate) exchange: &'a str,
+    pub(crate) routing_key: &'a str,
+    pub(crate) queue: &'a str,
+    pub(crate) headroom: usize,
+}
+
+/// Settles the deliveries of one channel.
+pub(crate) struct Settler {
+    channel: Arc<dyn Channel>,
+    frame_max: u32,
+    confirm_timeout: Duration,
+    repair: Option<Repair>,
+}
+
+impl Settler {
+    pub(crate) fn new(
+        channel: Arc<dyn Channel>,
+        frame_max: u32,
+        confirm_timeout: Duration,
+        repair: Option<Repair>,
+    ) -> Self {
+        Settler {
+            channel,
+            frame_max,
+            confirm_timeout,
+            repair,
+        }
+    }
+
+    pub(crate) fn channel(&self) -> &dyn Channel {
+        &*self.channel
+    }
+
+    pub(crate) fn frame_max(&self) -> u32 {
+        self.frame_max
+    }
+
+    /// Acks; `false` when the channel is gone (the broker then redelivers).
+    pub(crate) async fn ack(&self, acker: &Acker) -> bool {
+        match acker.ack().await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!("not acked ({e}); the broker will redeliver the message");
+                false
+            }
+        }
+    }
+
+    /// Gives a delivery that was never started back to its queue at once.
+    pub(crate) async fn requeue_now(&self, acker: &Acker) {
+        if let Err(e) = acker.requeue().await {
+            tracing::debug!("returning an unstarted delivery: {e}; the broker will redeliver it");
+        }
+    }
+
+    /// Gives a delivery back to its queue after [`REQUEUE_PAUSE`], so that a
+    /// failure that repeats cannot become a hot loop.
+    pub(crate) async fn requeue_after_pause(&self, acker: &Acker) {
+        tokio::time::sleep(REQUEUE_PAUSE).await;
+        if let Err(e) = acker.requeue().await {
+            tracing::warn!("not requeued ({e}); the broker will redeliver the message");
+        }
+    }
+
+    /// Rejects a delivery without requeue, so that its queue's dead-letter
+    /// exchange moves it to the dead-letter queue inside the broker, as it
+    /// is, with `x-death` saying `rejected`; `why` is logged at ERROR.
+    pub(crate) async fn reject(&self, acker: &Acker, why: &str, dead_letter_queue: &str) {
+        tracing::error!(
+            "{why}; rejected without a copy: the broker dead-letters it to {dead_letter_queue} as it is"
+        );
+        if let Err(e) = acker.reject().await {
+            tracing::warn!("not rejected ({e}); the broker will redeliver the message");
+        }
+    }
+
+    /// The most content header a copy to `target` may take: the frame, less
+    /// room for the headers the broker may add there.
+    pub(crate) fn copy_limit(&self, target: &Target<'_>) -> usize {
+        header_limit(self.frame_max).saturating_sub(target.headroom)
+    }
+
+    /// `properties` shrunk by the core's plan to fit a copy to `target`.
+    pub(crate) fn fit(
+        &self,
+        properties: BasicProperties,
+        target: &Target<'_>,
+    ) -> Result<BasicProperties, TooLarge> {
+        fit_to_frame(properties, self.copy_limit(target))
+    }
+
+    /// Publishes a copy to `target` and awaits the broker's confirm.
+    pub(crate) async fn publish(
+        &self,
+        target: &Target<'_>,
+        body: &[u8],
+        properties: BasicProperties,
+    ) -> Result<(), PublishFailure> {
+        publish_confirmed(
+            &*self.channel,
+            target.exchange,
+            target.routing_key,
+            body,
+            properties,
+            self.confirm_timeout,
+        )
+        .await
+    }
+
+    /// Publishes the copy, then acks the original once the broker confirmed
+    /// it; otherwise gives the original back after a pause (repairing the
+    /// topology first when the copy was unroutable). True when confirmed.
+    pub(crate) async fn republish_then_ack(
+        &self,
+        acker: &Acker,
+        target: &Target<'_>,
+        body: &[u8],
+        properties: BasicProperties,
+    ) -> bool {
+        match self.publish(target, body, properties).await {
+            Ok(()) => {
+                self.ack(acker).await;
+                true
+            }
+            Err(failure) => {
+                tracing::error!(
+                    "republish to {} failed ({failure}); requeueing the original",
+                    target.queue
+                );
+                if let (PublishFailure::Unroutable, Some(repair)) = (&failure, &self.repair) {
+                    repair().await;
+                }
+                self.requeue_after_pause(acker).await;
+                false
+            }
+        }
+    }
+
+    /// Closes the channel: every unsettled delivery returns to its queue.
+    pub(crate) async fn close(&self) {
+        self.channel.close().await;
+    }
+}

@@ -1,0 +1,388 @@
+//! The [`Transport`] over lapin, for a real RabbitMQ.
+
+use std::sync::Arc;
+
+use backoff_core::{ExchangeKind, QueueDecl};
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use lapin::options::{
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicNackOptions,
+    BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
+    QueueBindOptions, QueueDeclareOptions,
+};
+use lapin::types::{FieldTable, ShortString};
+use lapin::uri::AMQPUri;
+use lapin::{BasicProperties, Confirmation, ConnectionProperties, ErrorKind};
+
+use super::{
+    Acker, Channel, Confirm, Connection, Deliveries, Delivery, QueueInfo, Settle, Transport,
+    TransportError,
+};
+use crate::error::redact;
+use crate::settle::headers::arguments_table;
+
+/// The largest frame the runtime negotiates, whatever the broker offers: the
+/// broker's default. It bounds how deeply a header can nest (see the I/O
+/// thread's stack in `vendor/lapin/PATCHED.md`) and how large the properties
+/// of one message can be.
+pub const MAX_FRAME_SIZE: u32 = 131_072;
+
+/// A RabbitMQ reached at an `amqp://` (or, with the `tls` feature,
+/// `amqps://`) address.
+///
+/// ```
+/// use backoff_runtime::transport::amqp::AmqpTransport;
+/// use backoff_runtime::transport::Transport;
+///
+/// let transport = AmqpTransport::new("amqp://guest:secret@127.0.0.1:5672/%2f");
+/// assert_eq!(transport.describe(), "amqp://guest:***@127.0.0.1:5672/%2f");
+/// ```
+#[derive(Debug, Clone)]
+pub struct AmqpTransport {
+    uri: String,
+}
+
+impl AmqpTransport {
+    /// A transport to the broker at `uri`.
+    pub fn new(uri: impl Into<String>) -> Self {
+        AmqpTransport { uri: uri.into() }
+    }
+
+    /// Connects, returning the concrete connection (for its lapin handle).
+    pub async fn connect_amqp(&self) -> Result<AmqpConnection, TransportError> {
+        let mut uri: AMQPUri = self.uri.parse().map_err(TransportError::Other)?;
+        let frame_max = uri.query.frame_max.unwrap_or(MAX_FRAME_SIZE);
+        uri.query.frame_max = Some(frame_max.min(MAX_FRAME_SIZE));
+        let properties =
+            ConnectionProperties::default().with_connection_name("rabbit-backoff".into());
+        let inner = lapin::Connection::connect_uri(uri, properties)
+            .await
+            .map_err(transport_error)?;
+        Ok(AmqpConnection { inner })
+    }
+}
+
+impl Transport for AmqpTransport {
+    fn connect(&self) -> BoxFuture<'_, Result<Arc<dyn Connection>, TransportError>> {
+        Box::pin(async move {
+            let connection: Arc<dyn Connection> = Arc::new(self.connect_amqp().await?);
+            Ok(connection)
+        })
+    }
+
+    fn describe(&self) -> String {
+        redact(&self.uri)
+    }
+}
+
+/// A lapin connection.
+pub struct AmqpConnection {
+    inner: lapin::Connection,
+}
+
+impl AmqpConnection {
+    /// The lapin connection, for what the framework does not wrap.
+    pub fn lapin(&self) -> &lapin::Connection {
+        &self.inner
+    }
+}
+
+impl Connection for AmqpConnection {
+    fn open_channel(&self) -> BoxFuture<'_, Result<Arc<dyn Channel>, TransportError>> {
+        Box::pin(async move {
+            let inner = self.inner.create_channel().await.map_err(transport_error)?;
+            inner
+                .confirm_select(ConfirmSelectOptions::default())
+                .await
+                .map_err(transport_error)?;
+            let channel: Arc<dyn Channel> = Arc::new(AmqpChannel { inner });
+            Ok(channel)
+        })
+    }
+
+    fn frame_max(&self) -> u32 {
+        self.inner.configuration().frame_max()
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if let Err(e) = self.inner.close(200, "closing".into()).await {
+                tracing::debug!("closing the connection: {e}");
+            }
+        })
+    }
+}
+
+/// A lapin channel in confirm mode.
+pub struct AmqpChannel {
+    inner: lapin::Channel,
+}
+
+fn short(s: &str) -> Result<ShortString, TransportError> {
+    ShortString::try_new(s).map_err(|_| {
+        TransportError::Other(format!(
+            "`{}…` is {} bytes long; AMQP names are at most 255 bytes",
+            s.chars().take(40).collect::<String>(),
+            s.len()
+        ))
+    })
+}
+
+fn durable_queue(passive: bool) -> QueueDeclareOptions {
+    QueueDeclareOptions {
+        durable: !passive,
+        passive,
+        ..QueueDeclareOptions::default()
+    }
+}
+
+impl Channel for AmqpChannel {
+    fn declare_exchange<'a>(
+        &'a self,
+        name: &'a str,
+        kind: ExchangeKind,
+    ) -> BoxFuture<'a, Result<(), TransportError>> {
+        Box::pin(async move {
+            let kind = match kind {
+                ExchangeKind::Direct => lapin::ExchangeKind::Direct,
+                ExchangeKind::Fanout => lapin::ExchangeKind::Fanout,
+                ExchangeKind::Topic => lapin::ExchangeKind::Topic,
+                ExchangeKind::Headers => lapin::ExchangeKind::Headers,
+            };
+            let options = ExchangeDeclareOptions {
+                durable: true,
+                ..ExchangeDeclareOptions::default()
+            };
+            self.inner
+                .exchange_declare(short(name)?, kind, options, FieldTable::default())
+                .await
+                .map_err(transport_error)
+        })
+    }
+
+    fn declare_queue<'a>(
+        &'a self,
+        queue: &'a QueueDecl,
+    ) -> BoxFuture<'a, Result<QueueInfo, TransportError>> {
+        Box::pin(async move {
+            let arguments = arguments_table(&queue.arguments)
+                .map_err(|e| TransportError::Other(e.to_string()))?;
+            let declared = self
+                .inner
+                .queue_declare(short(&queue.name)?, durable_queue(false), arguments)
+                .await
+                .map_err(transport_error)?;
+            Ok(queue_info(&declared))
+        })
+    }
+
+    fn bind_queue<'a>(
+        &'a self,
+        queue: &'a str,
+        exchange: &'a str,
+        routing_key: &'a str,
+    ) -> BoxFuture<'a, Result<(), TransportError>> {
+        Box::pin(async move {
+            self.inner
+                .queue_bind(
+                    short(queue)?,
+                    short(exchange)?,
+                    short(routing_key)?,
+                    QueueBindOptions::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(transport_error)
+        })
+    }
+
+    fn check_exchange<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {
+        Box::pin(async move {
+            let options = ExchangeDeclareOptions {
+                passive: true,
+                ..ExchangeDeclareOptions::default()
+            };
+            self.inner
+                .exchange_declare(
+                    short(name)?,
+                    lapin::ExchangeKind::Direct,
+                    options,
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(transport_error)
+        })
+    }
+
+    fn check_queue<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<QueueInfo, TransportError>> {
+        Box::pin(async move {
+            let declared = self
+                .inner
+                .queue_declare(short(name)?, durable_queue(true), FieldTable::default())
+                .await
+                .map_err(transport_error)?;
+            Ok(queue_info(&declared))
+        })
+    }
+
+    fn qos(&self, prefetch: u16) -> BoxFuture<'_, Result<(), TransportError>> {
+        Box::pin(async move {
+            self.inner
+                .basic_qos(prefetch, BasicQosOptions::default())
+                .await
+                .map_err(transport_error)
+        })
+    }
+
+    fn consume<'a>(&'a self, queue: &'a str) -> BoxFuture<'a, Result<Deliveries, TransportError>> {
+        Box::pin(async move {
+            let consumer = self
+                .inner
+                .basic_consume(
+                    short(queue)?,
+                    ShortString::from(""),
+                    BasicConsumeOptions::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(transport_error)?;
+            let consumer_tag = consumer.tag().to_string();
+            let stream = consumer
+                .map(|item| item.map(delivery).map_err(transport_error))
+                .boxed();
+            Ok(Deliveries {
+                consumer_tag,
+                stream,
+            })
+        })
+    }
+
+    fn cancel<'a>(&'a self, consumer_tag: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {
+        Box::pin(async move {
+            self.inner
+                .basic_cancel(short(consumer_tag)?, BasicCancelOptions::default())
+                .await
+                .map_err(transport_error)
+        })
+    }
+
+    fn get<'a>(
+        &'a self,
+        queue: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Delivery>, TransportError>> {
+        Box::pin(async move {
+            let got = self
+                .inner
+                .basic_get(short(queue)?, BasicGetOptions { no_ack: false })
+                .await
+                .map_err(transport_error)?;
+            Ok(got.map(|message| delivery(message.delivery)))
+        })
+    }
+
+    fn publish<'a>(
+        &'a self,
+        exchange: &'a str,
+        routing_key: &'a str,
+        body: &'a [u8],
+        properties: BasicProperties,
+    ) -> BoxFuture<'a, Result<Confirm, TransportError>> {
+        Box::pin(async move {
+            let options = BasicPublishOptions {
+                mandatory: true,
+                ..BasicPublishOptions::default()
+            };
+            let confirm = self
+                .inner
+                .basic_publish(
+                    short(exchange)?,
+                    short(routing_key)?,
+                    options,
+                    body,
+                    properties,
+                )
+                .await
+                .map_err(transport_error)?;
+            Ok(match confirm.await.map_err(transport_error)? {
+                Confirmation::Ack(None) => Confirm::Ack,
+                Confirmation::Ack(Some(_)) => Confirm::Returned,
+                Confirmation::Nack(_) => Confirm::Nack,
+                // Only possible on a channel without confirms: never take it as success.
+                Confirmation::NotRequested => Confirm::Nack,
+            })
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if let Err(e) = self.inner.close(200, "closing".into()).await {
+                tracing::debug!("closing a channel: {e}");
+            }
+        })
+    }
+}
+
+fn queue_info(queue: &lapin::Queue) -> QueueInfo {
+    QueueInfo {
+        messages: queue.message_count(),
+        consumers: queue.consumer_count(),
+    }
+}
+
+fn delivery(d: lapin::message::Delivery) -> Delivery {
+    Delivery {
+        exchange: d.exchange.to_string(),
+        routing_key: d.routing_key.to_string(),
+        redelivered: d.redelivered,
+        properties: d.properties,
+        data: d.data,
+        acker: Acker::new(LapinAcker(d.acker)),
+    }
+}
+
+struct LapinAcker(lapin::Acker);
+
+impl Settle for LapinAcker {
+    fn ack(&self) -> BoxFuture<'_, Result<(), TransportError>> {
+        Box::pin(async move {
+            match self.0.ack(BasicAckOptions::default()).await {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(TransportError::Closed("the channel is closed".into())),
+                Err(e) => Err(transport_error(e)),
+            }
+        })
+    }
+
+    fn nack(&self, requeue: bool) -> BoxFuture<'_, Result<(), TransportError>> {
+        Box::pin(async move {
+            let options = BasicNackOptions {
+                requeue,
+                ..BasicNackOptions::default()
+            };
+            match self.0.nack(options).await {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(TransportError::Closed("the channel is closed".into())),
+                Err(e) => Err(transport_error(e)),
+            }
+        })
+    }
+}
+
+/// A lapin error as a transport error: the broker's refusals keep their
+/// reply code and words.
+pub(crate) fn transport_error(error: lapin::Error) -> TransportError {
+    match error.kind() {
+        ErrorKind::ProtocolError(amqp) => TransportError::Refused {
+            code: amqp.get_id(),
+            text: amqp.get_message().to_string(),
+        },
+        ErrorKind::InvalidChannelState(..)
+        | ErrorKind::InvalidConnectionState(..)
+        | ErrorKind::IOError(..)
+        | ErrorKind::MissingHeartbeatError => TransportError::Closed(error.to_string()),
+        _ => TransportError::Other(error.to_string()),
+    }
+}
