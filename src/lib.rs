@@ -44,17 +44,17 @@
 #![forbid(unsafe_code)]
 
 pub use backoff_core::{
-    Classify, ConsumerSpec, DeadLetterReason, DeclareMode, Definitions, DelayError, Delays,
-    ErrorClass, ExchangeKind, MAX_ERROR_LEN, MAX_HEADER_DEPTH, NameOverrides, QueueType,
+    Argument, Classify, ConsumerSpec, DeadLetterReason, DeclareMode, Definitions, DelayError,
+    Delays, ErrorClass, ExchangeKind, MAX_ERROR_LEN, MAX_HEADER_DEPTH, NameOverrides, QueueType,
     REPLAY_HISTORY_LIMIT, RetryReturn, Topology, TopologyNames, headers, parse_failed_at,
 };
 pub use backoff_runtime::transport;
 pub use backoff_runtime::{
     Consumer, ConsumerStatus, Context, ContextBuilder, DEFAULT_AMQP_URL, DeadLetterFilter,
     DeadLetterMessage, DeadLetterReport, Dlq, Error, Health, HealthWatch, MissingObject, Outgoing,
-    PublishFailure, Publisher, QueueStatus, ReplayOptions, Runtime, RuntimeBuilder, ShutdownHandle,
-    SkippedMessage, State, StateRequirement, amqp_url_from_env, check_topology, connect,
-    declare_topology, lapin, status,
+    PublishFailure, Publisher, QueueStatus, ReplayOptions, RunningRuntime, Runtime, RuntimeBuilder,
+    ShutdownHandle, SkippedMessage, State, StateRequirement, amqp_url_from_env, check_topology,
+    connect, declare_topology, lapin, status,
 };
 
 /// Turns an `async fn` handler into a consumer of the same name.

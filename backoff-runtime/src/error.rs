@@ -124,6 +124,9 @@ pub enum Error {
     /// A message could not be encoded as JSON.
     #[error("cannot encode the message as JSON: {0}")]
     Encode(#[from] serde_json::Error),
+    /// The runtime's task ended abnormally (it panicked or was cancelled).
+    #[error("the runtime stopped: {0}")]
+    Stopped(String),
     /// A name or header value does not fit AMQP's 255-byte short strings.
     #[error("{what} is {len} bytes long; AMQP allows at most 255")]
     TooLong {

@@ -27,7 +27,7 @@ pub use consume::context::{Context, ContextBuilder};
 pub use consume::state::{State, StateRequirement};
 pub use error::{Error, MissingObject, PublishFailure};
 pub use lifecycle::health::{Health, HealthWatch};
-pub use lifecycle::runtime::{Runtime, RuntimeBuilder, connect};
+pub use lifecycle::runtime::{RunningRuntime, Runtime, RuntimeBuilder, connect};
 pub use lifecycle::shutdown::ShutdownHandle;
 pub use operations::dead_letter_filter::DeadLetterFilter;
 pub use operations::dead_letter_message::{BODY_PREVIEW_LEN, DeadLetterMessage};

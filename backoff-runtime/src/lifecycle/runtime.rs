@@ -54,7 +54,55 @@ pub struct Runtime {
     health: (tokio::sync::watch::Sender<Health>, HealthWatch),
 }
 
+/// A runtime running in the background, from [`RuntimeBuilder::start`].
+pub struct RunningRuntime {
+    health: HealthWatch,
+    shutdown: ShutdownHandle,
+    task: tokio::task::JoinHandle<Result<(), Error>>,
+}
+
+impl RunningRuntime {
+    /// Its health.
+    pub fn health(&self) -> HealthWatch {
+        self.health.clone()
+    }
+
+    /// A handle that stops it.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        self.shutdown.clone()
+    }
+
+    /// Stops it gracefully and waits until it has stopped.
+    pub async fn stop(self) -> Result<(), Error> {
+        self.shutdown.shutdown();
+        match self.task.await {
+            Ok(result) => result,
+            Err(join) => Err(Error::Stopped(join.to_string())),
+        }
+    }
+}
+
 impl Runtime {
+    /// Starts running in the background and returns once every consumer is
+    /// consuming, or with the error that ended start-up.
+    pub async fn start(self) -> Result<RunningRuntime, Error> {
+        let health = self.health();
+        let shutdown = self.shutdown_handle();
+        let task = tokio::spawn(self.run());
+        if health.wait_ready().await.is_err() && task.is_finished() {
+            return match task.await {
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(())) => Err(Error::Stopped("stopped during start-up".into())),
+                Err(join) => Err(Error::Stopped(join.to_string())),
+            };
+        }
+        Ok(RunningRuntime {
+            health,
+            shutdown,
+            task,
+        })
+    }
+
     /// A builder with the defaults: `AMQP_URL` or the local broker, a 30 s
     /// confirm timeout, a 30 s shutdown grace period, SIGINT/SIGTERM handled.
     pub fn builder() -> RuntimeBuilder {
@@ -371,6 +419,13 @@ impl RuntimeBuilder {
             shutdown: ShutdownHandle::new(),
             health: HealthWatch::channel(),
         })
+    }
+
+    /// Builds, starts running in the background, and returns once every
+    /// consumer is consuming (or with the error that stopped start-up). Stop
+    /// it with [`RunningRuntime::stop`]; dropping the handle leaves it running.
+    pub async fn start(self) -> Result<RunningRuntime, Error> {
+        self.build()?.start().await
     }
 
     /// Builds and runs: see [`Runtime::run`].

@@ -12,6 +12,8 @@
 pub mod amqp;
 pub(crate) mod declare;
 
+pub use amqp::AmqpTransport;
+
 use std::fmt;
 use std::sync::Arc;
 
@@ -28,6 +30,16 @@ pub trait Transport: Send + Sync + 'static {
 
     /// Where it connects, for logs and errors, without a password.
     fn describe(&self) -> String;
+}
+
+impl<T: Transport + ?Sized> Transport for Arc<T> {
+    fn connect(&self) -> BoxFuture<'_, Result<Arc<dyn Connection>, TransportError>> {
+        (**self).connect()
+    }
+
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
 }
 
 /// One connection to a broker.

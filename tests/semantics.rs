@@ -1,0 +1,332 @@
+//! The per-message semantics, written once and run against every broker the
+//! framework can talk to: `cargo test --test semantics rabbitmq` runs them
+//! against the real RabbitMQ. Each case drives the broker only through the
+//! framework's transport seam, so the same code exercises any transport.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use rabbit_backoff::lapin::BasicProperties;
+use rabbit_backoff::lapin::types::{AMQPValue, FieldTable};
+use rabbit_backoff::prelude::*;
+use rabbit_backoff::transport::{AmqpTransport, Channel, Confirm, Connection, Transport};
+use rabbit_backoff::{ConsumerSpec, Error, RunningRuntime, Topology};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A broker to run the cases against.
+struct Backend {
+    transport: Arc<dyn Transport>,
+    /// Whether what a case declares must be deleted afterwards (a shared,
+    /// real broker).
+    shared: bool,
+}
+
+impl Backend {
+    fn rabbitmq() -> Self {
+        Backend {
+            transport: Arc::new(AmqpTransport::new(url())),
+            shared: true,
+        }
+    }
+}
+
+/// The test consumer on a unique queue, with a channel to publish and read.
+struct Harness {
+    spec: ConsumerSpec,
+    journal: Journal,
+    running: RunningRuntime,
+    connection: Arc<dyn Connection>,
+    channel: Arc<dyn Channel>,
+    _cleanup: Option<Cleanup>,
+}
+
+impl Harness {
+    async fn start(
+        backend: &Backend,
+        name: &str,
+        configure: impl FnOnce(&mut ConsumerSpec),
+    ) -> Self {
+        let connection = backend.transport.connect().await.expect("connect");
+        let channel = connection.open_channel().await.expect("a channel");
+        let queue = unique(name);
+        let journal = Journal::default();
+        let runtime = Runtime::builder()
+            .transport(Arc::clone(&backend.transport))
+            .state(journal.clone())
+            .handle_signals(false)
+            .shutdown_grace(Duration::from_secs(5))
+            .consumer_with(process_job, |spec| {
+                spec.queue = queue.clone();
+                configure(spec);
+            })
+            .build()
+            .expect("a valid runtime");
+        let spec = runtime.specs().next().cloned().expect("one consumer");
+        let cleanup = backend.shared.then(|| Cleanup::of(&spec));
+        let running = runtime.start().await.expect("the consumer starts");
+        Harness {
+            spec,
+            journal,
+            running,
+            connection,
+            channel,
+            _cleanup: cleanup,
+        }
+    }
+
+    /// Publishes a job to the consumer's work exchange, confirmed.
+    async fn publish(&self, job: &Job, properties: BasicProperties) {
+        let body = serde_json::to_vec(job).unwrap();
+        self.publish_raw(&body, properties).await;
+    }
+
+    async fn publish_raw(&self, body: &[u8], properties: BasicProperties) {
+        let names = self.spec.names();
+        let confirm = self
+            .channel
+            .publish(&names.exchange, &names.routing_key, body, properties)
+            .await
+            .expect("publish");
+        assert_eq!(confirm, Confirm::Ack);
+    }
+
+    /// Takes the next dead letter (acked), waiting for one.
+    async fn next_dead_letter(&self) -> rabbit_backoff::transport::Delivery {
+        let queue = self.spec.names().dead_letter_queue;
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            if let Some(delivery) = self.channel.get(&queue).await.expect("basic.get") {
+                delivery.acker.ack().await.expect("ack");
+                return delivery;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no dead letter in {WAIT:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn depth(&self, queue: &str) -> u32 {
+        self.channel
+            .check_queue(queue)
+            .await
+            .expect("the queue")
+            .messages
+    }
+
+    async fn stop(self) {
+        self.running.stop().await.expect("stops cleanly");
+        self.channel.close().await;
+        self.connection.close().await;
+    }
+}
+
+fn props() -> BasicProperties {
+    BasicProperties::default().with_delivery_mode(2)
+}
+
+fn with_header(name: &str, value: AMQPValue) -> BasicProperties {
+    let mut headers = FieldTable::default();
+    headers.insert(name.into(), value);
+    props().with_headers(headers)
+}
+
+async fn success_is_acked_once(backend: Backend) {
+    let h = Harness::start(&backend, "sem-success", |_| {}).await;
+    h.publish(&Job::new(1, Fail::None, None), props()).await;
+    eventually("the job", WAIT, || !h.journal.calls_for(1).is_empty()).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(h.journal.calls_for(1).len(), 1, "handled exactly once");
+    assert_eq!(h.depth(&h.spec.queue).await, 0);
+    h.stop().await;
+}
+
+async fn each_tier_in_turn_then_success(backend: Backend) {
+    let h = Harness::start(&backend, "sem-tiers", |_| {}).await;
+    h.publish(&Job::new(1, Fail::Transient, Some(3)), props())
+        .await;
+    eventually("attempt 4", WAIT, || h.journal.reached(1, 3)).await;
+    let calls = h.journal.calls_for(1);
+    let counts: Vec<u32> = calls.iter().map(|s| s.retry_count).collect();
+    assert_eq!(counts, [0, 1, 2, 3]);
+    for (gap, delay) in calls.windows(2).zip([100u64, 200, 300]) {
+        let waited = gap[1].at.duration_since(gap[0].at);
+        assert!(
+            waited >= Duration::from_millis(delay),
+            "tier {delay}ms waited {waited:?}"
+        );
+    }
+    h.stop().await;
+}
+
+async fn exhausted_messages_carry_their_story(backend: Backend) {
+    let h = Harness::start(&backend, "sem-exhausted", |_| {}).await;
+    h.publish(&Job::new(7, Fail::Transient, None), props())
+        .await;
+    let dead = h.next_dead_letter().await;
+    let p = &dead.properties;
+    assert_eq!(header_int(p, "x-retry-count"), Some(3));
+    assert_eq!(
+        header_str(p, "x-dead-letter-reason").as_deref(),
+        Some("exhausted")
+    );
+    assert_eq!(
+        header_str(p, "x-error").as_deref(),
+        Some("dependency unavailable (job 7)")
+    );
+    assert_eq!(
+        header_str(p, "x-original-queue").as_deref(),
+        Some(h.spec.queue.as_str())
+    );
+    let failed_at = header_str(p, "x-failed-at").expect("x-failed-at");
+    assert!(failed_at.ends_with('Z'), "{failed_at}");
+    assert_eq!(h.journal.calls_for(7).len(), 4);
+    h.stop().await;
+}
+
+async fn permanent_failures_skip_the_tiers(backend: Backend) {
+    let h = Harness::start(&backend, "sem-permanent", |_| {}).await;
+    h.publish(&Job::new(3, Fail::Permanent, None), props())
+        .await;
+    let dead = h.next_dead_letter().await;
+    assert_eq!(
+        header_str(&dead.properties, "x-dead-letter-reason").as_deref(),
+        Some("permanent")
+    );
+    assert_eq!(header_int(&dead.properties, "x-retry-count"), Some(0));
+    assert_eq!(h.journal.calls_for(3).len(), 1);
+    h.stop().await;
+}
+
+async fn undecodable_bodies_are_dead_lettered(backend: Backend) {
+    let h = Harness::start(&backend, "sem-decode", |_| {}).await;
+    h.publish_raw(b"not json", props()).await;
+    let dead = h.next_dead_letter().await;
+    assert_eq!(
+        header_str(&dead.properties, "x-dead-letter-reason").as_deref(),
+        Some("decode")
+    );
+    assert_eq!(dead.data, b"not json");
+    assert!(h.journal.calls().is_empty());
+    h.stop().await;
+}
+
+async fn odd_retry_counts_are_read_tolerantly(backend: Backend) {
+    let h = Harness::start(&backend, "sem-counts", |_| {}).await;
+    let cases = [
+        (1, AMQPValue::LongString("2".into()), 2),
+        (2, AMQPValue::ShortShortUInt(1), 1),
+        (3, AMQPValue::Double(1.5), 0),
+        (4, AMQPValue::LongLongInt(-3), 0),
+    ];
+    for (id, value, _) in &cases {
+        h.publish(
+            &Job::new(*id, Fail::None, None),
+            with_header("x-retry-count", value.clone()),
+        )
+        .await;
+    }
+    eventually("every job", WAIT, || {
+        (1..=4).all(|id| !h.journal.calls_for(id).is_empty())
+    })
+    .await;
+    for (id, _, expected) in cases {
+        assert_eq!(h.journal.calls_for(id)[0].retry_count, expected, "job {id}");
+    }
+    h.stop().await;
+}
+
+async fn identity_and_headers_survive_every_hop(backend: Backend) {
+    let h = Harness::start(&backend, "sem-identity", |_| {}).await;
+    let properties = with_header("tenant", AMQPValue::LongString("acme".into()))
+        .with_message_id("m-1".into())
+        .with_correlation_id("c-1".into())
+        .with_content_type("application/json".into())
+        .with_priority(3);
+    h.publish(&Job::new(1, Fail::Transient, None), properties)
+        .await;
+    let dead = h.next_dead_letter().await;
+    for seen in h.journal.calls_for(1) {
+        assert_eq!(seen.message_id.as_deref(), Some("m-1"));
+        assert_eq!(seen.correlation_id.as_deref(), Some("c-1"));
+        assert_eq!(seen.tenant.as_deref(), Some("acme"));
+    }
+    let p = &dead.properties;
+    assert_eq!(p.message_id().as_ref().map(|s| s.as_str()), Some("m-1"));
+    assert_eq!(p.priority(), &Some(3));
+    assert_eq!(p.delivery_mode(), &Some(2));
+    assert_eq!(header_str(p, "tenant").as_deref(), Some("acme"));
+    h.stop().await;
+}
+
+async fn a_topology_conflict_names_the_queue_and_argument(backend: Backend) {
+    let queue = unique("sem-conflict");
+    let mut spec = process_job.spec();
+    spec.queue = queue.clone();
+    let cleanup = backend.shared.then(|| Cleanup::of(&spec));
+    // The retry queue exists with another TTL.
+    let mut topology = Topology::of(&spec);
+    topology.retry_queues[0]
+        .arguments
+        .retain(|(name, _)| name != "x-message-ttl");
+    topology.retry_queues[0]
+        .arguments
+        .push(("x-message-ttl".into(), rabbit_backoff::Argument::Int(999)));
+    let connection = backend.transport.connect().await.expect("connect");
+    rabbit_backoff::declare_topology(&*connection, &topology)
+        .await
+        .expect("the other topology");
+    let started = Runtime::builder()
+        .transport(Arc::clone(&backend.transport))
+        .state(Journal::default())
+        .handle_signals(false)
+        .consumer_with(process_job, |s| s.queue = queue.clone())
+        .start()
+        .await;
+    match started {
+        Err(Error::TopologyConflict {
+            object,
+            name,
+            argument,
+            ..
+        }) => {
+            assert_eq!(object, "queue");
+            assert_eq!(name, format!("{queue}.retry_100ms"));
+            assert_eq!(argument.as_deref(), Some("x-message-ttl"));
+        }
+        Err(other) => panic!("another error: {other}"),
+        Ok(_) => panic!("started despite the conflict"),
+    }
+    connection.close().await;
+    drop(cleanup);
+}
+
+macro_rules! on_every_broker {
+    ($($case:ident),* $(,)?) => {
+        /// Against the real RabbitMQ at `AMQP_URL`.
+        mod rabbitmq {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    super::$case(super::Backend::rabbitmq()).await
+                }
+            )*
+        }
+    };
+}
+
+on_every_broker!(
+    success_is_acked_once,
+    each_tier_in_turn_then_success,
+    exhausted_messages_carry_their_story,
+    permanent_failures_skip_the_tiers,
+    undecodable_bodies_are_dead_lettered,
+    odd_retry_counts_are_read_tolerantly,
+    identity_and_headers_survive_every_hop,
+    a_topology_conflict_names_the_queue_and_argument,
+);
