@@ -38,7 +38,7 @@ impl Backend {
 struct Harness {
     spec: ConsumerSpec,
     journal: Journal,
-    running: RunningRuntime,
+    running: Option<RunningRuntime>,
     connection: Arc<dyn Connection>,
     channel: Arc<dyn Channel>,
     _cleanup: Option<Cleanup>,
@@ -71,7 +71,7 @@ impl Harness {
         Harness {
             spec,
             journal,
-            running,
+            running: Some(running),
             connection,
             channel,
             _cleanup: cleanup,
@@ -119,8 +119,15 @@ impl Harness {
             .messages
     }
 
-    async fn stop(self) {
-        self.running.stop().await.expect("stops cleanly");
+    /// Stops the consumer: whatever it had not acked goes back to its queue.
+    async fn stop_consumer(&mut self) {
+        if let Some(running) = self.running.take() {
+            running.stop().await.expect("stops cleanly");
+        }
+    }
+
+    async fn stop(mut self) {
+        self.stop_consumer().await;
         self.channel.close().await;
         self.connection.close().await;
     }
@@ -137,12 +144,14 @@ fn with_header(name: &str, value: AMQPValue) -> BasicProperties {
 }
 
 async fn success_is_acked_once(backend: Backend) {
-    let h = Harness::start(&backend, "sem-success", |_| {}).await;
+    let mut h = Harness::start(&backend, "sem-success", |_| {}).await;
     h.publish(&Job::new(1, Fail::None, None), props()).await;
     eventually("the job", WAIT, || !h.journal.calls_for(1).is_empty()).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Stopping returns anything unacked to the queue: nothing is there.
+    h.stop_consumer().await;
+    assert_eq!(h.depth(&h.spec.queue).await, 0, "acked");
+    assert_eq!(h.depth(&h.spec.names().dead_letter_queue).await, 0);
     assert_eq!(h.journal.calls_for(1).len(), 1, "handled exactly once");
-    assert_eq!(h.depth(&h.spec.queue).await, 0);
     h.stop().await;
 }
 
@@ -306,6 +315,116 @@ async fn a_topology_conflict_names_the_queue_and_argument(backend: Backend) {
     drop(cleanup);
 }
 
+/// Declares `topology` as an operator would, for a consumer with
+/// `declare = "passive"`.
+async fn declare_as_operator(backend: &Backend, topology: &Topology) {
+    let connection = backend.transport.connect().await.expect("connect");
+    rabbit_backoff::declare_topology(&*connection, topology)
+        .await
+        .expect("the operator's topology");
+    connection.close().await;
+}
+
+/// A copy the broker does not take (`how` breaks the first retry tier) is
+/// never acked: the original is requeued, after a pause, and nothing is lost.
+async fn a_copy_the_broker_does_not_take_keeps_the_original(
+    backend: Backend,
+    name: &str,
+    how: impl FnOnce(&mut Topology),
+) {
+    let queue = unique(name);
+    let mut spec = process_job.spec();
+    spec.queue = queue.clone();
+    let mut topology = Topology::of(&spec);
+    how(&mut topology);
+    let _cleanup = backend.shared.then(|| Cleanup::of(&spec));
+    declare_as_operator(&backend, &topology).await;
+    let mut h = Harness::start(&backend, name, |s| {
+        s.queue = queue.clone();
+        s.declare = rabbit_backoff::DeclareMode::Passive;
+    })
+    .await;
+    h.publish(&Job::new(1, Fail::Transient, None), props())
+        .await;
+    eventually("a second attempt after the requeue", WAIT, || {
+        h.journal.calls_for(1).len() >= 2
+    })
+    .await;
+    h.stop_consumer().await;
+    let calls = h.journal.calls_for(1);
+    assert!(
+        calls.iter().all(|s| s.retry_count == 0),
+        "never moved on: {:?}",
+        calls.len()
+    );
+    assert!(
+        calls[1].at - calls[0].at >= Duration::from_secs(1),
+        "requeued after a pause, not in a hot loop"
+    );
+    assert_eq!(
+        h.depth(&queue).await,
+        1,
+        "the original is back in its queue"
+    );
+    assert_eq!(h.depth(&topology.retry_queues[0].name).await, 0);
+    assert_eq!(h.depth(&topology.dead_letter_queue.name).await, 0);
+    h.stop().await;
+}
+
+async fn a_nacked_retry_copy_keeps_the_original(backend: Backend) {
+    a_copy_the_broker_does_not_take_keeps_the_original(backend, "sem-nacked", |t| {
+        use rabbit_backoff::Argument;
+        let args = &mut t.retry_queues[0].arguments;
+        args.push(("x-max-length".into(), Argument::Int(0)));
+        args.push(("x-overflow".into(), Argument::Str("reject-publish".into())));
+    })
+    .await
+}
+
+async fn an_unroutable_retry_copy_keeps_the_original(backend: Backend) {
+    a_copy_the_broker_does_not_take_keeps_the_original(backend, "sem-unroutable", |t| {
+        let first = t.retry_queues[0].name.clone();
+        t.bindings.retain(|b| b.queue != first);
+    })
+    .await
+}
+
+async fn retries_return_only_to_their_own_queue_on_a_fanout_exchange(backend: Backend) {
+    let exchange = unique("sem-fanout");
+    let mut consumers = Vec::new();
+    for side in ["a", "b"] {
+        let exchange = exchange.clone();
+        consumers.push(
+            Harness::start(&backend, &format!("sem-fanout-{side}"), move |s| {
+                s.names.exchange = Some(exchange);
+                s.exchange_kind = rabbit_backoff::ExchangeKind::Fanout;
+            })
+            .await,
+        );
+    }
+    let _cleanup = backend
+        .shared
+        .then(|| Cleanup::default().exchange(&exchange));
+    // Fails once in each queue, then succeeds on its retry.
+    consumers[0]
+        .publish(&Job::new(1, Fail::Transient, Some(1)), props())
+        .await;
+    for h in &consumers {
+        eventually("the retry", WAIT, || h.journal.reached(1, 1)).await;
+    }
+    for mut h in consumers {
+        h.stop_consumer().await;
+        let counts: Vec<u32> = h
+            .journal
+            .calls_for(1)
+            .iter()
+            .map(|s| s.retry_count)
+            .collect();
+        assert_eq!(counts, [0, 1], "{}: its own retry only", h.spec.queue);
+        h.stop().await;
+    }
+}
+
 macro_rules! on_every_broker {
     ($($case:ident),* $(,)?) => {
         /// Against the real RabbitMQ at `AMQP_URL`.
@@ -329,4 +448,7 @@ on_every_broker!(
     odd_retry_counts_are_read_tolerantly,
     identity_and_headers_survive_every_hop,
     a_topology_conflict_names_the_queue_and_argument,
+    a_nacked_retry_copy_keeps_the_original,
+    an_unroutable_retry_copy_keeps_the_original,
+    retries_return_only_to_their_own_queue_on_a_fanout_exchange,
 );

@@ -258,7 +258,8 @@ pub struct Seen {
     /// The exchange and routing key the delivery came through.
     pub exchange: String,
     pub routing_key: String,
-    pub at: Instant,
+    /// When the handler ran, on tokio's clock (virtual under paused time).
+    pub at: tokio::time::Instant,
 }
 
 /// Every call of the handler, shared with the test.
@@ -295,7 +296,7 @@ pub async fn process_job(job: Job, ctx: &Context, journal: State<Journal>) -> Re
         tenant: ctx.header_str("tenant").map(str::to_owned),
         exchange: ctx.exchange().to_owned(),
         routing_key: ctx.routing_key().to_owned(),
-        at: Instant::now(),
+        at: tokio::time::Instant::now(),
     });
     let failing = job.attempts.is_none_or(|n| ctx.retry_count() < n);
     match job.fail {
