@@ -8,8 +8,11 @@ pub const MAX_DELAY_MS: u64 = u32::MAX as u64;
 
 /// A retry schedule: one delay per retry tier, in the order they are tried.
 ///
-/// Always non-empty, every delay between 1 ms and [`MAX_DELAY_MS`], no delay
-/// twice (each delay names its own retry queue).
+/// Always non-empty, every delay between 1 ms and [`MAX_DELAY_MS`]. Written
+/// as a list (`"5s,15s,60s"`, no delay twice: each names its own retry
+/// queue) or as a formula: `"exponential(100ms, x2, 4)"` gives 100ms, 200ms,
+/// 400ms, 800ms, and `"exponential(1s, x3, 10, max 5m)"` caps every tier at
+/// 5 minutes, so its last tiers share the 5-minute queue.
 ///
 /// ```
 /// use std::time::Duration;
@@ -24,7 +27,12 @@ pub const MAX_DELAY_MS: u64 = u32::MAX as u64;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Delays {
     millis: Vec<u64>,
+    /// How it was written, when not as a list: `exponential(…)`, canonical.
+    formula: Option<String>,
 }
+
+/// The most tiers an `exponential(…)` schedule may have.
+pub const MAX_TIERS: u32 = 100;
 
 /// Why a delay list was refused. Each message says what to write instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -80,6 +88,16 @@ pub enum DelayError {
         /// The delay as written (second occurrence).
         item: String,
     },
+    /// An `exponential(…)` schedule that is not written as expected.
+    #[error(
+        "`{text}`: {problem}; write e.g. \"exponential(100ms, x2, 4)\" (first delay, factor, number of tiers) or \"exponential(1s, x3, 10, max 5m)\" (each tier capped)"
+    )]
+    Exponential {
+        /// The schedule as written.
+        text: String,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 impl Delays {
@@ -106,7 +124,94 @@ impl Delays {
                 return Err(DelayError::Duplicate { item });
             }
         }
-        Ok(Delays { millis })
+        Ok(Delays {
+            millis,
+            formula: None,
+        })
+    }
+
+    /// An exponential schedule: `count` tiers from `first`, each `factor`
+    /// times the one before, each capped at `max` when given (so several
+    /// tiers may share the capped delay, and its queue).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use backoff_core::Delays;
+    ///
+    /// let d = Delays::exponential(Duration::from_millis(100), 2.0, 4, None)?;
+    /// assert_eq!(d.as_millis(), &[100, 200, 400, 800]);
+    /// let capped: Delays = "exponential(1s, x3, 10, max 5m)".parse()?;
+    /// assert_eq!(capped.as_millis()[..7], [1_000, 3_000, 9_000, 27_000, 81_000, 243_000, 300_000]);
+    /// assert_eq!(capped.len(), 10);
+    /// assert_eq!(capped.to_string(), "exponential(1s, x3, 10, max 5m)");
+    /// # Ok::<(), backoff_core::DelayError>(())
+    /// ```
+    pub fn exponential(
+        first: Duration,
+        factor: f64,
+        count: u32,
+        max: Option<Duration>,
+    ) -> Result<Self, DelayError> {
+        let first_ms = u64::try_from(first.as_millis()).unwrap_or(u64::MAX);
+        let max_ms = max.map(|m| u64::try_from(m.as_millis()).unwrap_or(u64::MAX));
+        let text = format!(
+            "exponential({}, x{factor}, {count}{})",
+            format_ms(first_ms),
+            max_ms.map_or(String::new(), |m| format!(", max {}", format_ms(m)))
+        );
+        let problem = |problem: String| DelayError::Exponential {
+            text: text.clone(),
+            problem,
+        };
+        if first_ms == 0 {
+            return Err(problem("the first delay is zero".into()));
+        }
+        if !(factor.is_finite() && factor >= 1.0) {
+            return Err(problem(format!(
+                "the factor x{factor} must be a number of at least 1"
+            )));
+        }
+        if count == 0 || count > MAX_TIERS {
+            return Err(problem(format!(
+                "{count} tiers: write between 1 and {MAX_TIERS}"
+            )));
+        }
+        if let Some(max_ms) = max_ms
+            && (max_ms < first_ms || max_ms > MAX_DELAY_MS)
+        {
+            return Err(problem(format!(
+                "the cap {} must lie between the first delay and RabbitMQ's TTL limit of 4294967295ms",
+                format_ms(max_ms)
+            )));
+        }
+        let cap = max_ms.unwrap_or(MAX_DELAY_MS) as f64;
+        let mut millis = Vec::with_capacity(count as usize);
+        let mut delay = first_ms as f64;
+        for tier in 0..count {
+            if delay > cap && max_ms.is_none() {
+                return Err(problem(format!(
+                    "tier {} would wait longer than RabbitMQ's TTL limit of 4294967295ms (about 49 days); add a cap such as `max 1h`",
+                    tier + 1
+                )));
+            }
+            millis.push(delay.min(cap).round() as u64);
+            delay *= factor;
+        }
+        // Rounding a small delay times a small factor can repeat a delay
+        // below the cap: such a schedule does not grow.
+        if let Some(pair) = millis
+            .windows(2)
+            .find(|w| w[0] == w[1] && Some(w[0]) != max_ms)
+        {
+            return Err(problem(format!(
+                "two tiers round to the same {}: use a larger first delay or factor",
+                format_ms(pair[0])
+            )));
+        }
+        Ok(Delays {
+            millis,
+            formula: Some(text),
+        })
     }
 
     /// The number of retry tiers.
@@ -143,6 +248,9 @@ impl FromStr for Delays {
         if s.trim().is_empty() {
             return Err(DelayError::Empty);
         }
+        if let Some(args) = s.trim().strip_prefix("exponential") {
+            return parse_exponential(s.trim(), args);
+        }
         let mut millis = Vec::new();
         for (i, raw) in s.split(',').enumerate() {
             let item = raw.trim();
@@ -159,6 +267,49 @@ impl FromStr for Delays {
         }
         Delays::from_millis(millis)
     }
+}
+
+/// `(100ms, x2, 4)` or `(1s, x3, 10, max 5m)`, after `exponential`.
+fn parse_exponential(text: &str, args: &str) -> Result<Delays, DelayError> {
+    let problem = |problem: &str| DelayError::Exponential {
+        text: text.to_owned(),
+        problem: problem.to_owned(),
+    };
+    let inner = args
+        .trim()
+        .strip_prefix('(')
+        .and_then(|a| a.strip_suffix(')'))
+        .ok_or_else(|| problem("the arguments go in parentheses"))?;
+    let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
+    let (first, factor, count, max) = match parts.as_slice() {
+        [first, factor, count] => (first, factor, count, None),
+        [first, factor, count, max] => (first, factor, count, Some(max)),
+        _ => return Err(problem("it takes three or four arguments")),
+    };
+    let first = parse_one(first)?;
+    let factor: f64 = factor
+        .strip_prefix('x')
+        .and_then(|f| f.parse().ok())
+        .ok_or_else(|| problem("the factor is written like x2 or x1.5"))?;
+    let count: u32 = count
+        .parse()
+        .map_err(|_| problem("the number of tiers is a whole number, like 4"))?;
+    let max = match max {
+        None => None,
+        Some(max) => {
+            let cap = max
+                .strip_prefix("max")
+                .filter(|rest| rest.starts_with(char::is_whitespace))
+                .ok_or_else(|| problem("the cap is written like `max 5m`"))?;
+            Some(parse_one(cap.trim())?)
+        }
+    };
+    Delays::exponential(
+        Duration::from_millis(first),
+        factor,
+        count,
+        max.map(Duration::from_millis),
+    )
 }
 
 /// Parses one duration written like a delay (`500ms`, `30s`, `2m`, `1h`):
@@ -243,6 +394,9 @@ fn format_ms(ms: u64) -> String {
 
 impl fmt::Display for Delays {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(formula) = &self.formula {
+            return f.write_str(formula);
+        }
         for (i, &ms) in self.millis.iter().enumerate() {
             if i > 0 {
                 f.write_str(",")?;
@@ -270,6 +424,70 @@ impl<'de> serde::Deserialize<'de> for Delays {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn exponential_schedules_give_tiers_like_lists() {
+        let d: Delays = "exponential(100ms, x2, 4)".parse().unwrap();
+        assert_eq!(d.as_millis(), &[100, 200, 400, 800]);
+        assert_eq!(d.to_string(), "exponential(100ms, x2, 4)");
+        let d: Delays = "exponential(1s,x1.5,3)".parse().unwrap();
+        assert_eq!(d.as_millis(), &[1_000, 1_500, 2_250]);
+        let capped: Delays = "exponential(1s, x3, 10, max 5m)".parse().unwrap();
+        assert_eq!(capped.as_millis()[6..], [300_000; 4]);
+    }
+
+    #[test]
+    fn refuses_bad_exponential_schedules_saying_what_to_write() {
+        for (text, says) in [
+            ("exponential 100ms, x2, 4", "parentheses"),
+            ("exponential(100ms, 2, 4)", "factor is written like x2"),
+            ("exponential(100ms, x0.5, 4)", "at least 1"),
+            ("exponential(100ms, x2)", "three or four arguments"),
+            ("exponential(100ms, x2, four)", "whole number"),
+            ("exponential(100ms, x2, 0)", "between 1 and 100"),
+            ("exponential(1h, x10, 10)", "add a cap such as `max 1h`"),
+            ("exponential(1s, x2, 4, 5m)", "written like `max 5m`"),
+            ("exponential(1m, x2, 4, max 1s)", "must lie between"),
+            ("exponential(1ms, x1.2, 4)", "round to the same"),
+        ] {
+            let error = text.parse::<Delays>().unwrap_err().to_string();
+            assert!(error.contains(says), "{text}: {error}");
+            assert!(error.contains("exponential(100ms, x2, 4)"), "{error}");
+        }
+        assert_eq!(
+            "exponential(0ms, x2, 4)".parse::<Delays>(),
+            Err(DelayError::Zero { item: "0ms".into() })
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn exponential_tiers_grow_up_to_the_cap_and_round_trip(
+            first in 1u64..10_000,
+            factor in 1.0f64..4.0,
+            count in 1u32..20,
+            cap in proptest::option::of(10_000u64..100_000_000),
+        ) {
+            let Ok(d) = Delays::exponential(
+                Duration::from_millis(first),
+                factor,
+                count,
+                cap.map(Duration::from_millis),
+            ) else {
+                return Ok(());
+            };
+            prop_assert_eq!(d.len(), count as usize);
+            prop_assert_eq!(d.as_millis()[0], first.min(cap.unwrap_or(u64::MAX)));
+            for pair in d.as_millis().windows(2) {
+                prop_assert!(pair[0] <= pair[1]);
+            }
+            if let Some(cap) = cap {
+                prop_assert!(d.as_millis().iter().all(|&ms| ms <= cap));
+            }
+            let again: Delays = d.to_string().parse().unwrap();
+            prop_assert_eq!(again.as_millis(), d.as_millis());
+        }
+    }
 
     #[test]
     fn parses_every_unit_and_whitespace() {

@@ -32,6 +32,7 @@ mod failed_at;
 mod frame_fit;
 mod header_value;
 pub mod headers;
+mod jitter;
 mod names;
 mod reconnect;
 mod replay;
@@ -45,7 +46,7 @@ pub use dead_letter::{
 };
 pub use decision::{Decision, Outcome, decide};
 pub use definitions::{BindingDefinition, Definitions, ExchangeDefinition, QueueDefinition};
-pub use delays::{DelayError, Delays, MAX_DELAY_MS, parse_duration};
+pub use delays::{DelayError, Delays, MAX_DELAY_MS, MAX_TIERS, parse_duration};
 pub use failed_at::parse_failed_at;
 pub use frame_fit::{
     CopySizes, DEAD_LETTER_HEADROOM, FRAME_OVERHEAD, Fit, MAX_HEADER_DEPTH, MIN_ERROR_LEN,
@@ -53,6 +54,7 @@ pub use frame_fit::{
 };
 pub use header_value::HeaderValue;
 pub use headers::{REPLAY_HISTORY, REPLAYED_AT};
+pub use jitter::{Jitter, MAX_JITTER_PERCENT, SUB_QUEUES};
 pub use names::{NameError, NameOverrides, TopologyNames, validate_name};
 pub use reconnect::ReconnectBackoff;
 pub use replay::{FAILURE_HEADERS, REPLAY_HISTORY_LIMIT, history_overflow, replay_target};
