@@ -1,14 +1,22 @@
 //! What the macros' generated code names. Not public API: it may change in any release.
 
 pub use backoff_core::{
-    Classify, ConsumerSpec, DeclareMode, Delays, ErrorClass, ExchangeKind, QueueType, RetryReturn,
+    Classify, ConsumerSpec, DeclareMode, Delays, ErrorClass, ExchangeKind, Jitter, QueueType,
+    RetryReturn,
 };
 pub use backoff_runtime::{Consumer, Context, State, StateRequirement};
 
 /// The delays of an attribute, validated at compile time.
-pub fn delays(millis: &[u64]) -> Delays {
-    Delays::from_millis(millis.to_vec()).unwrap_or_else(|e| {
+pub fn delays(delays: &str) -> Delays {
+    delays.parse().unwrap_or_else(|e| {
         unreachable!("#[backoff_consumer] validated the delays at compile time: {e}")
+    })
+}
+
+/// A jitter validated at compile time.
+pub fn jitter(percent: u8) -> Jitter {
+    Jitter::new(percent).unwrap_or_else(|e| {
+        unreachable!("#[backoff_consumer] validated the jitter at compile time: {e}")
     })
 }
 

@@ -45,8 +45,9 @@
 
 pub use backoff_core::{
     Argument, Classify, ConsumerSpec, DeadLetterReason, DeclareMode, Definitions, DelayError,
-    Delays, ErrorClass, ExchangeKind, MAX_ERROR_LEN, MAX_HEADER_DEPTH, NameOverrides, QueueType,
-    REPLAY_HISTORY_LIMIT, RetryReturn, Topology, TopologyNames, headers, parse_failed_at,
+    Delays, ErrorClass, ExchangeKind, Jitter, MAX_ERROR_LEN, MAX_HEADER_DEPTH, NameOverrides,
+    QueueType, REPLAY_HISTORY_LIMIT, RetryReturn, Topology, TopologyNames, headers,
+    parse_failed_at,
 };
 pub use backoff_runtime::transport;
 pub use backoff_runtime::{

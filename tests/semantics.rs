@@ -13,7 +13,7 @@ use rabbit_backoff::lapin::BasicProperties;
 use rabbit_backoff::lapin::types::{AMQPValue, FieldTable};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::transport::{AmqpTransport, Channel, Confirm, Connection, Transport};
-use rabbit_backoff::{ConsumerSpec, Error, RunningRuntime, Topology};
+use rabbit_backoff::{ConsumerSpec, Error, Jitter, RunningRuntime, Topology};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -425,6 +425,45 @@ async fn retries_return_only_to_their_own_queue_on_a_fanout_exchange(backend: Ba
     }
 }
 
+async fn exponential_jittered_tiers_are_declared_and_used(backend: Backend) {
+    let h = Harness::start(&backend, "sem-jitter", |s| {
+        s.delays = "exponential(100ms, x2, 3)".parse().unwrap();
+        s.jitter = Some("20%".parse().unwrap());
+    })
+    .await;
+    // 15 retry queues: five around each of 100, 200 and 400 ms.
+    let names = h.spec.names();
+    let delays = h.spec.retry_delays();
+    assert_eq!(delays.len(), 15);
+    for &ms in &delays {
+        assert_eq!(h.depth(&names.retry_queue(ms)).await, 0, "{ms}ms declared");
+    }
+    for id in 0..40 {
+        h.publish(&Job::new(id, Fail::Transient, Some(1)), props())
+            .await;
+    }
+    eventually("every retry", WAIT, || {
+        (0..40).all(|id| h.journal.reached(id, 1))
+    })
+    .await;
+    let used: std::collections::BTreeSet<String> = h
+        .journal
+        .calls()
+        .into_iter()
+        .filter_map(|s| s.came_from)
+        .collect();
+    let first_tier: Vec<String> = Jitter::spread("20%".parse().unwrap(), 100)
+        .into_iter()
+        .map(|ms| names.retry_queue(ms))
+        .collect();
+    assert!(used.iter().all(|q| first_tier.contains(q)), "{used:?}");
+    assert!(
+        used.len() >= 3,
+        "40 retries spread over several sub-queues: {used:?}"
+    );
+    h.stop().await;
+}
+
 macro_rules! on_every_broker {
     ($($case:ident),* $(,)?) => {
         /// Against the real RabbitMQ at `AMQP_URL`.
@@ -451,4 +490,5 @@ on_every_broker!(
     a_nacked_retry_copy_keeps_the_original,
     an_unroutable_retry_copy_keeps_the_original,
     retries_return_only_to_their_own_queue_on_a_fanout_exchange,
+    exponential_jittered_tiers_are_declared_and_used,
 );

@@ -1,4 +1,6 @@
-use backoff_core::{ConsumerSpec, Delays, ExchangeKind, NameOverrides, QueueType, RetryReturn};
+use backoff_core::{
+    ConsumerSpec, Delays, ExchangeKind, Jitter, NameOverrides, QueueType, RetryReturn,
+};
 use clap::Args;
 
 /// Names one consumer's topology, as `#[backoff_consumer]` does.
@@ -7,7 +9,8 @@ pub struct ConsumerArgs {
     /// The work queue; every default name derives from it.
     #[arg(long, value_name = "QUEUE")]
     pub queue: String,
-    /// The retry schedule, e.g. 5s,15s,60s (names the current retry tiers).
+    /// The retry schedule, e.g. 5s,15s,60s or "exponential(100ms, x2, 4)"
+    /// (names the current retry tiers).
     #[arg(long, value_name = "DELAYS")]
     pub delays: Option<Delays>,
     /// The work exchange [default: <queue>].
@@ -45,6 +48,9 @@ pub struct ConsumerArgs {
     /// x-delivery-limit of a quorum work queue.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub delivery_limit: u32,
+    /// Jitter of the retry tiers, e.g. 20% (five sub-queues per tier).
+    #[arg(long, value_name = "PERCENT")]
+    pub jitter: Option<Jitter>,
 }
 
 impl ConsumerArgs {
@@ -60,6 +66,7 @@ impl ConsumerArgs {
         spec.queue_type = self.queue_type;
         spec.delivery_limit = self.delivery_limit;
         spec.retry_return = self.retry_return;
+        spec.jitter = self.jitter;
         spec.names = NameOverrides {
             exchange: self.exchange.clone(),
             routing_key: self.work_routing_key.clone(),

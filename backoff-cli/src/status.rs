@@ -66,10 +66,11 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
     let mut differences: Vec<ArgumentDifference> = Vec::new();
     for consumer in &consumers {
         let spec = consumer.spec()?;
-        let delays: &[u64] = if consumer.delays.is_some() {
-            spec.delays.as_millis()
+        // Every current retry queue: each tier's, or each jitter sub-queue.
+        let delays: Vec<u64> = if consumer.delays.is_some() {
+            spec.retry_delays()
         } else {
-            &[]
+            Vec::new()
         };
         // Existing queues whose arguments differ from what this consumer
         // declares (its retry route among them): a declaring consumer would
@@ -84,7 +85,7 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
             }
         }
         statuses.push(
-            status(&*connection, &spec.names(), delays, &other_queues)
+            status(&*connection, &spec.names(), &delays, &other_queues)
                 .await
                 .map_err(|e| e.to_string())?,
         );

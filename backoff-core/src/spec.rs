@@ -3,7 +3,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Delays, NameError, NameOverrides, TopologyNames};
+use crate::{Delays, Jitter, NameError, NameOverrides, TopologyNames};
 
 /// The kind of queues a consumer declares.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -232,6 +232,9 @@ pub struct ConsumerSpec {
     pub retry_return: RetryReturn,
     /// Declare the topology (the default), or only check that it exists.
     pub declare: DeclareMode,
+    /// Spread each tier's retries over sub-queues within ±this percentage of
+    /// its delay (`jitter = "20%"`); `None`: one queue per tier.
+    pub jitter: Option<Jitter>,
 }
 
 /// The default `prefetch`.
@@ -286,7 +289,47 @@ impl ConsumerSpec {
             handler_timeout: None,
             retry_return: RetryReturn::Queue,
             declare: DeclareMode::Declare,
+            jitter: None,
         }
+    }
+
+    /// Every distinct delay a retry can wait, in tier order: each tier's
+    /// delay, or with [`jitter`](Self::jitter) each of its sub-delays. One
+    /// retry queue each.
+    ///
+    /// ```
+    /// use backoff_core::ConsumerSpec;
+    ///
+    /// let mut spec = ConsumerSpec::new("orders", "exponential(1s, x2, 4, max 4s)".parse()?);
+    /// assert_eq!(spec.retry_delays(), vec![1_000, 2_000, 4_000]);
+    /// spec.jitter = Some("20%".parse().unwrap());
+    /// assert_eq!(spec.retry_delays()[..5], [800, 900, 1_000, 1_100, 1_200]);
+    /// # Ok::<(), backoff_core::DelayError>(())
+    /// ```
+    pub fn retry_delays(&self) -> Vec<u64> {
+        let mut delays = Vec::new();
+        for &ms in self.delays.as_millis() {
+            let subs = match self.jitter {
+                Some(jitter) => jitter.spread(ms),
+                None => vec![ms],
+            };
+            for sub in subs {
+                if !delays.contains(&sub) {
+                    delays.push(sub);
+                }
+            }
+        }
+        delays
+    }
+
+    /// The delay a retry out of tier `tier` waits: the tier's delay, or with
+    /// jitter the sub-delay picked by the uniform random `u` in `[0, 1)`.
+    pub fn retry_delay(&self, tier: usize, u: f64) -> Option<u64> {
+        let ms = *self.delays.as_millis().get(tier)?;
+        Some(match self.jitter {
+            Some(jitter) => jitter.pick(ms, u),
+            None => ms,
+        })
     }
 
     /// Sets `prefetch`; a concurrency that was not set explicitly follows it.
@@ -325,7 +368,7 @@ impl ConsumerSpec {
 
     /// Every problem of the spec.
     pub fn problems(&self) -> Vec<SpecError> {
-        let longest = self.delays.as_millis().iter().copied().max().unwrap_or(0);
+        let longest = self.retry_delays().into_iter().max().unwrap_or(0);
         let mut problems: Vec<SpecError> = self
             .names()
             .validate(longest)

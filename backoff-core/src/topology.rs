@@ -155,7 +155,9 @@ pub struct Topology {
     pub work_queue: QueueDecl,
     /// The retry exchange.
     pub retry_exchange: ExchangeDecl,
-    /// One retry queue per delay, in tier order.
+    /// One retry queue per distinct delay ([`ConsumerSpec::retry_delays`]):
+    /// each tier's delay, or with jitter each of its sub-delays, in tier
+    /// order. Tiers with equal delays share their queue.
     pub retry_queues: Vec<QueueDecl>,
     /// The dead-letter exchange.
     pub dead_letter_exchange: ExchangeDecl,
@@ -195,10 +197,9 @@ impl Topology {
         let (return_exchange, return_key) = Self::retry_return_route(spec);
 
         let retry_queues = spec
-            .delays
-            .as_millis()
-            .iter()
-            .map(|&ms| {
+            .retry_delays()
+            .into_iter()
+            .map(|ms| {
                 let mut arguments = vec![
                     (arg::MESSAGE_TTL.to_owned(), Argument::Int(ms as i64)),
                     (arg::DEAD_LETTER_EXCHANGE.to_owned(), s(&return_exchange)),

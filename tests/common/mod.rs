@@ -258,6 +258,9 @@ pub struct Seen {
     /// The exchange and routing key the delivery came through.
     pub exchange: String,
     pub routing_key: String,
+    /// The queue that last dead-lettered the message to its work queue: the
+    /// retry queue it waited in (`x-death`'s newest entry).
+    pub came_from: Option<String>,
     /// When the handler ran, on tokio's clock (virtual under paused time).
     pub at: tokio::time::Instant,
 }
@@ -281,6 +284,22 @@ impl Journal {
     }
 }
 
+/// The `queue` of the newest `x-death` entry.
+fn last_death_queue(ctx: &Context) -> Option<String> {
+    use lapin::types::AMQPValue;
+    let Some(AMQPValue::FieldArray(deaths)) = ctx.headers()?.inner().get("x-death") else {
+        return None;
+    };
+    let Some(AMQPValue::FieldTable(newest)) = deaths.as_slice().first() else {
+        return None;
+    };
+    match newest.inner().get("queue")? {
+        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+        AMQPValue::ShortString(s) => Some(s.to_string()),
+        _ => None,
+    }
+}
+
 #[backoff_consumer(queue = "placeholder", delays = "100ms,200ms,300ms")]
 pub async fn process_job(job: Job, ctx: &Context, journal: State<Journal>) -> Result<(), JobError> {
     journal.0.lock().unwrap().push(Seen {
@@ -294,6 +313,7 @@ pub async fn process_job(job: Job, ctx: &Context, journal: State<Journal>) -> Re
             .as_ref()
             .map(|s| s.to_string()),
         tenant: ctx.header_str("tenant").map(str::to_owned),
+        came_from: last_death_queue(ctx),
         exchange: ctx.exchange().to_owned(),
         routing_key: ctx.routing_key().to_owned(),
         at: tokio::time::Instant::now(),

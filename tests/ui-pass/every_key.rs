@@ -36,6 +36,7 @@ pub struct Db;
     delivery_limit = 5,
     timeout = "30s",
     declare = "passive",
+    jitter = "20%",
     crate = "::rabbit_backoff"
 )]
 pub async fn process_order(order: Order, ctx: &Context, _db: State<Db>) -> Result<(), OrderError> {
@@ -54,6 +55,7 @@ fn main() {
     assert_eq!(spec.handler_timeout, Some(std::time::Duration::from_secs(30)));
     assert_eq!(spec.retry_return, RetryReturn::Exchange);
     assert_eq!(spec.declare, DeclareMode::Passive);
+    assert_eq!(spec.jitter.map(|j| j.percent()), Some(20));
     let names = spec.names();
     assert_eq!(names.exchange, "work_exchange");
     assert_eq!(names.routing_key, "work");

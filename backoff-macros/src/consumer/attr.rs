@@ -26,6 +26,7 @@ pub(crate) const KEYS: &[&str] = &[
     "delivery_limit",
     "timeout",
     "declare",
+    "jitter",
     "crate",
 ];
 
@@ -142,7 +143,7 @@ fn unknown_key_message(key: &impl quote::ToTokens) -> String {
 pub(crate) fn example(key: &str) -> &'static str {
     match key {
         "queue" => "queue = \"orders\"",
-        "delays" => "delays = \"5s,15s,60s\"",
+        "delays" => "delays = \"5s,15s,60s\" or delays = \"exponential(100ms, x2, 4)\"",
         "prefetch" => "prefetch = 20",
         "concurrency" => "concurrency = 10",
         "delivery_limit" => "delivery_limit = 20",
@@ -152,6 +153,7 @@ pub(crate) fn example(key: &str) -> &'static str {
         "retry_queue" => "retry_queue = \"orders.retry_{ms}ms\"",
         "retry_return" => "retry_return = \"exchange\"",
         "declare" => "declare = \"passive\"",
+        "jitter" => "jitter = \"20%\"",
         "crate" => "crate = \"::rabbit_backoff\"",
         _ => "exchange = \"orders\"",
     }

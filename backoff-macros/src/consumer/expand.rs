@@ -48,6 +48,11 @@ pub(crate) fn expand(handler: &Handler<'_>, config: &Config) -> TokenStream {
     if let Some(backoff_core::RetryReturn::Exchange) = config.retry_return {
         settings.push(quote! { spec.retry_return = #private::RetryReturn::Exchange; });
     }
+    if let Some(jitter) = config.jitter {
+        let jitter = jitter.percent();
+        settings
+            .push(quote! { spec.jitter = ::std::option::Option::Some(#private::jitter(#jitter)); });
+    }
     if let Some(backoff_core::DeclareMode::Passive) = config.declare {
         settings.push(quote! { spec.declare = #private::DeclareMode::Passive; });
     }
@@ -99,7 +104,7 @@ pub(crate) fn expand(handler: &Handler<'_>, config: &Config) -> TokenStream {
 
                 fn spec(&self) -> #private::ConsumerSpec {
                     #[allow(unused_mut)]
-                    let mut spec = #private::ConsumerSpec::new(#queue, #private::delays(&[#(#delays),*]));
+                    let mut spec = #private::ConsumerSpec::new(#queue, #private::delays(#delays));
                     #(#settings)*
                     spec
                 }

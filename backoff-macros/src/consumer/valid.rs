@@ -2,8 +2,8 @@
 //! that a bad delay or name is a compile error pointing at it.
 
 use backoff_core::{
-    DeclareMode, Delays, ExchangeKind, NameOverrides, QueueType, RetryReturn, TopologyNames,
-    parse_duration, validate_name,
+    DeclareMode, Delays, ExchangeKind, Jitter, NameOverrides, QueueType, RetryReturn,
+    TopologyNames, parse_duration, validate_name,
 };
 use syn::{LitStr, Type};
 
@@ -14,7 +14,9 @@ use crate::ctxt::Ctxt;
 /// The validated configuration the expansion needs.
 pub(crate) struct Config {
     pub(crate) queue: String,
-    pub(crate) delays: Vec<u64>,
+    /// The delays as validated, written back in their canonical form.
+    pub(crate) delays: String,
+    pub(crate) jitter: Option<Jitter>,
     pub(crate) prefetch: Option<u16>,
     pub(crate) concurrency: Option<usize>,
     pub(crate) delivery_limit: Option<u32>,
@@ -38,7 +40,7 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
             .map(|()| value)
     });
     let delays = required(cx, args, "delays").and_then(|lit| match lit.value().parse::<Delays>() {
-        Ok(delays) => Some(delays.as_millis().to_vec()),
+        Ok(delays) => Some(delays),
         Err(e) => {
             cx.error_spanned_by(lit, format!("invalid `delays`: {e}"));
             None
@@ -54,9 +56,12 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
         dead_letter_queue: name(cx, args, "dead_letter_queue", "dead-letter queue"),
         dead_letter_routing_key: routing_key(cx, args, "dead_letter_routing_key"),
     };
+    let jitter = parsed::<Jitter>(cx, args, "jitter");
     if let (Some(queue), Some(delays)) = (&queue, &delays) {
         // Whole-topology checks, such as the longest retry queue name.
-        let longest = delays.iter().copied().max().unwrap_or(0);
+        let mut spec = backoff_core::ConsumerSpec::new(queue.clone(), delays.clone());
+        spec.jitter = jitter;
+        let longest = spec.retry_delays().into_iter().max().unwrap_or(0);
         for error in TopologyNames::resolve(queue, &names).validate(longest) {
             let at = args
                 .string("retry_queue")
@@ -120,7 +125,8 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
     let (payload, error) = validate_function(cx, handler);
     Some(Config {
         queue: queue?,
-        delays: delays?,
+        delays: delays?.to_string(),
+        jitter,
         prefetch,
         concurrency,
         delivery_limit,

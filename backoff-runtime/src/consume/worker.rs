@@ -56,6 +56,8 @@ pub(crate) struct Worker<C: Consumer> {
     spec: ConsumerSpec,
     topology: Topology,
     queue: Arc<str>,
+    /// The delay of each retry queue of `topology.retry_queues`, in order.
+    retry_delays: Vec<u64>,
     dead_letter_routing_key: String,
     settler: Settler,
     env: WorkerEnv,
@@ -87,6 +89,7 @@ impl<C: Consumer> Worker<C> {
         let worker = Worker {
             queue: Arc::from(spec.queue.as_str()),
             dead_letter_routing_key: spec.names().dead_letter_routing_key,
+            retry_delays: spec.retry_delays(),
             consumer,
             spec,
             topology,
@@ -258,9 +261,8 @@ impl<C: Consumer> Worker<C> {
                 if self.copy_then_ack(&handled, &target, properties).await {
                     tracing::warn!(
                         error,
-                        "failed (transient); retry {next_count}/{} after {}ms in {}",
+                        "failed (transient); retry {next_count}/{} in {}",
                         self.spec.delays.len(),
-                        self.spec.delays.as_millis()[tier],
                         target.queue,
                     );
                 }
@@ -283,8 +285,16 @@ impl<C: Consumer> Worker<C> {
         }
     }
 
+    /// The retry queue a copy out of `tier` goes to: the tier's own, or with
+    /// jitter one of its sub-queues at random.
     fn retry_target(&self, tier: usize) -> Target<'_> {
-        let queue = &self.topology.retry_queues[tier].name;
+        let ms = self.spec.retry_delay(tier, fastrand::f64());
+        let index = self
+            .retry_delays
+            .iter()
+            .position(|&d| Some(d) == ms)
+            .unwrap_or(tier.min(self.retry_delays.len() - 1));
+        let queue = &self.topology.retry_queues[index].name;
         let exchange = &self.topology.retry_exchange.name;
         Target {
             exchange,
