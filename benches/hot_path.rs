@@ -6,7 +6,7 @@
 
 use std::hint::black_box;
 
-use backoff_core::{Delays, ErrorClass, HeaderValue, Outcome, decide};
+use backoff_core::{Attempt, Delays, HeaderValue, Outcome, Policy, Verdict, decide};
 use backoff_runtime::__hot_path::{republish_properties, retry_count_of};
 use criterion::{Criterion, criterion_group, criterion_main};
 use lapin::BasicProperties;
@@ -40,7 +40,7 @@ fn hot_path(c: &mut Criterion) {
     let props = properties();
     let delays: Delays = "5s,15s,60s".parse().expect("valid delays");
     let failed = Outcome::Failed {
-        class: ErrorClass::Transient,
+        verdict: Verdict::Retry,
         error: "database unavailable".into(),
     };
     let body = br#"{"id": 42, "sku": "book-0131103628", "quantity": 2}"#;
@@ -49,7 +49,13 @@ fn hot_path(c: &mut Criterion) {
         b.iter(|| retry_count_of(black_box(&props)))
     });
     c.bench_function("decide", |b| {
-        b.iter(|| decide(black_box(&delays), black_box(1), black_box(&failed)))
+        b.iter(|| {
+            decide(
+                black_box(Policy::new(&delays)),
+                black_box(Attempt::count(1)),
+                black_box(&failed),
+            )
+        })
     });
     c.bench_function("republish properties (retry)", |b| {
         b.iter(|| {

@@ -2,7 +2,7 @@
 
 pub use backoff_core::{
     Classify, ConsumerSpec, DeclareMode, Delays, ErrorClass, ExchangeKind, Jitter, QueueType,
-    RetryReturn,
+    RetryReturn, Verdict,
 };
 pub use backoff_runtime::{Consumer, Context, State, StateRequirement};
 

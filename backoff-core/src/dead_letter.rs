@@ -24,6 +24,8 @@ pub enum DeadLetterReason {
     /// frame size: the copy lists the headers it had to leave out in
     /// `x-dropped-headers`.
     Oversized,
+    /// Its first failure is older than the consumer's `max_age`.
+    Expired,
 }
 
 impl DeadLetterReason {
@@ -34,6 +36,7 @@ impl DeadLetterReason {
             DeadLetterReason::Exhausted => "exhausted",
             DeadLetterReason::Decode => "decode",
             DeadLetterReason::Oversized => "oversized",
+            DeadLetterReason::Expired => "expired",
         }
     }
 }

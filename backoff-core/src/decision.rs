@@ -1,14 +1,17 @@
-use crate::{DeadLetterReason, Delays, ErrorClass};
+use std::time::Duration;
+
+use crate::{DeadLetterReason, Delays, Verdict};
 
 /// What happened to one delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// The handler returned `Ok`.
     Success,
-    /// The handler returned an error (or panicked, which counts as transient).
+    /// The handler returned an error (or panicked or timed out, which are
+    /// retried like transient errors).
     Failed {
-        /// Whether retrying can help.
-        class: ErrorClass,
+        /// What the error asks for ([`Classify::verdict`](crate::Classify::verdict)).
+        verdict: Verdict,
         /// The error, as it will appear in `x-error`.
         error: String,
     },
@@ -24,11 +27,14 @@ pub enum Outcome {
 pub enum Decision {
     /// Acknowledge it: done.
     Ack,
-    /// Republish to the retry queue of `tier` with `x-retry-count = next_count`,
-    /// then acknowledge the original.
+    /// Acknowledge and drop it: the error said the message is obsolete
+    /// (`#[discard]`). Nothing goes to the dead-letter queue.
+    Discard,
+    /// Republish to the retry queue of `delay_ms` with
+    /// `x-retry-count = next_count`, then acknowledge the original.
     Retry {
-        /// The 0-based retry tier, an index into the delays.
-        tier: usize,
+        /// The delay of the retry tier.
+        delay_ms: u64,
         /// The count the copy carries.
         next_count: u32,
     },
@@ -39,52 +45,131 @@ pub enum Decision {
     },
 }
 
-/// Decides what to do with a delivery that has been through `count` retry tiers.
+/// A consumer's retry policy: its ladder and its deadline.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy<'a> {
+    /// The consumer's own ladder.
+    pub delays: &'a Delays,
+    /// Dead-letter (reason `expired`) once the first failure is older than
+    /// this (`max_age`).
+    pub max_age: Option<Duration>,
+}
+
+impl<'a> Policy<'a> {
+    /// The policy of a ladder without a deadline.
+    pub fn new(delays: &'a Delays) -> Self {
+        Policy {
+            delays,
+            max_age: None,
+        }
+    }
+}
+
+/// Where one delivery stands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Attempt {
+    /// The retry tiers it has been through (`x-retry-count`).
+    pub count: u32,
+    /// How long ago it first failed (`x-first-failed-at`), when it has failed
+    /// before.
+    pub since_first_failure: Option<Duration>,
+}
+
+impl Attempt {
+    /// A delivery that has been through `count` tiers.
+    pub fn count(count: u32) -> Self {
+        Attempt {
+            count,
+            since_first_failure: None,
+        }
+    }
+}
+
+/// Decides what to do with a delivery after its handler ran.
 ///
-/// A transient failure goes to tier `count` while tiers remain; a permanent one,
-/// an exhausted one and an undecodable body go to the dead-letter queue.
+/// - Success → ack; an undecodable body → dead letter (`decode`).
+/// - [`Verdict::DeadLetter`] → dead letter (`permanent`);
+///   [`Verdict::Discard`] → ack and drop.
+/// - A retry once the first failure is older than `max_age` → dead letter
+///   (`expired`).
+/// - [`Verdict::Retry`] → tier `count` of the consumer's ladder,
+///   [`Verdict::Ladder`] → tier `count` of the error's own ladder; when the
+///   ladder has no such tier → dead letter (`exhausted`).
+/// - [`Verdict::RetryAfter`] → the smallest tier of the consumer's ladder at
+///   least that long (its longest when none is). It uses up an attempt like
+///   any retry, so a dependency that keeps asking to wait cannot keep a
+///   message forever: after as many retries as the ladder has tiers, it is
+///   exhausted.
 ///
 /// ```
-/// use backoff_core::{decide, DeadLetterReason, Decision, Delays, ErrorClass, Outcome};
+/// use std::time::Duration;
+/// use backoff_core::{decide, Attempt, DeadLetterReason, Decision, Delays, Policy, Outcome, Verdict};
 ///
 /// let delays: Delays = "5s,15s".parse()?;
-/// let transient = Outcome::Failed { class: ErrorClass::Transient, error: "timeout".into() };
-/// assert_eq!(decide(&delays, 1, &transient), Decision::Retry { tier: 1, next_count: 2 });
+/// let policy = Policy::new(&delays);
+/// let transient = Outcome::Failed { verdict: Verdict::Retry, error: "timeout".into() };
 /// assert_eq!(
-///     decide(&delays, 2, &transient),
+///     decide(policy, Attempt::count(1), &transient),
+///     Decision::Retry { delay_ms: 15_000, next_count: 2 }
+/// );
+/// assert_eq!(
+///     decide(policy, Attempt::count(2), &transient),
 ///     Decision::DeadLetter { reason: DeadLetterReason::Exhausted }
 /// );
-/// assert_eq!(decide(&delays, 2, &Outcome::Success), Decision::Ack);
+/// let limited = Outcome::Failed { verdict: Verdict::RetryAfter(Duration::from_secs(7)), error: "429".into() };
+/// assert_eq!(decide(policy, Attempt::count(0), &limited), Decision::Retry { delay_ms: 15_000, next_count: 1 });
+/// assert_eq!(decide(policy, Attempt::count(2), &Outcome::Success), Decision::Ack);
 /// # Ok::<(), backoff_core::DelayError>(())
 /// ```
-pub fn decide(delays: &Delays, count: u32, outcome: &Outcome) -> Decision {
-    match outcome {
-        Outcome::Success => Decision::Ack,
-        Outcome::Undecodable { .. } => Decision::DeadLetter {
-            reason: DeadLetterReason::Decode,
-        },
-        Outcome::Failed {
-            class: ErrorClass::Permanent,
-            ..
-        } => Decision::DeadLetter {
-            reason: DeadLetterReason::Permanent,
-        },
-        Outcome::Failed {
-            class: ErrorClass::Transient,
-            ..
-        } => {
-            let tier = count as usize;
-            if tier < delays.len() {
-                Decision::Retry {
-                    tier,
-                    next_count: count + 1,
-                }
-            } else {
-                Decision::DeadLetter {
-                    reason: DeadLetterReason::Exhausted,
-                }
-            }
+pub fn decide(policy: Policy<'_>, attempt: Attempt, outcome: &Outcome) -> Decision {
+    let verdict = match outcome {
+        Outcome::Success => return Decision::Ack,
+        Outcome::Undecodable { .. } => {
+            return Decision::DeadLetter {
+                reason: DeadLetterReason::Decode,
+            };
         }
+        Outcome::Failed { verdict, .. } => *verdict,
+    };
+    let ladder: &[u64] = match verdict {
+        Verdict::DeadLetter => {
+            return Decision::DeadLetter {
+                reason: DeadLetterReason::Permanent,
+            };
+        }
+        Verdict::Discard => return Decision::Discard,
+        Verdict::Retry | Verdict::RetryAfter(_) => policy.delays.as_millis(),
+        Verdict::Ladder(ladder) => ladder,
+    };
+    if let (Some(max_age), Some(age)) = (policy.max_age, attempt.since_first_failure)
+        && age > max_age
+    {
+        return Decision::DeadLetter {
+            reason: DeadLetterReason::Expired,
+        };
+    }
+    let tier = attempt.count as usize;
+    if tier >= ladder.len() {
+        return Decision::DeadLetter {
+            reason: DeadLetterReason::Exhausted,
+        };
+    }
+    let delay_ms = match verdict {
+        Verdict::RetryAfter(wait) => {
+            let wait = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+            ladder
+                .iter()
+                .copied()
+                .filter(|&ms| ms >= wait)
+                .min()
+                .or_else(|| ladder.iter().copied().max())
+                .unwrap_or(ladder[tier])
+        }
+        _ => ladder[tier],
+    };
+    Decision::Retry {
+        delay_ms,
+        next_count: attempt.count + 1,
     }
 }
 
@@ -93,9 +178,9 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn transient() -> Outcome {
+    fn failed(verdict: Verdict) -> Outcome {
         Outcome::Failed {
-            class: ErrorClass::Transient,
+            verdict,
             error: "e".into(),
         }
     }
@@ -106,43 +191,132 @@ mod tests {
         let mut count = 0;
         let mut tiers = Vec::new();
         loop {
-            match decide(&delays, count, &transient()) {
-                Decision::Retry { tier, next_count } => {
-                    tiers.push(tier);
+            match decide(
+                Policy::new(&delays),
+                Attempt::count(count),
+                &failed(Verdict::Retry),
+            ) {
+                Decision::Retry {
+                    delay_ms,
+                    next_count,
+                } => {
+                    tiers.push(delay_ms);
                     count = next_count;
                 }
                 Decision::DeadLetter { reason } => {
                     assert_eq!(reason, DeadLetterReason::Exhausted);
                     break;
                 }
-                Decision::Ack => unreachable!(),
+                other => unreachable!("{other:?}"),
             }
         }
-        assert_eq!(tiers, [0, 1, 2]);
+        assert_eq!(tiers, [5_000, 15_000, 60_000]);
         assert_eq!(count, 3, "the dead letter carries the number of tiers");
     }
 
     #[test]
-    fn permanent_and_decode_skip_the_tiers() {
+    fn permanent_discard_and_decode_skip_the_tiers() {
         let delays: Delays = "1s".parse().unwrap();
-        let permanent = Outcome::Failed {
-            class: ErrorClass::Permanent,
-            error: "bad".into(),
-        };
+        let policy = Policy::new(&delays);
         assert_eq!(
-            decide(&delays, 0, &permanent),
+            decide(policy, Attempt::count(0), &failed(Verdict::DeadLetter)),
             Decision::DeadLetter {
                 reason: DeadLetterReason::Permanent
             }
+        );
+        assert_eq!(
+            decide(policy, Attempt::count(0), &failed(Verdict::Discard)),
+            Decision::Discard
         );
         let undecodable = Outcome::Undecodable {
             error: "eof".into(),
         };
         assert_eq!(
-            decide(&delays, 0, &undecodable),
+            decide(policy, Attempt::count(0), &undecodable),
             Decision::DeadLetter {
                 reason: DeadLetterReason::Decode
             }
+        );
+    }
+
+    #[test]
+    fn an_errors_own_ladder_replaces_the_consumers() {
+        let delays: Delays = "1s".parse().unwrap();
+        const LADDER: &[u64] = &[60_000, 300_000, 1_800_000];
+        let policy = Policy::new(&delays);
+        let own = failed(Verdict::Ladder(LADDER));
+        assert_eq!(
+            decide(policy, Attempt::count(2), &own),
+            Decision::Retry {
+                delay_ms: 1_800_000,
+                next_count: 3
+            }
+        );
+        assert_eq!(
+            decide(policy, Attempt::count(3), &own),
+            Decision::DeadLetter {
+                reason: DeadLetterReason::Exhausted
+            }
+        );
+    }
+
+    #[test]
+    fn retry_after_takes_the_smallest_tier_that_waits_long_enough() {
+        let delays: Delays = "100ms,1s,5s".parse().unwrap();
+        let policy = Policy::new(&delays);
+        let after = |ms| failed(Verdict::RetryAfter(Duration::from_millis(ms)));
+        let delay = |ms, count| match decide(policy, Attempt::count(count), &after(ms)) {
+            Decision::Retry { delay_ms, .. } => delay_ms,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(delay(700, 0), 1_000);
+        assert_eq!(delay(50, 0), 100);
+        assert_eq!(delay(1_000, 2), 1_000);
+        assert_eq!(
+            delay(60_000, 0),
+            5_000,
+            "longer than every tier: the longest"
+        );
+        assert_eq!(
+            decide(policy, Attempt::count(3), &after(700)),
+            Decision::DeadLetter {
+                reason: DeadLetterReason::Exhausted
+            },
+            "it uses up attempts like any retry"
+        );
+    }
+
+    #[test]
+    fn a_deadline_dead_letters_retries_as_expired() {
+        let delays: Delays = "1s,2s".parse().unwrap();
+        let policy = Policy {
+            delays: &delays,
+            max_age: Some(Duration::from_secs(3_600)),
+        };
+        let old = Attempt {
+            count: 1,
+            since_first_failure: Some(Duration::from_secs(3_601)),
+        };
+        let young = Attempt {
+            count: 1,
+            since_first_failure: Some(Duration::from_secs(10)),
+        };
+        assert_eq!(
+            decide(policy, old, &failed(Verdict::Retry)),
+            Decision::DeadLetter {
+                reason: DeadLetterReason::Expired
+            }
+        );
+        assert!(matches!(
+            decide(policy, young, &failed(Verdict::Retry)),
+            Decision::Retry { .. }
+        ));
+        assert_eq!(
+            decide(policy, old, &failed(Verdict::DeadLetter)),
+            Decision::DeadLetter {
+                reason: DeadLetterReason::Permanent
+            },
+            "a permanent failure is permanent, however old"
         );
     }
 
@@ -150,17 +324,35 @@ mod tests {
         #[test]
         fn transient_failures_never_skip_or_repeat_a_tier(n in 1usize..10, count in any::<u32>()) {
             let delays = Delays::from_millis((1..=n as u64).collect()).unwrap();
-            match decide(&delays, count, &transient()) {
-                Decision::Retry { tier, next_count } => {
-                    prop_assert_eq!(tier, count as usize);
+            match decide(Policy::new(&delays), Attempt::count(count), &failed(Verdict::Retry)) {
+                Decision::Retry { delay_ms, next_count } => {
+                    prop_assert_eq!(delay_ms, count as u64 + 1);
                     prop_assert_eq!(next_count, count + 1);
-                    prop_assert!(tier < n);
+                    prop_assert!((count as usize) < n);
                 }
                 Decision::DeadLetter { reason } => {
                     prop_assert_eq!(reason, DeadLetterReason::Exhausted);
                     prop_assert!(count as usize >= n);
                 }
-                Decision::Ack => prop_assert!(false),
+                other => prop_assert!(false, "{other:?}"),
+            }
+        }
+
+        #[test]
+        fn retry_after_never_waits_less_than_asked_when_a_tier_can(
+            wait in 1u64..100_000,
+            count in 0u32..3,
+        ) {
+            let delays: Delays = "100ms,1s,5s,30s".parse().unwrap();
+            let outcome = failed(Verdict::RetryAfter(Duration::from_millis(wait)));
+            let Decision::Retry { delay_ms, .. } = decide(Policy::new(&delays), Attempt::count(count), &outcome) else {
+                return Err(TestCaseError::fail("a retry"));
+            };
+            if wait <= 30_000 {
+                prop_assert!(delay_ms >= wait);
+                prop_assert!(delays.as_millis().iter().all(|&d| d < wait || d >= delay_ms));
+            } else {
+                prop_assert_eq!(delay_ms, 30_000);
             }
         }
     }

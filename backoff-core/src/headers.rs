@@ -6,8 +6,8 @@ pub const RETRY_COUNT: &str = "x-retry-count";
 pub const ERROR: &str = "x-error";
 /// When the message was dead-lettered, RFC 3339 in UTC.
 pub const FAILED_AT: &str = "x-failed-at";
-/// Why the message was dead-lettered: `permanent`, `exhausted`, `decode` or
-/// `oversized`.
+/// Why the message was dead-lettered: `permanent`, `exhausted`, `decode`,
+/// `oversized` or `expired`.
 pub const DEAD_LETTER_REASON: &str = "x-dead-letter-reason";
 /// The work queue the message failed in.
 pub const ORIGINAL_QUEUE: &str = "x-original-queue";
@@ -27,3 +27,6 @@ pub const REPLAY_COUNT: &str = "x-replay-count";
 /// The user headers a dead-letter copy had to leave out to fit in one frame,
 /// each as `name (N bytes)`.
 pub const DROPPED_HEADERS: &str = "x-dropped-headers";
+/// When the message first failed, RFC 3339 in UTC: set on the first retry or
+/// dead-letter copy and kept on every later one, for `max_age`.
+pub const FIRST_FAILED_AT: &str = "x-first-failed-at";

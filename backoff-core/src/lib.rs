@@ -13,11 +13,14 @@
 //! here is unit-tested without one.
 //!
 //! ```
-//! use backoff_core::{decide, Decision, Delays, Outcome, ErrorClass};
+//! use backoff_core::{decide, Attempt, Decision, Delays, Outcome, Policy, Verdict};
 //!
 //! let delays: Delays = "5s,15s,60s".parse()?;
-//! let failed = Outcome::Failed { class: ErrorClass::Transient, error: "db down".into() };
-//! assert_eq!(decide(&delays, 0, &failed), Decision::Retry { tier: 0, next_count: 1 });
+//! let failed = Outcome::Failed { verdict: Verdict::Retry, error: "db down".into() };
+//! assert_eq!(
+//!     decide(Policy::new(&delays), Attempt::count(0), &failed),
+//!     Decision::Retry { delay_ms: 5_000, next_count: 1 }
+//! );
 //! # Ok::<(), backoff_core::DelayError>(())
 //! ```
 #![warn(missing_docs)]
@@ -40,11 +43,11 @@ mod retry_count;
 mod spec;
 mod topology;
 
-pub use classify::{Classify, ErrorClass};
+pub use classify::{Classify, ErrorClass, Verdict};
 pub use dead_letter::{
     DeadLetter, DeadLetterReason, MAX_ERROR_LEN, truncate_error, truncate_error_to,
 };
-pub use decision::{Decision, Outcome, decide};
+pub use decision::{Attempt, Decision, Outcome, Policy, decide};
 pub use definitions::{BindingDefinition, Definitions, ExchangeDefinition, QueueDefinition};
 pub use delays::{DelayError, Delays, MAX_DELAY_MS, MAX_TIERS, parse_duration};
 pub use failed_at::parse_failed_at;

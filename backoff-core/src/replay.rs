@@ -21,9 +21,10 @@ pub fn history_overflow(entries: usize) -> usize {
 
 /// The failure headers a replay moves into the history and removes, so that
 /// the replayed message starts again from the first retry tier.
-pub const FAILURE_HEADERS: [&str; 7] = [
+pub const FAILURE_HEADERS: [&str; 8] = [
     headers::ERROR,
     headers::FAILED_AT,
+    headers::FIRST_FAILED_AT,
     headers::DEAD_LETTER_REASON,
     headers::RETRY_COUNT,
     headers::ORIGINAL_QUEUE,

@@ -235,6 +235,16 @@ pub struct ConsumerSpec {
     /// Spread each tier's retries over sub-queues within ±this percentage of
     /// its delay (`jitter = "20%"`); `None`: one queue per tier.
     pub jitter: Option<Jitter>,
+    /// The error type's own ladders (`#[retry(delays = "…")]` variants),
+    /// in milliseconds: their retry queues are declared with the consumer's.
+    pub ladders: Vec<Vec<u64>>,
+    /// Dead-letter a message (reason `expired`) instead of retrying it once
+    /// its first failure is older than this (`max_age = "1h"`).
+    pub max_age: Option<std::time::Duration>,
+    /// Retry a failed handler call this many times in the process, after a
+    /// short pause, before the message goes to a retry tier
+    /// (`immediate = 2`): for blips that last milliseconds.
+    pub immediate: u32,
 }
 
 /// The default `prefetch`.
@@ -290,6 +300,9 @@ impl ConsumerSpec {
             retry_return: RetryReturn::Queue,
             declare: DeclareMode::Declare,
             jitter: None,
+            ladders: Vec::new(),
+            max_age: None,
+            immediate: 0,
         }
     }
 
@@ -308,7 +321,8 @@ impl ConsumerSpec {
     /// ```
     pub fn retry_delays(&self) -> Vec<u64> {
         let mut delays = Vec::new();
-        for &ms in self.delays.as_millis() {
+        let ladders = self.ladders.iter().flatten();
+        for &ms in self.delays.as_millis().iter().chain(ladders) {
             let subs = match self.jitter {
                 Some(jitter) => jitter.spread(ms),
                 None => vec![ms],
@@ -322,14 +336,21 @@ impl ConsumerSpec {
         delays
     }
 
-    /// The delay a retry out of tier `tier` waits: the tier's delay, or with
+    /// The delay a retry of a tier of `delay_ms` waits: that delay, or with
     /// jitter the sub-delay picked by the uniform random `u` in `[0, 1)`.
-    pub fn retry_delay(&self, tier: usize, u: f64) -> Option<u64> {
-        let ms = *self.delays.as_millis().get(tier)?;
-        Some(match self.jitter {
-            Some(jitter) => jitter.pick(ms, u),
-            None => ms,
-        })
+    pub fn jittered(&self, delay_ms: u64, u: f64) -> u64 {
+        match self.jitter {
+            Some(jitter) => jitter.pick(delay_ms, u),
+            None => delay_ms,
+        }
+    }
+
+    /// The retry policy [`decide`](crate::decide) applies.
+    pub fn policy(&self) -> crate::Policy<'_> {
+        crate::Policy {
+            delays: &self.delays,
+            max_age: self.max_age,
+        }
     }
 
     /// Sets `prefetch`; a concurrency that was not set explicitly follows it.

@@ -20,9 +20,13 @@ pub fn backoff_consumer(args: TokenStream, item: TokenStream) -> TokenStream {
     consumer::expand(args.into(), item.into()).into()
 }
 
-/// Implements `Classify`: every variant is transient unless marked `#[permanent]`.
-/// Documented on `rabbit_backoff::Classify`.
-#[proc_macro_derive(Classify, attributes(permanent, transient))]
+/// Implements `Classify`: every variant is transient unless marked
+/// `#[permanent]`, `#[discard]`, `#[retry(delays = "…")]`, or has a
+/// `#[retry_after]` field. Documented on `rabbit_backoff::Classify`.
+#[proc_macro_derive(
+    Classify,
+    attributes(permanent, transient, discard, retry, retry_after, classify)
+)]
 pub fn derive_classify(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
     classify::expand(&input).into()

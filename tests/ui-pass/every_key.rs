@@ -37,6 +37,8 @@ pub struct Db;
     timeout = "30s",
     declare = "passive",
     jitter = "20%",
+    max_age = "1h",
+    immediate = 2,
     crate = "::rabbit_backoff"
 )]
 pub async fn process_order(order: Order, ctx: &Context, _db: State<Db>) -> Result<(), OrderError> {
@@ -56,6 +58,8 @@ fn main() {
     assert_eq!(spec.retry_return, RetryReturn::Exchange);
     assert_eq!(spec.declare, DeclareMode::Passive);
     assert_eq!(spec.jitter.map(|j| j.percent()), Some(20));
+    assert_eq!(spec.max_age, Some(std::time::Duration::from_secs(3_600)));
+    assert_eq!(spec.immediate, 2);
     let names = spec.names();
     assert_eq!(names.exchange, "work_exchange");
     assert_eq!(names.routing_key, "work");

@@ -27,11 +27,13 @@ pub(crate) const KEYS: &[&str] = &[
     "timeout",
     "declare",
     "jitter",
+    "max_age",
+    "immediate",
     "crate",
 ];
 
 /// The keys whose value is an integer literal; every other key takes a string.
-const INT_KEYS: &[&str] = &["prefetch", "concurrency", "delivery_limit"];
+const INT_KEYS: &[&str] = &["prefetch", "concurrency", "delivery_limit", "immediate"];
 
 /// One `key = value`, the key kept for its span.
 pub(crate) struct Arg<L> {
@@ -154,6 +156,8 @@ pub(crate) fn example(key: &str) -> &'static str {
         "retry_return" => "retry_return = \"exchange\"",
         "declare" => "declare = \"passive\"",
         "jitter" => "jitter = \"20%\"",
+        "max_age" => "max_age = \"1h\"",
+        "immediate" => "immediate = 2",
         "crate" => "crate = \"::rabbit_backoff\"",
         _ => "exchange = \"orders\"",
     }

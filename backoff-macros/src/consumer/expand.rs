@@ -38,6 +38,19 @@ pub(crate) fn expand(handler: &Handler<'_>, config: &Config) -> TokenStream {
             spec.handler_timeout = ::core::option::Option::Some(::core::time::Duration::from_millis(#ms));
         });
     }
+    if let Some(ms) = config.max_age_ms {
+        settings.push(quote! {
+            spec.max_age = ::core::option::Option::Some(::core::time::Duration::from_millis(#ms));
+        });
+    }
+    if let Some(immediate) = config.immediate {
+        let immediate = u32::from(immediate);
+        settings.push(quote! { spec.immediate = #immediate; });
+    }
+    // The error type's own ladders are declared with the consumer's.
+    settings.push(quote! {
+        spec.ladders = <Self as #private::Consumer>::error_ladders();
+    });
     if let Some(kind) = config.exchange_kind {
         let kind = kind.as_str();
         settings.push(quote! { spec.exchange_kind = #private::exchange_kind(#kind); });

@@ -21,6 +21,8 @@ pub(crate) struct Config {
     pub(crate) concurrency: Option<usize>,
     pub(crate) delivery_limit: Option<u32>,
     pub(crate) timeout_ms: Option<u64>,
+    pub(crate) max_age_ms: Option<u64>,
+    pub(crate) immediate: Option<u8>,
     pub(crate) names: NameOverrides,
     pub(crate) exchange_kind: Option<ExchangeKind>,
     pub(crate) queue_type: Option<QueueType>,
@@ -86,6 +88,17 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
                     None
                 }
             });
+    let max_age_ms =
+        args.string("max_age")
+            .and_then(|arg| match parse_duration(&arg.value.value()) {
+                Ok(age) => Some(age.as_millis() as u64),
+                Err(e) => {
+                    cx.error_spanned_by(&arg.value, format!("invalid `max_age`: {e}"));
+                    None
+                }
+            });
+    // u8: at most 255 immediate retries; more than a few would hold the slot.
+    let immediate = int::<u8>(cx, args, "immediate", "between 1 and 255");
     let exchange_kind = parsed::<ExchangeKind>(cx, args, "exchange_type");
     let queue_type = parsed::<QueueType>(cx, args, "queue_type");
     let retry_return = parsed::<RetryReturn>(cx, args, "retry_return");
@@ -131,6 +144,8 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
         concurrency,
         delivery_limit,
         timeout_ms,
+        max_age_ms,
+        immediate,
         names,
         exchange_kind,
         queue_type,

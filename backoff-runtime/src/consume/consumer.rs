@@ -57,6 +57,18 @@ pub trait Consumer: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// The error type's own ladders ([`Classify::ladders`]), whose retry
+    /// queues the consumer declares with its own.
+    fn error_ladders() -> Vec<Vec<u64>>
+    where
+        Self: Sized,
+    {
+        <Self::Error as Classify>::ladders()
+            .iter()
+            .map(|ladder| ladder.to_vec())
+            .collect()
+    }
+
     /// Decodes a body. JSON by default; an error dead-letters the message at
     /// once with reason `decode` and the error as `x-error`.
     fn decode(&self, body: &[u8]) -> Result<Self::Message, String> {

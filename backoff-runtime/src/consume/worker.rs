@@ -4,10 +4,12 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
+use std::time::{Duration, SystemTime};
+
 use backoff_core::{
-    Classify, ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision,
-    ErrorClass, HeaderValue, MAX_HEADER_DEPTH, Outcome, Topology, broker_headroom, decide,
-    header_limit, headers, truncate_error,
+    Attempt, Classify, ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision,
+    HeaderValue, MAX_HEADER_DEPTH, Outcome, Topology, Verdict, broker_headroom, decide,
+    header_limit, headers, parse_failed_at, truncate_error,
 };
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
@@ -18,18 +20,22 @@ use crate::settle::copy::{now_rfc3339, panic_message, republish_properties, retr
 use crate::settle::frame_fit::{
     TooLarge, content_header_len, drop_deep, header_depth, release, without_largest_headers,
 };
+use crate::settle::headers::header_view;
 use crate::settle::publish::{channel_error, confirm_channel};
 use crate::settle::settlement::{Repair, Settler, Target};
 use crate::transport::declare::establish_topology;
 use crate::transport::{Acker, Connection, Deliveries, Delivery};
 use crate::{Consumer, Context, Error, ShutdownHandle};
 
+/// The first pause of an immediate retry; the n-th waits n times as long.
+const IMMEDIATE_PAUSE: Duration = Duration::from_millis(50);
+
 /// Settings shared by every worker of a runtime.
 #[derive(Clone)]
 pub(crate) struct WorkerEnv {
     pub(crate) connection: Arc<dyn Connection>,
     pub(crate) state: Arc<StateMap>,
-    pub(crate) confirm_timeout: std::time::Duration,
+    pub(crate) confirm_timeout: Duration,
     pub(crate) shutdown: ShutdownHandle,
 }
 
@@ -177,8 +183,12 @@ impl<C: Consumer> Worker<C> {
                 drop_deep(delivery);
                 return;
             }
+            let attempt = Attempt {
+                count: retry.count,
+                since_first_failure: since_first_failure(&delivery.properties),
+            };
             let handled = self.run_handler(delivery, retry.count).await;
-            let decision = decide(&self.spec.delays, retry.count, &handled.outcome);
+            let decision = decide(self.spec.policy(), attempt, &handled.outcome);
             self.settle(handled, decision).await;
         }
         .instrument(span)
@@ -205,41 +215,66 @@ impl<C: Consumer> Worker<C> {
             properties,
             state: Arc::clone(&self.env.state),
         };
-        let outcome = match self.consumer.decode(&data) {
-            Err(error) => Outcome::Undecodable {
-                error: truncate_error(&error),
-            },
-            Ok(message) => {
-                let handled = AssertUnwindSafe(self.consumer.handle(message, &ctx)).catch_unwind();
-                let result = match self.spec.handler_timeout {
-                    None => Some(handled.await),
-                    Some(limit) => tokio::time::timeout(limit, handled).await.ok(),
-                };
-                match result {
-                    None => Outcome::Failed {
-                        class: ErrorClass::Transient,
-                        error: format!(
-                            "handler timed out after {}ms",
-                            self.spec.handler_timeout.map_or(0, |t| t.as_millis())
-                        ),
-                    },
-                    Some(Ok(Ok(()))) => Outcome::Success,
-                    Some(Ok(Err(e))) => Outcome::Failed {
-                        class: e.classify(),
-                        error: truncate_error(&e.to_string()),
-                    },
-                    Some(Err(panic)) => Outcome::Failed {
-                        class: ErrorClass::Transient,
-                        error: truncate_error(&panic_message(panic.as_ref())),
-                    },
-                }
+        let mut outcome = self.call(&data, &ctx).await;
+        // Immediate retries: in the process, after a short pause, for blips.
+        for retry in 1..=self.spec.immediate {
+            let Outcome::Failed { verdict, error } = &outcome else {
+                break;
+            };
+            if matches!(verdict, Verdict::DeadLetter | Verdict::Discard) {
+                break;
             }
-        };
+            let pause = IMMEDIATE_PAUSE * retry;
+            tracing::info!(
+                error = error.as_str(),
+                "failed; immediate retry {retry}/{} in {}ms",
+                self.spec.immediate,
+                pause.as_millis()
+            );
+            tokio::time::sleep(pause).await;
+            outcome = self.call(&data, &ctx).await;
+        }
         Handled {
             acker,
             body: data,
             ctx,
             outcome,
+        }
+    }
+
+    /// Decodes the body and runs the handler once, with its timeout,
+    /// catching a panic.
+    async fn call(&self, data: &[u8], ctx: &Context) -> Outcome {
+        let message = match self.consumer.decode(data) {
+            Ok(message) => message,
+            Err(error) => {
+                return Outcome::Undecodable {
+                    error: truncate_error(&error),
+                };
+            }
+        };
+        let handled = AssertUnwindSafe(self.consumer.handle(message, ctx)).catch_unwind();
+        let result = match self.spec.handler_timeout {
+            None => Some(handled.await),
+            Some(limit) => tokio::time::timeout(limit, handled).await.ok(),
+        };
+        match result {
+            None => Outcome::Failed {
+                verdict: Verdict::Retry,
+                error: format!(
+                    "handler timed out after {}ms",
+                    self.spec.handler_timeout.map_or(0, |t| t.as_millis())
+                ),
+            },
+            Some(Ok(Ok(()))) => Outcome::Success,
+            Some(Ok(Err(e))) => Outcome::Failed {
+                verdict: e.verdict(),
+                error: truncate_error(&e.to_string()),
+            },
+            Some(Err(panic)) => Outcome::Failed {
+                verdict: Verdict::Retry,
+                error: truncate_error(&panic_message(panic.as_ref())),
+            },
         }
     }
 
@@ -252,12 +287,21 @@ impl<C: Consumer> Worker<C> {
                     tracing::debug!("handled; acked");
                 }
             }
-            Decision::Retry { tier, next_count } => {
-                let properties = republish_properties(
-                    &handled.ctx.properties,
-                    &[(headers::RETRY_COUNT, HeaderValue::Int(next_count.into()))],
-                );
-                let target = self.retry_target(tier);
+            Decision::Discard => {
+                if self.settler.ack(&handled.acker).await {
+                    tracing::info!(
+                        error,
+                        "failed; discarded (the error says the message is obsolete)"
+                    );
+                }
+            }
+            Decision::Retry {
+                delay_ms,
+                next_count,
+            } => {
+                let count = (headers::RETRY_COUNT, HeaderValue::Int(next_count.into()));
+                let properties = copy_properties(&handled.ctx, &[count]);
+                let target = self.retry_target(delay_ms);
                 if self.copy_then_ack(&handled, &target, properties).await {
                     tracing::warn!(
                         error,
@@ -269,8 +313,7 @@ impl<C: Consumer> Worker<C> {
             }
             Decision::DeadLetter { reason } => {
                 let dead_letter = self.dead_letter(&handled, reason, error.to_owned());
-                let properties =
-                    republish_properties(&handled.ctx.properties, &dead_letter.headers());
+                let properties = copy_properties(&handled.ctx, &dead_letter.headers());
                 if self
                     .copy_then_ack(&handled, &self.dead_letter_target(), properties)
                     .await
@@ -285,15 +328,13 @@ impl<C: Consumer> Worker<C> {
         }
     }
 
-    /// The retry queue a copy out of `tier` goes to: the tier's own, or with
-    /// jitter one of its sub-queues at random.
-    fn retry_target(&self, tier: usize) -> Target<'_> {
-        let ms = self.spec.retry_delay(tier, fastrand::f64());
-        let index = self
-            .retry_delays
-            .iter()
-            .position(|&d| Some(d) == ms)
-            .unwrap_or(tier.min(self.retry_delays.len() - 1));
+    /// The retry queue of a tier of `delay_ms`: its own, or with jitter one
+    /// of its sub-queues at random.
+    fn retry_target(&self, delay_ms: u64) -> Target<'_> {
+        let ms = self.spec.jittered(delay_ms, fastrand::f64());
+        // Every delay a decision can return has a declared queue; the
+        // consumer's first tier is the safe fallback.
+        let index = self.retry_delays.iter().position(|&d| d == ms).unwrap_or(0);
         let queue = &self.topology.retry_queues[index].name;
         let exchange = &self.topology.retry_exchange.name;
         Target {
@@ -403,6 +444,45 @@ impl<C: Consumer> Worker<C> {
     async fn reject(&self, acker: &Acker, why: &str) {
         let dead_letter_queue = &self.topology.dead_letter_queue.name;
         self.settler.reject(acker, why, dead_letter_queue).await;
+    }
+}
+
+/// How long ago the message first failed, from `x-first-failed-at`.
+fn since_first_failure(properties: &lapin::BasicProperties) -> Option<std::time::Duration> {
+    let value = properties
+        .headers()
+        .as_ref()?
+        .inner()
+        .get(headers::FIRST_FAILED_AT)?;
+    let HeaderValue::Str(text) = header_view(value) else {
+        return None;
+    };
+    let first = parse_failed_at(text)?;
+    Some(SystemTime::now().duration_since(first).unwrap_or_default())
+}
+
+/// Now, for `x-first-failed-at` on the first copy of a message that had not
+/// failed before; `None` when it carries one already (the copy keeps it).
+fn first_failure(ctx: &Context) -> Option<String> {
+    let known = ctx
+        .headers()
+        .is_some_and(|h| h.contains_key(headers::FIRST_FAILED_AT));
+    (!known).then(now_rfc3339)
+}
+
+/// The properties of a copy: the original's, with `set` and, on a first
+/// failure, `x-first-failed-at`.
+fn copy_properties(
+    ctx: &Context,
+    set: &[(&'static str, HeaderValue<'_>)],
+) -> lapin::BasicProperties {
+    match first_failure(ctx) {
+        None => republish_properties(&ctx.properties, set),
+        Some(now) => {
+            let mut all = set.to_vec();
+            all.push((headers::FIRST_FAILED_AT, HeaderValue::Str(&now)));
+            republish_properties(&ctx.properties, &all)
+        }
     }
 }
 
