@@ -1,0 +1,349 @@
+//! Retry policy decided by the error: a variant's own ladder, discard,
+//! retry-after, a deadline (`max_age`) and immediate retries, against the
+//! real broker (`cargo test --test policy rabbitmq`).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use rabbit_backoff::prelude::*;
+use rabbit_backoff::transport::{AmqpTransport, Channel, Confirm, Connection, Transport};
+use rabbit_backoff::{ConsumerSpec, RunningRuntime};
+use serde::{Deserialize, Serialize};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Mode {
+    Transient,
+    Slow,
+    Obsolete,
+    /// Asks to be retried after 700 ms.
+    RateLimited,
+}
+
+/// Fails in `mode` for its first `failures` calls, then succeeds.
+#[derive(Debug, Serialize, Deserialize)]
+struct PolicyJob {
+    id: u64,
+    mode: Mode,
+    failures: u32,
+}
+
+#[derive(Debug, thiserror::Error, Classify)]
+enum PolicyError {
+    #[error("dependency unavailable")]
+    Transient,
+    #[retry(delays = "150ms,250ms")]
+    #[error("slow dependency")]
+    Slow,
+    #[discard]
+    #[error("obsolete order")]
+    Obsolete,
+    #[error("rate limited")]
+    RateLimited {
+        #[retry_after]
+        wait: Duration,
+    },
+}
+
+/// One call: the retry count and the retry queue the message came back from.
+#[derive(Debug, Clone)]
+struct Call {
+    retry_count: u32,
+    came_from: Option<String>,
+}
+
+#[derive(Default, Clone)]
+struct Calls(Arc<Mutex<BTreeMap<u64, Vec<Call>>>>);
+
+impl Calls {
+    fn of(&self, id: u64) -> Vec<Call> {
+        self.0.lock().unwrap().get(&id).cloned().unwrap_or_default()
+    }
+}
+
+#[backoff_consumer(queue = "placeholder", delays = "100ms,1s,5s")]
+async fn policy_job(job: PolicyJob, ctx: &Context, calls: State<Calls>) -> Result<(), PolicyError> {
+    let seen = {
+        let mut all = calls.0.lock().unwrap();
+        let entry = all.entry(job.id).or_default();
+        entry.push(Call {
+            retry_count: ctx.retry_count(),
+            came_from: death_queue(ctx),
+        });
+        entry.len() as u32
+    };
+    if seen > job.failures {
+        return Ok(());
+    }
+    Err(match job.mode {
+        Mode::Transient => PolicyError::Transient,
+        Mode::Slow => PolicyError::Slow,
+        Mode::Obsolete => PolicyError::Obsolete,
+        Mode::RateLimited => PolicyError::RateLimited {
+            wait: Duration::from_millis(700),
+        },
+    })
+}
+
+fn death_queue(ctx: &Context) -> Option<String> {
+    use rabbit_backoff::lapin::types::AMQPValue;
+    let Some(AMQPValue::FieldArray(deaths)) = ctx.headers()?.inner().get("x-death") else {
+        return None;
+    };
+    let Some(AMQPValue::FieldTable(newest)) = deaths.as_slice().first() else {
+        return None;
+    };
+    match newest.inner().get("queue")? {
+        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+        _ => None,
+    }
+}
+
+struct Harness {
+    spec: ConsumerSpec,
+    calls: Calls,
+    running: Option<RunningRuntime>,
+    connection: Arc<dyn Connection>,
+    channel: Arc<dyn Channel>,
+    _cleanup: Option<Cleanup>,
+}
+
+impl Harness {
+    async fn start(
+        transport: Arc<dyn Transport>,
+        shared: bool,
+        name: &str,
+        configure: impl FnOnce(&mut ConsumerSpec),
+    ) -> Self {
+        let connection = transport.connect().await.expect("connect");
+        let channel = connection.open_channel().await.expect("a channel");
+        let queue = unique(name);
+        let calls = Calls::default();
+        let runtime = Runtime::builder()
+            .transport(transport)
+            .state(calls.clone())
+            .handle_signals(false)
+            .consumer_with(policy_job, |spec| {
+                spec.queue = queue.clone();
+                configure(spec);
+            })
+            .build()
+            .expect("a valid runtime");
+        let spec = runtime.specs().next().cloned().expect("one consumer");
+        let cleanup = shared.then(|| Cleanup::of(&spec));
+        let running = runtime.start().await.expect("the consumer starts");
+        Harness {
+            spec,
+            calls,
+            running: Some(running),
+            connection,
+            channel,
+            _cleanup: cleanup,
+        }
+    }
+
+    async fn publish(&self, job: &PolicyJob) {
+        let names = self.spec.names();
+        let body = serde_json::to_vec(job).unwrap();
+        let properties = rabbit_backoff::lapin::BasicProperties::default().with_delivery_mode(2);
+        let confirm = self
+            .channel
+            .publish(&names.exchange, &names.routing_key, &body, properties)
+            .await
+            .expect("publish");
+        assert_eq!(confirm, Confirm::Ack);
+    }
+
+    async fn depth(&self, queue: &str) -> u32 {
+        self.channel
+            .check_queue(queue)
+            .await
+            .expect("the queue")
+            .messages
+    }
+
+    async fn next_dead_letter(&self) -> rabbit_backoff::transport::Delivery {
+        let queue = self.spec.names().dead_letter_queue;
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            if let Some(delivery) = self.channel.get(&queue).await.expect("basic.get") {
+                delivery.acker.ack().await.expect("ack");
+                return delivery;
+            }
+            assert!(std::time::Instant::now() < deadline, "no dead letter");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn stop_consumer(&mut self) {
+        if let Some(running) = self.running.take() {
+            running.stop().await.expect("stops cleanly");
+        }
+    }
+
+    async fn stop(mut self) {
+        self.stop_consumer().await;
+        self.channel.close().await;
+        self.connection.close().await;
+    }
+}
+
+async fn a_variants_own_ladder_is_used(transport: Arc<dyn Transport>, shared: bool) {
+    let h = Harness::start(transport, shared, "policy-ladder", |_| {}).await;
+    // Its ladder's queues are declared with the consumer's.
+    let names = h.spec.names();
+    for ms in [150, 250] {
+        assert_eq!(h.depth(&names.retry_queue(ms)).await, 0, "{ms}ms declared");
+    }
+    h.publish(&PolicyJob {
+        id: 1,
+        mode: Mode::Slow,
+        failures: 2,
+    })
+    .await;
+    h.publish(&PolicyJob {
+        id: 2,
+        mode: Mode::Transient,
+        failures: 1,
+    })
+    .await;
+    eventually("both done", WAIT, || {
+        h.calls.of(1).len() == 3 && h.calls.of(2).len() == 2
+    })
+    .await;
+    let slow: Vec<Option<String>> = h.calls.of(1).into_iter().map(|c| c.came_from).collect();
+    assert_eq!(
+        slow,
+        [
+            None,
+            Some(names.retry_queue(150)),
+            Some(names.retry_queue(250))
+        ],
+        "the variant's ladder, tier by tier"
+    );
+    assert_eq!(
+        h.calls.of(2)[1].came_from,
+        Some(names.retry_queue(100)),
+        "other variants keep the consumer's ladder"
+    );
+    h.stop().await;
+}
+
+async fn a_discarded_message_is_acked_and_gone(transport: Arc<dyn Transport>, shared: bool) {
+    let mut h = Harness::start(transport, shared, "policy-discard", |_| {}).await;
+    h.publish(&PolicyJob {
+        id: 1,
+        mode: Mode::Obsolete,
+        failures: 1,
+    })
+    .await;
+    eventually("the call", WAIT, || !h.calls.of(1).is_empty()).await;
+    h.stop_consumer().await;
+    let names = h.spec.names();
+    assert_eq!(h.depth(&h.spec.queue).await, 0, "acked");
+    assert_eq!(
+        h.depth(&names.dead_letter_queue).await,
+        0,
+        "not dead-lettered"
+    );
+    for ms in h.spec.retry_delays() {
+        assert_eq!(h.depth(&names.retry_queue(ms)).await, 0, "not retried");
+    }
+    assert_eq!(h.calls.of(1).len(), 1);
+    h.stop().await;
+}
+
+async fn retry_after_takes_the_smallest_tier_long_enough(
+    transport: Arc<dyn Transport>,
+    shared: bool,
+) {
+    let h = Harness::start(transport, shared, "policy-after", |_| {}).await;
+    h.publish(&PolicyJob {
+        id: 1,
+        mode: Mode::RateLimited,
+        failures: 1,
+    })
+    .await;
+    eventually("the retry", WAIT, || h.calls.of(1).len() == 2).await;
+    let calls = h.calls.of(1);
+    assert_eq!(calls[1].came_from, Some(h.spec.names().retry_queue(1_000)));
+    assert_eq!(calls[1].retry_count, 1, "it uses up an attempt");
+    h.stop().await;
+}
+
+async fn max_age_dead_letters_as_expired(transport: Arc<dyn Transport>, shared: bool) {
+    let h = Harness::start(transport, shared, "policy-age", |s| {
+        s.delays = "300ms,400ms".parse().unwrap();
+        s.max_age = Some(Duration::from_millis(200));
+    })
+    .await;
+    h.publish(&PolicyJob {
+        id: 1,
+        mode: Mode::Transient,
+        failures: 10,
+    })
+    .await;
+    let dead = h.next_dead_letter().await;
+    assert_eq!(
+        header_str(&dead.properties, "x-dead-letter-reason").as_deref(),
+        Some("expired")
+    );
+    assert!(header_str(&dead.properties, "x-first-failed-at").is_some());
+    assert_eq!(h.calls.of(1).len(), 2, "failed, retried once, then too old");
+    h.stop().await;
+}
+
+async fn immediate_retries_stay_in_the_process(transport: Arc<dyn Transport>, shared: bool) {
+    let h = Harness::start(transport, shared, "policy-immediate", |s| {
+        s.immediate = 2;
+    })
+    .await;
+    h.publish(&PolicyJob {
+        id: 1,
+        mode: Mode::Transient,
+        failures: 2,
+    })
+    .await;
+    eventually("three calls", WAIT, || h.calls.of(1).len() == 3).await;
+    assert!(
+        h.calls
+            .of(1)
+            .iter()
+            .all(|c| c.retry_count == 0 && c.came_from.is_none()),
+        "no retry queue was touched"
+    );
+    h.stop().await;
+}
+
+fn rabbitmq() -> (Arc<dyn Transport>, bool) {
+    (Arc::new(AmqpTransport::new(url())), true)
+}
+
+macro_rules! on_every_broker {
+    ($($case:ident),* $(,)?) => {
+        /// Against the real RabbitMQ at `AMQP_URL`.
+        mod rabbitmq {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let (transport, shared) = super::rabbitmq();
+                    super::$case(transport, shared).await
+                }
+            )*
+        }
+    };
+}
+
+on_every_broker!(
+    a_variants_own_ladder_is_used,
+    a_discarded_message_is_acked_and_gone,
+    retry_after_takes_the_smallest_tier_long_enough,
+    max_age_dead_letters_as_expired,
+    immediate_retries_stay_in_the_process,
+);
