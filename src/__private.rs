@@ -4,7 +4,7 @@ pub use backoff_core::{
     Classify, ConsumerSpec, DeclareMode, Delays, ErrorClass, ExchangeKind, Jitter, QueueType,
     RetryReturn, Verdict,
 };
-pub use backoff_runtime::{Consumer, Context, State, StateRequirement};
+pub use backoff_runtime::{Consumer, Context, FromContext, State, StateRequirement};
 
 /// The delays of an attribute, validated at compile time.
 pub fn delays(delays: &str) -> Delays {
@@ -24,16 +24,5 @@ pub fn jitter(percent: u8) -> Jitter {
 pub fn exchange_kind(kind: &str) -> ExchangeKind {
     kind.parse().unwrap_or_else(|e| {
         unreachable!("#[backoff_consumer] validated the exchange type at compile time: {e}")
-    })
-}
-
-/// A `State<T>` parameter. The runtime checks at start-up that every required
-/// state is registered, so a missing one never reaches a handler.
-pub fn state<T: std::any::Any + Send + Sync>(ctx: &Context) -> State<T> {
-    ctx.state::<T>().unwrap_or_else(|| {
-        panic!(
-            "no State<{}> registered; call .state(…) on the runtime builder",
-            std::any::type_name::<T>()
-        )
     })
 }

@@ -52,10 +52,10 @@ pub use backoff_core::{
 pub use backoff_runtime::transport;
 pub use backoff_runtime::{
     Consumer, ConsumerStatus, Context, ContextBuilder, DEFAULT_AMQP_URL, DeadLetterFilter,
-    DeadLetterMessage, DeadLetterReport, Dlq, Error, Health, HealthWatch, MissingObject, Outgoing,
-    PublishFailure, Publisher, QueueStatus, ReplayOptions, RunningRuntime, Runtime, RuntimeBuilder,
-    ShutdownHandle, SkippedMessage, State, StateRequirement, amqp_url_from_env, check_topology,
-    connect, declare_topology, lapin, status,
+    DeadLetterMessage, DeadLetterReport, Dlq, Error, FromContext, Health, HealthWatch,
+    MissingObject, Outgoing, PublishFailure, Publisher, QueueStatus, ReplayOptions, RunningRuntime,
+    Runtime, RuntimeBuilder, ShutdownHandle, SkippedMessage, State, StateRequirement,
+    amqp_url_from_env, check_topology, connect, declare_topology, lapin, status,
 };
 
 /// Turns an `async fn` handler into a consumer of the same name.

@@ -24,6 +24,7 @@ pub mod transport;
 
 pub use consume::consumer::Consumer;
 pub use consume::context::{Context, ContextBuilder};
+pub use consume::extract::FromContext;
 pub use consume::state::{State, StateRequirement};
 pub use error::{Error, MissingObject, PublishFailure};
 pub use lifecycle::health::{Health, HealthWatch};

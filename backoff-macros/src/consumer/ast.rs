@@ -4,14 +4,13 @@ use syn::{FnArg, GenericArgument, ItemFn, PathArguments, ReturnType, Type};
 
 use crate::ctxt::Ctxt;
 
-/// What one parameter of the handler receives.
+/// What one parameter of the handler receives: the first the decoded
+/// message, every other an extractor (`FromContext`), recognised by trait.
 pub(crate) enum ParamKind {
     /// The decoded message.
     Payload(Type),
-    /// `&Context`.
-    Context,
-    /// `State<T>`, with `T`.
-    State(Type),
+    /// `&Context`, `State<T>` or any other `FromContext` type.
+    Extractor(Type),
 }
 
 pub(crate) struct Handler<'a> {
@@ -30,7 +29,10 @@ impl<'a> Handler<'a> {
                     receiver,
                     "a consumer handler is a free function and takes no `self`; move it out of the `impl` block",
                 ),
-                FnArg::Typed(typed) => params.push(classify_param(&typed.ty)),
+                FnArg::Typed(typed) if params.is_empty() => {
+                    params.push(ParamKind::Payload((*typed.ty).clone()))
+                }
+                FnArg::Typed(typed) => params.push(ParamKind::Extractor((*typed.ty).clone())),
             }
         }
         Handler {
@@ -39,27 +41,6 @@ impl<'a> Handler<'a> {
             error_type: error_type(&function.sig.output),
         }
     }
-}
-
-fn classify_param(ty: &Type) -> ParamKind {
-    if let Type::Reference(reference) = ty
-        && last_segment_is(&reference.elem, "Context")
-    {
-        return ParamKind::Context;
-    }
-    if let Type::Path(path) = ty
-        && let Some(segment) = path.path.segments.last()
-        && segment.ident == "State"
-        && let PathArguments::AngleBracketed(args) = &segment.arguments
-        && let [GenericArgument::Type(inner)] = args.args.iter().collect::<Vec<_>>()[..]
-    {
-        return ParamKind::State(inner.clone());
-    }
-    ParamKind::Payload(ty.clone())
-}
-
-fn last_segment_is(ty: &Type, name: &str) -> bool {
-    matches!(ty, Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == name))
 }
 
 /// `E` in `Result<(), E>`.

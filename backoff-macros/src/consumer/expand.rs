@@ -85,16 +85,17 @@ pub(crate) fn expand(handler: &Handler<'_>, config: &Config) -> TokenStream {
         }
     }
 
-    let mut state_types = Vec::new();
+    let mut extractors = Vec::new();
     let args = handler.params.iter().map(|param| match param {
         ParamKind::Payload(_) => quote!(message),
-        ParamKind::Context => quote!(ctx),
-        ParamKind::State(ty) => {
-            state_types.push(ty);
-            quote!(#private::state::<#ty>(ctx))
+        ParamKind::Extractor(ty) => {
+            extractors.push(ty);
+            // The bound error (not an extractor) points at the parameter's type.
+            quote_spanned!(ty.span()=> <#ty as #private::FromContext<'_>>::from_context(ctx))
         }
     });
     let args: Vec<_> = args.collect();
+    let count = extractors.len();
 
     // The bound errors (payload not Deserialize, error not Classify) point at the user's types.
     let message_type = quote_spanned!(payload.span()=> type Message = #payload;);
@@ -123,7 +124,9 @@ pub(crate) fn expand(handler: &Handler<'_>, config: &Config) -> TokenStream {
                 }
 
                 fn required_state(&self) -> ::std::vec::Vec<#private::StateRequirement> {
-                    ::std::vec![#(#private::StateRequirement::of::<#state_types>()),*]
+                    let requirements: [::core::option::Option<#private::StateRequirement>; #count] =
+                        [#(<#extractors as #private::FromContext<'_>>::requirement()),*];
+                    requirements.into_iter().flatten().collect()
                 }
 
                 fn handle(

@@ -30,9 +30,48 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     match (cx.check(), config) {
         (Ok(()), Some(config)) => expand::expand(&handler, &config),
         (Err(errors), _) => {
-            // Keep the user's function so the rest of the crate still type-checks.
-            quote! { #errors #function }
+            let stub = stub(&function, &args);
+            quote! { #errors #stub }
         }
-        (Ok(()), None) => quote! { #function },
+        (Ok(()), None) => stub(&function, &args),
+    }
+}
+
+/// What the attribute emits next to its errors: the value `process_order`
+/// with a `Consumer` impl that never runs, so that `.consumer(process_order)`
+/// raises no second error, and the user's function inside `const _`, so that
+/// its body is still type-checked and the IDE stays useful.
+fn stub(function: &syn::ItemFn, args: &attr::Args) -> TokenStream {
+    let name = &function.sig.ident;
+    let vis = &function.vis;
+    let krate: syn::Path = args
+        .string("crate")
+        .and_then(|arg| arg.value.parse().ok())
+        .unwrap_or_else(|| syn::parse_quote!(::rabbit_backoff));
+    let private = quote!(#krate::__private);
+    let mut inner = function.clone();
+    inner.vis = syn::Visibility::Inherited;
+    quote! {
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, Clone, Copy, Default)]
+        #vis struct #name;
+
+        const _: () = {
+            #[allow(dead_code)]
+            #inner
+
+            impl #private::Consumer for #name {
+                type Message = ();
+                type Error = ::std::convert::Infallible;
+
+                fn spec(&self) -> #private::ConsumerSpec {
+                    ::core::unreachable!("#[backoff_consumer] on `{}` did not compile", ::core::stringify!(#name))
+                }
+
+                async fn handle(&self, _message: (), _ctx: &#private::Context) -> ::core::result::Result<(), Self::Error> {
+                    ::core::unreachable!("#[backoff_consumer] on `{}` did not compile", ::core::stringify!(#name))
+                }
+            }
+        };
     }
 }

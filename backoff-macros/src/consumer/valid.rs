@@ -174,25 +174,24 @@ fn validate_function(cx: &mut Ctxt, handler: &Handler<'_>) -> (Option<Type>, Opt
     if let Some(variadic) = &sig.variadic {
         cx.error_spanned_by(variadic, "a consumer handler takes no variadic arguments");
     }
-    let mut payload = None;
-    for (param, input) in handler.params.iter().zip(sig.inputs.iter()) {
-        if let ParamKind::Payload(ty) = param {
-            if payload.is_some() {
+    let payload = match handler.params.first() {
+        Some(ParamKind::Payload(ty)) => {
+            if let Type::Reference(reference) = ty {
                 cx.error_spanned_by(
-                    input,
-                    "a consumer handler takes one payload; other parameters must be `&Context` or `State<T>`",
+                    reference,
+                    "the first parameter is the decoded message, an owned type such as `order: Order`; put `&Context` and `State<T>` after it",
                 );
-            } else {
-                payload = Some(ty.clone());
             }
+            Some(ty.clone())
         }
-    }
-    if payload.is_none() {
-        cx.error_spanned_by(
-            &sig.ident,
-            "a consumer handler takes the decoded message as a parameter, e.g. `order: Order`",
-        );
-    }
+        _ => {
+            cx.error_spanned_by(
+                &sig.ident,
+                "a consumer handler takes the decoded message as its first parameter, e.g. `order: Order`",
+            );
+            None
+        }
+    };
     let error = handler.error_type.cloned();
     if error.is_none() {
         let message = "a consumer handler returns `Result<(), E>` where E derives Classify, e.g. `-> Result<(), OrderError>`";

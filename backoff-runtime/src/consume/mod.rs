@@ -2,5 +2,6 @@
 
 pub(crate) mod consumer;
 pub(crate) mod context;
+pub(crate) mod extract;
 pub(crate) mod state;
 pub(crate) mod worker;
