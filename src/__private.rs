@@ -1,8 +1,8 @@
 //! What the macros' generated code names. Not public API: it may change in any release.
 
 pub use backoff_core::{
-    Classify, ConsumerSpec, DeclareMode, Delays, ErrorClass, ExchangeKind, Jitter, QueueType,
-    RetryReturn, Verdict,
+    BreakerSpec, Classify, ConsumerSpec, DeclareMode, Delays, ErrorClass, ExchangeKind, Jitter,
+    QueueType, RetryReturn, Verdict,
 };
 pub use backoff_runtime::{Consumer, Context, FromContext, State, StateRequirement};
 
@@ -10,6 +10,13 @@ pub use backoff_runtime::{Consumer, Context, FromContext, State, StateRequiremen
 pub fn delays(delays: &str) -> Delays {
     delays.parse().unwrap_or_else(|e| {
         unreachable!("#[backoff_consumer] validated the delays at compile time: {e}")
+    })
+}
+
+/// A circuit breaker validated at compile time.
+pub fn breaker(breaker: &str) -> BreakerSpec {
+    breaker.parse().unwrap_or_else(|e| {
+        unreachable!("#[backoff_consumer] validated the breaker at compile time: {e}")
     })
 }
 

@@ -24,6 +24,8 @@ enum Mode {
     Obsolete,
     /// Asks to be retried after 700 ms.
     RateLimited,
+    /// Fails transiently while the dependency is down.
+    Dependency,
 }
 
 /// Fails in `mode` for its first `failures` calls, then succeeds.
@@ -61,6 +63,19 @@ struct Call {
 #[derive(Default, Clone)]
 struct Calls(Arc<Mutex<BTreeMap<u64, Vec<Call>>>>);
 
+/// Whether the handler's dependency is down.
+#[derive(Default, Clone)]
+struct Outage(Arc<std::sync::atomic::AtomicBool>);
+
+impl Outage {
+    fn set(&self, down: bool) {
+        self.0.store(down, std::sync::atomic::Ordering::SeqCst);
+    }
+    fn is_down(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 impl Calls {
     fn of(&self, id: u64) -> Vec<Call> {
         self.0.lock().unwrap().get(&id).cloned().unwrap_or_default()
@@ -68,7 +83,12 @@ impl Calls {
 }
 
 #[backoff_consumer(queue = "placeholder", delays = "100ms,1s,5s")]
-async fn policy_job(job: PolicyJob, ctx: &Context, calls: State<Calls>) -> Result<(), PolicyError> {
+async fn policy_job(
+    job: PolicyJob,
+    ctx: &Context,
+    calls: State<Calls>,
+    outage: State<Outage>,
+) -> Result<(), PolicyError> {
     let seen = {
         let mut all = calls.0.lock().unwrap();
         let entry = all.entry(job.id).or_default();
@@ -78,11 +98,18 @@ async fn policy_job(job: PolicyJob, ctx: &Context, calls: State<Calls>) -> Resul
         });
         entry.len() as u32
     };
+    if let Mode::Dependency = job.mode {
+        return if outage.is_down() {
+            Err(PolicyError::Transient)
+        } else {
+            Ok(())
+        };
+    }
     if seen > job.failures {
         return Ok(());
     }
     Err(match job.mode {
-        Mode::Transient => PolicyError::Transient,
+        Mode::Transient | Mode::Dependency => PolicyError::Transient,
         Mode::Slow => PolicyError::Slow,
         Mode::Obsolete => PolicyError::Obsolete,
         Mode::RateLimited => PolicyError::RateLimited {
@@ -108,6 +135,8 @@ fn death_queue(ctx: &Context) -> Option<String> {
 struct Harness {
     spec: ConsumerSpec,
     calls: Calls,
+    outage: Outage,
+    health: rabbit_backoff::HealthWatch,
     running: Option<RunningRuntime>,
     connection: Arc<dyn Connection>,
     channel: Arc<dyn Channel>,
@@ -125,9 +154,11 @@ impl Harness {
         let channel = connection.open_channel().await.expect("a channel");
         let queue = unique(name);
         let calls = Calls::default();
+        let outage = Outage::default();
         let runtime = Runtime::builder()
             .transport(transport)
             .state(calls.clone())
+            .state(outage.clone())
             .handle_signals(false)
             .consumer_with(policy_job, |spec| {
                 spec.queue = queue.clone();
@@ -141,6 +172,8 @@ impl Harness {
         Harness {
             spec,
             calls,
+            outage,
+            health: running.health(),
             running: Some(running),
             connection,
             channel,
@@ -321,6 +354,73 @@ async fn immediate_retries_stay_in_the_process(transport: Arc<dyn Transport>, sh
     h.stop().await;
 }
 
+async fn a_breaker_holds_messages_while_a_dependency_is_down(
+    transport: Arc<dyn Transport>,
+    shared: bool,
+) {
+    let h = Harness::start(transport, shared, "policy-breaker", |s| {
+        s.delays = "100ms,200ms,400ms".parse().unwrap();
+        s.breaker = Some("50% of 20, pause 1s".parse().unwrap());
+    })
+    .await;
+    h.outage.set(true);
+    let mut health = h.health.clone();
+    let paused = tokio::spawn(async move {
+        while let Some(state) = health.changed().await {
+            if matches!(state, rabbit_backoff::Health::Paused(_)) {
+                return true;
+            }
+        }
+        false
+    });
+    for id in 0..1000 {
+        h.publish(&PolicyJob {
+            id,
+            mode: Mode::Dependency,
+            failures: 0,
+        })
+        .await;
+    }
+    // The dependency stays down for 10 s.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let failed_during_outage: usize = (0..1000).map(|id| h.calls.of(id).len()).sum();
+    h.outage.set(false);
+    eventually("every message called", Duration::from_secs(60), || {
+        h.calls.0.lock().unwrap().len() == 1000
+    })
+    .await;
+    // Every call after the outage succeeds: once the work queue, the tiers and
+    // the DLQ are empty, every message was acked as handled.
+    let names = h.spec.names();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while h.depth(&h.spec.queue).await > 0 || retrying(&h).await > 0 {
+        assert!(std::time::Instant::now() < deadline, "everything settles");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        h.depth(&names.dead_letter_queue).await,
+        0,
+        "nothing dead-lettered"
+    );
+    println!("calls during the 10 s outage: {failed_during_outage} for 1000 messages");
+    assert!(
+        failed_during_outage < 100,
+        "the breaker stopped consuming: {failed_during_outage} calls during the outage"
+    );
+    assert!(paused.await.unwrap(), "health said Paused");
+    h.stop().await;
+}
+
+/// Messages waiting in the retry tiers.
+async fn retrying(h: &Harness) -> u32 {
+    let names = h.spec.names();
+    let mut total = 0;
+    for ms in h.spec.retry_delays() {
+        total += h.depth(&names.retry_queue(ms)).await;
+    }
+    total
+}
+
 fn rabbitmq() -> (Arc<dyn Transport>, bool) {
     (Arc::new(AmqpTransport::new(url())), true)
 }
@@ -346,4 +446,5 @@ on_every_broker!(
     retry_after_takes_the_smallest_tier_long_enough,
     max_age_dead_letters_as_expired,
     immediate_retries_stay_in_the_process,
+    a_breaker_holds_messages_while_a_dependency_is_down,
 );

@@ -383,7 +383,7 @@ fn parse_one(item: &str) -> Result<u64, DelayError> {
 }
 
 /// The shortest exact spelling of a delay: `90s` stays `90s`, `60000ms` is `1m`.
-fn format_ms(ms: u64) -> String {
+pub(crate) fn format_ms(ms: u64) -> String {
     for (unit, factor) in [("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
         if ms != 0 && ms.is_multiple_of(factor) {
             return format!("{}{unit}", ms / factor);

@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod breaker;
 mod classify;
 mod dead_letter;
 mod decision;
@@ -43,6 +44,7 @@ mod retry_count;
 mod spec;
 mod topology;
 
+pub use breaker::{Breaker, BreakerAction, BreakerSpec, BreakerState};
 pub use classify::{Classify, ErrorClass, Verdict};
 pub use dead_letter::{
     DeadLetter, DeadLetterReason, MAX_ERROR_LEN, truncate_error, truncate_error_to,

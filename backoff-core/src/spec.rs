@@ -245,6 +245,9 @@ pub struct ConsumerSpec {
     /// short pause, before the message goes to a retry tier
     /// (`immediate = 2`): for blips that last milliseconds.
     pub immediate: u32,
+    /// Stop consuming while a dependency is down (`breaker = "50% of 20,
+    /// pause 30s"`); `None`: never.
+    pub breaker: Option<crate::BreakerSpec>,
 }
 
 /// The default `prefetch`.
@@ -303,6 +306,7 @@ impl ConsumerSpec {
             ladders: Vec::new(),
             max_age: None,
             immediate: 0,
+            breaker: None,
         }
     }
 

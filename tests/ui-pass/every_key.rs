@@ -39,6 +39,7 @@ pub struct Db;
     jitter = "20%",
     max_age = "1h",
     immediate = 2,
+    breaker = "50% of 20, pause 30s",
     crate = "::rabbit_backoff"
 )]
 pub async fn process_order(order: Order, ctx: &Context, _db: State<Db>) -> Result<(), OrderError> {
@@ -60,6 +61,7 @@ fn main() {
     assert_eq!(spec.jitter.map(|j| j.percent()), Some(20));
     assert_eq!(spec.max_age, Some(std::time::Duration::from_secs(3_600)));
     assert_eq!(spec.immediate, 2);
+    assert_eq!(spec.breaker.map(|b| b.to_string()).as_deref(), Some("50% of 20, pause 30s"));
     let names = spec.names();
     assert_eq!(names.exchange, "work_exchange");
     assert_eq!(names.routing_key, "work");

@@ -29,6 +29,7 @@ pub(crate) const KEYS: &[&str] = &[
     "jitter",
     "max_age",
     "immediate",
+    "breaker",
     "crate",
 ];
 
@@ -158,6 +159,7 @@ pub(crate) fn example(key: &str) -> &'static str {
         "jitter" => "jitter = \"20%\"",
         "max_age" => "max_age = \"1h\"",
         "immediate" => "immediate = 2",
+        "breaker" => "breaker = \"50% of 20, pause 30s\"",
         "crate" => "crate = \"::rabbit_backoff\"",
         _ => "exchange = \"orders\"",
     }

@@ -66,6 +66,12 @@ pub(crate) fn expand(handler: &Handler<'_>, config: &Config) -> TokenStream {
         settings
             .push(quote! { spec.jitter = ::std::option::Option::Some(#private::jitter(#jitter)); });
     }
+    if let Some(breaker) = config.breaker {
+        let breaker = breaker.to_string();
+        settings.push(
+            quote! { spec.breaker = ::std::option::Option::Some(#private::breaker(#breaker)); },
+        );
+    }
     if let Some(backoff_core::DeclareMode::Passive) = config.declare {
         settings.push(quote! { spec.declare = #private::DeclareMode::Passive; });
     }

@@ -2,7 +2,7 @@
 //! that a bad delay or name is a compile error pointing at it.
 
 use backoff_core::{
-    DeclareMode, Delays, ExchangeKind, Jitter, NameOverrides, QueueType, RetryReturn,
+    BreakerSpec, DeclareMode, Delays, ExchangeKind, Jitter, NameOverrides, QueueType, RetryReturn,
     TopologyNames, parse_duration, validate_name,
 };
 use syn::{LitStr, Type};
@@ -17,6 +17,7 @@ pub(crate) struct Config {
     /// The delays as validated, written back in their canonical form.
     pub(crate) delays: String,
     pub(crate) jitter: Option<Jitter>,
+    pub(crate) breaker: Option<BreakerSpec>,
     pub(crate) prefetch: Option<u16>,
     pub(crate) concurrency: Option<usize>,
     pub(crate) delivery_limit: Option<u32>,
@@ -59,6 +60,7 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
         dead_letter_routing_key: routing_key(cx, args, "dead_letter_routing_key"),
     };
     let jitter = parsed::<Jitter>(cx, args, "jitter");
+    let breaker = parsed::<BreakerSpec>(cx, args, "breaker");
     if let (Some(queue), Some(delays)) = (&queue, &delays) {
         // Whole-topology checks, such as the longest retry queue name.
         let mut spec = backoff_core::ConsumerSpec::new(queue.clone(), delays.clone());
@@ -140,6 +142,7 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
         queue: queue?,
         delays: delays?.to_string(),
         jitter,
+        breaker,
         prefetch,
         concurrency,
         delivery_limit,

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use backoff_core::{
-    Attempt, Classify, ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision,
-    HeaderValue, MAX_HEADER_DEPTH, Outcome, Topology, Verdict, broker_headroom, decide,
-    header_limit, headers, parse_failed_at, truncate_error,
+    Attempt, Breaker, BreakerAction, Classify, ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter,
+    DeadLetterReason, Decision, HeaderValue, MAX_HEADER_DEPTH, Outcome, Topology, Verdict,
+    broker_headroom, decide, header_limit, headers, parse_failed_at, truncate_error,
 };
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
@@ -24,8 +24,8 @@ use crate::settle::headers::header_view;
 use crate::settle::publish::{channel_error, confirm_channel};
 use crate::settle::settlement::{Repair, Settler, Target};
 use crate::transport::declare::establish_topology;
-use crate::transport::{Acker, Connection, Deliveries, Delivery};
-use crate::{Consumer, Context, Error, ShutdownHandle};
+use crate::transport::{Acker, Connection, Deliveries, Delivery, TransportError};
+use crate::{Consumer, Context, Error, Health, ShutdownHandle};
 
 /// The first pause of an immediate retry; the n-th waits n times as long.
 const IMMEDIATE_PAUSE: Duration = Duration::from_millis(50);
@@ -37,6 +37,16 @@ pub(crate) struct WorkerEnv {
     pub(crate) state: Arc<StateMap>,
     pub(crate) confirm_timeout: Duration,
     pub(crate) shutdown: ShutdownHandle,
+    /// Where a consumer reports a paused circuit breaker.
+    pub(crate) health: Option<tokio::sync::watch::Sender<Health>>,
+}
+
+/// How consuming ended.
+enum Consumed {
+    /// Shutdown, a cancelled consumer or a failed channel (the error).
+    Ended(Option<TransportError>),
+    /// The circuit breaker tripped: pause this long, then probe.
+    Tripped(Duration),
 }
 
 /// One delivery after its handler ran: what settling it needs.
@@ -113,6 +123,40 @@ impl<C: Consumer> Worker<C> {
     /// other instances to take during the grace period; handlers in flight
     /// finish and settle their messages.
     pub(crate) async fn run(self: Arc<Self>, deliveries: Deliveries) -> Result<(), Error> {
+        let mut breaker = self.spec.breaker.map(Breaker::new);
+        let mut deliveries = deliveries;
+        loop {
+            let pause = match self.consume(deliveries, breaker.as_mut()).await {
+                Consumed::Tripped(pause) => pause,
+                Consumed::Ended(failure) => return self.finish(failure).await,
+            };
+            let Some(breaker) = breaker.as_mut() else {
+                unreachable!("only a breaker trips")
+            };
+            if !self.pause_and_probe(breaker, pause).await {
+                return self.finish(None).await;
+            }
+            self.report(Health::Ready);
+            deliveries = self
+                .settler
+                .channel()
+                .consume(&self.spec.queue)
+                .await
+                .map_err(channel_error(
+                    &self.spec.queue,
+                    "consuming again after a pause",
+                ))?;
+            tracing::info!("the dependency is back: consuming {} again", self.queue);
+        }
+    }
+
+    /// Consumes until shutdown, the end of the stream, or the breaker trips.
+    ///
+    /// On shutdown or a trip the consumer is cancelled, so the broker sends
+    /// nothing more; deliveries already prefetched but not started are
+    /// requeued at once (for other instances to take); handlers in flight
+    /// finish and settle their messages.
+    async fn consume(&self, deliveries: Deliveries, mut breaker: Option<&mut Breaker>) -> Consumed {
         let Deliveries {
             consumer_tag,
             mut stream,
@@ -121,10 +165,11 @@ impl<C: Consumer> Worker<C> {
         let mut failure = None;
         let mut stream_done = false;
         let mut stopping = false;
+        let mut tripped = None;
         let stop = self.env.shutdown.wait();
         tokio::pin!(stop);
         while !(stream_done && in_flight.is_empty()) {
-            tokio::select! {
+            let stop_consuming = tokio::select! {
                 next = stream.next(), if !stream_done && (stopping || in_flight.len() < self.spec.effective_concurrency()) => {
                     match next {
                         Some(Ok(delivery)) if stopping => {
@@ -138,18 +183,80 @@ impl<C: Consumer> Worker<C> {
                         }
                         None => stream_done = true,
                     }
+                    false
                 }
-                Some(()) = in_flight.next(), if !in_flight.is_empty() => {}
-                _ = &mut stop, if !stopping => {
-                    stopping = true;
-                    if let Err(e) = self.settler.channel().cancel(&consumer_tag).await {
-                        tracing::debug!("cancelling the consumer of {}: {e}", self.queue);
-                        stream_done = true;
+                Some(failed) = in_flight.next(), if !in_flight.is_empty() => {
+                    match breaker.as_deref_mut().map(|b| b.record(failed)) {
+                        Some(BreakerAction::Pause(pause)) if !stopping => {
+                            tracing::warn!(
+                                "circuit breaker tripped: too many transient failures; not consuming {} for {}ms",
+                                self.queue,
+                                pause.as_millis()
+                            );
+                            tripped = Some(pause);
+                            true
+                        }
+                        _ => false,
                     }
+                }
+                _ = &mut stop, if !stopping => true,
+            };
+            if stop_consuming && !stopping {
+                stopping = true;
+                if let Err(e) = self.settler.channel().cancel(&consumer_tag).await {
+                    tracing::debug!("cancelling the consumer of {}: {e}", self.queue);
+                    stream_done = true;
                 }
             }
         }
-        // Anything still unacknowledged goes back to the queue.
+        match tripped {
+            Some(pause) if !self.env.shutdown.is_shutdown() && failure.is_none() => {
+                Consumed::Tripped(pause)
+            }
+            _ => Consumed::Ended(failure),
+        }
+    }
+
+    /// Waits out the breaker's pause, then probes with one message until one
+    /// succeeds (or the queue is empty). False on shutdown.
+    async fn pause_and_probe(&self, breaker: &mut Breaker, first: Duration) -> bool {
+        let mut pause = first;
+        loop {
+            self.report(Health::Paused(self.spec.queue.clone()));
+            tokio::select! {
+                _ = self.env.shutdown.wait() => return false,
+                _ = tokio::time::sleep(pause) => {}
+            }
+            breaker.probing();
+            let probe = match self.settler.channel().get(&self.spec.queue).await {
+                Ok(probe) => probe,
+                Err(e) => {
+                    tracing::warn!("probing {}: {e}", self.queue);
+                    return false;
+                }
+            };
+            let succeeded = match probe {
+                // Nothing waits: consume again, and let the breaker judge.
+                None => true,
+                Some(delivery) => !self.process(delivery).await,
+            };
+            match breaker.probed(succeeded) {
+                BreakerAction::Pause(again) => {
+                    tracing::warn!(
+                        "the probe failed; not consuming {} for {}ms more",
+                        self.queue,
+                        again.as_millis()
+                    );
+                    pause = again;
+                }
+                _ => return true,
+            }
+        }
+    }
+
+    /// Closes the channel (anything unacknowledged goes back to the queue)
+    /// and says why the consumer ended.
+    async fn finish(&self, failure: Option<TransportError>) -> Result<(), Error> {
         self.settler.close().await;
         if self.env.shutdown.is_shutdown() {
             return Ok(());
@@ -161,8 +268,15 @@ impl<C: Consumer> Worker<C> {
         })
     }
 
-    /// One delivery: decode and run the handler, `decide`, settle.
-    async fn process(&self, delivery: Delivery) {
+    fn report(&self, health: Health) {
+        if let Some(sender) = &self.env.health {
+            sender.send_replace(health);
+        }
+    }
+
+    /// One delivery: decode and run the handler, `decide`, settle. True when
+    /// it failed transiently (what the circuit breaker counts).
+    async fn process(&self, delivery: Delivery) -> bool {
         let retry = retry_count_of(&delivery.properties);
         let span = tracing::info_span!(
             "delivery",
@@ -181,7 +295,7 @@ impl<C: Consumer> Worker<C> {
                 let why = format!("headers nest {depth} levels deep, more than {MAX_HEADER_DEPTH}");
                 self.reject(&delivery.acker, &why).await;
                 drop_deep(delivery);
-                return;
+                return false;
             }
             let attempt = Attempt {
                 count: retry.count,
@@ -189,7 +303,15 @@ impl<C: Consumer> Worker<C> {
             };
             let handled = self.run_handler(delivery, retry.count).await;
             let decision = decide(self.spec.policy(), attempt, &handled.outcome);
+            let failed_transiently = matches!(
+                handled.outcome,
+                Outcome::Failed {
+                    verdict: Verdict::Retry | Verdict::Ladder(_) | Verdict::RetryAfter(_),
+                    ..
+                }
+            );
             self.settle(handled, decision).await;
+            failed_transiently
         }
         .instrument(span)
         .await

@@ -13,6 +13,9 @@ pub enum Health {
     Ready,
     /// The connection or a channel was lost; reconnecting.
     Recovering,
+    /// A consumer's circuit breaker tripped: it does not consume until a
+    /// probe succeeds (the queue named here; the others keep consuming).
+    Paused(String),
     /// A shutdown was asked for; handlers in flight are finishing.
     Stopping,
     /// Stopped cleanly.

@@ -221,6 +221,7 @@ impl Runtime {
             state: Arc::clone(&self.state),
             confirm_timeout: self.confirm_timeout,
             shutdown: stop.clone(),
+            health: Some(self.health.0.clone()),
         };
         let mut running = JoinSet::new();
         for registration in &self.consumers {
