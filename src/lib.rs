@@ -49,7 +49,7 @@ pub use backoff_core::{
     QueueType, REPLAY_HISTORY_LIMIT, RetryReturn, Topology, TopologyNames, headers,
     parse_failed_at,
 };
-pub use backoff_runtime::transport;
+pub use backoff_runtime::{meters, transport};
 pub use backoff_runtime::{
     Consumer, ConsumerStatus, Context, ContextBuilder, DEFAULT_AMQP_URL, DeadLetterFilter,
     DeadLetterMessage, DeadLetterReport, Dlq, Error, FromContext, Health, HealthWatch,

@@ -25,6 +25,7 @@ pub mod transport;
 pub use consume::consumer::Consumer;
 pub use consume::context::{Context, ContextBuilder};
 pub use consume::extract::FromContext;
+pub use consume::meters;
 pub use consume::state::{State, StateRequirement};
 pub use error::{Error, MissingObject, PublishFailure};
 pub use lifecycle::health::{Health, HealthWatch};

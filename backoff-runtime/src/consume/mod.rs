@@ -3,5 +3,6 @@
 pub(crate) mod consumer;
 pub(crate) mod context;
 pub(crate) mod extract;
+pub mod meters;
 pub(crate) mod state;
 pub(crate) mod worker;

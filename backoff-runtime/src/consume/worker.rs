@@ -15,6 +15,7 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use tracing::Instrument;
 
+use crate::consume::meters::Meters;
 use crate::consume::state::StateMap;
 use crate::settle::copy::{now_rfc3339, panic_message, republish_properties, retry_count_of};
 use crate::settle::frame_fit::{
@@ -76,6 +77,7 @@ pub(crate) struct Worker<C: Consumer> {
     retry_delays: Vec<u64>,
     dead_letter_routing_key: String,
     settler: Settler,
+    meters: Meters,
     env: WorkerEnv,
 }
 
@@ -102,7 +104,15 @@ impl<C: Consumer> Worker<C> {
             env.confirm_timeout,
             Some(repair(&env.connection, &topology, &spec)),
         );
+        let tiers: Vec<u64> = spec
+            .delays
+            .as_millis()
+            .iter()
+            .chain(spec.ladders.iter().flatten())
+            .copied()
+            .collect();
         let worker = Worker {
+            meters: Meters::new(&spec.queue, &tiers),
             queue: Arc::from(spec.queue.as_str()),
             dead_letter_routing_key: spec.names().dead_letter_routing_key,
             retry_delays: spec.retry_delays(),
@@ -137,6 +147,7 @@ impl<C: Consumer> Worker<C> {
                 return self.finish(None).await;
             }
             self.report(Health::Ready);
+            self.meters.breaker_open.set(0.0);
             deliveries = self
                 .settler
                 .channel()
@@ -194,6 +205,7 @@ impl<C: Consumer> Worker<C> {
                                 pause.as_millis()
                             );
                             tripped = Some(pause);
+                            self.meters.breaker_open.set(1.0);
                             true
                         }
                         _ => false,
@@ -277,6 +289,13 @@ impl<C: Consumer> Worker<C> {
     /// One delivery: decode and run the handler, `decide`, settle. True when
     /// it failed transiently (what the circuit breaker counts).
     async fn process(&self, delivery: Delivery) -> bool {
+        self.meters.in_flight.increment(1.0);
+        let failed_transiently = self.process_one(delivery).await;
+        self.meters.in_flight.decrement(1.0);
+        failed_transiently
+    }
+
+    async fn process_one(&self, delivery: Delivery) -> bool {
         let retry = retry_count_of(&delivery.properties);
         let span = tracing::info_span!(
             "delivery",
@@ -354,6 +373,7 @@ impl<C: Consumer> Worker<C> {
                 pause.as_millis()
             );
             tokio::time::sleep(pause).await;
+            self.meters.immediate_retries.increment(1);
             outcome = self.call(&data, &ctx).await;
         }
         Handled {
@@ -376,10 +396,14 @@ impl<C: Consumer> Worker<C> {
             }
         };
         let handled = AssertUnwindSafe(self.consumer.handle(message, ctx)).catch_unwind();
+        let started = tokio::time::Instant::now();
         let result = match self.spec.handler_timeout {
             None => Some(handled.await),
             Some(limit) => tokio::time::timeout(limit, handled).await.ok(),
         };
+        self.meters
+            .handler_duration
+            .record(started.elapsed().as_secs_f64());
         match result {
             None => Outcome::Failed {
                 verdict: Verdict::Retry,
@@ -406,11 +430,14 @@ impl<C: Consumer> Worker<C> {
         match decision {
             Decision::Ack => {
                 if self.settler.ack(&handled.acker).await {
+                    self.meters.handled.increment(1);
+                    self.meters.settled(*handled.ctx.properties.timestamp());
                     tracing::debug!("handled; acked");
                 }
             }
             Decision::Discard => {
                 if self.settler.ack(&handled.acker).await {
+                    self.meters.discarded.increment(1);
                     tracing::info!(
                         error,
                         "failed; discarded (the error says the message is obsolete)"
@@ -425,6 +452,7 @@ impl<C: Consumer> Worker<C> {
                 let properties = copy_properties(&handled.ctx, &[count]);
                 let target = self.retry_target(delay_ms);
                 if self.copy_then_ack(&handled, &target, properties).await {
+                    self.meters.retried(delay_ms);
                     tracing::warn!(
                         error,
                         "failed (transient); retry {next_count}/{} in {}",
@@ -440,6 +468,8 @@ impl<C: Consumer> Worker<C> {
                     .copy_then_ack(&handled, &self.dead_letter_target(), properties)
                     .await
                 {
+                    self.meters.dead_lettered(reason);
+                    self.meters.settled(*handled.ctx.properties.timestamp());
                     tracing::warn!(
                         error,
                         "failed ({reason}); dead-lettered to {}",
@@ -552,6 +582,7 @@ impl<C: Consumer> Worker<C> {
                     .republish_then_ack(acker, &target, body, properties)
                     .await
                 {
+                    self.meters.dead_lettered(DeadLetterReason::Oversized);
                     tracing::error!(
                         "{why}; dead-lettered to {} without the headers {}",
                         target.queue,

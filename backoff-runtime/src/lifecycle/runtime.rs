@@ -179,6 +179,7 @@ impl Runtime {
                 Err(e) if e.is_recoverable() => {
                     failures = failures.saturating_add(1);
                     self.health.1.count_reconnect();
+                    crate::consume::meters::reconnected();
                     self.health.0.send_replace(Health::Recovering);
                     let wait = self.reconnect.delay(failures - 1, 0.5);
                     tracing::warn!("{e}; reconnecting (attempt {failures}, in about {wait:?})");
