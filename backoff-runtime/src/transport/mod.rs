@@ -245,3 +245,6 @@ impl TransportError {
         self.code() == Some(NOT_FOUND)
     }
 }
+
+#[cfg(feature = "testing")]
+pub mod memory;
