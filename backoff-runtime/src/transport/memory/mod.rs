@@ -73,6 +73,9 @@ mod handle;
 mod queue;
 mod replies;
 
+#[cfg(test)]
+mod tests;
+
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 pub use death::Death;
