@@ -259,3 +259,6 @@ impl TransportError {
         self.code() == Some(NOT_FOUND)
     }
 }
+
+#[cfg(feature = "testing")]
+pub mod memory;

@@ -1,0 +1,945 @@
+//! [`TestBroker`]: the handle a test holds to publish, inspect queues,
+//! inject faults and let virtual time run.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use backoff_core::{Argument, HeaderValue, headers as header_names, read_retry_count};
+use futures_util::future::BoxFuture;
+use lapin::BasicProperties;
+use lapin::types::{AMQPValue, FieldTable, ShortString};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::time::Instant;
+
+use super::broker::BrokerShared;
+use super::channel::MemoryConnection;
+use super::death::{self, Death};
+use super::queue::{Queue, Stored};
+use super::read;
+use crate::transport::{Confirm, Connection, Transport, TransportError};
+
+/// How long [`TestBroker::run_until_idle`] lets time run at most.
+pub const IDLE_LIMIT: Duration = Duration::from_secs(3600);
+
+/// An in-memory RabbitMQ for tests: exchanges, queues, TTLs, dead-lettering,
+/// publisher confirms and consumers behave as in RabbitMQ 3.10, on tokio's
+/// clock. Cloning gives another handle to the same broker; each
+/// [`Transport::connect`] opens a new connection to it.
+///
+/// ```
+/// use backoff_runtime::transport::memory::TestBroker;
+/// use backoff_runtime::transport::{Confirm, Transport};
+/// use backoff_core::{ExchangeKind, QueueDecl};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), backoff_runtime::transport::TransportError> {
+/// let broker = TestBroker::new();
+/// let channel = broker.connect().await?.open_channel().await?;
+/// channel.declare_exchange("orders", ExchangeKind::Direct).await?;
+/// channel
+///     .declare_queue(&QueueDecl { name: "orders".into(), arguments: vec![] })
+///     .await?;
+/// channel.bind_queue("orders", "orders", "orders").await?;
+///
+/// let confirm = broker.publish_json("orders", "orders", &serde_json::json!({"id": 7})).await;
+/// assert_eq!(confirm, Confirm::Ack);
+/// assert_eq!(broker.queue_depth("orders"), 1);
+/// assert_eq!(broker.messages("orders")[0].json::<serde_json::Value>().unwrap()["id"], 7);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct TestBroker {
+    shared: Arc<BrokerShared>,
+}
+
+impl Default for TestBroker {
+    fn default() -> Self {
+        TestBroker::new()
+    }
+}
+
+impl fmt::Debug for TestBroker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TestBroker")
+            .field("queues", &self.queue_names())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Transport for TestBroker {
+    fn connect(&self) -> BoxFuture<'_, Result<Arc<dyn Connection>, TransportError>> {
+        Box::pin(async move {
+            Ok(Arc::new(MemoryConnection::open(&self.shared)) as Arc<dyn Connection>)
+        })
+    }
+
+    fn describe(&self) -> String {
+        "the in-memory test broker".to_owned()
+    }
+}
+
+impl TestBroker {
+    /// An empty broker with RabbitMQ's predeclared exchanges (the default
+    /// exchange `""`, `amq.direct`, `amq.fanout`, `amq.topic`, `amq.headers`,
+    /// `amq.match`).
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// let broker = TestBroker::new();
+    /// assert!(broker.exchange_exists("amq.topic"));
+    /// assert!(broker.queue_names().is_empty());
+    /// ```
+    pub fn new() -> Self {
+        TestBroker {
+            shared: Arc::new(BrokerShared::new()),
+        }
+    }
+
+    /// Publishes as a client on a confirm channel does, with `mandatory`,
+    /// and returns the broker's confirm.
+    ///
+    /// # Panics
+    ///
+    /// When the exchange does not exist or `properties` has an invalid
+    /// `expiration` (RabbitMQ would close the channel): a mistake in the test.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use backoff_runtime::transport::Confirm;
+    /// # use backoff_runtime::lapin::BasicProperties;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let broker = TestBroker::new();
+    /// // Nothing is bound: the message comes back.
+    /// let confirm = broker.publish("amq.direct", "nowhere", b"hi", BasicProperties::default()).await;
+    /// assert_eq!(confirm, Confirm::Returned);
+    /// # }
+    /// ```
+    pub async fn publish(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        body: impl AsRef<[u8]>,
+        properties: BasicProperties,
+    ) -> Confirm {
+        match self
+            .shared
+            .publish(exchange, routing_key, body.as_ref(), properties)
+        {
+            Ok(confirm) => confirm,
+            Err(error) => panic!("TestBroker::publish to exchange '{exchange}': {error}"),
+        }
+    }
+
+    /// Publishes `value` as JSON the way a service would: persistent,
+    /// `content_type = application/json`, a fresh `message_id`.
+    ///
+    /// # Panics
+    ///
+    /// As [`publish`](Self::publish), and when `value` cannot be serialized.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// # broker.declare_queue("orders", vec![]).await;
+    /// broker.publish_json("", "orders", &serde_json::json!({"id": 1})).await;
+    /// let message = &broker.messages("orders")[0];
+    /// assert_eq!(message.properties().content_type().as_ref().unwrap().as_str(), "application/json");
+    /// assert!(message.message_id().is_some());
+    /// # }
+    /// ```
+    pub async fn publish_json<T: Serialize + ?Sized>(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        value: &T,
+    ) -> Confirm {
+        let body = match serde_json::to_vec(value) {
+            Ok(body) => body,
+            Err(error) => panic!("TestBroker::publish_json: cannot serialize the value: {error}"),
+        };
+        let properties = BasicProperties::default()
+            .with_delivery_mode(2)
+            .with_content_type(ShortString::from("application/json"))
+            .with_message_id(ShortString::from(uuid::Uuid::new_v4().to_string()));
+        self.publish(exchange, routing_key, body, properties).await
+    }
+
+    /// Declares a queue with arguments, as a channel would, for tests that
+    /// set up their own topology.
+    ///
+    /// # Panics
+    ///
+    /// When RabbitMQ would refuse the declaration (see
+    /// [`Channel::declare_queue`](crate::transport::Channel::declare_queue)).
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// use backoff_core::Argument;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let broker = TestBroker::new();
+    /// broker.declare_queue("parking", vec![("x-message-ttl".into(), Argument::Int(5_000))]).await;
+    /// assert_eq!(broker.queue_arguments("parking").unwrap().len(), 1);
+    /// # }
+    /// ```
+    pub async fn declare_queue(&self, name: &str, arguments: Vec<(String, Argument)>) {
+        let decl = backoff_core::QueueDecl {
+            name: name.to_owned(),
+            arguments,
+        };
+        if let Err(error) = self.shared.declare_queue(&decl) {
+            panic!("TestBroker::declare_queue('{name}'): {error}");
+        }
+    }
+
+    /// The ready messages of a queue, in delivery order, without consuming
+    /// them (messages due to expire at the head are expired first).
+    ///
+    /// # Panics
+    ///
+    /// When the queue does not exist, naming the queues that do.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// # broker.declare_queue("orders", vec![]).await;
+    /// broker.publish_json("", "orders", "first").await;
+    /// broker.publish_json("", "orders", "second").await;
+    /// let bodies: Vec<String> = broker.messages("orders").iter().map(|m| m.json().unwrap()).collect();
+    /// assert_eq!(bodies, ["first", "second"]);
+    /// assert_eq!(broker.queue_depth("orders"), 2);
+    /// # }
+    /// ```
+    pub fn messages(&self, queue: &str) -> Vec<Message> {
+        let queue = self.existing(queue);
+        queue.expire_due(&self.shared);
+        queue.snapshot().into_iter().map(Message::from).collect()
+    }
+
+    /// [`messages`](Self::messages), for a dead-letter queue.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// # broker.declare_queue("orders.dlq", vec![]).await;
+    /// assert!(broker.dead_letters("orders.dlq").is_empty());
+    /// # }
+    /// ```
+    pub fn dead_letters(&self, queue: &str) -> Vec<Message> {
+        self.messages(queue)
+    }
+
+    /// How many messages of a queue are ready (not delivered and unsettled).
+    ///
+    /// # Panics
+    ///
+    /// When the queue does not exist.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// broker.declare_queue("orders", vec![]).await;
+    /// assert_eq!(broker.queue_depth("orders"), 0);
+    /// # }
+    /// ```
+    pub fn queue_depth(&self, queue: &str) -> usize {
+        let queue = self.existing(queue);
+        queue.expire_due(&self.shared);
+        queue.activity().ready
+    }
+
+    /// How many deliveries of a queue are out and not yet settled.
+    ///
+    /// # Panics
+    ///
+    /// When the queue does not exist.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// broker.declare_queue("orders", vec![]).await;
+    /// assert_eq!(broker.unacked_count("orders"), 0);
+    /// # }
+    /// ```
+    pub fn unacked_count(&self, queue: &str) -> usize {
+        self.existing(queue).activity().unacked
+    }
+
+    /// How many consumers a queue has.
+    ///
+    /// # Panics
+    ///
+    /// When the queue does not exist.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// broker.declare_queue("orders", vec![]).await;
+    /// assert_eq!(broker.consumer_count("orders"), 0);
+    /// # }
+    /// ```
+    pub fn consumer_count(&self, queue: &str) -> usize {
+        self.existing(queue).activity().consumers
+    }
+
+    /// Drops every ready message of a queue; how many there were.
+    ///
+    /// # Panics
+    ///
+    /// When the queue does not exist.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// # broker.declare_queue("orders", vec![]).await;
+    /// broker.publish_json("", "orders", "x").await;
+    /// assert_eq!(broker.purge("orders"), 1);
+    /// assert_eq!(broker.queue_depth("orders"), 0);
+    /// # }
+    /// ```
+    pub fn purge(&self, queue: &str) -> usize {
+        self.existing(queue).purge()
+    }
+
+    /// The names of all queues, sorted.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// broker.declare_queue("b", vec![]).await;
+    /// broker.declare_queue("a", vec![]).await;
+    /// assert_eq!(broker.queue_names(), ["a", "b"]);
+    /// # }
+    /// ```
+    pub fn queue_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = read(&self.shared.topology).queues.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// The names of all exchanges but the default one, sorted.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// let broker = TestBroker::new();
+    /// assert!(broker.exchange_names().contains(&"amq.direct".to_owned()));
+    /// ```
+    pub fn exchange_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = read(&self.shared.topology)
+            .exchanges
+            .keys()
+            .cloned()
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Whether a queue exists.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// assert!(!TestBroker::new().queue_exists("orders"));
+    /// ```
+    pub fn queue_exists(&self, queue: &str) -> bool {
+        self.shared.queue(queue).is_some()
+    }
+
+    /// Whether an exchange exists (the default exchange `""` always does).
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// assert!(TestBroker::new().exchange_exists(""));
+    /// ```
+    pub fn exchange_exists(&self, exchange: &str) -> bool {
+        self.shared.check_exchange(exchange).is_ok()
+    }
+
+    /// The arguments a queue was declared with, or `None` when it does not
+    /// exist.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// assert!(TestBroker::new().queue_arguments("orders").is_none());
+    /// ```
+    pub fn queue_arguments(&self, queue: &str) -> Option<Vec<(String, Argument)>> {
+        self.shared.queue(queue).map(|q| q.arguments.clone())
+    }
+
+    /// The bindings of an exchange as (queue, routing key), in the order
+    /// they were made; empty when the exchange does not exist.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// assert!(TestBroker::new().bindings("amq.direct").is_empty());
+    /// ```
+    pub fn bindings(&self, exchange: &str) -> Vec<(String, String)> {
+        read(&self.shared.topology)
+            .exchanges
+            .get(exchange)
+            .map(|x| {
+                x.bindings
+                    .iter()
+                    .map(|b| (b.queue.clone(), b.routing_key.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Fault: the next `times` publishes routed to `queue` are not enqueued
+    /// there, and their publishers get [`Confirm::Nack`] (as from a full
+    /// `reject-publish` queue).
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use backoff_runtime::transport::Confirm;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// # broker.declare_queue("orders", vec![]).await;
+    /// broker.nack_publishes_to("orders", 1);
+    /// assert_eq!(broker.publish_json("", "orders", "x").await, Confirm::Nack);
+    /// assert_eq!(broker.publish_json("", "orders", "x").await, Confirm::Ack);
+    /// assert_eq!(broker.queue_depth("orders"), 1);
+    /// # }
+    /// ```
+    pub fn nack_publishes_to(&self, queue: &str, times: u64) {
+        self.shared.nack_publishes_to(queue, times);
+    }
+
+    /// Fault: the next `times` publishes routed to `queue` miss it, as if it
+    /// were not bound; with no other queue reached, their publishers get
+    /// [`Confirm::Returned`].
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use backoff_runtime::transport::Confirm;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// # broker.declare_queue("orders", vec![]).await;
+    /// broker.return_publishes_to("orders", 1);
+    /// assert_eq!(broker.publish_json("", "orders", "x").await, Confirm::Returned);
+    /// # }
+    /// ```
+    pub fn return_publishes_to(&self, queue: &str, times: u64) {
+        self.shared.return_publishes_to(queue, times);
+    }
+
+    /// Fault: the next `times` publishes on any channel fail with
+    /// [`TransportError::Closed`], as when the connection drops mid-publish;
+    /// the publishing channel closes (its unsettled deliveries return).
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use backoff_runtime::transport::{Transport, TransportError};
+    /// # use backoff_runtime::lapin::BasicProperties;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), TransportError> {
+    /// let broker = TestBroker::new();
+    /// let channel = broker.connect().await?.open_channel().await?;
+    /// broker.fail_next_publishes(1);
+    /// let failed = channel.publish("amq.direct", "k", b"x", BasicProperties::default()).await;
+    /// assert!(matches!(failed, Err(TransportError::Closed(_))));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fail_next_publishes(&self, times: u64) {
+        self.shared.fail_next_publishes(times);
+    }
+
+    /// Fault: closes every open channel with an error, as a channel-level
+    /// failure would; connections stay open. Consumers' streams end with
+    /// [`TransportError::Closed`]; unsettled deliveries return to their
+    /// queues, marked redelivered.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use backoff_runtime::transport::Transport;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), backoff_runtime::transport::TransportError> {
+    /// let broker = TestBroker::new();
+    /// let connection = broker.connect().await?;
+    /// let channel = connection.open_channel().await?;
+    /// broker.close_channels();
+    /// assert!(channel.check_exchange("amq.direct").await.is_err());
+    /// assert!(connection.open_channel().await.is_ok());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn close_channels(&self) {
+        let error = TransportError::Closed("the broker closed the channel".into());
+        for connection in self.shared.live_connections() {
+            connection.close_channels(error.clone(), &self.shared);
+        }
+    }
+
+    /// Fault: closes every connection (and its channels) as a broker
+    /// restart does, with `CONNECTION_FORCED`; queues and their messages
+    /// stay. Clients must reconnect with [`Transport::connect`].
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use backoff_runtime::transport::Transport;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), backoff_runtime::transport::TransportError> {
+    /// let broker = TestBroker::new();
+    /// let connection = broker.connect().await?;
+    /// broker.close_connections();
+    /// assert!(connection.open_channel().await.is_err());
+    /// assert!(broker.connect().await?.open_channel().await.is_ok());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn close_connections(&self) {
+        let error = TransportError::Closed(
+            "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'".into(),
+        );
+        for connection in self.shared.live_connections() {
+            connection.close(error.clone(), &self.shared, true);
+        }
+    }
+
+    /// Lets tokio's time run until the broker is idle: no delivery is out
+    /// unsettled, no queue with consumers holds a ready message, and no
+    /// queue holds a message whose TTL is running at its head. Messages
+    /// resting in a queue nobody consumes (a dead-letter queue) do not
+    /// count. Under `#[tokio::test(start_paused = true)]` a 5s, 15s, 60s
+    /// retry schedule plays out in milliseconds.
+    ///
+    /// It gives up after [`IDLE_LIMIT`] (one hour) of tokio time or of wall
+    /// time, whichever comes first, so that a consumer that never settles
+    /// cannot hang a test; use
+    /// [`run_until_idle_within`](Self::run_until_idle_within) to know.
+    /// Start consumers before calling it: a queue without consumers is idle.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// use backoff_core::Argument;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let broker = TestBroker::new();
+    /// broker.declare_queue("parked", vec![
+    ///     ("x-message-ttl".into(), Argument::Int(60_000)),
+    ///     ("x-dead-letter-exchange".into(), Argument::Str("".into())),
+    ///     ("x-dead-letter-routing-key".into(), Argument::Str("back".into())),
+    /// ]).await;
+    /// broker.declare_queue("back", vec![]).await;
+    /// broker.publish_json("", "parked", "x").await;
+    ///
+    /// let started = tokio::time::Instant::now();
+    /// broker.run_until_idle().await;
+    /// assert!(started.elapsed() >= std::time::Duration::from_secs(60));
+    /// assert_eq!(broker.queue_depth("back"), 1);
+    /// # }
+    /// ```
+    pub async fn run_until_idle(&self) {
+        let _ = self.run_until_idle_within(IDLE_LIMIT).await;
+    }
+
+    /// [`run_until_idle`](Self::run_until_idle) with a limit: `Err` says
+    /// what was still going on when `limit` (of tokio time or of wall time)
+    /// ran out.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use std::time::Duration;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let broker = TestBroker::new();
+    /// assert!(broker.run_until_idle_within(Duration::from_secs(1)).await.is_ok());
+    /// # }
+    /// ```
+    pub async fn run_until_idle_within(&self, limit: Duration) -> Result<(), StillBusy> {
+        let started = Instant::now();
+        let wall = std::time::Instant::now();
+        loop {
+            // Runnable tasks (consumers) go first; time does not move.
+            for _ in 0..4 {
+                tokio::task::yield_now().await;
+            }
+            let now = Instant::now();
+            let mut busy = Vec::new();
+            let mut next_deadline: Option<Instant> = None;
+            let mut working = false;
+            for queue in self.shared.queues() {
+                queue.expire_due(&self.shared);
+                let a = queue.activity();
+                let waiting = a.next_deadline.is_some();
+                let feeding = a.ready > 0 && a.consumers > 0;
+                if a.unacked > 0 || feeding || waiting {
+                    working |= a.unacked > 0 || feeding;
+                    if let Some(at) = a.next_deadline {
+                        next_deadline = Some(next_deadline.map_or(at, |n| n.min(at)));
+                    }
+                    busy.push(QueueActivity {
+                        queue: queue.name.clone(),
+                        ready: a.ready,
+                        unacked: a.unacked,
+                        waiting_for_ttl: a.with_deadline,
+                    });
+                }
+            }
+            if busy.is_empty() {
+                return Ok(());
+            }
+            let waited = now.saturating_duration_since(started);
+            if waited >= limit || wall.elapsed() >= limit {
+                busy.sort_by(|a, b| a.queue.cmp(&b.queue));
+                return Err(StillBusy {
+                    waited,
+                    queues: busy,
+                });
+            }
+            // While consumers work, check often at first, then less (1% of
+            // the time waited so far); never sleep past the next expiry.
+            let step = match (working, next_deadline) {
+                (false, Some(at)) => at.saturating_duration_since(now),
+                (_, at) => {
+                    let step =
+                        (waited / 100).clamp(Duration::from_millis(1), Duration::from_secs(1));
+                    at.map_or(step, |at| step.min(at.saturating_duration_since(now)))
+                }
+            }
+            .max(Duration::from_millis(1));
+            tokio::time::sleep(step).await;
+        }
+    }
+
+    fn existing(&self, queue: &str) -> Arc<Queue> {
+        match self.shared.queue(queue) {
+            Some(q) => q,
+            None => panic!(
+                "the test broker has no queue '{queue}' (queues: {:?})",
+                self.queue_names()
+            ),
+        }
+    }
+}
+
+/// What [`TestBroker::run_until_idle_within`] found still going on when
+/// its time ran out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StillBusy {
+    /// How much tokio time it let run.
+    pub waited: Duration,
+    /// The queues that were not idle, by name.
+    pub queues: Vec<QueueActivity>,
+}
+
+/// One queue that is not idle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueActivity {
+    /// The queue.
+    pub queue: String,
+    /// Messages ready for delivery.
+    pub ready: usize,
+    /// Deliveries out and not settled.
+    pub unacked: usize,
+    /// Ready messages with a TTL running.
+    pub waiting_for_ttl: usize,
+}
+
+impl fmt::Display for StillBusy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the test broker was still busy after {:?}:", self.waited)?;
+        for q in &self.queues {
+            write!(
+                f,
+                " {} ({} ready, {} unacked, {} waiting for their TTL);",
+                q.queue, q.ready, q.unacked, q.waiting_for_ttl
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for StillBusy {}
+
+/// A copy of a message in a queue, as [`TestBroker::messages`] shows it.
+#[derive(Debug, Clone)]
+pub struct Message {
+    exchange: String,
+    routing_key: String,
+    redelivered: bool,
+    properties: BasicProperties,
+    body: Vec<u8>,
+}
+
+impl From<Stored> for Message {
+    fn from(m: Stored) -> Self {
+        Message {
+            exchange: m.exchange,
+            routing_key: m.routing_key,
+            redelivered: m.redelivered,
+            properties: m.properties,
+            body: m.body.to_vec(),
+        }
+    }
+}
+
+impl Message {
+    /// The body.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use backoff_runtime::lapin::BasicProperties;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// # broker.declare_queue("q", vec![]).await;
+    /// broker.publish("", "q", b"raw", BasicProperties::default()).await;
+    /// assert_eq!(broker.messages("q")[0].body(), b"raw");
+    /// # }
+    /// ```
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
+    /// The body decoded from JSON.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// # broker.declare_queue("q", vec![]).await;
+    /// broker.publish_json("", "q", &[1, 2, 3]).await;
+    /// assert_eq!(broker.messages("q")[0].json::<Vec<u8>>().unwrap(), [1, 2, 3]);
+    /// # }
+    /// ```
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_slice(&self.body)
+    }
+
+    /// Its properties, headers included.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// # broker.declare_queue("q", vec![]).await;
+    /// broker.publish_json("", "q", "x").await;
+    /// assert_eq!(*broker.messages("q")[0].properties().delivery_mode(), Some(2));
+    /// # }
+    /// ```
+    pub fn properties(&self) -> &BasicProperties {
+        &self.properties
+    }
+
+    /// Its headers (empty when it has none).
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// # broker.declare_queue("q", vec![]).await;
+    /// broker.publish_json("", "q", "x").await;
+    /// assert!(broker.messages("q")[0].headers().inner().is_empty());
+    /// # }
+    /// ```
+    pub fn headers(&self) -> FieldTable {
+        self.properties.headers().clone().unwrap_or_default()
+    }
+
+    /// One header's value.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use backoff_runtime::lapin::BasicProperties;
+    /// # use backoff_runtime::lapin::types::{AMQPValue, FieldTable};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// # broker.declare_queue("q", vec![]).await;
+    /// let mut headers = FieldTable::default();
+    /// headers.insert("x-retry-count".into(), AMQPValue::LongInt(2));
+    /// broker.publish("", "q", b"x", BasicProperties::default().with_headers(headers)).await;
+    /// assert_eq!(broker.messages("q")[0].header("x-retry-count"), Some(&AMQPValue::LongInt(2)));
+    /// # }
+    /// ```
+    pub fn header(&self, name: &str) -> Option<&AMQPValue> {
+        self.properties
+            .headers()
+            .as_ref()
+            .and_then(|h| h.inner().get(name))
+    }
+
+    /// One header's value when it is a string (short or long, UTF-8).
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use backoff_runtime::lapin::BasicProperties;
+    /// # use backoff_runtime::lapin::types::{AMQPValue, FieldTable, LongString};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// # broker.declare_queue("q", vec![]).await;
+    /// let mut headers = FieldTable::default();
+    /// headers.insert("x-error".into(), AMQPValue::LongString(LongString::from("boom")));
+    /// broker.publish("", "q", b"x", BasicProperties::default().with_headers(headers)).await;
+    /// assert_eq!(broker.messages("q")[0].header_str("x-error"), Some("boom"));
+    /// # }
+    /// ```
+    pub fn header_str(&self, name: &str) -> Option<&str> {
+        self.header(name).and_then(death::string)
+    }
+
+    /// Its `message_id`.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use backoff_runtime::lapin::BasicProperties;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// # broker.declare_queue("q", vec![]).await;
+    /// broker.publish("", "q", b"x", BasicProperties::default().with_message_id("m-1".into())).await;
+    /// assert_eq!(broker.messages("q")[0].message_id(), Some("m-1"));
+    /// # }
+    /// ```
+    pub fn message_id(&self) -> Option<&str> {
+        self.properties
+            .message_id()
+            .as_ref()
+            .map(ShortString::as_str)
+    }
+
+    /// The exchange it was last published (or dead-lettered) to.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// # broker.declare_queue("q", vec![]).await;
+    /// broker.publish_json("", "q", "x").await;
+    /// assert_eq!(broker.messages("q")[0].exchange(), "");
+    /// # }
+    /// ```
+    pub fn exchange(&self) -> &str {
+        &self.exchange
+    }
+
+    /// The routing key it was last published (or dead-lettered) with.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// # broker.declare_queue("q", vec![]).await;
+    /// broker.publish_json("", "q", "x").await;
+    /// assert_eq!(broker.messages("q")[0].routing_key(), "q");
+    /// # }
+    /// ```
+    pub fn routing_key(&self) -> &str {
+        &self.routing_key
+    }
+
+    /// Whether it was delivered before and returned unsettled.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// # broker.declare_queue("q", vec![]).await;
+    /// broker.publish_json("", "q", "x").await;
+    /// assert!(!broker.messages("q")[0].redelivered());
+    /// # }
+    /// ```
+    pub fn redelivered(&self) -> bool {
+        self.redelivered
+    }
+
+    /// `x-retry-count`, read as the runtime reads it (any integer width or
+    /// a decimal string; absent or unusable → 0).
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use backoff_runtime::lapin::BasicProperties;
+    /// # use backoff_runtime::lapin::types::{AMQPValue, FieldTable, LongString};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::new();
+    /// # broker.declare_queue("q", vec![]).await;
+    /// let mut headers = FieldTable::default();
+    /// headers.insert("x-retry-count".into(), AMQPValue::LongString(LongString::from("3")));
+    /// broker.publish("", "q", b"x", BasicProperties::default().with_headers(headers)).await;
+    /// broker.publish_json("", "q", "fresh").await;
+    /// let counts: Vec<u32> = broker.messages("q").iter().map(|m| m.retry_count()).collect();
+    /// assert_eq!(counts, [3, 0]);
+    /// # }
+    /// ```
+    pub fn retry_count(&self) -> u32 {
+        let value = self.header(header_names::RETRY_COUNT).map(header_view);
+        read_retry_count(value.as_ref()).count
+    }
+
+    /// Its `x-death` entries, newest first.
+    ///
+    /// ```
+    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// use backoff_core::Argument;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let broker = TestBroker::new();
+    /// broker.declare_queue("dlq", vec![]).await;
+    /// broker.declare_queue("short", vec![
+    ///     ("x-message-ttl".into(), Argument::Int(1_000)),
+    ///     ("x-dead-letter-exchange".into(), Argument::Str("".into())),
+    ///     ("x-dead-letter-routing-key".into(), Argument::Str("dlq".into())),
+    /// ]).await;
+    /// broker.publish_json("", "short", "x").await;
+    /// broker.run_until_idle().await;
+    ///
+    /// let deaths = broker.dead_letters("dlq")[0].x_death();
+    /// assert_eq!(deaths.len(), 1);
+    /// assert_eq!((deaths[0].queue.as_str(), deaths[0].reason.as_str(), deaths[0].count), ("short", "expired", 1));
+    /// # }
+    /// ```
+    pub fn x_death(&self) -> Vec<Death> {
+        death::read(self.properties.headers().as_ref())
+    }
+}
+
+/// The core's view of a header value (for `read_retry_count`).
+fn header_view(value: &AMQPValue) -> HeaderValue<'_> {
+    match value {
+        AMQPValue::ShortString(s) => HeaderValue::Str(s.as_str()),
+        AMQPValue::LongString(s) => match std::str::from_utf8(s.as_bytes()) {
+            Ok(s) => HeaderValue::Str(s),
+            Err(_) => HeaderValue::Bytes(s.as_bytes()),
+        },
+        AMQPValue::Float(v) => HeaderValue::Float((*v).into()),
+        AMQPValue::Double(v) => HeaderValue::Float(*v),
+        AMQPValue::Boolean(b) => HeaderValue::Bool(*b),
+        AMQPValue::Timestamp(_) => HeaderValue::Other("timestamp"),
+        other => match death::integer(other) {
+            Some(n) => HeaderValue::Int(n.into()),
+            None => HeaderValue::Other("other"),
+        },
+    }
+}

@@ -1,0 +1,102 @@
+//! Publisher confirms and the faults a test can inject.
+
+use futures_util::StreamExt;
+
+use super::*;
+use crate::transport::Confirm;
+
+#[tokio::test(start_paused = true)]
+async fn confirms_say_acked_returned_or_nacked() {
+    let (broker, ch) = setup().await;
+    declare_plain(&ch, "q").await;
+    let send = |key: &'static str| {
+        let ch = Arc::clone(&ch);
+        async move { ch.publish("", key, b"x", labelled("x")).await.unwrap() }
+    };
+    assert_eq!(send("q").await, Confirm::Ack);
+    assert_eq!(send("nobody").await, Confirm::Returned);
+
+    broker.nack_publishes_to("q", 2);
+    assert_eq!(send("q").await, Confirm::Nack);
+    assert_eq!(send("q").await, Confirm::Nack);
+    assert_eq!(send("q").await, Confirm::Ack);
+    // Nacked messages were not enqueued.
+    assert_eq!(broker.queue_depth("q"), 2);
+
+    broker.return_publishes_to("q", 1);
+    assert_eq!(send("q").await, Confirm::Returned);
+    assert_eq!(send("q").await, Confirm::Ack);
+    assert_eq!(broker.queue_depth("q"), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_publish_closes_its_channel_and_returns_its_deliveries() {
+    let (broker, ch) = setup().await;
+    declare_plain(&ch, "q").await;
+    put(&ch, "q", "held").await;
+    let held = ch.get("q").await.unwrap().unwrap();
+
+    broker.fail_next_publishes(1);
+    let failed = ch.publish("", "q", b"lost", labelled("lost")).await;
+    let Err(TransportError::Closed(reason)) = failed else {
+        panic!("expected a closed channel, got {failed:?}");
+    };
+    assert!(reason.contains("fail_next_publishes"), "{reason}");
+    assert!(matches!(
+        ch.check_queue("q").await,
+        Err(TransportError::Closed(_))
+    ));
+    assert!(held.acker.ack().await.is_err());
+    assert_eq!(labels(&broker, "q"), ["held"]);
+    // Only one publish fails.
+    put(&open(&broker).await, "q", "next").await;
+    assert_eq!(labels(&broker, "q"), ["held", "next"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn close_channels_ends_consumers_with_an_error_and_keeps_connections() {
+    let (broker, ch) = setup().await;
+    declare_plain(&ch, "q").await;
+    let connection = broker.connect().await.unwrap();
+    let consuming = connection.open_channel().await.unwrap();
+    let mut consumer = consuming.consume("q").await.unwrap();
+    put(&ch, "q", "m").await;
+    let held = next(&mut consumer).await;
+
+    broker.close_channels();
+    match consumer.stream.next().await {
+        Some(Err(TransportError::Closed(_))) => {}
+        other => panic!("expected an error, got {other:?}"),
+    }
+    assert!(consumer.stream.next().await.is_none());
+    assert!(held.acker.ack().await.is_err());
+    let back = broker.messages("q");
+    assert_eq!(back.len(), 1);
+    assert!(back[0].redelivered());
+    // Connections survive: a new channel works.
+    let reopened = connection.open_channel().await.unwrap();
+    let again = reopened.get("q").await.unwrap().unwrap();
+    assert!(again.redelivered);
+}
+
+#[tokio::test(start_paused = true)]
+async fn close_connections_is_a_broker_restart_that_keeps_queues() {
+    let (broker, ch) = setup().await;
+    declare_plain(&ch, "q").await;
+    put(&ch, "q", "m").await;
+    let mut consumer = ch.consume("q").await.unwrap();
+    let _held = next(&mut consumer).await;
+
+    broker.close_connections();
+    match consumer.stream.next().await {
+        Some(Err(TransportError::Closed(text))) => {
+            assert!(text.starts_with("CONNECTION_FORCED"), "{text}")
+        }
+        other => panic!("expected CONNECTION_FORCED, got {other:?}"),
+    }
+    assert!(ch.check_queue("q").await.is_err());
+    let fresh = open(&broker).await;
+    let again = fresh.get("q").await.unwrap().unwrap();
+    assert_eq!(label(&again), "m");
+    assert!(again.redelivered);
+}

@@ -1,0 +1,138 @@
+//! Tests of the in-memory broker alone, through the `Channel` trait, on
+//! paused time.
+
+mod confirm;
+mod consume;
+mod dead_letter;
+mod declare;
+mod routing;
+mod throughput;
+mod ttl;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use backoff_core::{Argument, QueueDecl};
+use futures_util::StreamExt;
+use lapin::BasicProperties;
+use lapin::types::{AMQPValue, FieldTable, ShortString};
+
+use super::TestBroker;
+use crate::transport::{Channel, Deliveries, Delivery, Transport, TransportError};
+
+/// A broker and one open channel on it.
+async fn setup() -> (TestBroker, Arc<dyn Channel>) {
+    let broker = TestBroker::new();
+    let channel = open(&broker).await;
+    (broker, channel)
+}
+
+async fn open(broker: &TestBroker) -> Arc<dyn Channel> {
+    broker
+        .connect()
+        .await
+        .expect("connect")
+        .open_channel()
+        .await
+        .expect("open a channel")
+}
+
+fn int(key: &str, value: i64) -> (String, Argument) {
+    (key.to_owned(), Argument::Int(value))
+}
+
+fn text(key: &str, value: &str) -> (String, Argument) {
+    (key.to_owned(), Argument::Str(value.to_owned()))
+}
+
+fn decl(name: &str, arguments: Vec<(String, Argument)>) -> QueueDecl {
+    QueueDecl {
+        name: name.to_owned(),
+        arguments,
+    }
+}
+
+/// Declares a queue that dead-letters to the queue `to` through the default
+/// exchange, with more arguments.
+async fn declare_dead_lettering(
+    channel: &Arc<dyn Channel>,
+    name: &str,
+    to: &str,
+    mut more: Vec<(String, Argument)>,
+) {
+    more.push(text("x-dead-letter-exchange", ""));
+    more.push(text("x-dead-letter-routing-key", to));
+    channel
+        .declare_queue(&decl(name, more))
+        .await
+        .expect("declare");
+}
+
+async fn declare_plain(channel: &Arc<dyn Channel>, name: &str) {
+    channel
+        .declare_queue(&decl(name, vec![]))
+        .await
+        .expect("declare");
+}
+
+/// Properties with a message id (the body's label) and optional expiration.
+fn labelled(label: &str) -> BasicProperties {
+    BasicProperties::default().with_message_id(ShortString::from(label))
+}
+
+/// Publishes `label` as body and message id through the default exchange.
+async fn put(channel: &Arc<dyn Channel>, queue: &str, label: &str) {
+    let confirm = channel
+        .publish("", queue, label.as_bytes(), labelled(label))
+        .await
+        .expect("publish");
+    assert_eq!(
+        confirm,
+        crate::transport::Confirm::Ack,
+        "publish {label} to {queue}"
+    );
+}
+
+/// The next delivery (waiting up to a virtual day).
+async fn next(deliveries: &mut Deliveries) -> Delivery {
+    match tokio::time::timeout(Duration::from_secs(86_400), deliveries.stream.next()).await {
+        Ok(Some(Ok(delivery))) => delivery,
+        Ok(Some(Err(e))) => panic!("the stream failed: {e}"),
+        Ok(None) => panic!("the stream ended"),
+        Err(_) => panic!("no delivery within a (virtual) day"),
+    }
+}
+
+/// Whether nothing arrives within `wait` (of virtual time).
+async fn quiet_for(deliveries: &mut Deliveries, wait: Duration) -> bool {
+    tokio::time::timeout(wait, deliveries.stream.next())
+        .await
+        .is_err()
+}
+
+fn label(delivery: &Delivery) -> String {
+    String::from_utf8_lossy(&delivery.data).into_owned()
+}
+
+/// Bodies of the ready messages of a queue, in order.
+fn labels(broker: &TestBroker, queue: &str) -> Vec<String> {
+    broker
+        .messages(queue)
+        .iter()
+        .map(|m| String::from_utf8_lossy(m.body()).into_owned())
+        .collect()
+}
+
+fn refusal<T: std::fmt::Debug>(result: Result<T, TransportError>) -> (u16, String) {
+    match result {
+        Err(TransportError::Refused { code, text }) => (code, text),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn header<'a>(properties: &'a BasicProperties, name: &str) -> Option<&'a AMQPValue> {
+    properties
+        .headers()
+        .as_ref()
+        .and_then(|h: &FieldTable| h.inner().get(name))
+}
