@@ -50,6 +50,15 @@ pub use backoff_core::{
     parse_failed_at,
 };
 pub use backoff_runtime::{meters, transport};
+
+/// An in-memory RabbitMQ with virtual time, for testing consumers without a
+/// broker (feature `testing`): see the README's "Testing your consumers".
+#[cfg(feature = "testing")]
+pub use backoff_runtime::transport::memory as testing;
+
+/// Health over HTTP (feature `http`).
+#[cfg(feature = "http")]
+pub use backoff_runtime::http;
 pub use backoff_runtime::{
     Consumer, ConsumerStatus, Context, ContextBuilder, DEFAULT_AMQP_URL, DeadLetterFilter,
     DeadLetterMessage, DeadLetterReport, Dlq, Error, FromContext, Health, HealthWatch,

@@ -1,6 +1,7 @@
 //! Retry policy decided by the error: a variant's own ladder, discard,
 //! retry-after, a deadline (`max_age`) and immediate retries, against the
-//! real broker (`cargo test --test policy rabbitmq`).
+//! real broker (`cargo test --test policy rabbitmq`) and the in-memory one
+//! (`cargo test --test policy in_memory`).
 
 mod common;
 
@@ -421,6 +422,10 @@ async fn retrying(h: &Harness) -> u32 {
     total
 }
 
+fn in_memory() -> (Arc<dyn Transport>, bool) {
+    (Arc::new(rabbit_backoff::testing::TestBroker::new()), false)
+}
+
 fn rabbitmq() -> (Arc<dyn Transport>, bool) {
     (Arc::new(AmqpTransport::new(url())), true)
 }
@@ -433,6 +438,17 @@ macro_rules! on_every_broker {
                 #[tokio::test]
                 async fn $case() {
                     let (transport, shared) = super::rabbitmq();
+                    super::$case(transport, shared).await
+                }
+            )*
+        }
+
+        /// Against the in-memory broker, on tokio's paused clock.
+        mod in_memory {
+            $(
+                #[tokio::test(start_paused = true)]
+                async fn $case() {
+                    let (transport, shared) = super::in_memory();
                     super::$case(transport, shared).await
                 }
             )*

@@ -1,7 +1,9 @@
 //! The per-message semantics, written once and run against every broker the
 //! framework can talk to: `cargo test --test semantics rabbitmq` runs them
-//! against the real RabbitMQ. Each case drives the broker only through the
-//! framework's transport seam, so the same code exercises any transport.
+//! against the real RabbitMQ, `cargo test --test semantics in_memory` against
+//! the in-memory broker of `rabbit_backoff::testing` on paused time. Each case
+//! drives the broker only through the transport seam, so the same code
+//! exercises both; a difference is a bug in the in-memory broker.
 
 mod common;
 
@@ -30,6 +32,13 @@ impl Backend {
         Backend {
             transport: Arc::new(AmqpTransport::new(url())),
             shared: true,
+        }
+    }
+
+    fn in_memory() -> Self {
+        Backend {
+            transport: Arc::new(rabbit_backoff::testing::TestBroker::new()),
+            shared: false,
         }
     }
 }
@@ -472,6 +481,16 @@ macro_rules! on_every_broker {
                 #[tokio::test]
                 async fn $case() {
                     super::$case(super::Backend::rabbitmq()).await
+                }
+            )*
+        }
+
+        /// Against the in-memory broker, on tokio's paused clock.
+        mod in_memory {
+            $(
+                #[tokio::test(start_paused = true)]
+                async fn $case() {
+                    super::$case(super::Backend::in_memory()).await
                 }
             )*
         }

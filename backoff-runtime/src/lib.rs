@@ -29,6 +29,8 @@ pub use consume::meters;
 pub use consume::state::{State, StateRequirement};
 pub use error::{Error, MissingObject, PublishFailure};
 pub use lifecycle::health::{Health, HealthWatch};
+#[cfg(feature = "http")]
+pub use lifecycle::http;
 pub use lifecycle::runtime::{RunningRuntime, Runtime, RuntimeBuilder, connect};
 pub use lifecycle::shutdown::ShutdownHandle;
 pub use operations::dead_letter_filter::DeadLetterFilter;

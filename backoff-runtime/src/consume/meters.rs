@@ -3,7 +3,7 @@
 //! no-op when no recorder is installed). Names follow Prometheus' conventions.
 
 use std::collections::HashMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use backoff_core::DeadLetterReason;
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
@@ -106,7 +106,7 @@ impl Meters {
         let Some(published) = timestamp.map(|s| UNIX_EPOCH + Duration::from_secs(s)) else {
             return;
         };
-        if let Ok(age) = SystemTime::now().duration_since(published) {
+        if let Ok(age) = crate::settle::clock::now().duration_since(published) {
             self.critical_time.record(age.as_secs_f64());
         }
     }

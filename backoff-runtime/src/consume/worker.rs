@@ -4,7 +4,7 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use backoff_core::{
     Attempt, Breaker, BreakerAction, Classify, ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter,
@@ -17,6 +17,7 @@ use tracing::Instrument;
 
 use crate::consume::meters::Meters;
 use crate::consume::state::StateMap;
+use crate::settle::clock;
 use crate::settle::copy::{now_rfc3339, panic_message, republish_properties, retry_count_of};
 use crate::settle::frame_fit::{
     TooLarge, content_header_len, drop_deep, header_depth, release, without_largest_headers,
@@ -611,7 +612,7 @@ fn since_first_failure(properties: &lapin::BasicProperties) -> Option<std::time:
         return None;
     };
     let first = parse_failed_at(text)?;
-    Some(SystemTime::now().duration_since(first).unwrap_or_default())
+    Some(clock::now().duration_since(first).unwrap_or_default())
 }
 
 /// Now, for `x-first-failed-at` on the first copy of a message that had not

@@ -70,7 +70,7 @@ pub fn republish_properties(
 
 /// Now, RFC 3339 in UTC with milliseconds, for `x-failed-at` and `x-replayed-at`.
 pub(crate) fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+    humantime::format_rfc3339_millis(crate::settle::clock::now()).to_string()
 }
 
 /// The message of a caught panic.
