@@ -7,7 +7,9 @@
 //!
 //! Environment: `AMQP_URL` (default `amqp://guest:guest@127.0.0.1:5672/%2f`),
 //! `ORDERS_QUEUE` (default `orders`; every other name derives from it),
-//! `ORDERS_DELAYS` (default `5s,15s,60s`; `--demo` uses `1s,2s,4s` unless set).
+//! `ORDERS_DELAYS` (default `5s,15s,60s`; `--demo` uses `1s,2s,4s` unless set),
+//! `METRICS_ADDR` (e.g. `127.0.0.1:9464`: serves `/metrics` in Prometheus'
+//! text format, `/health/ready` and `/health/live`).
 //!
 //! Payload: `{"id": 1, "fail": "none" | "transient" | "permanent", "attempts": 2}`.
 //! `transient` fails while the message's retry count is below `attempts`
@@ -85,6 +87,27 @@ async fn process_order(
     result
 }
 
+/// Installs the Prometheus recorder and serves `/metrics` beside the health
+/// endpoints on `addr`.
+async fn serve_metrics_and_health(
+    addr: &str,
+    health: rabbit_backoff::HealthWatch,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+    let app = rabbit_backoff::http::health_routes(health).route(
+        "/metrics",
+        axum::routing::get(move || std::future::ready(prometheus.render())),
+    );
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    tracing::info!("metrics at http://{addr}/metrics, health at http://{addr}/health/ready");
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!("the metrics server stopped: {e}");
+        }
+    });
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
@@ -120,6 +143,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .state_arc(outcomes.clone())
         .consumer_with(process_order, |s| *s = spec.clone())
         .build()?;
+    if let Ok(addr) = std::env::var("METRICS_ADDR") {
+        serve_metrics_and_health(&addr, runtime.health()).await?;
+    }
     let names = spec.names();
     tracing::info!(
         "queue {} with retry tiers {} (dead letters in {})",
@@ -191,4 +217,99 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         names.dead_letter_queue
     );
     Ok(())
+}
+
+/// The handler's retry path, tested without a broker: the in-memory broker
+/// and tokio's paused clock play the 5s, 15s, 60s schedule in milliseconds.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rabbit_backoff::testing::TestBroker;
+
+    async fn start(
+        broker: &TestBroker,
+    ) -> (std::sync::Arc<Outcomes>, rabbit_backoff::RunningRuntime) {
+        let outcomes = std::sync::Arc::new(Outcomes {
+            tiers: 3,
+            ..Outcomes::default()
+        });
+        let runtime = Runtime::builder()
+            .transport(broker.clone())
+            .state_arc(outcomes.clone())
+            .handle_signals(false)
+            .consumer(process_order)
+            .start()
+            .await
+            .expect("starts on the in-memory broker");
+        (outcomes, runtime)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_order_that_keeps_failing_walks_every_tier_into_the_dead_letter_queue() {
+        let broker = TestBroker::new();
+        let (outcomes, runtime) = start(&broker).await;
+        let order = Order {
+            id: 4,
+            fail: Fail::Transient,
+            attempts: None,
+        };
+        broker.publish_json("orders", "orders", &order).await;
+        let started = tokio::time::Instant::now();
+        broker.run_until_idle().await;
+
+        let dead = broker.dead_letters("orders.dlq");
+        assert_eq!(dead.len(), 1);
+        assert_eq!(dead[0].retry_count(), 3);
+        assert_eq!(
+            dead[0].header_str("x-dead-letter-reason").as_deref(),
+            Some("exhausted")
+        );
+        assert!(
+            started.elapsed() >= Duration::from_secs(5 + 15 + 60),
+            "every tier waited, in virtual time"
+        );
+        assert_eq!(
+            outcomes.settled.lock().unwrap()[&4],
+            "dead-lettered after 4 attempts (exhausted)"
+        );
+        runtime.stop().await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_permanent_failure_skips_the_tiers_and_a_retried_order_succeeds() {
+        let broker = TestBroker::new();
+        let (outcomes, runtime) = start(&broker).await;
+        broker
+            .publish_json(
+                "orders",
+                "orders",
+                &Order {
+                    id: 2,
+                    fail: Fail::Transient,
+                    attempts: Some(2),
+                },
+            )
+            .await;
+        broker
+            .publish_json(
+                "orders",
+                "orders",
+                &Order {
+                    id: 3,
+                    fail: Fail::Permanent,
+                    attempts: None,
+                },
+            )
+            .await;
+        broker.run_until_idle().await;
+
+        let dead = broker.dead_letters("orders.dlq");
+        assert_eq!(dead.len(), 1);
+        assert_eq!(dead[0].json::<Order>().unwrap().id, 3);
+        assert_eq!(dead[0].retry_count(), 0);
+        let settled = outcomes.settled.lock().unwrap().clone();
+        assert_eq!(settled[&2], "handled on attempt 3");
+        assert_eq!(settled[&3], "dead-lettered at once (permanent)");
+        runtime.stop().await.unwrap();
+    }
 }
