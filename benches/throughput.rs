@@ -1,13 +1,23 @@
-//! The framework beside a minimal hand-written lapin consumer, against the
-//! real broker: messages per second and consumer CPU per message, scenario by
-//! scenario, alternating framework and baseline runs so that the machine's
-//! noise falls on both. Every run checks that each message was handled or
-//! dead-lettered: none lost.
+//! The framework beside two hand-written lapin consumers, against the real
+//! broker: messages per second and consumer CPU per message, scenario by
+//! scenario, alternating the sides so that the machine's noise falls on all
+//! of them. Every run checks that each message was handled or dead-lettered:
+//! none lost.
+//!
+//! The two baselines are the same loop and differ only in the headers of a
+//! dead letter: `article` writes the three of the article a hand-written
+//! consumer is usually copied from (`x-retry-count`, `x-error`,
+//! `x-failed-at`); `full` writes the same headers as the framework (those
+//! three, `x-dead-letter-reason` and `x-original-queue`/`-exchange`/
+//! `-routing-key`), so that the broker stores messages of the same size.
 //!
 //! `scripts/bench.sh` (or `cargo bench --bench throughput`). Settings:
 //! `BENCH_N` messages a run (default 10000), `BENCH_REPS` runs of each side
-//! (default 3), `BENCH_SCENARIOS=S2,S3` to run only some, `BENCH_PREFETCH` (default 50), `BENCH_MEMORY=0` to skip the
-//! memory check. Under `cargo test` it runs once with 300 messages, as a test.
+//! (default 3), `BENCH_SCENARIOS=S2,S3` to run only some,
+//! `BENCH_SIDES=framework,article` to run only some of `framework`, `article`
+//! and `full` (ratios are printed against each baseline that ran),
+//! `BENCH_PREFETCH` (default 50), `BENCH_MEMORY=0` to skip the memory check.
+//! Under `cargo test` it runs once with 300 messages, as a test.
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -93,6 +103,16 @@ async fn framework(msg: Msg, ctx: &Context, tally: State<Tally>) -> Result<(), B
     }
 }
 
+/// Which headers a baseline's dead letters carry.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DeadLetterHeaders {
+    /// The article's: `x-retry-count`, `x-error`, `x-failed-at`.
+    Article,
+    /// The framework's: the article's, `x-dead-letter-reason` and
+    /// `x-original-queue`/`-exchange`/`-routing-key`.
+    Full,
+}
+
 /// The loop a careful developer writes by hand with lapin: same prefetch,
 /// same concurrency, a confirm awaited per republish, then the ack.
 async fn baseline(
@@ -100,6 +120,7 @@ async fn baseline(
     spec: ConsumerSpec,
     tally: Arc<Tally>,
     stop: ShutdownHandle,
+    dead_letter_headers: DeadLetterHeaders,
 ) {
     let names = spec.names();
     let channel = connection.create_channel().await.expect("channel");
@@ -165,18 +186,21 @@ async fn baseline(
                             "x-failed-at".into(),
                             AMQPValue::LongString(failed_at.into_bytes().into()),
                         );
-                        // What the framework's dead letters say besides: why, and where from.
-                        let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes()));
-                        headers.insert("x-dead-letter-reason".into(), text("permanent"));
-                        headers.insert("x-original-queue".into(), text(queue));
-                        headers.insert(
-                            "x-original-exchange".into(),
-                            text(delivery.exchange.as_str()),
-                        );
-                        headers.insert(
-                            "x-original-routing-key".into(),
-                            text(delivery.routing_key.as_str()),
-                        );
+                        if dead_letter_headers == DeadLetterHeaders::Full {
+                            // What the framework's dead letters say besides: why, and where from.
+                            let text =
+                                |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes()));
+                            headers.insert("x-dead-letter-reason".into(), text("permanent"));
+                            headers.insert("x-original-queue".into(), text(queue));
+                            headers.insert(
+                                "x-original-exchange".into(),
+                                text(delivery.exchange.as_str()),
+                            );
+                            headers.insert(
+                                "x-original-routing-key".into(),
+                                text(delivery.routing_key.as_str()),
+                            );
+                        }
                     }
                     let properties = delivery
                         .properties
@@ -258,7 +282,22 @@ const SCENARIOS: [Scenario; 4] = [
 #[derive(Clone, Copy, PartialEq)]
 enum Side {
     Framework,
-    Baseline,
+    /// The hand-written loop with the article's three dead-letter headers.
+    Article,
+    /// The hand-written loop with the framework's dead-letter headers.
+    Full,
+}
+
+impl Side {
+    const ALL: [Side; 3] = [Side::Framework, Side::Article, Side::Full];
+
+    fn name(self) -> &'static str {
+        match self {
+            Side::Framework => "framework",
+            Side::Article => "article",
+            Side::Full => "full",
+        }
+    }
 }
 
 struct Sample {
@@ -280,6 +319,21 @@ async fn connect() -> Connection {
                 url()
             )
         })
+}
+
+/// Marks the start of the measured span of a run: the consumer is started
+/// next, nothing of the set-up follows. Does nothing; under callgrind,
+/// `--zero-before='*measured_span_starts' --dump-before='*measured_span_ends'`
+/// keeps the instructions of this span only (see PERFORMANCE.md).
+#[inline(never)]
+fn measured_span_starts() {
+    std::hint::black_box(1);
+}
+
+/// Marks the end of the measured span of a run (see [`measured_span_starts`]).
+#[inline(never)]
+fn measured_span_ends() {
+    std::hint::black_box(2);
 }
 
 /// User plus system CPU time of this process.
@@ -347,8 +401,9 @@ async fn prepublish(
     }
 }
 
-async fn depth(connection: &Connection, queue: &str) -> u32 {
-    let channel = connection.create_channel().await.expect("channel");
+/// The depth of `queue`, by a passive declare on `channel` (one channel for
+/// the whole run: opening one per poll cost more CPU than a message).
+async fn depth(channel: &Channel, queue: &str) -> u32 {
     let q = channel
         .queue_declare(
             queue.into(),
@@ -360,7 +415,6 @@ async fn depth(connection: &Connection, queue: &str) -> u32 {
         )
         .await
         .expect("passive declare");
-    let _ = channel.close(200, "".into()).await;
     q.message_count()
 }
 
@@ -404,12 +458,17 @@ async fn start(
             let task = tokio::spawn(async move { runtime.run().await.expect("the runtime runs") });
             (stop, task)
         }
-        Side::Baseline => {
+        Side::Article | Side::Full => {
+            let headers = if side == Side::Article {
+                DeadLetterHeaders::Article
+            } else {
+                DeadLetterHeaders::Full
+            };
             let stop = ShutdownHandle::default();
             let connection = Arc::new(connect().await);
             let (spec, tally, stop2) = (spec.clone(), tally.clone(), stop.clone());
             let task = tokio::spawn(async move {
-                baseline(connection.clone(), spec, tally, stop2).await;
+                baseline(connection.clone(), spec, tally, stop2, headers).await;
                 let _ = connection.close(200, "".into()).await;
             });
             (stop, task)
@@ -441,7 +500,9 @@ async fn run_once(side: Side, scenario: Scenario, n: usize, prefetch: u16) -> Sa
         .count();
     let expected_ok = n - expected_dead;
 
+    let poll_channel = admin.create_channel().await.expect("channel");
     let tally = Arc::new(Tally::new(n));
+    measured_span_starts();
     let cpu_before = cpu_time();
     let (stop, task) = start(side, &spec, &tally).await;
     let dlq = spec.names().dead_letter_queue;
@@ -449,7 +510,7 @@ async fn run_once(side: Side, scenario: Scenario, n: usize, prefetch: u16) -> Sa
     let mut dead = 0;
     loop {
         if tally.ok.load(Ordering::Relaxed) == expected_ok {
-            dead = depth(&admin, &dlq).await as usize;
+            dead = depth(&poll_channel, &dlq).await as usize;
             if dead == expected_dead {
                 break;
             }
@@ -463,6 +524,7 @@ async fn run_once(side: Side, scenario: Scenario, n: usize, prefetch: u16) -> Sa
     }
     let ended = Instant::now();
     let cpu = cpu_time() - cpu_before;
+    measured_span_ends();
     stop.shutdown();
     task.await.expect("the consumer task ends");
 
@@ -564,45 +626,68 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio");
+    let sides: Vec<Side> = match std::env::var("BENCH_SIDES") {
+        Ok(list) if !list.is_empty() => Side::ALL
+            .into_iter()
+            .filter(|side| list.split(',').any(|s| s.trim() == side.name()))
+            .collect(),
+        _ => Side::ALL.to_vec(),
+    };
+    assert!(
+        !sides.is_empty(),
+        "BENCH_SIDES names none of framework, article, full"
+    );
     rt.block_on(async {
-        println!("{n} messages a run, {reps} runs a side, prefetch = concurrency = {prefetch}, framework and baseline alternating\n");
+        let names: Vec<&str> = sides.iter().map(|s| s.name()).collect();
         println!(
-            "{:<4} {:<10} {:>10} {:>10} {:>10} {:>11} {:>6}   framework/baseline",
+            "{n} messages a run, {reps} runs a side, prefetch = concurrency = {prefetch}, sides {} alternating\n",
+            names.join(", ")
+        );
+        println!(
+            "{:<4} {:<10} {:>10} {:>10} {:>10} {:>11} {:>6}   framework/baseline: throughput, CPU",
             "", "side", "msg/s med", "min", "max", "CPU µs/msg", "dups"
         );
         for scenario in SCENARIOS {
-            let mut samples: [(Vec<f64>, Vec<f64>, usize); 2] = Default::default();
             if !only.is_empty() && !only.split(',').any(|o| o == scenario.name) {
                 continue;
             }
+            // Per side: rates, CPU µs per message, duplicates.
+            let mut samples: Vec<(Vec<f64>, Vec<f64>, usize)> = vec![Default::default(); sides.len()];
             for rep in 0..reps {
-                // A B B A …: neither side always runs first.
-                let order = if rep % 2 == 0 { [0, 1] } else { [1, 0] };
+                // A B C C B A …: no side always runs first or last.
+                let mut order: Vec<usize> = (0..sides.len()).collect();
+                if rep % 2 == 1 {
+                    order.reverse();
+                }
                 for i in order {
-                    let side = [Side::Framework, Side::Baseline][i];
-                    let s = run_once(side, scenario, n, prefetch).await;
+                    let s = run_once(sides[i], scenario, n, prefetch).await;
                     samples[i].0.push(s.rate);
                     samples[i].1.push(s.cpu_us);
                     samples[i].2 += s.duplicates;
                 }
             }
-            let (fr, fc) = (stats(&samples[0].0), median(samples[0].1.clone()));
-            let (br, bc) = (stats(&samples[1].0), median(samples[1].1.clone()));
-            for (label, (rate, cpu, dups)) in [("framework", (fr, fc, samples[0].2)), ("baseline", (br, bc, samples[1].2))] {
-                let ratio = if label == "framework" {
-                    format!("throughput {:.2}x, CPU {:.2}x", fr.0 / br.0, fc / bc)
-                } else {
-                    String::new()
+            let summary: Vec<((f64, f64, f64), f64)> = samples
+                .iter()
+                .map(|(rates, cpus, _)| (stats(rates), median(cpus.clone())))
+                .collect();
+            let framework_at = sides.iter().position(|s| *s == Side::Framework);
+            for (i, side) in sides.iter().enumerate() {
+                let (rate, cpu) = summary[i];
+                let ratio = match framework_at {
+                    Some(f) if *side != Side::Framework => {
+                        format!("{:.2}x, {:.2}x", summary[f].0.0 / rate.0, summary[f].1 / cpu)
+                    }
+                    _ => String::new(),
                 };
                 println!(
                     "{:<4} {:<10} {:>10.0} {:>10.0} {:>10.0} {:>11.1} {:>6}   {}",
-                    scenario.name, label, rate.0, rate.1, rate.2, cpu, dups, ratio
+                    scenario.name, side.name(), rate.0, rate.1, rate.2, cpu, samples[i].2, ratio
                 );
             }
             println!("     ({})", scenario.what);
         }
 
-        if !only.is_empty() {
+        if !only.is_empty() || sides.len() < Side::ALL.len() {
             return;
         }
         println!("\nS2 (republish to the dead-letter queue), framework, prefetch 1 vs 50:");
