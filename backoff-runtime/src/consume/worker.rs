@@ -25,6 +25,7 @@ use crate::settle::frame_fit::{
 use crate::settle::headers::header_view;
 use crate::settle::publish::{channel_error, confirm_channel};
 use crate::settle::settlement::{Repair, Settler, Target};
+use crate::settle::trace_context::continue_trace;
 use crate::transport::declare::establish_topology;
 use crate::transport::{Acker, Connection, Deliveries, Delivery, TransportError};
 use crate::{Consumer, Context, Error, Health, ShutdownHandle};
@@ -298,12 +299,27 @@ impl<C: Consumer> Worker<C> {
 
     async fn process_one(&self, delivery: Delivery) -> bool {
         let retry = retry_count_of(&delivery.properties);
+        let message_id = delivery
+            .properties
+            .message_id()
+            .as_ref()
+            .map_or("-", |s| s.as_str());
+        // `queue`, `message_id` and `attempt` for logs; the rest for
+        // OpenTelemetry's messaging conventions.
         let span = tracing::info_span!(
             "delivery",
             queue = %self.queue,
-            message_id = delivery.properties.message_id().as_ref().map_or("-", |s| s.as_str()),
+            message_id,
             attempt = retry.count.saturating_add(1),
+            otel.name = %format_args!("{} process", self.queue),
+            otel.kind = "consumer",
+            messaging.system = "rabbitmq",
+            messaging.operation.type = "process",
+            messaging.destination.name = %self.queue,
+            messaging.rabbitmq.destination.routing_key = delivery.routing_key.as_str(),
+            messaging.message.id = message_id,
         );
+        continue_trace(&span, delivery.properties.headers().as_ref());
         async move {
             if let Some(warning) = &retry.warning {
                 tracing::warn!("{warning}");

@@ -15,9 +15,11 @@ use crate::settle::frame_fit::{Released, header_depth};
 use crate::settle::headers::header_view;
 use crate::settle::publish::{channel_error, confirm_channel};
 use crate::settle::settlement::{Settler, Target};
+use crate::settle::trace_context::link_trace;
 use crate::transport::amqp::AmqpTransport;
 use crate::transport::{Connection, Delivery, Transport};
 use crate::{DeadLetterFilter, DeadLetterMessage, Error};
+use tracing::Instrument;
 
 /// Where and how fast [`Dlq::replay`] moves messages.
 #[derive(Debug, Clone, Default)]
@@ -300,8 +302,18 @@ impl Dlq {
                 )));
             }
         };
+        // A replay starts a trace of its own, linked to the failure's.
+        let span = tracing::info_span!(
+            "replay",
+            otel.name = %format_args!("{} replay", self.names.dead_letter_queue),
+            otel.kind = "producer",
+            messaging.system = "rabbitmq",
+            messaging.destination.name = %routing_key,
+        );
+        link_trace(&span, delivery.properties.headers().as_ref());
         settler
             .publish(&target, &delivery.data, properties)
+            .instrument(span)
             .await
             .map_err(|failure| Error::Publish {
                 exchange: exchange.clone(),

@@ -9,9 +9,11 @@ use tokio::sync::Mutex;
 
 use crate::settle::headers::short;
 use crate::settle::publish::{PERSISTENT, confirm_channel, publish_confirmed};
+use crate::settle::trace_context::{publish_span, traced};
 use crate::transport::amqp::AmqpTransport;
 use crate::transport::{Channel, Connection, Transport};
 use crate::{Error, PublishFailure};
+use tracing::Instrument;
 
 /// A message to publish: a JSON body with its properties.
 ///
@@ -170,6 +172,10 @@ impl Publisher {
             properties = properties.with_correlation_id(short(&id, "correlation_id")?);
         }
         let channel = self.channel().await?;
+        // The message carries its publish span's trace context: its handler
+        // continues the publisher's trace.
+        let span = publish_span(exchange, routing_key);
+        let properties = traced(&span, properties);
         let published = publish_confirmed(
             &*channel,
             exchange,
@@ -178,6 +184,7 @@ impl Publisher {
             properties,
             self.confirm_timeout,
         )
+        .instrument(span)
         .await;
         if let Err(failure) = published {
             if let PublishFailure::Channel(_) = failure {

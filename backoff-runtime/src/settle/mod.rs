@@ -7,3 +7,4 @@ pub(crate) mod frame_fit;
 pub(crate) mod headers;
 pub(crate) mod publish;
 pub(crate) mod settlement;
+pub(crate) mod trace_context;

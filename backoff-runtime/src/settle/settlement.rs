@@ -12,7 +12,9 @@ use lapin::BasicProperties;
 use crate::PublishFailure;
 use crate::settle::frame_fit::{TooLarge, fit_to_frame};
 use crate::settle::publish::publish_confirmed;
+use crate::settle::trace_context::{publish_span, traced};
 use crate::transport::{Acker, Channel};
+use tracing::Instrument;
 
 /// How long a message whose republish failed is held before it is requeued,
 /// so that a broken retry or dead-letter route never turns into a hot loop.
@@ -117,13 +119,16 @@ impl Settler {
         fit_to_frame(properties, self.copy_limit(target))
     }
 
-    /// Publishes a copy to `target` and awaits the broker's confirm.
+    /// Publishes a copy to `target`, in a `publish` span whose trace context
+    /// the copy carries, and awaits the broker's confirm.
     pub(crate) async fn publish(
         &self,
         target: &Target<'_>,
         body: &[u8],
         properties: BasicProperties,
     ) -> Result<(), PublishFailure> {
+        let span = publish_span(target.exchange, target.routing_key);
+        let properties = traced(&span, properties);
         publish_confirmed(
             &*self.channel,
             target.exchange,
@@ -132,6 +137,7 @@ impl Settler {
             properties,
             self.confirm_timeout,
         )
+        .instrument(span)
         .await
     }
 

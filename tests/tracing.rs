@@ -1,0 +1,173 @@
+//! Traces across every hop: with `tracing-opentelemetry` and the W3C
+//! propagator installed, a message's publish, each attempt and each
+//! republish form one trace, and a replay links back to the failure. Its own
+//! test binary: it installs the process-wide subscriber and propagator. On
+//! the in-memory broker, with paused time.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::*;
+use opentelemetry::trace::{SpanId, TraceId, TracerProvider as _};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use rabbit_backoff::prelude::*;
+use rabbit_backoff::testing::TestBroker;
+use rabbit_backoff::{DeadLetterFilter, Dlq, Publisher};
+use tracing_subscriber::prelude::*;
+
+fn exporter() -> InMemorySpanExporter {
+    static EXPORTER: OnceLock<InMemorySpanExporter> = OnceLock::new();
+    EXPORTER
+        .get_or_init(|| {
+            let exporter = InMemorySpanExporter::default();
+            let provider = SdkTracerProvider::builder()
+                .with_simple_exporter(exporter.clone())
+                .build();
+            opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+            tracing_subscriber::registry()
+                .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("tests")))
+                .init();
+            exporter
+        })
+        .clone()
+}
+
+/// The finished spans named `name`.
+fn spans(name: &str) -> Vec<SpanData> {
+    exporter()
+        .get_finished_spans()
+        .expect("the spans")
+        .into_iter()
+        .filter(|s| s.name == name)
+        .collect()
+}
+
+async fn start(broker: &TestBroker, queue: &str) -> (rabbit_backoff::RunningRuntime, Journal) {
+    let journal = Journal::default();
+    let running = Runtime::builder()
+        .transport(broker.clone())
+        .state(journal.clone())
+        .handle_signals(false)
+        .consumer_with(process_job, |spec| spec.queue = queue.to_owned())
+        .start()
+        .await
+        .expect("starts");
+    (running, journal)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_message_and_its_retry_are_one_trace() {
+    exporter();
+    let broker = TestBroker::new();
+    let queue = unique("traced");
+    let (running, journal) = start(&broker, &queue).await;
+    let publisher = Publisher::with_transport(broker.clone()).await.unwrap();
+    let mut spec = process_job.spec();
+    spec.queue = queue.clone();
+    publisher
+        .publish_to(&spec, &Job::new(1, Fail::Transient, Some(1)))
+        .await
+        .unwrap();
+    broker.run_until_idle().await;
+    assert!(journal.reached(1, 1), "retried, then handled");
+    running.stop().await.unwrap();
+
+    let published = spans(&format!("{queue} publish"));
+    let processed = spans(&format!("{queue} process"));
+    let retried = spans(&format!("{queue}.retry publish"));
+    assert_eq!((published.len(), processed.len(), retried.len()), (1, 2, 1));
+    let trace: TraceId = published[0].span_context.trace_id();
+    for span in processed.iter().chain(&retried) {
+        assert_eq!(
+            span.span_context.trace_id(),
+            trace,
+            "{} is in the publisher's trace",
+            span.name
+        );
+    }
+    let (first, second) = if processed[0].start_time <= processed[1].start_time {
+        (&processed[0], &processed[1])
+    } else {
+        (&processed[1], &processed[0])
+    };
+    let id = |s: &SpanData| -> SpanId { s.span_context.span_id() };
+    assert_eq!(
+        first.parent_span_id,
+        id(&published[0]),
+        "attempt 1 continues the publish"
+    );
+    assert_eq!(
+        retried[0].parent_span_id,
+        id(first),
+        "the retry is published from attempt 1"
+    );
+    assert_eq!(
+        second.parent_span_id,
+        id(&retried[0]),
+        "attempt 2 continues the retry's publish"
+    );
+    let kind = |s: &SpanData| format!("{:?}", s.span_kind);
+    assert_eq!(kind(first), "Consumer");
+    assert_eq!(kind(&retried[0]), "Producer");
+    let has = |s: &SpanData, key: &str, value: &str| {
+        s.attributes
+            .iter()
+            .any(|kv| kv.key.as_str() == key && kv.value.as_str() == value)
+    };
+    assert!(has(first, "messaging.system", "rabbitmq"));
+    assert!(has(first, "messaging.destination.name", &queue));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_letter_carries_the_trace_and_a_replay_links_to_it() {
+    exporter();
+    let broker = TestBroker::new();
+    let queue = unique("traced-dead");
+    let (running, _journal) = start(&broker, &queue).await;
+    let publisher = Publisher::with_transport(broker.clone()).await.unwrap();
+    let mut spec = process_job.spec();
+    spec.queue = queue.clone();
+    publisher
+        .publish_to(&spec, &Job::new(2, Fail::Permanent, None))
+        .await
+        .unwrap();
+    broker.run_until_idle().await;
+    running.stop().await.unwrap();
+
+    let trace = spans(&format!("{queue} publish"))[0]
+        .span_context
+        .trace_id();
+    let dead = broker.dead_letters(&format!("{queue}.dlq"));
+    let traceparent = dead[0]
+        .header_str("traceparent")
+        .expect("the dead letter carries a traceparent");
+    assert!(
+        traceparent.contains(&trace.to_string()),
+        "{traceparent} is in the trace {trace}"
+    );
+
+    let dlq = Dlq::with_transport(broker.clone(), &spec).await.unwrap();
+    let report = dlq
+        .replay(&DeadLetterFilter::default(), &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(report.matched.len(), 1);
+    dlq.close().await;
+    let replays = spans(&format!("{queue}.dlq replay"));
+    assert_eq!(replays.len(), 1);
+    let links = &replays[0].links.links;
+    assert_eq!(links.len(), 1, "the replay links to the failure");
+    assert_eq!(links[0].span_context.trace_id(), trace);
+    assert_ne!(
+        replays[0].span_context.trace_id(),
+        trace,
+        "a replay is a trace of its own"
+    );
+    let replayed = broker.messages(&queue);
+    let replayed_parent = replayed[0]
+        .header_str("traceparent")
+        .expect("the replayed copy is traced");
+    assert!(replayed_parent.contains(&replays[0].span_context.trace_id().to_string()));
+}
