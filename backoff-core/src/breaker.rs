@@ -83,18 +83,7 @@ impl fmt::Display for BreakerSpec {
     }
 }
 
-impl serde::Serialize for BreakerSpec {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for BreakerSpec {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(deserializer)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
+crate::serde_str::serde_as_str!(BreakerSpec);
 
 /// Where a breaker stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

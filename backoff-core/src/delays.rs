@@ -407,18 +407,7 @@ impl fmt::Display for Delays {
     }
 }
 
-impl serde::Serialize for Delays {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Delays {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(deserializer)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
+crate::serde_str::serde_as_str!(Delays);
 
 #[cfg(test)]
 mod tests {

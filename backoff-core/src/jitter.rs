@@ -98,18 +98,7 @@ impl fmt::Display for Jitter {
     }
 }
 
-impl serde::Serialize for Jitter {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Jitter {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(deserializer)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
+crate::serde_str::serde_as_str!(Jitter);
 
 #[cfg(test)]
 mod tests {

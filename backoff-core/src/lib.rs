@@ -41,6 +41,7 @@ mod names;
 mod reconnect;
 mod replay;
 mod retry_count;
+mod serde_str;
 mod spec;
 mod topology;
 

@@ -5,7 +5,7 @@ use backoff_core::{HeaderValue, headers, read_retry_count};
 use lapin::types::AMQPValue;
 use serde::Serialize;
 
-use crate::settle::headers::header_view;
+use crate::transport::values::header_view;
 
 /// How many bytes of the body a summary shows.
 pub const BODY_PREVIEW_LEN: usize = 200;

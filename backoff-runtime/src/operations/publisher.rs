@@ -7,10 +7,10 @@ use lapin::types::{AMQPValue, FieldTable, ShortString};
 use serde::Serialize;
 use tokio::sync::Mutex;
 
-use crate::settle::headers::short;
 use crate::settle::publish::{PERSISTENT, confirm_channel, publish_confirmed};
 use crate::settle::trace_context::{publish_span, traced};
 use crate::transport::amqp::AmqpTransport;
+use crate::transport::values::short;
 use crate::transport::{Channel, Connection, Transport};
 use crate::{Error, PublishFailure};
 use tracing::Instrument;

@@ -7,8 +7,8 @@ use backoff_core::{HeaderValue, RetryCount, headers, read_retry_count};
 use lapin::BasicProperties;
 use lapin::types::ShortString;
 
-use crate::settle::headers::{amqp_value, header_view};
 use crate::settle::publish::PERSISTENT;
+use crate::transport::values::{amqp_value, header_view};
 
 /// Reads `x-retry-count` from a delivery's properties.
 pub fn retry_count_of(properties: &BasicProperties) -> RetryCount {

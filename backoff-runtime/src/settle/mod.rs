@@ -4,7 +4,6 @@
 pub(crate) mod clock;
 pub(crate) mod copy;
 pub(crate) mod frame_fit;
-pub(crate) mod headers;
 pub(crate) mod publish;
 pub(crate) mod settlement;
 pub(crate) mod trace_context;

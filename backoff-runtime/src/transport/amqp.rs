@@ -19,7 +19,7 @@ use super::{
     TransportError,
 };
 use crate::error::redact;
-use crate::settle::headers::arguments_table;
+use crate::transport::values::arguments_table;
 
 /// The largest frame the runtime negotiates, whatever the broker offers: the
 /// broker's default. It bounds how deeply a header can nest (see the I/O

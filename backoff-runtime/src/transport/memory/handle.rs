@@ -5,7 +5,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use backoff_core::{Argument, HeaderValue, headers as header_names, read_retry_count};
+use crate::transport::values::header_view;
+use backoff_core::{Argument, headers as header_names, read_retry_count};
 use futures_util::future::BoxFuture;
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
@@ -922,24 +923,5 @@ impl Message {
     /// ```
     pub fn x_death(&self) -> Vec<Death> {
         death::read(self.properties.headers().as_ref())
-    }
-}
-
-/// The core's view of a header value (for `read_retry_count`).
-fn header_view(value: &AMQPValue) -> HeaderValue<'_> {
-    match value {
-        AMQPValue::ShortString(s) => HeaderValue::Str(s.as_str()),
-        AMQPValue::LongString(s) => match std::str::from_utf8(s.as_bytes()) {
-            Ok(s) => HeaderValue::Str(s),
-            Err(_) => HeaderValue::Bytes(s.as_bytes()),
-        },
-        AMQPValue::Float(v) => HeaderValue::Float((*v).into()),
-        AMQPValue::Double(v) => HeaderValue::Float(*v),
-        AMQPValue::Boolean(b) => HeaderValue::Bool(*b),
-        AMQPValue::Timestamp(_) => HeaderValue::Other("timestamp"),
-        other => match death::integer(other) {
-            Some(n) => HeaderValue::Int(n.into()),
-            None => HeaderValue::Other("other"),
-        },
     }
 }

@@ -1,4 +1,5 @@
-//! Conversions between the core's header view and lapin's AMQP values.
+//! Conversions between the core's view of header and argument values and
+//! lapin's AMQP values: the wire data model every layer shares.
 
 use backoff_core::{Argument, HeaderValue};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
