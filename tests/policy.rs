@@ -9,10 +9,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::seam::OnBroker;
 use common::*;
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::transport::{AmqpTransport, Channel, Confirm, Connection, Transport};
-use rabbit_backoff::{ConsumerSpec, RunningRuntime};
+use rabbit_backoff::transport::{AmqpTransport, Transport};
+use rabbit_backoff::ConsumerSpec;
 use serde::{Deserialize, Serialize};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -133,15 +134,25 @@ fn death_queue(ctx: &Context) -> Option<String> {
     }
 }
 
+/// `policy_job` on a unique queue, on a broker.
 struct Harness {
-    spec: ConsumerSpec,
+    on: OnBroker,
     calls: Calls,
     outage: Outage,
     health: rabbit_backoff::HealthWatch,
-    running: Option<RunningRuntime>,
-    connection: Arc<dyn Connection>,
-    channel: Arc<dyn Channel>,
-    _cleanup: Option<Cleanup>,
+}
+
+impl std::ops::Deref for Harness {
+    type Target = OnBroker;
+    fn deref(&self) -> &OnBroker {
+        &self.on
+    }
+}
+
+impl std::ops::DerefMut for Harness {
+    fn deref_mut(&mut self) -> &mut OnBroker {
+        &mut self.on
+    }
 }
 
 impl Harness {
@@ -151,80 +162,32 @@ impl Harness {
         name: &str,
         configure: impl FnOnce(&mut ConsumerSpec),
     ) -> Self {
-        let connection = transport.connect().await.expect("connect");
-        let channel = connection.open_channel().await.expect("a channel");
         let queue = unique(name);
-        let calls = Calls::default();
-        let outage = Outage::default();
-        let runtime = Runtime::builder()
-            .transport(transport)
+        let (calls, outage) = (Calls::default(), Outage::default());
+        let builder = Runtime::builder()
             .state(calls.clone())
             .state(outage.clone())
-            .handle_signals(false)
             .consumer_with(policy_job, |spec| {
                 spec.queue = queue.clone();
                 configure(spec);
-            })
-            .build()
-            .expect("a valid runtime");
-        let spec = runtime.specs().next().cloned().expect("one consumer");
-        let cleanup = shared.then(|| Cleanup::of(&spec));
-        let running = runtime.start().await.expect("the consumer starts");
+            });
+        let on = OnBroker::start(transport, shared, builder).await;
+        let health = on.health();
         Harness {
-            spec,
+            on,
             calls,
             outage,
-            health: running.health(),
-            running: Some(running),
-            connection,
-            channel,
-            _cleanup: cleanup,
+            health,
         }
     }
 
     async fn publish(&self, job: &PolicyJob) {
-        let names = self.spec.names();
-        let body = serde_json::to_vec(job).unwrap();
         let properties = rabbit_backoff::lapin::BasicProperties::default().with_delivery_mode(2);
-        let confirm = self
-            .channel
-            .publish(&names.exchange, &names.routing_key, &body, properties)
-            .await
-            .expect("publish");
-        assert_eq!(confirm, Confirm::Ack);
+        self.on.publish_json(job, properties).await;
     }
 
-    async fn depth(&self, queue: &str) -> u32 {
-        self.channel
-            .check_queue(queue)
-            .await
-            .expect("the queue")
-            .messages
-    }
-
-    async fn next_dead_letter(&self) -> rabbit_backoff::transport::Delivery {
-        let queue = self.spec.names().dead_letter_queue;
-        let deadline = std::time::Instant::now() + WAIT;
-        loop {
-            if let Some(delivery) = self.channel.get(&queue).await.expect("basic.get") {
-                delivery.acker.ack().await.expect("ack");
-                return delivery;
-            }
-            assert!(std::time::Instant::now() < deadline, "no dead letter");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    async fn stop_consumer(&mut self) {
-        if let Some(running) = self.running.take() {
-            running.stop().await.expect("stops cleanly");
-        }
-    }
-
-    async fn stop(mut self) {
-        self.stop_consumer().await;
-        self.channel.close().await;
-        self.connection.close().await;
+    async fn stop(self) {
+        self.on.stop().await;
     }
 }
 

@@ -10,12 +10,13 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::seam::OnBroker;
 use common::*;
 use rabbit_backoff::lapin::BasicProperties;
 use rabbit_backoff::lapin::types::{AMQPValue, FieldTable};
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::transport::{AmqpTransport, Channel, Confirm, Connection, Transport};
-use rabbit_backoff::{ConsumerSpec, Error, Jitter, RunningRuntime, Topology};
+use rabbit_backoff::transport::{AmqpTransport, Transport};
+use rabbit_backoff::{ConsumerSpec, Error, Jitter, Topology};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -43,14 +44,23 @@ impl Backend {
     }
 }
 
-/// The test consumer on a unique queue, with a channel to publish and read.
+/// The test consumer on a unique queue, on a broker.
 struct Harness {
-    spec: ConsumerSpec,
+    on: OnBroker,
     journal: Journal,
-    running: Option<RunningRuntime>,
-    connection: Arc<dyn Connection>,
-    channel: Arc<dyn Channel>,
-    _cleanup: Option<Cleanup>,
+}
+
+impl std::ops::Deref for Harness {
+    type Target = OnBroker;
+    fn deref(&self) -> &OnBroker {
+        &self.on
+    }
+}
+
+impl std::ops::DerefMut for Harness {
+    fn deref_mut(&mut self) -> &mut OnBroker {
+        &mut self.on
+    }
 }
 
 impl Harness {
@@ -59,86 +69,26 @@ impl Harness {
         name: &str,
         configure: impl FnOnce(&mut ConsumerSpec),
     ) -> Self {
-        let connection = backend.transport.connect().await.expect("connect");
-        let channel = connection.open_channel().await.expect("a channel");
         let queue = unique(name);
         let journal = Journal::default();
-        let runtime = Runtime::builder()
-            .transport(Arc::clone(&backend.transport))
-            .state(journal.clone())
-            .handle_signals(false)
-            .shutdown_grace(Duration::from_secs(5))
-            .consumer_with(process_job, |spec| {
-                spec.queue = queue.clone();
-                configure(spec);
-            })
-            .build()
-            .expect("a valid runtime");
-        let spec = runtime.specs().next().cloned().expect("one consumer");
-        let cleanup = backend.shared.then(|| Cleanup::of(&spec));
-        let running = runtime.start().await.expect("the consumer starts");
-        Harness {
-            spec,
-            journal,
-            running: Some(running),
-            connection,
-            channel,
-            _cleanup: cleanup,
-        }
+        let builder =
+            Runtime::builder()
+                .state(journal.clone())
+                .consumer_with(process_job, |spec| {
+                    spec.queue = queue.clone();
+                    configure(spec);
+                });
+        let on = OnBroker::start(Arc::clone(&backend.transport), backend.shared, builder).await;
+        Harness { on, journal }
     }
 
     /// Publishes a job to the consumer's work exchange, confirmed.
     async fn publish(&self, job: &Job, properties: BasicProperties) {
-        let body = serde_json::to_vec(job).unwrap();
-        self.publish_raw(&body, properties).await;
+        self.on.publish_json(job, properties).await;
     }
 
-    async fn publish_raw(&self, body: &[u8], properties: BasicProperties) {
-        let names = self.spec.names();
-        let confirm = self
-            .channel
-            .publish(&names.exchange, &names.routing_key, body, properties)
-            .await
-            .expect("publish");
-        assert_eq!(confirm, Confirm::Ack);
-    }
-
-    /// Takes the next dead letter (acked), waiting for one.
-    async fn next_dead_letter(&self) -> rabbit_backoff::transport::Delivery {
-        let queue = self.spec.names().dead_letter_queue;
-        let deadline = std::time::Instant::now() + WAIT;
-        loop {
-            if let Some(delivery) = self.channel.get(&queue).await.expect("basic.get") {
-                delivery.acker.ack().await.expect("ack");
-                return delivery;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no dead letter in {WAIT:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    async fn depth(&self, queue: &str) -> u32 {
-        self.channel
-            .check_queue(queue)
-            .await
-            .expect("the queue")
-            .messages
-    }
-
-    /// Stops the consumer: whatever it had not acked goes back to its queue.
-    async fn stop_consumer(&mut self) {
-        if let Some(running) = self.running.take() {
-            running.stop().await.expect("stops cleanly");
-        }
-    }
-
-    async fn stop(mut self) {
-        self.stop_consumer().await;
-        self.channel.close().await;
-        self.connection.close().await;
+    async fn stop(self) {
+        self.on.stop().await;
     }
 }
 

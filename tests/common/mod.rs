@@ -2,6 +2,8 @@
 //! cleanup that runs even when a test fails, and a scriptable test consumer.
 #![allow(dead_code)]
 
+pub mod seam;
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
