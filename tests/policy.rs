@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use common::seam::OnBroker;
 use common::*;
+use rabbit_backoff::ConsumerSpec;
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::transport::{AmqpTransport, Transport};
-use rabbit_backoff::ConsumerSpec;
 use serde::{Deserialize, Serialize};
 
 const WAIT: Duration = Duration::from_secs(30);

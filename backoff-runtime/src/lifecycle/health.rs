@@ -1,5 +1,5 @@
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
@@ -37,19 +37,34 @@ pub enum Health {
 pub struct HealthWatch {
     receiver: watch::Receiver<Health>,
     reconnects: Arc<AtomicU64>,
+    node: Arc<Mutex<Option<String>>>,
 }
 
 impl HealthWatch {
     pub(crate) fn channel() -> (watch::Sender<Health>, HealthWatch) {
         let (sender, receiver) = watch::channel(Health::Starting);
-        let reconnects = Arc::default();
         (
             sender,
             HealthWatch {
                 receiver,
-                reconnects,
+                reconnects: Arc::default(),
+                node: Arc::default(),
             },
         )
+    }
+
+    /// Records the node the runtime is connected to.
+    pub(crate) fn connected_to(&self, node: String) {
+        if let Ok(mut current) = self.node.lock() {
+            *current = Some(node);
+        }
+    }
+
+    /// The broker node of the current connection (of a cluster's list, the
+    /// one that answered), without a password; `None` before the first
+    /// connection.
+    pub fn node(&self) -> Option<String> {
+        self.node.lock().ok().and_then(|n| n.clone())
     }
 
     /// Counts one lost connection or channel that the runtime recovers from.

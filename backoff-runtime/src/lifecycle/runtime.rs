@@ -200,6 +200,7 @@ impl Runtime {
                 uri: self.transport.describe(),
                 source,
             })?;
+        self.health.1.connected_to(connection.node());
         let stop = ShutdownHandle::new();
         let result = self.consume(&connection, &stop, failures).await;
         stop.shutdown();
@@ -295,6 +296,17 @@ impl RuntimeBuilder {
     pub fn uri(mut self, uri: impl Into<String>) -> Self {
         self.uri = Some(uri.into());
         self
+    }
+
+    /// The nodes of a cluster: the runtime connects to the first that
+    /// answers and, when the connection is lost, to the next, with the same
+    /// capped backoff. `AMQP_URL` may hold the same list, comma-separated.
+    pub fn uris<I, S>(self, uris: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.transport(AmqpTransport::with_nodes(uris))
     }
 
     /// Another way to reach a broker than an `amqp://` address, such as the

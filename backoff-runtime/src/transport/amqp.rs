@@ -1,6 +1,7 @@
 //! The [`Transport`] over lapin, for a real RabbitMQ.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use backoff_core::{ExchangeKind, QueueDecl};
 use futures_util::StreamExt;
@@ -39,27 +40,82 @@ pub const MAX_FRAME_SIZE: u32 = 131_072;
 /// ```
 #[derive(Debug, Clone)]
 pub struct AmqpTransport {
-    uri: String,
+    /// The nodes to try, in order.
+    uris: Vec<String>,
+    /// The node of the last successful connection: the first one tried next.
+    current: Arc<AtomicUsize>,
 }
 
 impl AmqpTransport {
-    /// A transport to the broker at `uri`.
+    /// A transport to the broker at `uri`, or to the first node that
+    /// answers of a comma-separated list of addresses (a cluster):
+    /// `amqp://a:5672/%2f,amqp://b:5672/%2f`.
     pub fn new(uri: impl Into<String>) -> Self {
-        AmqpTransport { uri: uri.into() }
+        let uri = uri.into();
+        Self::with_nodes(uri.split(',').map(str::trim).filter(|u| !u.is_empty()))
     }
 
-    /// Connects, returning the concrete connection (for its lapin handle).
-    pub async fn connect_amqp(&self) -> Result<AmqpConnection, TransportError> {
-        let mut uri: AMQPUri = self.uri.parse().map_err(TransportError::Other)?;
-        let frame_max = uri.query.frame_max.unwrap_or(MAX_FRAME_SIZE);
-        uri.query.frame_max = Some(frame_max.min(MAX_FRAME_SIZE));
-        let properties =
-            ConnectionProperties::default().with_connection_name("rabbit-backoff".into());
-        let inner = lapin::Connection::connect_uri(uri, properties)
-            .await
-            .map_err(transport_error)?;
-        Ok(AmqpConnection { inner })
+    /// A transport to the first node of `uris` that answers; after a lost
+    /// connection it tries the node it was connected to, then the next ones,
+    /// in turn.
+    pub fn with_nodes<I, S>(uris: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        AmqpTransport {
+            uris: uris.into_iter().map(Into::into).collect(),
+            current: Arc::default(),
+        }
     }
+
+    /// The same nodes in a random order, so that many instances spread over
+    /// a cluster instead of all connecting to its first node.
+    pub fn shuffled(mut self) -> Self {
+        fastrand::shuffle(&mut self.uris);
+        self
+    }
+
+    /// Connects to the first node that answers, starting from the one of
+    /// the last connection; returns the concrete connection.
+    pub async fn connect_amqp(&self) -> Result<AmqpConnection, TransportError> {
+        if self.uris.is_empty() {
+            return Err(TransportError::Other("no broker address given".into()));
+        }
+        let first = self.current.load(Ordering::Relaxed);
+        let mut last_error = None;
+        for step in 0..self.uris.len() {
+            let index = (first + step) % self.uris.len();
+            match connect_node(&self.uris[index]).await {
+                Ok(inner) => {
+                    self.current.store(index, Ordering::Relaxed);
+                    let node = redact(&self.uris[index]);
+                    if self.uris.len() > 1 {
+                        tracing::info!("connected to {node}");
+                    }
+                    return Ok(AmqpConnection { inner, node });
+                }
+                Err(e) => {
+                    if self.uris.len() > 1 {
+                        tracing::warn!("{} does not answer: {e}", redact(&self.uris[index]));
+                    }
+                    last_error = Some(e);
+                }
+            }
+        }
+        Err(last_error.unwrap_or_else(|| TransportError::Other("no broker address given".into())))
+    }
+}
+
+/// Connects to one node, with a `frame_max` of at most [`MAX_FRAME_SIZE`].
+async fn connect_node(uri: &str) -> Result<lapin::Connection, TransportError> {
+    let mut uri: AMQPUri = uri.parse().map_err(TransportError::Other)?;
+    let frame_max = uri.query.frame_max.unwrap_or(MAX_FRAME_SIZE);
+    uri.query.frame_max = Some(frame_max.min(MAX_FRAME_SIZE));
+    let properties = ConnectionProperties::default().with_connection_name("rabbit-backoff".into());
+    lapin::Connection::connect_uri(uri, properties)
+        .await
+        .map_err(transport_error)
 }
 
 impl Transport for AmqpTransport {
@@ -71,13 +127,19 @@ impl Transport for AmqpTransport {
     }
 
     fn describe(&self) -> String {
-        redact(&self.uri)
+        self.uris
+            .iter()
+            .map(|u| redact(u))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 
 /// A lapin connection.
 pub struct AmqpConnection {
     inner: lapin::Connection,
+    /// The node it is connected to, without a password.
+    node: String,
 }
 
 impl AmqpConnection {
@@ -102,6 +164,10 @@ impl Connection for AmqpConnection {
 
     fn frame_max(&self) -> u32 {
         self.inner.configuration().frame_max()
+    }
+
+    fn node(&self) -> String {
+        self.node.clone()
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

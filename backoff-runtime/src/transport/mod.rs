@@ -52,6 +52,11 @@ pub trait Connection: Send + Sync + 'static {
     /// in one frame of this many bytes.
     fn frame_max(&self) -> u32;
 
+    /// The node it is connected to, for logs and health (no password).
+    fn node(&self) -> String {
+        String::from("(in memory)")
+    }
+
     /// Closes the connection; unsettled deliveries of every channel return to
     /// their queues.
     fn close(&self) -> BoxFuture<'_, ()>;
