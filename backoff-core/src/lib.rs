@@ -33,6 +33,7 @@ mod decision;
 mod definitions;
 mod delays;
 mod failed_at;
+mod fingerprint;
 mod frame_fit;
 mod header_value;
 pub mod headers;
@@ -54,6 +55,7 @@ pub use decision::{Attempt, Decision, Outcome, Policy, decide};
 pub use definitions::{BindingDefinition, Definitions, ExchangeDefinition, QueueDefinition};
 pub use delays::{DelayError, Delays, MAX_DELAY_MS, MAX_TIERS, parse_duration};
 pub use failed_at::parse_failed_at;
+pub use fingerprint::{fingerprint, group_id};
 pub use frame_fit::{
     CopySizes, DEAD_LETTER_HEADROOM, FRAME_OVERHEAD, Fit, MAX_HEADER_DEPTH, MIN_ERROR_LEN,
     ShrinkPlan, broker_headroom, fit_copy, header_limit, headers_to_drop,
