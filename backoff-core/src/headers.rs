@@ -30,3 +30,24 @@ pub const DROPPED_HEADERS: &str = "x-dropped-headers";
 /// When the message first failed, RFC 3339 in UTC: set on the first retry or
 /// dead-letter copy and kept on every later one, for `max_age`.
 pub const FIRST_FAILED_AT: &str = "x-first-failed-at";
+
+/// Where the failed delivery came from: `x-original-queue`, `-exchange`,
+/// `-routing-key`.
+pub const ORIGINAL: [&str; 3] = [ORIGINAL_QUEUE, ORIGINAL_EXCHANGE, ORIGINAL_ROUTING_KEY];
+
+/// Every header the framework writes; all others are the user's (or the
+/// broker's, such as `x-death`).
+pub const FRAMEWORK: [&str; 12] = [
+    RETRY_COUNT,
+    ERROR,
+    FAILED_AT,
+    FIRST_FAILED_AT,
+    DEAD_LETTER_REASON,
+    ORIGINAL_QUEUE,
+    ORIGINAL_EXCHANGE,
+    ORIGINAL_ROUTING_KEY,
+    REPLAY_HISTORY,
+    REPLAYED_AT,
+    REPLAY_COUNT,
+    DROPPED_HEADERS,
+];

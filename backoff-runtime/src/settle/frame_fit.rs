@@ -187,12 +187,6 @@ pub(crate) struct TooLarge {
     pub(crate) limit: usize,
 }
 
-const ORIGINAL_HEADERS: [&str; 3] = [
-    headers::ORIGINAL_QUEUE,
-    headers::ORIGINAL_EXCHANGE,
-    headers::ORIGINAL_ROUTING_KEY,
-];
-
 /// `properties` as they can be published with at most `limit` bytes of
 /// content header: unchanged when they fit, shrunk by the core's plan when
 /// that is enough.
@@ -211,7 +205,7 @@ pub(crate) fn fit_to_frame(
             .map(|items| items.as_slice().iter().map(value_len).collect())
             .unwrap_or_default(),
         error: error_text(&table).map_or(0, str::len),
-        original: ORIGINAL_HEADERS
+        original: headers::ORIGINAL
             .iter()
             .filter_map(|name| {
                 table
@@ -228,21 +222,6 @@ pub(crate) fn fit_to_frame(
     }
 }
 
-/// The headers the framework writes; the others are the user's.
-const OWN_HEADERS: [&str; 11] = [
-    headers::RETRY_COUNT,
-    headers::ERROR,
-    headers::FAILED_AT,
-    headers::DEAD_LETTER_REASON,
-    headers::ORIGINAL_QUEUE,
-    headers::ORIGINAL_EXCHANGE,
-    headers::ORIGINAL_ROUTING_KEY,
-    headers::REPLAY_HISTORY,
-    headers::REPLAYED_AT,
-    headers::REPLAY_COUNT,
-    headers::DROPPED_HEADERS,
-];
-
 /// `properties` without the largest of the user's headers, as few as fit in
 /// `limit`, with `x-dropped-headers` naming each one left out; `None` when
 /// even without every user header they do not fit.
@@ -254,7 +233,7 @@ pub(crate) fn without_largest_headers(
     let users: Vec<(&ShortString, &AMQPValue)> = table
         .inner()
         .iter()
-        .filter(|(name, _)| !OWN_HEADERS.contains(&name.as_str()))
+        .filter(|(name, _)| !headers::FRAMEWORK.contains(&name.as_str()))
         .collect();
     let sizes: Vec<usize> = users
         .iter()
@@ -309,7 +288,7 @@ fn shrink(table: FieldTable, plan: &ShrinkPlan) -> FieldTable {
                 }
                 _ => value.clone(),
             },
-            _ if plan.drop_original && ORIGINAL_HEADERS.contains(&name_str) => continue,
+            _ if plan.drop_original && headers::ORIGINAL.contains(&name_str) => continue,
             _ => value.clone(),
         };
         shrunk.insert(name.clone(), value);
@@ -470,6 +449,37 @@ mod tests {
             "the error is whole"
         );
         assert!(h.inner().contains_key(headers::ORIGINAL_QUEUE));
+    }
+
+    #[test]
+    fn stripping_drops_the_users_largest_headers_and_keeps_the_frameworks() {
+        let mut table = FieldTable::default();
+        table.insert(
+            "blob".into(),
+            AMQPValue::LongString("b".repeat(131_000).into()),
+        );
+        table.insert("small".into(), AMQPValue::LongString("s".into()));
+        table.insert(
+            headers::FIRST_FAILED_AT.into(),
+            AMQPValue::LongString("2026-01-01T00:00:00.000Z".into()),
+        );
+        table.insert(
+            headers::ERROR.into(),
+            AMQPValue::LongString("e".repeat(2_000).into()),
+        );
+        let properties = BasicProperties::default().with_headers(table);
+        let (stripped, dropped) = without_largest_headers(properties, 131_064).expect("fits");
+        assert_eq!(dropped, ["blob (131010 bytes)"]);
+        let h = stripped.headers().as_ref().unwrap();
+        for kept in [
+            "small",
+            headers::FIRST_FAILED_AT,
+            headers::ERROR,
+            headers::DROPPED_HEADERS,
+        ] {
+            assert!(h.inner().contains_key(kept), "{kept} kept");
+        }
+        assert!(content_header_len(&stripped) <= 131_064);
     }
 
     #[test]

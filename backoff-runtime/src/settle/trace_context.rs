@@ -44,7 +44,10 @@ impl Injector for Writer<'_> {
 
 /// Makes `span` continue the trace that `headers` carry, if any.
 pub(crate) fn continue_trace(span: &tracing::Span, headers: Option<&FieldTable>) {
-    let Some(headers) = headers else { return };
+    // No subscriber records the span: nothing to continue, nothing to read.
+    let Some(headers) = headers.filter(|_| !span.is_disabled()) else {
+        return;
+    };
     let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&Reader(headers)));
     if parent.span().span_context().is_valid() {
         let _ = span.set_parent(parent);
