@@ -489,3 +489,162 @@ async fn peek_and_replay_keep_the_order_of_a_quorum_dead_letter_queue() {
     );
     dlq.close().await;
 }
+
+/// Publishes dead letters `ids` fast (confirms awaited in batches).
+async fn many_dead_letters(channel: &Channel, spec: &ConsumerSpec, ids: std::ops::Range<u64>) {
+    let names = spec.names();
+    let mut pending = Vec::new();
+    for id in ids {
+        let mut headers = FieldTable::default();
+        let error = if id % 2 == 0 {
+            format!("order {id} not found")
+        } else {
+            format!("timeout after {id} ms")
+        };
+        headers.insert(
+            "x-error".into(),
+            AMQPValue::LongString(error.into_bytes().into()),
+        );
+        headers.insert(
+            "x-dead-letter-reason".into(),
+            AMQPValue::LongString("exhausted".into()),
+        );
+        let confirm = channel
+            .basic_publish(
+                "".into(),
+                names.dead_letter_queue.as_str().into(),
+                BasicPublishOptions::default(),
+                b"{}",
+                BasicProperties::default()
+                    .with_message_id(format!("m-{id}").into())
+                    .with_delivery_mode(2)
+                    .with_headers(headers),
+            )
+            .await
+            .unwrap();
+        pending.push(confirm);
+        if pending.len() == 500 {
+            for confirm in pending.drain(..) {
+                confirm.await.unwrap();
+            }
+        }
+    }
+    for confirm in pending {
+        confirm.await.unwrap();
+    }
+}
+
+/// The ids in the queue, in order, read once and returned (classic queue).
+async fn order(dlq: &Dlq) -> Vec<u64> {
+    let mut ids = Vec::new();
+    let mut collect = |_: &rabbit_backoff::transport::Delivery,
+                       message: &rabbit_backoff::DeadLetterMessage| {
+        let id = message.message_id.as_deref().unwrap();
+        ids.push(id.trim_start_matches("m-").parse().unwrap());
+        Ok(())
+    };
+    dlq.visit(&DeadLetterFilter::default(), &mut collect)
+        .await
+        .unwrap();
+    ids
+}
+
+#[tokio::test]
+async fn a_pass_longer_than_its_window_keeps_the_order_and_a_killed_one_is_put_right() {
+    let (spec, _cleanup) = declared("window").await;
+    let marker = format!("{}.pass", spec.names().dead_letter_queue);
+    let (connection, channel) = confirm_channel().await;
+    const N: u64 = 2500;
+    many_dead_letters(&channel, &spec, 0..N).await;
+    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+
+    // Past the window of 1000 held messages, the pass moves messages to the
+    // back until its sentinel comes round: the order is the same after.
+    assert_eq!(order(&dlq).await, (0..N).collect::<Vec<_>>());
+    let groups = dlq.groups(&DeadLetterFilter::default()).await.unwrap();
+    assert_eq!(
+        groups.iter().map(|g| g.count).collect::<Vec<_>>(),
+        [1250, 1250]
+    );
+    // Replaying one group interleaved with the other keeps the other's order.
+    let odd = groups
+        .iter()
+        .find(|g| g.fingerprint == "timeout after <n> ms")
+        .unwrap();
+    let report = dlq
+        .replay(
+            &DeadLetterFilter::default().group(odd.id.clone()),
+            &ReplayOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(report.matched.len(), 1250);
+    assert_eq!(report.kept, 1250);
+    assert_eq!(
+        order(&dlq).await,
+        (0..N).filter(|id| id % 2 == 0).collect::<Vec<_>>()
+    );
+    let work = channel
+        .queue_declare(
+            spec.queue.as_str().into(),
+            lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(work.message_count(), 1250, "the group is in the work queue");
+    dlq.close().await;
+
+    // A pass killed midway (its connection closed once it moves messages)
+    // leaves the queue rotated; the next pass puts it right first.
+    let killed = std::sync::Arc::new(Dlq::connect(&url(), &spec).await.unwrap());
+    let pass = tokio::spawn({
+        let killed = killed.clone();
+        async move { killed.peek(&DeadLetterFilter::default()).await }
+    });
+    let deadline = Instant::now() + WAIT;
+    loop {
+        // A failed passive declare closes its channel: a new one each time.
+        let probe = connection.create_channel().await.unwrap();
+        let moving = probe
+            .queue_declare(
+                marker.as_str().into(),
+                lapin::options::QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await;
+        if moving.is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the pass never started moving");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    killed.close().await;
+    assert!(pass.await.unwrap().is_err(), "the killed pass reports it");
+
+    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let after = order(&dlq).await;
+    let mut first_seen = Vec::new();
+    for id in &after {
+        if !first_seen.contains(id) {
+            first_seen.push(*id);
+        }
+    }
+    assert_eq!(
+        first_seen,
+        (0..N).filter(|id| id % 2 == 0).collect::<Vec<_>>(),
+        "nothing lost, and in order"
+    );
+    let duplicates = after.len() - first_seen.len();
+    println!("killed pass: {duplicates} duplicates");
+    assert!(duplicates <= 1000, "at most a window: {duplicates}");
+    dlq.close().await;
+    let _ = connection.close(200, "".into()).await;
+}

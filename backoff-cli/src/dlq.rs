@@ -1,6 +1,11 @@
 use std::process::ExitCode;
 
-use backoff_runtime::{DeadLetterMessage, DeadLetterReport, Dlq, ReplayOptions};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::Path;
+
+use backoff_runtime::{
+    DeadLetterFilter, DeadLetterMessage, DeadLetterRecord, DeadLetterReport, Dlq, ReplayOptions,
+};
 use clap::{Args, Subcommand};
 
 use crate::consumer_args::ConsumerArgs;
@@ -34,6 +39,48 @@ pub enum DlqCommand {
         #[command(flatten)]
         replay: ReplayArgs,
         /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Group dead letters by reason and error fingerprint (the error with
+    /// numbers, UUIDs, hex ids and quoted values masked): count, first and
+    /// last failure, an example. Group ids are stable; `--group ID` selects a
+    /// group in peek, replay, discard and export.
+    Groups {
+        #[command(flatten)]
+        consumer: ConsumerArgs,
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write matching messages to a file, one JSON object per line: every
+    /// property, every header with its AMQP type, the body in base64. Nothing
+    /// is removed.
+    Export {
+        #[command(flatten)]
+        consumer: ConsumerArgs,
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// The file to write (`-` for standard output).
+        #[arg(long, value_name = "FILE")]
+        jsonl: std::path::PathBuf,
+        /// Print JSON instead of a line of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Publish the messages of an export file to the dead-letter queue,
+    /// exactly as they were exported (properties, header types, body), in
+    /// order, each confirmed. The whole file is read and checked before
+    /// anything is published.
+    Import {
+        #[command(flatten)]
+        consumer: ConsumerArgs,
+        /// The file to read.
+        #[arg(long, value_name = "FILE")]
+        jsonl: std::path::PathBuf,
+        /// Print JSON instead of a line of text.
         #[arg(long)]
         json: bool,
     },
@@ -77,6 +124,177 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 }
 
 pub async fn run(url: &str, command: DlqCommand) -> Result<ExitCode, String> {
+    match command {
+        DlqCommand::Groups {
+            consumer,
+            filter,
+            json,
+        } => groups(url, &consumer, &filter.filter()?, json).await,
+        DlqCommand::Export {
+            consumer,
+            filter,
+            jsonl,
+            json,
+        } => export(url, &consumer, &filter.filter()?, &jsonl, json).await,
+        DlqCommand::Import {
+            consumer,
+            jsonl,
+            json,
+        } => import(url, &consumer, &jsonl, json).await,
+        command => operate(url, command).await,
+    }
+}
+
+async fn connect(url: &str, consumer: &ConsumerArgs) -> Result<Dlq, String> {
+    Dlq::connect(url, &consumer.spec()?)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn groups(
+    url: &str,
+    consumer: &ConsumerArgs,
+    filter: &DeadLetterFilter,
+    json: bool,
+) -> Result<ExitCode, String> {
+    let dlq = connect(url, consumer).await?;
+    let groups = dlq.groups(filter).await;
+    dlq.close().await;
+    let groups = groups.map_err(|e| e.to_string())?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&groups).map_err(|e| e.to_string())?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let text = |s: &Option<String>| s.clone().unwrap_or_else(|| "-".to_owned());
+    let rows: Vec<Vec<String>> = groups
+        .iter()
+        .map(|g| {
+            vec![
+                g.id.clone(),
+                g.count.to_string(),
+                g.reason.clone(),
+                text(&g.first_failed_at),
+                text(&g.last_failed_at),
+                text(&g.example_message_id),
+                shorten(g.fingerprint.clone(), 70),
+            ]
+        })
+        .collect();
+    table::print(
+        &[
+            "GROUP", "COUNT", "REASON", "FIRST", "LAST", "EXAMPLE", "ERROR",
+        ],
+        &rows,
+    );
+    let total: usize = groups.iter().map(|g| g.count).sum();
+    println!(
+        "{}: {total} dead letters in {} groups",
+        dlq.dead_letter_queue(),
+        groups.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn export(
+    url: &str,
+    consumer: &ConsumerArgs,
+    filter: &DeadLetterFilter,
+    path: &Path,
+    json: bool,
+) -> Result<ExitCode, String> {
+    let dlq = connect(url, consumer).await?;
+    let to_stdout = path == Path::new("-");
+    let mut out: Box<dyn Write + Send> = if to_stdout {
+        Box::new(std::io::stdout())
+    } else {
+        let file = std::fs::File::create(path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        Box::new(BufWriter::new(file))
+    };
+    let report = dlq.export(filter, &mut *out).await;
+    dlq.close().await;
+    let report = report.map_err(|e| e.to_string())?;
+    for skipped in &report.skipped {
+        eprintln!(
+            "not exported: message {} ({}): {}",
+            skipped.message.position,
+            skipped.message.message_id.as_deref().unwrap_or("-"),
+            skipped.reason
+        );
+    }
+    if json {
+        eprintln!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+        );
+    } else if !to_stdout {
+        println!(
+            "{}: exported {} to {}, {} left in the queue",
+            dlq.dead_letter_queue(),
+            report.exported,
+            path.display(),
+            report.kept
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn import(
+    url: &str,
+    consumer: &ConsumerArgs,
+    path: &Path,
+    json: bool,
+) -> Result<ExitCode, String> {
+    let open = || {
+        std::fs::File::open(path)
+            .map(BufReader::new)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))
+    };
+    // Check every line first: a bad line publishes nothing.
+    let mut lines = 0;
+    for (number, line) in open()?.lines().enumerate() {
+        let line = line.map_err(|e| format!("{}: {e}", path.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: DeadLetterRecord = serde_json::from_str(&line)
+            .map_err(|e| format!("{}:{}: {e}", path.display(), number + 1))?;
+        record
+            .message()
+            .map_err(|e| format!("{}:{}: {e}", path.display(), number + 1))?;
+        lines += 1;
+    }
+    let records = open()?
+        .lines()
+        .map_while(Result::ok)
+        .filter(|line| !line.trim().is_empty())
+        .filter_map(|line| serde_json::from_str::<DeadLetterRecord>(&line).ok());
+    let dlq = connect(url, consumer).await?;
+    let imported = dlq.import(records).await;
+    dlq.close().await;
+    let imported = imported.map_err(|e| e.to_string())?;
+    if imported != lines {
+        return Err(format!(
+            "{}: {lines} records checked, but {imported} imported (the file changed while it was read?)",
+            path.display()
+        ));
+    }
+    if json {
+        println!("{}", serde_json::json!({ "imported": imported }));
+    } else {
+        println!(
+            "{}: imported {imported} from {}",
+            dlq.dead_letter_queue(),
+            path.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn operate(url: &str, command: DlqCommand) -> Result<ExitCode, String> {
     let (consumer, filter, json) = match &command {
         DlqCommand::Peek {
             consumer,
@@ -95,13 +313,12 @@ pub async fn run(url: &str, command: DlqCommand) -> Result<ExitCode, String> {
             json,
             ..
         } => (consumer, filter.filter()?, *json),
+        _ => unreachable!("handled in run"),
     };
     if let DlqCommand::Discard { yes: false, .. } = command {
         return Err("discard removes messages for good; add --yes to confirm (see what matches with `dlq peek` first)".into());
     }
-    let dlq = Dlq::connect(url, &consumer.spec()?)
-        .await
-        .map_err(|e| e.to_string())?;
+    let dlq = connect(url, consumer).await?;
     let (verb, report) = match &command {
         DlqCommand::Peek { .. } => ("matched", dlq.peek(&filter).await),
         DlqCommand::Replay { replay, .. } => {
@@ -121,12 +338,21 @@ pub async fn run(url: &str, command: DlqCommand) -> Result<ExitCode, String> {
             )
         }
         DlqCommand::Discard { .. } => ("discarded", dlq.discard(&filter).await),
+        _ => unreachable!("handled in run"),
     };
     let queue = dlq.dead_letter_queue().to_owned();
     dlq.close().await;
     let report = report.map_err(|e| e.to_string())?;
     print_report(&queue, verb, &report, json)?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn shorten(s: String, n: usize) -> String {
+    if s.chars().count() > n {
+        s.chars().take(n).collect::<String>() + "…"
+    } else {
+        s
+    }
 }
 
 fn print_report(
@@ -166,13 +392,6 @@ fn print_report(
 
 fn row(m: &DeadLetterMessage) -> Vec<String> {
     let text = |s: &Option<String>| s.clone().unwrap_or_else(|| "-".to_owned());
-    let short = |s: String, n: usize| {
-        if s.chars().count() > n {
-            s.chars().take(n).collect::<String>() + "…"
-        } else {
-            s
-        }
-    };
     vec![
         m.position.to_string(),
         text(&m.message_id),
@@ -180,7 +399,7 @@ fn row(m: &DeadLetterMessage) -> Vec<String> {
         m.retry_count.map_or("-".to_owned(), |c| c.to_string()),
         text(&m.reason),
         text(&m.failed_at),
-        short(text(&m.error), 60),
-        short(m.body_preview.replace('\n', " "), 40),
+        shorten(text(&m.error), 60),
+        shorten(m.body_preview.replace('\n', " "), 40),
     ]
 }

@@ -22,6 +22,12 @@ pub struct FilterArgs {
     /// Only messages that failed after TIME: RFC 3339 or an age (30m, 2h).
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     pub after: Option<SystemTime>,
+    /// Only messages of this group (an id from `dlq groups`).
+    #[arg(long, value_name = "ID")]
+    pub group: Option<String>,
+    /// Only the message with this message_id property.
+    #[arg(long, value_name = "ID")]
+    pub message_id: Option<String>,
     /// At most N messages.
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
@@ -35,6 +41,8 @@ impl FilterArgs {
             before: self.before,
             after: self.after,
             limit: self.limit,
+            group: self.group.clone(),
+            message_id: self.message_id.clone(),
             ..DeadLetterFilter::default()
         };
         if let Some(pattern) = &self.error {

@@ -5,6 +5,7 @@
 
 mod cli;
 mod consumer_args;
+mod discovery;
 mod dlq;
 mod filter_args;
 mod management;

@@ -13,6 +13,10 @@ struct Queue {
     name: String,
     #[serde(default)]
     arguments: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    messages: Option<u64>,
+    #[serde(default)]
+    consumers: Option<u64>,
 }
 
 /// A queue as the management API lists it.
@@ -21,6 +25,58 @@ pub struct ListedQueue {
     pub name: String,
     /// Its integer and string arguments (others are left out).
     pub arguments: Vec<(String, Argument)>,
+    /// Its messages (ready and unacknowledged), as of the API's last sample.
+    pub messages: u64,
+    /// Its consumers.
+    pub consumers: u64,
+}
+
+/// A binding as the management API lists it: messages published to `source`
+/// with `routing_key` reach the queue `destination`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ListedBinding {
+    /// The exchange.
+    pub source: String,
+    /// The queue (or exchange) it routes to.
+    pub destination: String,
+    /// `queue` or `exchange`.
+    pub destination_type: String,
+    /// The binding key.
+    pub routing_key: String,
+}
+
+/// The bindings of the AMQP address's vhost.
+pub fn bindings(management: &str, amqp: &str) -> Result<Vec<ListedBinding>, String> {
+    get(management, amqp, "bindings", "")
+}
+
+/// Sends a GET to `/api/<what>/<vhost><query>` with the AMQP address's credentials.
+fn get<T: serde::de::DeserializeOwned>(
+    management: &str,
+    amqp: &str,
+    what: &str,
+    query: &str,
+) -> Result<T, String> {
+    let uri = AMQPUri::from_str(amqp).map_err(|e| format!("AMQP address: {e}"))?;
+    let user = &uri.authority.userinfo.username;
+    let password = &uri.authority.userinfo.password;
+    let vhost = encode(&uri.vhost);
+    let url = format!(
+        "{}/api/{what}/{vhost}{query}",
+        management.trim_end_matches('/')
+    );
+    let agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .new_agent();
+    agent
+        .get(&url)
+        .header("Authorization", &basic_auth(user, password))
+        .call()
+        .map_err(|e| format!("{management}: {e}"))?
+        .body_mut()
+        .read_json()
+        .map_err(|e| format!("{management}: {e}"))
 }
 
 /// The management API's address for an AMQP address: same host, port 15672.
@@ -29,29 +85,15 @@ pub fn default_url(amqp: &str) -> Option<String> {
     Some(format!("http://{}:15672", uri.authority.host))
 }
 
-/// The queues of the AMQP address's vhost with their arguments, or why not.
+/// The queues of the AMQP address's vhost with their arguments and depth,
+/// or why not.
 pub fn queues(management: &str, amqp: &str) -> Result<Vec<ListedQueue>, String> {
-    let uri = AMQPUri::from_str(amqp).map_err(|e| format!("AMQP address: {e}"))?;
-    let user = &uri.authority.userinfo.username;
-    let password = &uri.authority.userinfo.password;
-    let vhost = encode(&uri.vhost);
-    let url = format!(
-        "{}/api/queues/{vhost}?columns=name,arguments",
-        management.trim_end_matches('/')
-    );
-    let agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(5)))
-        .build()
-        .new_agent();
-    let credentials = basic_auth(user, password);
-    let queues: Vec<Queue> = agent
-        .get(&url)
-        .header("Authorization", &credentials)
-        .call()
-        .map_err(|e| format!("{management}: {e}"))?
-        .body_mut()
-        .read_json()
-        .map_err(|e| format!("{management}: {e}"))?;
+    let queues: Vec<Queue> = get(
+        management,
+        amqp,
+        "queues",
+        "?columns=name,arguments,messages,consumers",
+    )?;
     Ok(queues
         .into_iter()
         .map(|q| ListedQueue {
@@ -65,6 +107,8 @@ pub fn queues(management: &str, amqp: &str) -> Result<Vec<ListedQueue>, String> 
                     _ => None,
                 })
                 .collect(),
+            messages: q.messages.unwrap_or(0),
+            consumers: q.consumers.unwrap_or(0),
         })
         .collect())
 }

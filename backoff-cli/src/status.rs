@@ -5,9 +5,16 @@ use backoff_runtime::{ConsumerStatus, connect, status};
 use clap::Args;
 
 use crate::consumer_args::ConsumerArgs;
-use crate::{management, table};
+use crate::{discovery, management, table};
 
 #[derive(Debug, Args)]
+#[command(mut_arg("queue", |queue| {
+    queue
+        .required(false)
+        .default_value("")
+        .hide_default_value(true)
+        .help("The work queue; every default name derives from it. Without it: every consumer topology on the vhost, found through the management API")
+}))]
 pub struct StatusArgs {
     #[command(flatten)]
     consumer: ConsumerArgs,
@@ -27,18 +34,25 @@ pub struct StatusArgs {
 }
 
 pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
-    let mut consumers = vec![args.consumer.clone()];
-    for queue in &args.also {
-        consumers.push(ConsumerArgs {
-            queue: queue.clone(),
-            delays: None,
-            ..args.consumer.clone()
-        });
-    }
     let management = args
         .management_url
         .clone()
         .or_else(|| management::default_url(url));
+    let consumer = &args.consumer;
+    if consumer.queue.is_empty() {
+        let management = management.ok_or(
+            "without --queue, status lists consumers through the management API; give its address with --management-url",
+        )?;
+        return discovered(url, &management, &args).await;
+    }
+    let mut consumers = vec![consumer.clone()];
+    for queue in &args.also {
+        consumers.push(ConsumerArgs {
+            queue: queue.clone(),
+            delays: None,
+            ..consumer.clone()
+        });
+    }
     let listed = match &management {
         Some(api) => {
             let api = api.clone();
@@ -149,6 +163,69 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
             .iter()
             .filter(|s| s.dead_letters() > limit)
             .map(|s| format!("{} holds {} dead letters", s.queue, s.dead_letters()))
+            .collect();
+        if !over.is_empty() {
+            eprintln!("above --fail-above {limit}: {}", over.join("; "));
+            return Ok(ExitCode::from(2));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `status` without `--queue`: every consumer topology the management API
+/// shows, by shape.
+async fn discovered(url: &str, management: &str, args: &StatusArgs) -> Result<ExitCode, String> {
+    let consumers = discovery::discover_async(url, management).await?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "consumers": consumers }))
+                .map_err(|e| e.to_string())?
+        );
+    } else {
+        let mut rows = Vec::new();
+        for c in &consumers {
+            let row = |queue: &discovery::QueueDepth, role: &str, delay: String| {
+                vec![
+                    c.queue.clone(),
+                    queue.name.clone(),
+                    role.to_owned(),
+                    delay,
+                    queue.messages.to_string(),
+                    queue.consumers.to_string(),
+                ]
+            };
+            rows.push(row(&c.work, "work", String::new()));
+            for tier in &c.tiers {
+                let delay =
+                    humantime::format_duration(std::time::Duration::from_millis(tier.delay_ms));
+                rows.push(row(&tier.depth, "retry", delay.to_string()));
+            }
+            rows.push(row(&c.dead_letter, "dead-letter", String::new()));
+        }
+        table::print(
+            &[
+                "CONSUMER",
+                "QUEUE",
+                "ROLE",
+                "DELAY",
+                "MESSAGES",
+                "CONSUMERS",
+            ],
+            &rows,
+        );
+        println!("{} consumer topologies found", consumers.len());
+    }
+    if let Some(limit) = args.fail_above {
+        let over: Vec<String> = consumers
+            .iter()
+            .filter(|c| c.dead_letter.messages > u64::from(limit))
+            .map(|c| {
+                format!(
+                    "{} holds {} dead letters",
+                    c.dead_letter.name, c.dead_letter.messages
+                )
+            })
             .collect();
         if !over.is_empty() {
             eprintln!("above --fail-above {limit}: {}", over.join("; "));

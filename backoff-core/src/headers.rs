@@ -30,6 +30,12 @@ pub const DROPPED_HEADERS: &str = "x-dropped-headers";
 /// When the message first failed, RFC 3339 in UTC: set on the first retry or
 /// dead-letter copy and kept on every later one, for `max_age`.
 pub const FIRST_FAILED_AT: &str = "x-first-failed-at";
+/// Marks the end of a pass over a dead-letter queue: when the operator
+/// tools have to move messages to the back of the queue to read past a
+/// bounded window, they first put one message with this header behind the
+/// last dead letter, and stop when it comes round. Its value is the pass's
+/// id.
+pub const PASS_SENTINEL: &str = "x-rabbit-backoff-pass";
 
 /// Where the failed delivery came from: `x-original-queue`, `-exchange`,
 /// `-routing-key`.

@@ -32,6 +32,7 @@ mod dead_letter;
 mod decision;
 mod definitions;
 mod delays;
+mod discovery;
 mod failed_at;
 mod fingerprint;
 mod frame_fit;
@@ -54,6 +55,7 @@ pub use dead_letter::{
 pub use decision::{Attempt, Decision, Outcome, Policy, decide};
 pub use definitions::{BindingDefinition, Definitions, ExchangeDefinition, QueueDefinition};
 pub use delays::{DelayError, Delays, MAX_DELAY_MS, MAX_TIERS, parse_duration};
+pub use discovery::{BindingListing, FoundTopology, QueueListing, discover};
 pub use failed_at::parse_failed_at;
 pub use fingerprint::{fingerprint, group_id};
 pub use frame_fit::{

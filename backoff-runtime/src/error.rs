@@ -127,6 +127,14 @@ pub enum Error {
     /// The runtime's task ended abnormally (it panicked or was cancelled).
     #[error("the runtime stopped: {0}")]
     Stopped(String),
+    /// Reading or writing a file failed (`dlq export`, `dlq import`).
+    #[error("{action}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The error.
+        source: std::sync::Arc<std::io::Error>,
+    },
     /// A name or header value does not fit AMQP's 255-byte short strings.
     #[error("{what} is {len} bytes long; AMQP allows at most 255")]
     TooLong {

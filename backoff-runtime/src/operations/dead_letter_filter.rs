@@ -31,6 +31,10 @@ pub struct DeadLetterFilter {
     pub before: Option<SystemTime>,
     /// `x-failed-at` is after this instant.
     pub after: Option<SystemTime>,
+    /// In this dead-letter group ([`DeadLetterMessage::group`]).
+    pub group: Option<String>,
+    /// With this `message_id` property.
+    pub message_id: Option<String>,
     /// At most this many messages.
     pub limit: Option<usize>,
 }
@@ -66,6 +70,19 @@ impl DeadLetterFilter {
         self
     }
 
+    /// Only messages of this dead-letter group, as
+    /// [`Dlq::groups`](crate::Dlq::groups) lists them.
+    pub fn group(mut self, id: impl Into<String>) -> Self {
+        self.group = Some(id.into());
+        self
+    }
+
+    /// Only messages with this `message_id`.
+    pub fn message_id(mut self, id: impl Into<String>) -> Self {
+        self.message_id = Some(id.into());
+        self
+    }
+
     /// At most `limit` messages.
     pub fn limit(mut self, limit: usize) -> Self {
         self.limit = Some(limit);
@@ -74,6 +91,14 @@ impl DeadLetterFilter {
 
     /// Whether `message` meets every criterion (the limit aside).
     pub fn matches(&self, message: &DeadLetterMessage) -> bool {
+        if self.group.as_ref().is_some_and(|id| *id != message.group)
+            || self
+                .message_id
+                .as_ref()
+                .is_some_and(|id| message.message_id.as_ref() != Some(id))
+        {
+            return false;
+        }
         if let Some(pattern) = &self.error
             && !message
                 .error
@@ -133,7 +158,34 @@ mod tests {
             body_len: 2,
             body_preview: "{}".into(),
             redelivered: false,
+            group: "0123456789ab".into(),
         }
+    }
+
+    #[test]
+    fn filters_by_group_and_message_id() {
+        let m = articles();
+        assert!(
+            DeadLetterFilter::default()
+                .group("0123456789ab")
+                .matches(&m)
+        );
+        assert!(
+            !DeadLetterFilter::default()
+                .group("ba9876543210")
+                .matches(&m)
+        );
+        assert!(DeadLetterFilter::default().message_id("m-1").matches(&m));
+        assert!(!DeadLetterFilter::default().message_id("m-2").matches(&m));
+        let anonymous = DeadLetterMessage {
+            message_id: None,
+            ..articles()
+        };
+        assert!(
+            !DeadLetterFilter::default()
+                .message_id("m-1")
+                .matches(&anonymous)
+        );
     }
 
     #[test]

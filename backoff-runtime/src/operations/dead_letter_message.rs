@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
 use crate::transport::Delivery;
-use backoff_core::{HeaderValue, headers, read_retry_count};
+use backoff_core::{HeaderValue, fingerprint, group_id, headers, read_retry_count};
 use lapin::types::AMQPValue;
 use serde::Serialize;
 
@@ -39,6 +39,9 @@ pub struct DeadLetterMessage {
     pub body_preview: String,
     /// Whether the broker had delivered it before.
     pub redelivered: bool,
+    /// Its dead-letter group: the same for every message with the same
+    /// reason and error [`fingerprint`](backoff_core::fingerprint).
+    pub group: String,
 }
 
 const OWN_HEADERS: [&str; 7] = [
@@ -75,14 +78,20 @@ impl DeadLetterMessage {
             })
             .unwrap_or_default();
         let preview_end = delivery.data.len().min(BODY_PREVIEW_LEN);
+        let error = text(headers::ERROR);
+        let reason = text(headers::DEAD_LETTER_REASON);
+        let group = group_id(
+            reason.as_deref(),
+            &fingerprint(error.as_deref().unwrap_or("")),
+        );
         DeadLetterMessage {
             position,
             routing_key: text(headers::ORIGINAL_ROUTING_KEY),
             original_queue: text(headers::ORIGINAL_QUEUE),
             retry_count,
-            error: text(headers::ERROR),
+            error,
             failed_at: text(headers::FAILED_AT),
-            reason: text(headers::DEAD_LETTER_REASON),
+            reason,
             message_id: delivery
                 .properties
                 .message_id()
@@ -97,6 +106,7 @@ impl DeadLetterMessage {
             body_len: delivery.data.len(),
             body_preview: String::from_utf8_lossy(&delivery.data[..preview_end]).into_owned(),
             redelivered: delivery.redelivered,
+            group,
         }
     }
 }

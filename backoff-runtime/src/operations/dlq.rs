@@ -2,22 +2,26 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backoff_core::{
-    ConsumerSpec, FAILURE_HEADERS, HeaderValue, MAX_HEADER_DEPTH, REPLAY_HISTORY, REPLAYED_AT,
-    TopologyNames, broker_headroom, headers, history_overflow, read_retry_count, replay_target,
+    ConsumerSpec, FAILURE_HEADERS, HeaderValue, MAX_HEADER_DEPTH, QueueType, REPLAY_HISTORY,
+    REPLAYED_AT, TopologyNames, broker_headroom, headers, history_overflow, read_retry_count,
+    replay_target,
 };
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
 use serde::Serialize;
 
+use crate::operations::dead_letter_group::{DeadLetterGroup, GroupTally};
+use crate::operations::dead_letter_pass::Pass;
+use crate::operations::dead_letter_record::DeadLetterRecord;
 use crate::operations::status::inspect_queue;
 use crate::settle::copy::{now_rfc3339, republish_properties};
-use crate::settle::frame_fit::{Released, header_depth};
-use crate::settle::publish::{channel_error, confirm_channel};
+use crate::settle::frame_fit::header_depth;
+use crate::settle::publish::confirm_channel;
 use crate::settle::settlement::{Settler, Target};
 use crate::settle::trace_context::link_trace;
 use crate::transport::amqp::AmqpTransport;
 use crate::transport::values::header_view;
-use crate::transport::{Connection, Delivery, Transport};
+use crate::transport::{Confirm, Connection, Delivery, Transport, TransportError};
 use crate::{DeadLetterFilter, DeadLetterMessage, Error};
 use tracing::Instrument;
 
@@ -81,6 +85,7 @@ pub struct SkippedMessage {
 pub struct Dlq {
     connection: Arc<dyn Connection>,
     names: TopologyNames,
+    quorum: bool,
     confirm_timeout: Duration,
 }
 
@@ -88,6 +93,14 @@ enum Mode<'a> {
     Peek,
     Replay(&'a ReplayOptions),
     Discard,
+}
+
+/// What a scan does with each matching message besides its mode: keep its
+/// summary for the report, or hand it to a caller that aggregates or writes
+/// it out (in constant memory).
+enum Sink<'a> {
+    Collect,
+    Visit(&'a mut (dyn FnMut(&Delivery, &DeadLetterMessage) -> Result<(), Error> + Send)),
 }
 
 impl Dlq {
@@ -109,6 +122,7 @@ impl Dlq {
         Ok(Dlq {
             connection,
             names: spec.names(),
+            quorum: spec.queue_type == QueueType::Quorum,
             confirm_timeout: Duration::from_secs(30),
         })
     }
@@ -121,7 +135,31 @@ impl Dlq {
     /// The messages that match, without removing any or changing their order
     /// (their `redelivered` flag is set by the broker).
     pub async fn peek(&self, filter: &DeadLetterFilter) -> Result<DeadLetterReport, Error> {
-        self.scan(filter, Mode::Peek).await
+        self.scan(filter, Mode::Peek, Sink::Collect).await
+    }
+
+    /// The matching messages grouped by reason and error fingerprint, largest
+    /// group first, without removing any or changing their order.
+    pub async fn groups(&self, filter: &DeadLetterFilter) -> Result<Vec<DeadLetterGroup>, Error> {
+        let mut tally = GroupTally::default();
+        let mut add = |_: &Delivery, message: &DeadLetterMessage| {
+            tally.add(message);
+            Ok(())
+        };
+        self.scan(filter, Mode::Peek, Sink::Visit(&mut add)).await?;
+        Ok(tally.into_groups())
+    }
+
+    /// Calls `visit` with each matching message, whole, and its summary,
+    /// without removing any or changing their order; an error from `visit`
+    /// stops the scan (the messages all stay). The returned report lists no
+    /// messages, only how many there were.
+    pub async fn visit(
+        &self,
+        filter: &DeadLetterFilter,
+        visit: &mut (dyn FnMut(&Delivery, &DeadLetterMessage) -> Result<(), Error> + Send),
+    ) -> Result<DeadLetterReport, Error> {
+        self.scan(filter, Mode::Peek, Sink::Visit(visit)).await
     }
 
     /// Publishes each matching message to its work queue (or the target of
@@ -134,14 +172,103 @@ impl Dlq {
         options: &ReplayOptions,
     ) -> Result<DeadLetterReport, Error> {
         if options.dry_run {
-            return self.scan(filter, Mode::Peek).await;
+            return self.scan(filter, Mode::Peek, Sink::Collect).await;
         }
-        self.scan(filter, Mode::Replay(options)).await
+        self.scan(filter, Mode::Replay(options), Sink::Collect)
+            .await
+    }
+
+    /// Writes each matching message, whole, as one line of JSON (a
+    /// [`DeadLetterRecord`]) to `out`, without removing any or changing
+    /// their order. Messages whose headers nest deeper than
+    /// [`MAX_HEADER_DEPTH`] are not written; the report lists them.
+    pub async fn export(
+        &self,
+        filter: &DeadLetterFilter,
+        out: &mut (dyn std::io::Write + Send),
+    ) -> Result<ExportReport, Error> {
+        let mut exported = 0;
+        let mut skipped = Vec::new();
+        let mut write = |delivery: &Delivery, message: &DeadLetterMessage| {
+            let depth = header_depth(&delivery.properties);
+            if depth > MAX_HEADER_DEPTH {
+                skipped.push(SkippedMessage {
+                    message: message.clone(),
+                    reason: format!(
+                        "its headers nest {depth} levels deep, more than {MAX_HEADER_DEPTH}"
+                    ),
+                });
+                return Ok(());
+            }
+            serde_json::to_writer(&mut *out, &DeadLetterRecord::of(delivery))
+                .map_err(std::io::Error::from)
+                .and_then(|()| out.write_all(b"\n"))
+                .map_err(|e| Error::Io {
+                    action: "writing the export",
+                    source: Arc::new(e),
+                })?;
+            exported += 1;
+            Ok(())
+        };
+        let report = self
+            .scan(filter, Mode::Peek, Sink::Visit(&mut write))
+            .await?;
+        out.flush().map_err(|e| Error::Io {
+            action: "writing the export",
+            source: Arc::new(e),
+        })?;
+        Ok(ExportReport {
+            exported,
+            skipped,
+            kept: report.kept,
+        })
+    }
+
+    /// Publishes each record to the dead-letter queue, exactly as exported
+    /// (properties, header types, body), in order, each confirmed by the
+    /// broker.
+    pub async fn import(
+        &self,
+        records: impl IntoIterator<Item = DeadLetterRecord>,
+    ) -> Result<usize, Error> {
+        let queue = self.names.dead_letter_queue.clone();
+        let channel = confirm_channel(&*self.connection, &queue).await?;
+        let failed = |source| Error::Channel {
+            action: "importing dead letters",
+            queue: queue.clone(),
+            source,
+        };
+        let mut in_flight = std::collections::VecDeque::new();
+        let mut imported = 0;
+        let result = async {
+            for (line, record) in records.into_iter().enumerate() {
+                let (properties, body) = record.message().map_err(|e| {
+                    failed(TransportError::Other(format!("record {}: {e}", line + 1)))
+                })?;
+                let pending = channel
+                    .send("", &queue, &body, properties)
+                    .await
+                    .map_err(failed)?;
+                in_flight.push_back(pending);
+                while in_flight.len() > IMPORT_WINDOW {
+                    confirmed(in_flight.pop_front().expect("non-empty").await, &failed)?;
+                    imported += 1;
+                }
+            }
+            while let Some(pending) = in_flight.pop_front() {
+                confirmed(pending.await, &failed)?;
+                imported += 1;
+            }
+            Ok(())
+        }
+        .await;
+        channel.close().await;
+        result.map(|()| imported)
     }
 
     /// Removes the matching messages for good.
     pub async fn discard(&self, filter: &DeadLetterFilter) -> Result<DeadLetterReport, Error> {
-        self.scan(filter, Mode::Discard).await
+        self.scan(filter, Mode::Discard, Sink::Collect).await
     }
 
     /// Closes the connection; an operation under way stops, and every message
@@ -150,87 +277,42 @@ impl Dlq {
         self.connection.close().await;
     }
 
-    /// Reads the whole queue once, unacknowledged, applies `mode` to the
-    /// matching messages, then closes the channel: the broker puts every
-    /// message it still holds back, in order (a classic queue at their old
-    /// places, a quorum queue at its back, which after a whole-queue read is
-    /// the same order). Messages that arrive during the scan may end up before
-    /// the returned ones in a quorum queue.
+    /// One pass over the queue (see [`Pass`]): applies `mode` to the
+    /// matching messages and keeps every other one at its place.
     async fn scan(
         &self,
         filter: &DeadLetterFilter,
         mode: Mode<'_>,
+        mut sink: Sink<'_>,
     ) -> Result<DeadLetterReport, Error> {
         let queue = self.names.dead_letter_queue.clone();
-        let channel = confirm_channel(&*self.connection, &queue).await?;
-        let total = channel
-            .check_queue(&queue)
-            .await
-            .map_err(channel_error(&queue, "finding the dead-letter queue"))?
-            .messages;
-        let settler = Settler::new(
-            channel,
-            self.connection.frame_max(),
-            self.confirm_timeout,
-            None,
-        );
-
-        let interval = match mode {
-            Mode::Replay(ReplayOptions {
-                rate: Some(rate), ..
-            }) if *rate > 0.0 => Some(Duration::from_secs_f64(1.0 / rate)),
+        let mut pass = Pass::open(&*self.connection, &queue, self.quorum).await?;
+        let settler = match mode {
+            Mode::Replay(_) => Some(Settler::new(
+                confirm_channel(&*self.connection, &queue).await?,
+                self.connection.frame_max(),
+                self.confirm_timeout,
+                None,
+            )),
             _ => None,
         };
-        let mut next_publish = tokio::time::Instant::now();
-        let mut matched = Vec::new();
-        let mut skipped = Vec::new();
-        let mut removed = 0;
-        for position in 0..total as usize {
-            let Some(delivery) = settler
-                .channel()
-                .get(&queue)
-                .await
-                .map_err(channel_error(&queue, "reading the dead-letter queue"))?
-            else {
-                break;
-            };
-            let delivery = Released::new(delivery);
-            let summary = DeadLetterMessage::of(&delivery, position);
-            // The whole queue is always read, past the limit too: a quorum queue
-            // puts returned messages at its back, so returning only a prefix
-            // would rotate it, while returning every message keeps its order.
-            let under_limit = filter.limit.is_none_or(|limit| matched.len() < limit);
-            if !under_limit || !filter.matches(&summary) {
-                continue;
-            }
-            match mode {
-                Mode::Peek => {}
-                Mode::Discard => {
-                    ack(&delivery, &queue).await?;
-                    removed += 1;
-                }
-                Mode::Replay(options) => {
-                    if let Some(interval) = interval {
-                        tokio::time::sleep_until(next_publish).await;
-                        next_publish = tokio::time::Instant::now() + interval;
-                    }
-                    if let Err(reason) = self.republish(&settler, &delivery, options).await? {
-                        tracing::warn!("{queue}: message {position} stays: {reason}");
-                        skipped.push(SkippedMessage {
-                            message: summary,
-                            reason,
-                        });
-                        continue;
-                    }
-                    ack(&delivery, &queue).await?;
-                    removed += 1;
-                }
-            }
-            matched.push(summary);
+        let outcome = self
+            .apply(&mut pass, settler.as_ref(), filter, &mode, &mut sink)
+            .await;
+        if let Some(settler) = settler {
+            settler.close().await;
         }
-        let kept = total as usize - removed;
-        // Unacked messages go back to their places, in order.
-        settler.close().await;
+        let (matched, skipped, removed) = match outcome {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                // Every unsettled message returns as the channel closes.
+                pass.abort().await;
+                return Err(e);
+            }
+        };
+        let total = pass.total();
+        pass.finish().await?;
+        let kept = total.saturating_sub(removed);
         self.wait_until_returned(&queue, kept).await?;
         Ok(DeadLetterReport {
             matched,
@@ -239,9 +321,86 @@ impl Dlq {
         })
     }
 
-    /// A quorum queue takes returned messages back asynchronously, after the
-    /// channel is closed: wait (up to 10 s) until they are ready again, so that
-    /// the next operation sees them.
+    /// The body of a pass: each message is matched, applied and kept or
+    /// removed; stops early when the limit is reached and stopping costs
+    /// nothing.
+    async fn apply(
+        &self,
+        pass: &mut Pass,
+        settler: Option<&Settler>,
+        filter: &DeadLetterFilter,
+        mode: &Mode<'_>,
+        sink: &mut Sink<'_>,
+    ) -> Result<(Vec<DeadLetterMessage>, Vec<SkippedMessage>, usize), Error> {
+        let queue = &self.names.dead_letter_queue;
+        let interval = match mode {
+            Mode::Replay(ReplayOptions {
+                rate: Some(rate), ..
+            }) if *rate > 0.0 => Some(Duration::from_secs_f64(1.0 / rate)),
+            _ => None,
+        };
+        let mut next_publish = tokio::time::Instant::now();
+        let mut matched = Vec::new();
+        let mut count = 0;
+        let mut skipped = Vec::new();
+        let mut removed = 0;
+        let mut position = 0;
+        loop {
+            let limit_reached = filter.limit.is_some_and(|limit| count >= limit);
+            if limit_reached && pass.can_stop() {
+                break;
+            }
+            let Some(delivery) = pass.next().await? else {
+                break;
+            };
+            position += 1;
+            let summary = DeadLetterMessage::of(&delivery, position - 1);
+            if limit_reached || !filter.matches(&summary) {
+                pass.keep(delivery).await?;
+                continue;
+            }
+            count += 1;
+            match mode {
+                Mode::Peek => {
+                    if let Sink::Visit(visit) = sink {
+                        visit(&delivery, &summary)?;
+                    }
+                    pass.keep(delivery).await?;
+                }
+                Mode::Discard => {
+                    pass.remove(delivery).await?;
+                    removed += 1;
+                }
+                Mode::Replay(options) => {
+                    if let Some(interval) = interval {
+                        tokio::time::sleep_until(next_publish).await;
+                        next_publish = tokio::time::Instant::now() + interval;
+                    }
+                    let settler = settler.expect("a replay has a settler");
+                    if let Err(reason) = self.republish(settler, &delivery, options).await? {
+                        tracing::warn!("{queue}: message {} stays: {reason}", position - 1);
+                        skipped.push(SkippedMessage {
+                            message: summary,
+                            reason,
+                        });
+                        count -= 1;
+                        pass.keep(delivery).await?;
+                        continue;
+                    }
+                    pass.remove(delivery).await?;
+                    removed += 1;
+                }
+            }
+            if let Sink::Collect = sink {
+                matched.push(summary);
+            }
+        }
+        Ok((matched, skipped, removed))
+    }
+
+    /// A classic queue takes returned messages back as the channel closes;
+    /// wait (up to 10 s) until they are ready again, so that the next
+    /// operation sees them.
     async fn wait_until_returned(&self, queue: &str, kept: usize) -> Result<(), Error> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
@@ -324,14 +483,32 @@ impl Dlq {
     }
 }
 
-/// Acks a dead letter that was replayed or discarded; failing to is an error
-/// of the whole operation (the message stays in the queue).
-async fn ack(delivery: &Delivery, queue: &str) -> Result<(), Error> {
-    delivery
-        .acker
-        .ack()
-        .await
-        .map_err(channel_error(queue, "acknowledging a dead letter"))
+/// Copies an import keeps in flight before it waits for confirmations.
+const IMPORT_WINDOW: usize = 500;
+
+/// A confirmation that the broker took an imported message.
+fn confirmed(
+    confirm: Result<Confirm, TransportError>,
+    failed: &impl Fn(TransportError) -> Error,
+) -> Result<(), Error> {
+    match confirm.map_err(failed)? {
+        Confirm::Ack => Ok(()),
+        other => Err(failed(TransportError::Other(format!(
+            "the broker did not take a message ({other:?})"
+        )))),
+    }
+}
+
+/// What [`Dlq::export`] wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExportReport {
+    /// Messages written.
+    pub exported: usize,
+    /// Matching messages that could not be written, with the reason.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedMessage>,
+    /// Messages in the dead-letter queue (an export removes none).
+    pub kept: usize,
 }
 
 /// The properties of a replayed copy: the failure headers move into one new

@@ -1,7 +1,10 @@
 //! Operating failures: dead-letter operations, status, and publishing.
 
 pub(crate) mod dead_letter_filter;
+pub(crate) mod dead_letter_group;
 pub(crate) mod dead_letter_message;
+pub(crate) mod dead_letter_pass;
+pub(crate) mod dead_letter_record;
 pub(crate) mod dlq;
 pub(crate) mod publisher;
 pub(crate) mod status;

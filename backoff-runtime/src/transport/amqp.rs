@@ -9,15 +9,15 @@ use futures_util::future::BoxFuture;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicNackOptions,
     BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
-    QueueBindOptions, QueueDeclareOptions,
+    QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::{FieldTable, ShortString};
 use lapin::uri::AMQPUri;
 use lapin::{BasicProperties, Confirmation, ConnectionProperties, ErrorKind};
 
 use super::{
-    Acker, Channel, Confirm, Connection, Deliveries, Delivery, QueueInfo, Settle, Transport,
-    TransportError,
+    Acker, Channel, Confirm, Connection, Deliveries, Delivery, PendingConfirm, QueueInfo, Settle,
+    Transport, TransportError,
 };
 use crate::error::redact;
 use crate::transport::values::arguments_table;
@@ -372,13 +372,46 @@ impl Channel for AmqpChannel {
                 )
                 .await
                 .map_err(transport_error)?;
-            Ok(match confirm.await.map_err(transport_error)? {
-                Confirmation::Ack(None) => Confirm::Ack,
-                Confirmation::Ack(Some(_)) => Confirm::Returned,
-                Confirmation::Nack(_) => Confirm::Nack,
-                // Only possible on a channel without confirms: never take it as success.
-                Confirmation::NotRequested => Confirm::Nack,
-            })
+            Ok(confirmation(confirm.await.map_err(transport_error)?))
+        })
+    }
+
+    fn send<'a>(
+        &'a self,
+        exchange: &'a str,
+        routing_key: &'a str,
+        body: &'a [u8],
+        properties: BasicProperties,
+    ) -> BoxFuture<'a, Result<PendingConfirm, TransportError>> {
+        Box::pin(async move {
+            let options = BasicPublishOptions {
+                mandatory: true,
+                ..BasicPublishOptions::default()
+            };
+            let confirm = self
+                .inner
+                .basic_publish(
+                    short(exchange)?,
+                    short(routing_key)?,
+                    options,
+                    body,
+                    properties,
+                )
+                .await
+                .map_err(transport_error)?;
+            let pending: PendingConfirm =
+                Box::pin(async move { Ok(confirmation(confirm.await.map_err(transport_error)?)) });
+            Ok(pending)
+        })
+    }
+
+    fn delete_queue<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {
+        Box::pin(async move {
+            self.inner
+                .queue_delete(short(name)?, QueueDeleteOptions::default())
+                .await
+                .map(|_| ())
+                .map_err(transport_error)
         })
     }
 
@@ -450,5 +483,16 @@ pub(crate) fn transport_error(error: lapin::Error) -> TransportError {
         | ErrorKind::IOError(..)
         | ErrorKind::MissingHeartbeatError => TransportError::Closed(error.to_string()),
         _ => TransportError::Other(error.to_string()),
+    }
+}
+
+/// What lapin's confirmation says, in the transport's terms.
+fn confirmation(confirmation: Confirmation) -> Confirm {
+    match confirmation {
+        Confirmation::Ack(None) => Confirm::Ack,
+        Confirmation::Ack(Some(_)) => Confirm::Returned,
+        Confirmation::Nack(_) => Confirm::Nack,
+        // Only possible on a channel without confirms: never take it as success.
+        Confirmation::NotRequested => Confirm::Nack,
     }
 }

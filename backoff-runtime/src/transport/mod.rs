@@ -124,10 +124,36 @@ pub trait Channel: Send + Sync + 'static {
         properties: BasicProperties,
     ) -> BoxFuture<'a, Result<Confirm, TransportError>>;
 
+    /// Publishes like [`publish`](Channel::publish), but resolves as soon as
+    /// the message is handed to the connection, in call order, with the
+    /// broker's confirmation still to come: many messages can be in flight
+    /// at once, and still reach the queue in the order they were sent.
+    fn send<'a>(
+        &'a self,
+        exchange: &'a str,
+        routing_key: &'a str,
+        body: &'a [u8],
+        properties: BasicProperties,
+    ) -> BoxFuture<'a, Result<PendingConfirm, TransportError>> {
+        Box::pin(async move {
+            let confirm = self
+                .publish(exchange, routing_key, body, properties)
+                .await?;
+            let pending: PendingConfirm = Box::pin(std::future::ready(Ok(confirm)));
+            Ok(pending)
+        })
+    }
+
+    /// Deletes a queue and its messages (nothing when it does not exist).
+    fn delete_queue<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>>;
+
     /// Closes the channel; its unsettled deliveries return to their queues,
     /// in their original order.
     fn close(&self) -> BoxFuture<'_, ()>;
 }
+
+/// The broker's confirmation of a message handed over by [`Channel::send`].
+pub type PendingConfirm = BoxFuture<'static, Result<Confirm, TransportError>>;
 
 /// A queue's depth, as a declaration or a passive check reports it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

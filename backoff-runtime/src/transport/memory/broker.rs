@@ -191,6 +191,15 @@ impl BrokerShared {
         }
     }
 
+    /// Deletes a queue, its messages and its bindings.
+    pub(crate) fn delete_queue(&self, name: &str) {
+        let mut topology = write(&self.topology);
+        topology.queues.remove(name);
+        for exchange in topology.exchanges.values_mut() {
+            exchange.bindings.retain(|binding| binding.queue != name);
+        }
+    }
+
     pub(crate) fn check_queue(self: &Arc<Self>, name: &str) -> Result<QueueInfo, TransportError> {
         match self.queue(name) {
             Some(queue) => Ok(queue.info(self)),

@@ -363,6 +363,15 @@ impl Channel for MemoryChannel {
         Box::pin(async move { self.run(|| self.broker.bind_queue(queue, exchange, routing_key)) })
     }
 
+    fn delete_queue<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {
+        Box::pin(async move {
+            self.run(|| {
+                self.broker.delete_queue(name);
+                Ok(())
+            })
+        })
+    }
+
     fn check_exchange<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {
         Box::pin(async move { self.run(|| self.broker.check_exchange(name)) })
     }

@@ -1,0 +1,179 @@
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use backoff_core::{fingerprint, parse_failed_at};
+use serde::Serialize;
+
+use crate::DeadLetterMessage;
+
+/// Dead letters that failed the same way: the same reason and the same
+/// error [`fingerprint`](backoff_core::fingerprint), so that "order 17 not
+/// found" and "order 42 not found" are one group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeadLetterGroup {
+    /// Its id: 12 hex digits, the same for the same reason and fingerprint in
+    /// every run; [`DeadLetterFilter::group`](crate::DeadLetterFilter::group)
+    /// selects its messages.
+    pub id: String,
+    /// How many dead letters it holds.
+    pub count: usize,
+    /// `x-dead-letter-reason`, or `-` for dead letters without one (those of
+    /// hand-written consumers).
+    pub reason: String,
+    /// The error with what varies from message to message masked.
+    pub fingerprint: String,
+    /// The earliest `x-failed-at` in the group, as written.
+    pub first_failed_at: Option<String>,
+    /// The latest `x-failed-at` in the group, as written.
+    pub last_failed_at: Option<String>,
+    /// The `message_id` of one of its messages (the first that has one).
+    pub example_message_id: Option<String>,
+    /// The error of that message, unmasked.
+    pub example_error: Option<String>,
+}
+
+/// Collects groups from dead letters one at a time, in constant memory per
+/// group (not per message).
+#[derive(Debug, Default)]
+pub(crate) struct GroupTally {
+    groups: HashMap<String, Tally>,
+}
+
+#[derive(Debug)]
+struct Tally {
+    group: DeadLetterGroup,
+    first: Option<SystemTime>,
+    last: Option<SystemTime>,
+    /// The order groups were first seen in, to break ties in the listing.
+    seen: usize,
+}
+
+impl GroupTally {
+    /// Counts `message` in its group.
+    pub(crate) fn add(&mut self, message: &DeadLetterMessage) {
+        let seen = self.groups.len();
+        let tally = self
+            .groups
+            .entry(message.group.clone())
+            .or_insert_with(|| Tally {
+                group: DeadLetterGroup {
+                    id: message.group.clone(),
+                    count: 0,
+                    reason: message.reason.clone().unwrap_or_else(|| "-".to_owned()),
+                    fingerprint: fingerprint(message.error.as_deref().unwrap_or("")),
+                    first_failed_at: None,
+                    last_failed_at: None,
+                    example_message_id: None,
+                    example_error: message.error.clone(),
+                },
+                first: None,
+                last: None,
+                seen,
+            });
+        tally.group.count += 1;
+        if tally.group.example_message_id.is_none() && message.message_id.is_some() {
+            tally.group.example_message_id = message.message_id.clone();
+            tally.group.example_error = message.error.clone();
+        }
+        let Some(raw) = message.failed_at.as_deref() else {
+            return;
+        };
+        let Some(at) = parse_failed_at(raw) else {
+            return;
+        };
+        if tally.first.is_none_or(|first| at < first) {
+            tally.first = Some(at);
+            tally.group.first_failed_at = Some(raw.to_owned());
+        }
+        if tally.last.is_none_or(|last| at > last) {
+            tally.last = Some(at);
+            tally.group.last_failed_at = Some(raw.to_owned());
+        }
+    }
+
+    /// The groups, largest first (then in the order they were first seen).
+    pub(crate) fn into_groups(self) -> Vec<DeadLetterGroup> {
+        let mut tallies: Vec<Tally> = self.groups.into_values().collect();
+        tallies.sort_by(|a, b| b.group.count.cmp(&a.group.count).then(a.seen.cmp(&b.seen)));
+        tallies.into_iter().map(|t| t.group).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backoff_core::group_id;
+
+    fn message(id: &str, reason: Option<&str>, error: &str, failed_at: &str) -> DeadLetterMessage {
+        DeadLetterMessage {
+            position: 0,
+            routing_key: None,
+            original_queue: None,
+            retry_count: None,
+            error: Some(error.to_owned()),
+            failed_at: Some(failed_at.to_owned()),
+            reason: reason.map(str::to_owned),
+            message_id: Some(id.to_owned()),
+            correlation_id: None,
+            headers: Default::default(),
+            body_len: 0,
+            body_preview: String::new(),
+            redelivered: false,
+            group: group_id(reason, &fingerprint(error)),
+        }
+    }
+
+    #[test]
+    fn groups_by_reason_and_fingerprint_with_the_time_span() {
+        let mut tally = GroupTally::default();
+        tally.add(&message(
+            "a",
+            Some("permanent"),
+            "order 17 not found",
+            "2026-12-02T10:00:05Z",
+        ));
+        tally.add(&message(
+            "b",
+            Some("exhausted"),
+            "timeout after 30 s",
+            "2026-12-02T10:00:01Z",
+        ));
+        tally.add(&message(
+            "c",
+            Some("permanent"),
+            "order 42 not found",
+            "2026-12-02T10:00:01Z",
+        ));
+        tally.add(&message(
+            "d",
+            Some("permanent"),
+            "order 7 not found",
+            "2026-12-02T10:00:09Z",
+        ));
+        tally.add(&message(
+            "e",
+            None,
+            "order 8 not found",
+            "2026-12-02T10:00:09.000Z",
+        ));
+        let groups = tally.into_groups();
+        assert_eq!(groups.len(), 3);
+        let first = &groups[0];
+        assert_eq!(first.count, 3);
+        assert_eq!(first.reason, "permanent");
+        assert_eq!(first.fingerprint, "order <n> not found");
+        assert_eq!(
+            first.first_failed_at.as_deref(),
+            Some("2026-12-02T10:00:01Z")
+        );
+        assert_eq!(
+            first.last_failed_at.as_deref(),
+            Some("2026-12-02T10:00:09Z")
+        );
+        assert_eq!(first.example_message_id.as_deref(), Some("a"));
+        assert_eq!(first.id, group_id(Some("permanent"), "order <n> not found"));
+        // Equal counts keep the order they were first seen in.
+        assert_eq!(groups[1].reason, "exhausted");
+        assert_eq!(groups[2].reason, "-");
+    }
+}

@@ -1,0 +1,587 @@
+//! One pass over a dead-letter queue that never holds more than a bounded
+//! window of messages unacknowledged, so that a million dead letters can be
+//! read without filling the broker's memory with unacked messages or
+//! counting toward a quorum queue's delivery limit.
+//!
+//! A pass starts by **holding**: it consumes with a prefetch of [`WINDOW`]
+//! and leaves the messages it keeps unacknowledged; closing the channel puts
+//! them back at their places (a classic queue keeps its order). A pass that
+//! ends within the window (a small queue, or a limited peek that found what
+//! it looked for) writes nothing.
+//!
+//! A pass that needs more than the window, and every pass on a quorum queue
+//! (which puts returned messages at its back and counts every return toward
+//! its delivery limit), **rotates**: it puts a sentinel message behind the
+//! last dead letter, then publishes a copy of each message it keeps to the
+//! back of the queue and acks the original once the broker confirmed the
+//! copy, until the sentinel comes round. A full rotation leaves the queue in
+//! its order.
+//!
+//! A consumer is handed up to [`WINDOW`] messages ahead, so near its end a
+//! rotation is also handed copies from behind the sentinel. A classic queue
+//! puts those back at their places when the channel closes; a quorum queue
+//! would put them at its back, so on a quorum queue a pass takes messages
+//! one at a time with `basic.get`, which takes nothing it does not reach.
+//!
+//! A rotation killed midway leaves the queue rotated: `[rest][sentinel]
+//! [copies of the first part]`. So that the next pass can put it right, a
+//! rotation first publishes a flag message to a marker queue
+//! (`<dead-letter queue>.pass`) and holds it unacknowledged: a dead pass's
+//! flag is ready again, and the next pass first moves the rest behind the
+//! copies (up to the old sentinel, with `basic.get` so as to take nothing
+//! past it), which restores the order, before it starts its own.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use backoff_core::{MAX_HEADER_DEPTH, QueueDecl, headers::PASS_SENTINEL};
+use futures_util::StreamExt;
+use futures_util::future::join_all;
+use futures_util::stream::BoxStream;
+use lapin::BasicProperties;
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+
+use crate::Error;
+use crate::settle::frame_fit::{Released, header_depth};
+use crate::settle::publish::{PERSISTENT, channel_error, confirm_channel};
+use crate::transport::{
+    Channel, Confirm, Connection, Delivery, NOT_FOUND, PendingConfirm, TransportError,
+};
+
+/// The most messages a pass holds unacknowledged (and so the most a killed
+/// rotation can leave duplicated: copies confirmed whose original was not
+/// yet acked).
+pub(crate) const WINDOW: u16 = 1000;
+
+/// Copies sent together (small enough for `join_all` to poll them in order).
+const BATCH: usize = 25;
+
+/// How long a holding pass waits for a message it expects before it checks
+/// whether someone else took it.
+const IDLE: Duration = Duration::from_secs(2);
+
+/// The marker queue of a dead-letter queue.
+pub(crate) fn marker_queue(dead_letter_queue: &str) -> String {
+    format!("{dead_letter_queue}.pass")
+}
+
+/// Whether a queue name is a pass's marker queue (not a consumer's queue).
+pub fn is_marker_queue(name: &str) -> bool {
+    name.ends_with(".pass")
+}
+
+enum Phase {
+    Hold { held: VecDeque<Released> },
+    Rotate(Box<Rotation>),
+}
+
+/// A rotation under way.
+struct Rotation {
+    /// Its sentinel's id.
+    id: String,
+    /// Its flag in the marker queue, held unacknowledged.
+    flag: Released,
+    /// Copies sent whose confirmation is still to come, with their originals.
+    in_flight: VecDeque<(PendingConfirm, Released)>,
+    /// Messages to move, sent together once there are [`BATCH`] of them.
+    batch: Vec<Released>,
+}
+
+/// Where a pass takes its messages from.
+enum Source {
+    /// A consumer with a prefetch of [`WINDOW`] (classic queues).
+    Consumer(BoxStream<'static, Result<Delivery, TransportError>>),
+    /// `basic.get`, one at a time (quorum queues).
+    Get,
+}
+
+/// A pass in progress.
+pub(crate) struct Pass {
+    channel: Arc<dyn Channel>,
+    queue: String,
+    source: Source,
+    /// Whether the pass has come round to its sentinel.
+    done: bool,
+    /// Messages in the queue when the pass started.
+    total: usize,
+    /// Messages the pass has reached.
+    seen: usize,
+    phase: Phase,
+}
+
+impl Pass {
+    /// Starts a pass over `queue`: puts right a rotation a killed pass left,
+    /// then starts consuming; `quorum` passes rotate from the start.
+    pub(crate) async fn open(
+        connection: &dyn Connection,
+        queue: &str,
+        quorum: bool,
+    ) -> Result<Pass, Error> {
+        let channel = confirm_channel(connection, queue).await?;
+        channel
+            .check_queue(queue)
+            .await
+            .map_err(channel_error(queue, "finding the dead-letter queue"))?;
+        if let Some(flag) = stale_flag(connection, &*channel, queue).await? {
+            restore(&*channel, queue, flag).await?;
+        }
+        let total = ready(&*channel, queue).await?;
+        let source = if quorum {
+            Source::Get
+        } else {
+            channel
+                .qos(WINDOW)
+                .await
+                .map_err(channel_error(queue, "setting the prefetch window"))?;
+            let deliveries = channel
+                .consume(queue)
+                .await
+                .map_err(channel_error(queue, "reading the dead-letter queue"))?;
+            Source::Consumer(deliveries.stream)
+        };
+        let mut pass = Pass {
+            channel,
+            queue: queue.to_owned(),
+            source,
+            done: false,
+            total,
+            seen: 0,
+            phase: Phase::Hold {
+                held: VecDeque::new(),
+            },
+        };
+        if quorum && total > 0 {
+            pass.start_rotation().await?;
+        }
+        Ok(pass)
+    }
+
+    /// Messages in the queue when the pass started.
+    pub(crate) fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Whether stopping now writes nothing and keeps the order: the pass
+    /// still holds every message it kept.
+    pub(crate) fn can_stop(&self) -> bool {
+        matches!(self.phase, Phase::Hold { .. })
+    }
+
+    /// The next message, or `None` once every message that was in the queue
+    /// when the pass started has been reached.
+    pub(crate) async fn next(&mut self) -> Result<Option<Released>, Error> {
+        loop {
+            if self.done || (self.can_stop() && self.seen >= self.total) {
+                return Ok(None);
+            }
+            let Some(delivery) = self.take().await? else {
+                // Someone else took the rest.
+                return Ok(None);
+            };
+            if let Some(seen) = sentinel_of(&delivery) {
+                let ours = matches!(&self.phase, Phase::Rotate(r) if r.id == seen);
+                ack(&delivery, &self.queue).await?;
+                if ours {
+                    self.done = true;
+                    return Ok(None);
+                }
+                // A sentinel of a pass that died after its order was put
+                // right marks nothing any more.
+                continue;
+            }
+            self.seen += 1;
+            return Ok(Some(delivery));
+        }
+    }
+
+    /// The next message from the source; `None` when a holding pass finds
+    /// the queue empty (someone else took the rest).
+    async fn take(&mut self) -> Result<Option<Released>, Error> {
+        let read = channel_error(&self.queue, "reading the dead-letter queue");
+        match &mut self.source {
+            Source::Get => {
+                let got = self.channel.get(&self.queue).await.map_err(read)?;
+                Ok(got.map(Released::new))
+            }
+            Source::Consumer(deliveries) => loop {
+                match tokio::time::timeout(IDLE, deliveries.next()).await {
+                    Err(_) => {
+                        if matches!(self.phase, Phase::Hold { .. })
+                            && ready(&*self.channel, &self.queue).await? == 0
+                        {
+                            return Ok(None);
+                        }
+                    }
+                    Ok(None) => {
+                        return Err(Error::Channel {
+                            action: "reading the dead-letter queue",
+                            queue: self.queue.clone(),
+                            source: TransportError::Closed("the consumer was cancelled".into()),
+                        });
+                    }
+                    Ok(Some(delivery)) => return Ok(Some(Released::new(delivery.map_err(read)?))),
+                }
+            },
+        }
+    }
+
+    /// Keeps `delivery` in the queue, at its place in the order.
+    pub(crate) async fn keep(&mut self, delivery: Released) -> Result<(), Error> {
+        match &mut self.phase {
+            Phase::Hold { held } => {
+                held.push_back(delivery);
+                if held.len() >= usize::from(WINDOW) {
+                    self.start_rotation().await?;
+                }
+                Ok(())
+            }
+            Phase::Rotate(rotation) => rotation.rotate(&*self.channel, &self.queue, delivery).await,
+        }
+    }
+
+    /// Removes `delivery` from the queue (it was replayed or discarded).
+    pub(crate) async fn remove(&mut self, delivery: Released) -> Result<(), Error> {
+        match &mut self.phase {
+            Phase::Hold { .. } => ack(&delivery, &self.queue).await,
+            Phase::Rotate(rotation) => rotation.settle(delivery, &self.queue).await,
+        }
+    }
+
+    /// Ends the pass. A holding pass closes its channel, which puts the
+    /// messages it kept back at their places; a rotating one first goes
+    /// round to its sentinel.
+    pub(crate) async fn finish(mut self) -> Result<(), Error> {
+        if let Phase::Rotate(_) = self.phase {
+            while let Some(delivery) = self.next().await? {
+                self.keep(delivery).await?;
+            }
+            let Phase::Rotate(mut rotation) = std::mem::replace(
+                &mut self.phase,
+                Phase::Hold {
+                    held: VecDeque::new(),
+                },
+            ) else {
+                unreachable!("rotating")
+            };
+            rotation.complete(&*self.channel, &self.queue).await?;
+            let marker = marker_queue(&self.queue);
+            ack(&rotation.flag, &marker).await?;
+            self.channel
+                .delete_queue(&marker)
+                .await
+                .map_err(channel_error(&marker, "deleting the pass's marker queue"))?;
+        }
+        self.channel.close().await;
+        Ok(())
+    }
+
+    /// Gives up: closing the channel returns every message not yet settled
+    /// (a rotation under way is put right by the next pass).
+    pub(crate) async fn abort(self) {
+        self.channel.close().await;
+    }
+
+    /// Switches from holding to rotating: the flag, then the sentinel behind
+    /// the last message, then the messages held so far, in order.
+    async fn start_rotation(&mut self) -> Result<(), Error> {
+        let id = pass_id();
+        let flag = raise_flag(&*self.channel, &self.queue, &id).await?;
+        publish_marker(&*self.channel, &self.queue, marked(&id, "sentinel")).await?;
+        let Phase::Hold { held } = std::mem::replace(
+            &mut self.phase,
+            Phase::Rotate(Box::new(Rotation {
+                id,
+                flag,
+                in_flight: VecDeque::new(),
+                batch: Vec::new(),
+            })),
+        ) else {
+            unreachable!("holding")
+        };
+        let Phase::Rotate(rotation) = &mut self.phase else {
+            unreachable!("rotating")
+        };
+        for delivery in held {
+            rotation
+                .rotate(&*self.channel, &self.queue, delivery)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+impl Rotation {
+    /// Publishes a copy of `delivery` to the back of the queue (in a batch
+    /// with the next ones); its original is acked once the copy is confirmed.
+    async fn rotate(
+        &mut self,
+        channel: &dyn Channel,
+        queue: &str,
+        delivery: Released,
+    ) -> Result<(), Error> {
+        self.batch.push(delivery);
+        if self.batch.len() >= BATCH {
+            self.flush(channel, queue).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends the batch's copies, in order, each frame queued before the next
+    /// (`join_all` polls a batch this small in order), without waiting for
+    /// each to be written in turn.
+    async fn flush(&mut self, channel: &dyn Channel, queue: &str) -> Result<(), Error> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut self.batch);
+        let sends = batch.iter().map(|delivery| {
+            channel.send(
+                "",
+                queue,
+                &delivery.data,
+                copy_properties(&delivery.properties),
+            )
+        });
+        let pending = join_all(sends).await;
+        for (pending, delivery) in pending.into_iter().zip(batch) {
+            let pending =
+                pending.map_err(channel_error(queue, "moving a dead letter to the back"))?;
+            self.in_flight.push_back((pending, delivery));
+        }
+        self.drain(queue, usize::from(WINDOW / 2)).await
+    }
+
+    /// Waits for confirmations until at most `left` copies are in flight,
+    /// then acks the originals whose copies the broker confirmed, together.
+    async fn drain(&mut self, queue: &str, left: usize) -> Result<(), Error> {
+        let mut confirmed = Vec::new();
+        while self.in_flight.len() > left {
+            let (pending, original) = self.in_flight.pop_front().expect("non-empty");
+            let confirm = pending
+                .await
+                .map_err(channel_error(queue, "moving a dead letter to the back"))?;
+            if confirm != Confirm::Ack {
+                // The original stays unacked, and returns when the channel closes.
+                return Err(Error::Channel {
+                    action: "moving a dead letter to the back",
+                    queue: queue.to_owned(),
+                    source: TransportError::Other(format!(
+                        "the broker did not take the copy ({confirm:?})"
+                    )),
+                });
+            }
+            confirmed.push(original);
+        }
+        for chunk in confirmed.chunks(BATCH) {
+            for acked in join_all(chunk.iter().map(|original| original.acker.ack())).await {
+                acked.map_err(channel_error(queue, "acknowledging a moved dead letter"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends what is batched and waits for every confirmation.
+    async fn complete(&mut self, channel: &dyn Channel, queue: &str) -> Result<(), Error> {
+        self.flush(channel, queue).await?;
+        self.drain(queue, 0).await
+    }
+
+    /// Acks an original that was replayed or discarded.
+    async fn settle(&mut self, original: Released, queue: &str) -> Result<(), Error> {
+        ack(&original, queue).await
+    }
+}
+
+/// The flag a killed rotation left ready in the marker queue, taken
+/// (unacknowledged) on `channel`, if any.
+async fn stale_flag(
+    connection: &dyn Connection,
+    channel: &dyn Channel,
+    queue: &str,
+) -> Result<Option<Released>, Error> {
+    let marker = marker_queue(queue);
+    // A passive check of a missing queue closes its channel: use one of its own.
+    let probe = confirm_channel(connection, &marker).await?;
+    let found = probe.check_queue(&marker).await;
+    probe.close().await;
+    match found {
+        Ok(info) if info.messages > 0 => {}
+        Ok(_) => return Ok(None),
+        Err(e) if e.code() == Some(NOT_FOUND) => return Ok(None),
+        Err(source) => {
+            return Err(Error::Channel {
+                action: "checking for an interrupted pass",
+                queue: marker,
+                source,
+            });
+        }
+    }
+    let flag = channel
+        .get(&marker)
+        .await
+        .map_err(channel_error(&marker, "taking an interrupted pass's flag"))?;
+    Ok(flag.map(Released::new))
+}
+
+/// Puts right the rotation a killed pass left: moves every message before
+/// its sentinel behind the copies that pass made, which is where they were,
+/// then drops the sentinel and the flag. Takes messages one by one with
+/// `basic.get`, so that none past the sentinel is taken.
+async fn restore(channel: &dyn Channel, queue: &str, flag: Released) -> Result<(), Error> {
+    tracing::warn!("{queue}: a pass over this queue was interrupted; putting its order right");
+    let depth = ready(channel, queue).await?;
+    let mut rotation = Rotation {
+        id: String::new(),
+        flag,
+        in_flight: VecDeque::new(),
+        batch: Vec::new(),
+    };
+    let mut moved = 0;
+    // Without a sentinel (the pass died before publishing it), a whole round
+    // leaves the order as it was.
+    while moved < depth {
+        let Some(delivery) = channel
+            .get(queue)
+            .await
+            .map_err(channel_error(queue, "reading the dead-letter queue"))?
+        else {
+            break;
+        };
+        let delivery = Released::new(delivery);
+        if sentinel_of(&delivery).is_some() {
+            ack(&delivery, queue).await?;
+            break;
+        }
+        rotation.rotate(channel, queue, delivery).await?;
+        moved += 1;
+    }
+    rotation.complete(channel, queue).await?;
+    let marker = marker_queue(queue);
+    ack(&rotation.flag, &marker).await?;
+    channel
+        .delete_queue(&marker)
+        .await
+        .map_err(channel_error(&marker, "deleting the pass's marker queue"))?;
+    tracing::info!("{queue}: order restored ({moved} messages moved back)");
+    Ok(())
+}
+
+/// Declares the marker queue, publishes the pass's flag to it and takes it
+/// back unacknowledged: ready again if the pass dies.
+async fn raise_flag(channel: &dyn Channel, queue: &str, id: &str) -> Result<Released, Error> {
+    let marker = marker_queue(queue);
+    channel
+        .declare_queue(&QueueDecl {
+            name: marker.clone(),
+            arguments: Vec::new(),
+        })
+        .await
+        .map_err(channel_error(&marker, "declaring the pass's marker queue"))?;
+    publish_marker(channel, &marker, marked(id, "flag")).await?;
+    let flag = channel
+        .get(&marker)
+        .await
+        .map_err(channel_error(&marker, "taking the pass's flag"))?
+        .ok_or_else(|| Error::Channel {
+            action: "taking the pass's flag",
+            queue: marker.clone(),
+            source: TransportError::Other("the flag was not there".into()),
+        })?;
+    Ok(Released::new(flag))
+}
+
+/// The properties of a pass's sentinel or flag.
+fn marked(id: &str, what: &str) -> BasicProperties {
+    let mut headers = FieldTable::default();
+    headers.insert(
+        ShortString::from(PASS_SENTINEL),
+        AMQPValue::LongString(LongString::from(id.as_bytes())),
+    );
+    BasicProperties::default()
+        .with_delivery_mode(PERSISTENT)
+        .with_app_id(ShortString::from("rabbit-backoff"))
+        .with_type(ShortString::from(what))
+        .with_headers(headers)
+}
+
+/// Publishes a sentinel or flag to `queue`, confirmed.
+async fn publish_marker(
+    channel: &dyn Channel,
+    queue: &str,
+    properties: BasicProperties,
+) -> Result<(), Error> {
+    let body: &[u8] = b"rabbit-backoff: a pass over a dead-letter queue is moving its messages \
+                        to the back; it stops at this message and removes it.";
+    let confirm = channel
+        .publish("", queue, body, properties)
+        .await
+        .map_err(channel_error(queue, "publishing the pass's marker"))?;
+    if confirm == Confirm::Ack {
+        Ok(())
+    } else {
+        Err(Error::Channel {
+            action: "publishing the pass's marker",
+            queue: queue.to_owned(),
+            source: TransportError::Other(format!("the broker did not take it ({confirm:?})")),
+        })
+    }
+}
+
+async fn ack(delivery: &Delivery, queue: &str) -> Result<(), Error> {
+    delivery
+        .acker
+        .ack()
+        .await
+        .map_err(channel_error(queue, "acknowledging a dead letter"))
+}
+
+async fn ready(channel: &dyn Channel, queue: &str) -> Result<usize, Error> {
+    Ok(channel
+        .check_queue(queue)
+        .await
+        .map_err(channel_error(queue, "counting the dead-letter queue"))?
+        .messages as usize)
+}
+
+/// The pass id of a sentinel or flag.
+fn sentinel_of(delivery: &Delivery) -> Option<String> {
+    match delivery
+        .properties
+        .headers()
+        .as_ref()?
+        .inner()
+        .get(PASS_SENTINEL)?
+    {
+        AMQPValue::LongString(id) => Some(String::from_utf8_lossy(id.as_bytes()).into_owned()),
+        _ => None,
+    }
+}
+
+/// A copy of `properties`; headers nested deeper than the runtime handles on
+/// a task's stack are cloned on a thread with a large one.
+fn copy_properties(properties: &BasicProperties) -> BasicProperties {
+    if header_depth(properties) <= MAX_HEADER_DEPTH {
+        return properties.clone();
+    }
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("rabbit-backoff-copy".into())
+            .stack_size(512 << 20)
+            .spawn_scoped(scope, || properties.clone())
+            .ok()
+            .and_then(|handle| handle.join().ok())
+    })
+    .unwrap_or_else(|| properties.clone())
+}
+
+/// A pass id: unique enough to tell one pass's sentinel from another's.
+fn pass_id() -> String {
+    format!(
+        "{:016x}{:08x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+        fastrand::u32(..)
+    )
+}
