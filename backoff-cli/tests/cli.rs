@@ -597,3 +597,442 @@ async fn status_follows_retry_return_and_names_arguments_that_differ() {
         .await
         .unwrap();
 }
+
+/// Puts dead letters of two kinds of error in a fixture's DLQ: even ids
+/// "order N not found" (permanent), odd ids "timeout after N ms"
+/// (exhausted); message 0 carries headers of every AMQP type.
+async fn two_kinds(f: &Fixture, n: usize) {
+    let connection = connect(&url()).await;
+    let channel = connection.create_channel().await.unwrap();
+    channel.confirm_select(Default::default()).await.unwrap();
+    let text = |s: &str| AMQPValue::LongString(s.as_bytes().into());
+    for i in 0..n {
+        let mut headers = FieldTable::default();
+        let (error, reason) = if i % 2 == 0 {
+            (format!("order {i} not found"), "permanent")
+        } else {
+            (format!("timeout after {i} ms"), "exhausted")
+        };
+        headers.insert("x-error".into(), text(&error));
+        headers.insert("x-dead-letter-reason".into(), text(reason));
+        headers.insert(
+            "x-failed-at".into(),
+            text(&format!("2026-12-02T10:00:{:02}.000Z", i % 60)),
+        );
+        headers.insert("x-original-queue".into(), text(&f.queue));
+        if i == 0 {
+            let mut nested = FieldTable::default();
+            nested.insert("depth".into(), AMQPValue::ShortShortInt(-1));
+            // Not NaN: RabbitMQ (Erlang) cannot parse a NaN double and closes the connection.
+            headers.insert("f64".into(), AMQPValue::Double(-0.1));
+            headers.insert("f32".into(), AMQPValue::Float(0.1));
+            headers.insert("i16".into(), AMQPValue::ShortInt(-32000));
+            headers.insert("bytes".into(), AMQPValue::ByteArray(vec![0u8, 255].into()));
+            headers.insert(
+                "latin1".into(),
+                AMQPValue::LongString(vec![0xe9u8, 0x74, 0xe9].into()),
+            );
+            headers.insert("stamp".into(), AMQPValue::Timestamp(1_796_208_000));
+            headers.insert("nested".into(), AMQPValue::FieldTable(nested));
+            headers.insert(
+                "list".into(),
+                AMQPValue::FieldArray(vec![AMQPValue::Void, AMQPValue::Boolean(true)].into()),
+            );
+        }
+        channel
+            .basic_publish(
+                "".into(),
+                format!("{}.dlq", f.queue).as_str().into(),
+                BasicPublishOptions::default(),
+                &[b'{', 0xff, b'}'],
+                BasicProperties::default()
+                    .with_message_id(format!("m-{i}").into())
+                    .with_content_type("application/json".into())
+                    .with_priority(3)
+                    .with_timestamp(1_796_208_000)
+                    .with_headers(headers),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let _ = connection.close(200, "".into()).await;
+}
+
+fn json(output: &Output) -> serde_json::Value {
+    assert!(output.status.success(), "{output:?}");
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {output:?}"))
+}
+
+#[tokio::test]
+async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
+    let f = Fixture::new("groups", 0).await;
+    two_kinds(&f, 10).await;
+    let q = f.queue.as_str();
+
+    let groups = json(&cli(&["dlq", "groups", "--queue", q, "--json"]));
+    let groups = groups.as_array().unwrap();
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    for group in groups {
+        assert_eq!(group["count"], 5);
+        assert_eq!(group["id"].as_str().unwrap().len(), 12);
+        assert!(
+            group["first_failed_at"].as_str().unwrap() < group["last_failed_at"].as_str().unwrap()
+        );
+    }
+    let by = |fingerprint: &str| {
+        groups
+            .iter()
+            .find(|g| g["fingerprint"] == fingerprint)
+            .unwrap_or_else(|| panic!("no group {fingerprint}: {groups:?}"))
+    };
+    let missing = by("order <n> not found");
+    let timeouts = by("timeout after <n> ms");
+    assert_eq!(missing["reason"], "permanent");
+    assert_eq!(missing["example_message_id"], "m-0");
+    assert_eq!(timeouts["reason"], "exhausted");
+    // Stable across runs.
+    let again = json(&cli(&["dlq", "groups", "--queue", q, "--json"]));
+    assert_eq!(again.as_array().unwrap(), groups);
+    let table = stdout(&cli(&["dlq", "groups", "--queue", q]));
+    assert!(table.contains("10 dead letters in 2 groups"), "{table}");
+
+    // Export everything, and one group.
+    let dir = std::env::temp_dir().join(unique("export"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let all = dir.join("all.jsonl");
+    let exported = cli(&[
+        "dlq",
+        "export",
+        "--queue",
+        q,
+        "--jsonl",
+        all.to_str().unwrap(),
+    ]);
+    assert!(stdout(&exported).contains("exported 10"), "{exported:?}");
+    let one_group = dir.join("group.jsonl");
+    let id = missing["id"].as_str().unwrap();
+    cli(&[
+        "dlq",
+        "export",
+        "--queue",
+        q,
+        "--group",
+        id,
+        "--jsonl",
+        one_group.to_str().unwrap(),
+    ]);
+    let lines = std::fs::read_to_string(&one_group).unwrap();
+    assert_eq!(lines.lines().count(), 5);
+    assert!(
+        lines.contains(r#""f64":{"type":"f64","value":-0.1}"#),
+        "{lines}"
+    );
+    assert!(
+        lines.contains(r#""latin1":{"type":"longstr_base64""#),
+        "{lines}"
+    );
+
+    // Discard all, import them back: the same bytes, headers and types.
+    let discarded = cli(&["dlq", "discard", "--queue", q, "--yes"]);
+    assert!(
+        stdout(&discarded).contains("discarded 10, 0 left"),
+        "{discarded:?}"
+    );
+    let imported = cli(&[
+        "dlq",
+        "import",
+        "--queue",
+        q,
+        "--jsonl",
+        all.to_str().unwrap(),
+    ]);
+    assert!(stdout(&imported).contains("imported 10"), "{imported:?}");
+    let round_trip = dir.join("again.jsonl");
+    cli(&[
+        "dlq",
+        "export",
+        "--queue",
+        q,
+        "--jsonl",
+        round_trip.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        std::fs::read_to_string(&round_trip).unwrap(),
+        std::fs::read_to_string(&all).unwrap(),
+        "an export of the import is the export"
+    );
+
+    // A bad line: nothing is imported, and the error names the line.
+    let bad = dir.join("bad.jsonl");
+    let first = std::fs::read_to_string(&all)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    std::fs::write(
+        &bad,
+        format!("{first}\n{{\"properties\":{{}},\"body\":\"%%\"}}\n"),
+    )
+    .unwrap();
+    let refused = cli(&[
+        "dlq",
+        "import",
+        "--queue",
+        q,
+        "--jsonl",
+        bad.to_str().unwrap(),
+    ]);
+    assert!(!refused.status.success());
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        why.contains("bad.jsonl:2") && why.contains("base64"),
+        "{why}"
+    );
+    let peek = json(&cli(&["dlq", "peek", "--queue", q, "--json"]));
+    assert_eq!(peek["kept"], 10, "nothing of the bad file was imported");
+
+    // Replay one group; discard the other.
+    let replayed = json(&cli(&[
+        "dlq",
+        "replay",
+        "--queue",
+        q,
+        "--group",
+        timeouts["id"].as_str().unwrap(),
+        "--json",
+    ]));
+    let ids: Vec<&str> = replayed["matched"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["message_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["m-1", "m-3", "m-5", "m-7", "m-9"]);
+    assert_eq!(replayed["kept"], 5);
+    let left = json(&cli(&["dlq", "groups", "--queue", q, "--json"]));
+    assert_eq!(left.as_array().unwrap().len(), 1);
+    assert_eq!(left[0]["id"], missing["id"]);
+    let discarded = cli(&["dlq", "discard", "--queue", q, "--group", id, "--yes"]);
+    assert!(
+        stdout(&discarded).contains("discarded 5, 0 left"),
+        "{discarded:?}"
+    );
+    let one = cli(&["dlq", "peek", "--queue", q, "--message-id", "m-3"]);
+    assert!(
+        stdout(&one).contains("matched 0"),
+        "replayed messages left the DLQ"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Declares a consumer topology by hand, as an operator or another tool
+/// would: `retry` TTLs, dead-letter exchange and queue named freely.
+async fn hand_declared(
+    channel: &lapin::Channel,
+    work: &str,
+    dlx: &str,
+    dlq: &str,
+    retries: &[(&str, i64)],
+) {
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    let text = |s: &str| AMQPValue::LongString(s.as_bytes().into());
+    channel
+        .exchange_declare(
+            dlx.into(),
+            lapin::ExchangeKind::Direct,
+            lapin::options::ExchangeDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let mut args = FieldTable::default();
+    args.insert("x-dead-letter-exchange".into(), text(dlx));
+    args.insert("x-dead-letter-routing-key".into(), text(dlq));
+    channel
+        .queue_declare(work.into(), durable, args)
+        .await
+        .unwrap();
+    channel
+        .queue_declare(dlq.into(), durable, FieldTable::default())
+        .await
+        .unwrap();
+    channel
+        .queue_bind(
+            dlq.into(),
+            dlx.into(),
+            dlq.into(),
+            Default::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    for (name, ttl) in retries {
+        let mut args = FieldTable::default();
+        args.insert("x-message-ttl".into(), AMQPValue::LongLongInt(*ttl));
+        args.insert("x-dead-letter-exchange".into(), text(""));
+        args.insert("x-dead-letter-routing-key".into(), text(work));
+        channel
+            .queue_declare((*name).into(), durable, args)
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn status_without_a_queue_finds_every_consumer_topology() {
+    let connection = connect(&url()).await;
+    let channel = connection.create_channel().await.unwrap();
+    let a = unique("found");
+    let b = unique("adopted");
+    let (a_tier1, a_tier2) = (format!("{a}.retry_1000ms"), format!("{a}.retry_9000ms"));
+    let (b_dlx, b_dlq, b_tier) = (format!("{b}-dlx"), format!("{b}-dead"), format!("{b}-wait"));
+    hand_declared(
+        &channel,
+        &a,
+        &format!("{a}.dlx"),
+        &format!("{a}.dlq"),
+        &[(&a_tier1, 1000), (&a_tier2, 9000)],
+    )
+    .await;
+    hand_declared(&channel, &b, &b_dlx, &b_dlq, &[(&b_tier, 500)]).await;
+    for i in 0..3 {
+        channel
+            .basic_publish(
+                "".into(),
+                b_dlq.as_str().into(),
+                BasicPublishOptions::default(),
+                format!("{i}").as_bytes(),
+                BasicProperties::default(),
+            )
+            .await
+            .unwrap();
+    }
+    // The management API samples queue depths every few seconds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let (found_a, found_b) = loop {
+        let status = json(&cli(&["status", "--json"]));
+        let consumers = status["consumers"].as_array().unwrap().clone();
+        let find = |q: &str| consumers.iter().find(|c| c["queue"] == q).cloned();
+        if let (Some(fa), Some(fb)) = (find(&a), find(&b))
+            && fb["dead_letter"]["messages"] == 3
+        {
+            break (fa, fb);
+        }
+        assert!(std::time::Instant::now() < deadline, "not found: {status}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    assert_eq!(found_a["dead_letter"]["name"], format!("{a}.dlq"));
+    let tiers: Vec<&str> = found_a["tiers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tiers, [a_tier1.as_str(), a_tier2.as_str()]);
+    assert_eq!(found_b["dead_letter"]["name"], b_dlq);
+    assert_eq!(found_b["tiers"][0]["delay_ms"], 500);
+    let table = stdout(&cli(&["status"]));
+    assert!(
+        table.contains(&b_tier) && table.contains("dead-letter"),
+        "{table}"
+    );
+
+    for q in [
+        &a,
+        &a_tier1,
+        &a_tier2,
+        &format!("{a}.dlq"),
+        &b,
+        &b_dlq,
+        &b_tier,
+    ] {
+        let _ = channel
+            .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+            .await;
+    }
+    for x in [format!("{a}.dlx"), b_dlx] {
+        let _ = channel
+            .exchange_delete(x.as_str().into(), Default::default())
+            .await;
+    }
+    let _ = connection.close(200, "".into()).await;
+}
+
+#[tokio::test]
+async fn a_pass_killed_midway_loses_nothing_and_the_next_puts_the_order_right() {
+    const N: usize = 2500;
+    let f = Fixture::new("killed", N).await;
+    let marker = format!("{}.dlq.pass", f.queue);
+    let mut pass = Command::new(env!("CARGO_BIN_EXE_rabbit-backoff"))
+        .args(["dlq", "groups", "--queue", &f.queue])
+        .env("AMQP_URL", url())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it (SIGKILL) once it has started moving messages to the back.
+    let connection = connect(&url()).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let probe = connection.create_channel().await.unwrap();
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        };
+        if probe
+            .queue_declare(marker.as_str().into(), passive, FieldTable::default())
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pass never moved messages"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    pass.kill().unwrap();
+    pass.wait().unwrap();
+
+    let peek = json(&cli(&["dlq", "peek", "--queue", &f.queue, "--json"]));
+    let ids: Vec<usize> = peek["matched"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["message_id"].as_str().unwrap()[2..].parse().unwrap())
+        .collect();
+    let mut first_seen = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for id in &ids {
+        if seen.insert(*id) {
+            first_seen.push(*id);
+        }
+    }
+    assert_eq!(
+        first_seen,
+        (0..N).collect::<Vec<_>>(),
+        "all there, in order"
+    );
+    let duplicates = ids.len() - N;
+    println!("killed pass: {duplicates} duplicates");
+    assert!(
+        duplicates <= 275,
+        "at most the copies in flight: {duplicates}"
+    );
+    let _ = connection
+        .create_channel()
+        .await
+        .unwrap()
+        .queue_delete(marker.as_str().into(), QueueDeleteOptions::default())
+        .await;
+}

@@ -49,10 +49,13 @@ use crate::transport::{
     Channel, Confirm, Connection, Delivery, NOT_FOUND, PendingConfirm, TransportError,
 };
 
-/// The most messages a pass holds unacknowledged (and so the most a killed
-/// rotation can leave duplicated: copies confirmed whose original was not
-/// yet acked).
+/// The most messages a pass holds unacknowledged.
 pub(crate) const WINDOW: u16 = 1000;
+
+/// Copies in flight before the pass waits for confirmations: a killed
+/// rotation can leave this many duplicates (copies confirmed whose original
+/// was not yet acked), plus one batch.
+const IN_FLIGHT: usize = 250;
 
 /// Copies sent together (small enough for `join_all` to poll them in order).
 const BATCH: usize = 25;
@@ -349,7 +352,7 @@ impl Rotation {
                 pending.map_err(channel_error(queue, "moving a dead letter to the back"))?;
             self.in_flight.push_back((pending, delivery));
         }
-        self.drain(queue, usize::from(WINDOW / 2)).await
+        self.drain(queue, IN_FLIGHT).await
     }
 
     /// Waits for confirmations until at most `left` copies are in flight,

@@ -1,0 +1,278 @@
+//! Operating a large dead-letter queue against the real broker: a limited
+//! peek, groups and an export over `BENCH_DEAD_LETTERS` dead letters of 1 KiB
+//! (default 1 000 000), with the time of each, this process's peak resident
+//! memory and the broker's memory before and during the pass. Every run
+//! checks that the queue holds the same messages after each operation.
+//!
+//! `cargo bench --bench dead_letters`; `BENCH_DEAD_LETTERS=100000` for a
+//! shorter run. Under `cargo test` it runs once with 3000 messages (past the
+//! window of 1000 a pass holds), as a test.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use backoff_core::ConsumerSpec;
+use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Connection, ConnectionProperties};
+use rabbit_backoff::{DeadLetterFilter, Dlq};
+
+fn url() -> String {
+    std::env::var("AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+fn main() {
+    let under_test = !std::env::args().any(|a| a == "--bench");
+    let n: usize = std::env::var("BENCH_DEAD_LETTERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if under_test { 3000 } else { 1_000_000 });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(run(n));
+}
+
+async fn run(n: usize) {
+    let queue = format!(
+        "rbt.bench.dlq.{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let spec = ConsumerSpec::new(queue.clone(), "1s".parse().expect("delays"));
+    let dead_letter_queue = spec.names().dead_letter_queue;
+    let connection = Connection::connect(&url(), ConnectionProperties::default())
+        .await
+        .expect("a broker at AMQP_URL (scripts/ensure-broker.sh starts one)");
+    let channel = connection.create_channel().await.expect("a channel");
+    channel
+        .confirm_select(Default::default())
+        .await
+        .expect("confirms");
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    channel
+        .queue_declare(
+            dead_letter_queue.as_str().into(),
+            durable,
+            FieldTable::default(),
+        )
+        .await
+        .expect("the dead-letter queue");
+
+    let started = Instant::now();
+    fill(&channel, &dead_letter_queue, n).await;
+    println!(
+        "filled {dead_letter_queue} with {n} dead letters of 1 KiB in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let broker_before = broker_memory_mib();
+
+    let dlq = Dlq::connect(&url(), &spec).await.expect("connects");
+    let timed = Instant::now();
+    let peek = dlq
+        .peek(&DeadLetterFilter::default().limit(5))
+        .await
+        .expect("peek");
+    let peek_time = timed.elapsed();
+    assert_eq!(peek.matched.len(), 5.min(n));
+    assert_eq!(peek.kept, n);
+
+    let sampler = tokio::spawn(async {
+        let mut peak = 0.0f64;
+        loop {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let now = tokio::task::spawn_blocking(broker_memory_mib)
+                .await
+                .unwrap_or(None)
+                .unwrap_or(0.0);
+            peak = peak.max(now);
+            if PEAK_DONE.load(std::sync::atomic::Ordering::Relaxed) {
+                return peak;
+            }
+        }
+    });
+    let timed = Instant::now();
+    let groups = dlq
+        .groups(&DeadLetterFilter::default())
+        .await
+        .expect("groups");
+    let groups_time = timed.elapsed();
+    assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), n);
+    assert_eq!(groups.len(), 3);
+
+    let timed = Instant::now();
+    let mut sink = Counting::default();
+    let export = dlq
+        .export(&DeadLetterFilter::default(), &mut sink)
+        .await
+        .expect("export");
+    let export_time = timed.elapsed();
+    assert_eq!(export.exported, n);
+    assert_eq!(sink.lines, n);
+    PEAK_DONE.store(true, std::sync::atomic::Ordering::Relaxed);
+    let broker_peak = sampler.await.unwrap_or(0.0);
+
+    let after = dlq
+        .peek(&DeadLetterFilter::default().limit(3))
+        .await
+        .expect("peek");
+    let first: Vec<String> = after
+        .matched
+        .iter()
+        .map(|m| m.message_id.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        first,
+        ["m-0", "m-1", "m-2"][..3.min(n)],
+        "the order is kept"
+    );
+    assert_eq!(after.kept, n, "nothing lost");
+    dlq.close().await;
+
+    let rate = |d: Duration| n as f64 / d.as_secs_f64();
+    println!("| operation over {n} dead letters | time | messages/s |");
+    println!("|---|---|---|");
+    println!(
+        "| `dlq peek --limit 5` | {:.2} s | - |",
+        peek_time.as_secs_f64()
+    );
+    println!(
+        "| `dlq groups` | {:.1} s | {:.0} |",
+        groups_time.as_secs_f64(),
+        rate(groups_time)
+    );
+    println!(
+        "| `dlq export` | {:.1} s ({} MiB of JSONL) | {:.0} |",
+        export_time.as_secs_f64(),
+        sink.bytes >> 20,
+        rate(export_time)
+    );
+    println!(
+        "client peak RSS: {:.0} MiB; broker memory before: {}, peak during groups and export: {:.0} MiB",
+        peak_rss_mib(),
+        broker_before.map_or("unknown".to_owned(), |m| format!("{m:.0} MiB")),
+        broker_peak
+    );
+
+    let _ = channel
+        .queue_delete(
+            dead_letter_queue.as_str().into(),
+            QueueDeleteOptions::default(),
+        )
+        .await;
+    let _ = channel
+        .queue_delete(
+            format!("{dead_letter_queue}.pass").as_str().into(),
+            QueueDeleteOptions::default(),
+        )
+        .await;
+    let _ = connection.close(200, "".into()).await;
+}
+
+static PEAK_DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Publishes `n` dead letters of 1 KiB, three kinds of error, confirmed in batches.
+async fn fill(channel: &lapin::Channel, queue: &str, n: usize) {
+    let body = vec![b'x'; 1024];
+    let mut pending = Vec::with_capacity(1000);
+    for i in 0..n {
+        let error = match i % 3 {
+            0 => format!("order {i} not found"),
+            1 => format!("payment gateway timeout after {i} ms"),
+            _ => format!("invalid sku 'A{i}'"),
+        };
+        let mut headers = FieldTable::default();
+        let text = |s: &str| AMQPValue::LongString(s.as_bytes().into());
+        headers.insert("x-error".into(), text(&error));
+        headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(3));
+        headers.insert("x-failed-at".into(), text("2026-12-02T10:00:00.000Z"));
+        headers.insert("x-dead-letter-reason".into(), text("exhausted"));
+        let confirm = channel
+            .basic_publish(
+                "".into(),
+                queue.into(),
+                BasicPublishOptions::default(),
+                &body,
+                BasicProperties::default()
+                    .with_delivery_mode(2)
+                    .with_message_id(format!("m-{i}").into())
+                    .with_headers(headers),
+            )
+            .await
+            .expect("publish");
+        pending.push(confirm);
+        if pending.len() == 1000 {
+            for confirm in pending.drain(..) {
+                confirm.await.expect("confirmed");
+            }
+        }
+    }
+    for confirm in pending {
+        confirm.await.expect("confirmed");
+    }
+}
+
+/// Counts what an export writes, as a file would take it.
+#[derive(Default)]
+struct Counting {
+    lines: usize,
+    bytes: usize,
+}
+
+impl Write for Counting {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.bytes += buf.len();
+        self.lines += buf.iter().filter(|&&b| b == b'\n').count();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// This process's peak resident memory, from /proc.
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// The broker's memory use (every category of `rabbitmq-diagnostics
+/// memory_breakdown` but the reserved and unused), none when it cannot be read.
+fn broker_memory_mib() -> Option<f64> {
+    let output = std::process::Command::new("rabbitmq-diagnostics")
+        .args([
+            "-q",
+            "memory_breakdown",
+            "--unit",
+            "mb",
+            "--formatter",
+            "json",
+        ])
+        .output()
+        .ok()?;
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).ok()?;
+    let used: f64 = doc
+        .as_object()?
+        .iter()
+        .filter(|(k, _)| {
+            !matches!(
+                k.as_str(),
+                "reserved_unallocated" | "allocated_unused" | "total"
+            )
+        })
+        .filter_map(|(_, v)| v.get("bytes").and_then(serde_json::Value::as_f64))
+        .sum();
+    Some(used / f64::from(1 << 20))
+}
