@@ -190,8 +190,9 @@ async fn groups(
         &rows,
     );
     let total: usize = groups.iter().map(|g| g.count).sum();
+    let plural = if groups.len() == 1 { "group" } else { "groups" };
     println!(
-        "{}: {total} dead letters in {} groups",
+        "{}: {total} dead letters in {} {plural}",
         dlq.dead_letter_queue(),
         groups.len()
     );

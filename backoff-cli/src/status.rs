@@ -214,7 +214,10 @@ async fn discovered(url: &str, management: &str, args: &StatusArgs) -> Result<Ex
             ],
             &rows,
         );
-        println!("{} consumer topologies found", consumers.len());
+        match consumers.len() {
+            1 => println!("1 consumer topology found"),
+            n => println!("{n} consumer topologies found"),
+        }
     }
     if let Some(limit) = args.fail_above {
         let over: Vec<String> = consumers
