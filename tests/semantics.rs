@@ -487,6 +487,96 @@ async fn exponential_jittered_tiers_are_declared_and_used(backend: Backend) {
     h.stop().await;
 }
 
+/// Operating a dead-letter queue longer than the window a pass holds (1000
+/// messages): a peek keeps the order, groups count both kinds, a replay of
+/// one group moves exactly it and keeps the other's order; on a classic and
+/// a quorum dead-letter queue.
+async fn dead_letter_passes_past_their_window_keep_the_order(backend: Backend) {
+    use rabbit_backoff::transport::Confirm;
+    use rabbit_backoff::{DeadLetterFilter, Dlq, QueueType, ReplayOptions};
+    const N: u64 = 1500;
+    for queue_type in [QueueType::Classic, QueueType::Quorum] {
+        let mut spec = ConsumerSpec::new(unique("dlq-window"), "1s".parse().unwrap());
+        spec.queue_type = queue_type;
+        let _cleanup = backend.shared.then(|| Cleanup::of(&spec));
+        let connection = backend.transport.connect().await.unwrap();
+        rabbit_backoff::declare_topology(&*connection, &Topology::of(&spec))
+            .await
+            .unwrap();
+        let channel = connection.open_channel().await.unwrap();
+        let dead_letter_queue = spec.names().dead_letter_queue;
+        for id in 0..N {
+            let mut headers = FieldTable::default();
+            let error = if id % 2 == 0 {
+                format!("order {id} not found")
+            } else {
+                format!("timeout after {id} ms")
+            };
+            headers.insert(
+                "x-error".into(),
+                AMQPValue::LongString(error.into_bytes().into()),
+            );
+            let properties = BasicProperties::default()
+                .with_message_id(format!("m-{id}").into())
+                .with_delivery_mode(2)
+                .with_headers(headers);
+            let confirm = channel
+                .publish("", &dead_letter_queue, b"{}", properties)
+                .await
+                .unwrap();
+            assert_eq!(confirm, Confirm::Ack);
+        }
+        let dlq = Dlq::with_transport(backend.transport.clone(), &spec)
+            .await
+            .unwrap();
+        let ids = |report: &rabbit_backoff::DeadLetterReport| -> Vec<u64> {
+            report
+                .matched
+                .iter()
+                .map(|m| m.message_id.as_deref().unwrap()[2..].parse().unwrap())
+                .collect()
+        };
+        let all = dlq.peek(&DeadLetterFilter::default()).await.unwrap();
+        assert_eq!(ids(&all), (0..N).collect::<Vec<_>>(), "{queue_type:?}");
+        assert_eq!(all.kept, N as usize);
+        let groups = dlq.groups(&DeadLetterFilter::default()).await.unwrap();
+        assert_eq!(groups.len(), 2);
+        let odd = groups
+            .iter()
+            .find(|g| g.fingerprint == "timeout after <n> ms")
+            .unwrap();
+        assert_eq!(odd.count, (N / 2) as usize);
+        let replayed = dlq
+            .replay(
+                &DeadLetterFilter::default().group(odd.id.clone()),
+                &ReplayOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(replayed.matched.len(), (N / 2) as usize);
+        let rest = dlq.peek(&DeadLetterFilter::default()).await.unwrap();
+        assert_eq!(
+            ids(&rest),
+            (0..N).filter(|id| id % 2 == 0).collect::<Vec<_>>(),
+            "{queue_type:?}"
+        );
+        let work = channel.check_queue(&spec.queue).await.unwrap();
+        assert_eq!(
+            work.messages,
+            (N / 2) as u32,
+            "the group is in the work queue"
+        );
+        let marker = format!("{dead_letter_queue}.pass");
+        let probe = connection.open_channel().await.unwrap();
+        assert!(
+            probe.check_queue(&marker).await.is_err(),
+            "a finished pass leaves no marker queue"
+        );
+        dlq.close().await;
+        connection.close().await;
+    }
+}
+
 macro_rules! on_every_broker {
     ($($case:ident),* $(,)?) => {
         /// Against the real RabbitMQ at `AMQP_URL`.
@@ -527,4 +617,5 @@ on_every_broker!(
     a_panicking_handler_is_retried_and_the_consumer_keeps_running,
     a_hung_handler_times_out_and_is_retried,
     many_messages_with_mixed_outcomes_are_all_accounted_for,
+    dead_letter_passes_past_their_window_keep_the_order,
 );
