@@ -578,6 +578,23 @@ async fn the_page_groups_dead_letters_shows_hostile_ones_as_text_and_replays_a_g
             .unwrap(),
         "a read-only console asks for no token"
     );
+
+    // A broker error comes back as JSON and shows in the page.
+    let unreachable = Console::start(&["--management", "http://127.0.0.1:1"]);
+    b.client.goto(&unreachable.url).await.unwrap();
+    let error = b
+        .until(
+            "the management API's error",
+            "const e = document.getElementById('error'); return e.hidden ? null : e.textContent;",
+        )
+        .await;
+    assert!(
+        error
+            .as_str()
+            .unwrap()
+            .starts_with("Consumers: the broker: http://127.0.0.1:1"),
+        "{error}"
+    );
     browser.close().await;
 }
 
@@ -658,6 +675,24 @@ async fn a_write_needs_the_token_the_consoles_own_origin_and_json() {
         "a rebound name is refused"
     );
     assert_eq!(f.depths().await, (0, 1), "a refused write changed nothing");
+    let (status, body) = post(
+        &console,
+        "replay",
+        "rbt.console.no-such-queue",
+        &[
+            ("Origin", &origin),
+            ("Content-Type", "application/json"),
+            ("Authorization", &bearer),
+        ],
+    );
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("no consumer with the work queue `rbt.console.no-such-queue`"),
+        "{body}"
+    );
 
     // The same request with everything in place goes through.
     let (status, body) = post(
@@ -744,4 +779,20 @@ async fn a_read_only_console_refuses_writes_even_with_the_token() {
         .read_json()
         .unwrap();
     assert_eq!(report["matched"][0]["error"], "database unavailable");
+}
+
+#[test]
+fn refuses_to_listen_beyond_loopback_without_a_token_set_by_the_operator() {
+    let output = Command::new(env!("CARGO_BIN_EXE_rabbit-backoff"))
+        .args(["console", "--listen", "0.0.0.0:0", "--allowed-host", "x:1"])
+        .env("AMQP_URL", url())
+        .env_remove("RABBIT_BACKOFF_CONSOLE_TOKEN")
+        .output()
+        .expect("run the console");
+    assert!(!output.status.success(), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr)
+            .contains("without a token set by the operator: set RABBIT_BACKOFF_CONSOLE_TOKEN"),
+        "{output:?}"
+    );
 }
