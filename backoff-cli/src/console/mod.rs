@@ -114,6 +114,7 @@ pub async fn run(amqp_url: &str, args: ConsoleArgs) -> Result<ExitCode, String> 
         amqp_url: amqp_url.to_owned(),
         management_url,
         access,
+        scans: tokio::sync::Mutex::new(()),
     });
     let guard = Arc::new(Guard::new(token, hosts, access, reads));
     axum::serve(listener, routes::router(console, guard))

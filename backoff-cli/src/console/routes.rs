@@ -32,6 +32,11 @@ pub struct Console {
     pub management_url: String,
     /// Whether writes are allowed.
     pub access: Access,
+    /// Held through every dead-letter operation. A scan holds the messages
+    /// it has read until it ends, so a replay beside a scan of the same
+    /// queue (the page refreshing its groups) would miss them: this console
+    /// runs one at a time.
+    pub scans: tokio::sync::Mutex<()>,
 }
 
 /// The whole application: pages, API, guard and security headers.
@@ -76,6 +81,7 @@ async fn groups(
     State(console): State<Arc<Console>>,
     Path(queue): Path<String>,
 ) -> Result<Json<Vec<DeadLetterGroup>>, ApiError> {
+    let _one_at_a_time = console.scans.lock().await;
     let dlq = console.dlq(&queue).await?;
     let groups = dlq.groups(&DeadLetterFilter::default()).await;
     dlq.close().await;
@@ -106,6 +112,7 @@ async fn messages(
         filter = filter.message_id(id);
     }
     filter = filter.limit(query.limit.unwrap_or(DEFAULT_LISTED).min(MAX_LISTED));
+    let _one_at_a_time = console.scans.lock().await;
     let dlq = console.dlq(&queue).await?;
     let report = dlq.peek(&filter).await;
     dlq.close().await;
@@ -185,6 +192,7 @@ impl Console {
                 e.body_text()
             ))
         })?;
+        let _one_at_a_time = self.scans.lock().await;
         let dlq = self.dlq(queue).await?;
         let filter = selection.filter();
         let report = match write {
