@@ -12,6 +12,7 @@
   const state = {
     token: null,
     readOnly: true,
+    configured: false, // whether /api/config answered
     queue: null, // the consumer whose dead letters are shown
     dlqDepth: null, // its DLQ depth when its groups were last loaded
     group: null, // the group whose messages are listed
@@ -382,20 +383,12 @@
 
   // --- start ---------------------------------------------------------------
 
-  async function start() {
-    takeTokenFromFragment();
-    $('token-form').addEventListener('submit', (event) => {
-      event.preventDefault();
-      const value = $('token').value.trim();
-      state.token = value || null;
-      $('token').value = '';
-      clearError('action');
-      renderToken();
-      refreshConsumers();
-    });
+  /** Whether the console is read-only; off loopback, reading it needs the token. */
+  async function loadConfig() {
     try {
       const config = await api('GET', '/api/config');
       state.readOnly = config.read_only;
+      state.configured = true;
       clearError('config');
     } catch (e) {
       showError('config', 'Console: ' + e.message);
@@ -403,6 +396,21 @@
     $('mode').textContent = state.readOnly ? 'read-only' : 'replay and discard need the token';
     $('mode').classList.toggle('read-only', state.readOnly);
     if (!state.readOnly) $('token-form').hidden = false;
+  }
+
+  async function start() {
+    takeTokenFromFragment();
+    $('token-form').addEventListener('submit', async (event) => {
+      event.preventDefault();
+      const value = $('token').value.trim();
+      state.token = value || null;
+      $('token').value = '';
+      clearError('action');
+      renderToken();
+      if (!state.configured) await loadConfig();
+      refreshConsumers();
+    });
+    await loadConfig();
     renderToken();
     pollForever();
   }
