@@ -405,8 +405,10 @@ fn letters() -> Vec<DeadLetter> {
 }
 
 /// One browser session: the groups of a DLQ, a hostile message shown as
-/// text, a dismissed confirmation that changes nothing, a group replayed
-/// with the token typed in, and a read-only console without write buttons.
+/// text, a dismissed confirmation that changes nothing, a replay refused
+/// with a wrong token from the URL fragment, the group replayed with the
+/// token typed in, a read-only console without write buttons, and a broker
+/// error shown in the page.
 #[tokio::test]
 async fn the_page_groups_dead_letters_shows_hostile_ones_as_text_and_replays_a_group() {
     let f = Fixture::new("page", &letters()).await;
@@ -414,7 +416,17 @@ async fn the_page_groups_dead_letters_shows_hostile_ones_as_text_and_replays_a_g
     let console = Console::start(&[]);
     let browser = Browser::start().await;
     let b = &browser;
-    b.client.goto(&console.url).await.expect("open the console");
+    // A token in the fragment is taken, and leaves the address bar; this
+    // one is wrong.
+    b.client
+        .goto(&format!("{}#token=not-the-console-token-0000", console.url))
+        .await
+        .expect("open the console");
+    b.until(
+        "the fragment's token taken",
+        "return location.hash === '' && document.getElementById('token-state').textContent === 'token set';",
+    )
+    .await;
 
     // The consumer, found through the management API, with its depths.
     b.until(
@@ -483,14 +495,6 @@ async fn the_page_groups_dead_letters_shows_hostile_ones_as_text_and_replays_a_g
 
     // A dismissed confirmation changes nothing.
     let database_id = database["id"].as_str().unwrap().to_owned();
-    b.client
-        .find(Locator::Css("#token"))
-        .await
-        .unwrap()
-        .send_keys(TOKEN)
-        .await
-        .unwrap();
-    b.click("#token-save").await;
     b.click(&format!(
         "#groups tr[data-group=\"{database_id}\"] button.discard"
     ))
@@ -504,6 +508,33 @@ async fn the_page_groups_dead_letters_shows_hostile_ones_as_text_and_replays_a_g
         (0, 6),
         "a dismissed discard removed messages"
     );
+
+    // With the fragment's wrong token, the confirmed replay is refused and
+    // the page says so.
+    b.click(&format!(
+        "#groups tr[data-group=\"{database_id}\"] button.replay"
+    ))
+    .await;
+    b.confirmation().await;
+    b.client.accept_alert().await.unwrap();
+    let error = b
+        .until(
+            "the refusal",
+            "const e = document.getElementById('error'); return e.hidden ? null : e.textContent;",
+        )
+        .await;
+    assert_eq!(error, "Replay refused or failed: wrong token");
+    assert_eq!(f.depths().await, (0, 6), "a refused replay moved messages");
+
+    // The right token typed in.
+    b.client
+        .find(Locator::Css("#token"))
+        .await
+        .unwrap()
+        .send_keys(TOKEN)
+        .await
+        .unwrap();
+    b.click("#token-save").await;
 
     // The group replayed after the confirmation.
     b.click(&format!(
@@ -544,6 +575,17 @@ async fn the_page_groups_dead_letters_shows_hostile_ones_as_text_and_replays_a_g
         "{groups}"
     );
     assert_eq!(f.depths().await, (3, 3), "the broker: work queue, DLQ");
+    assert!(
+        b.client
+            .find(Locator::Css("#error"))
+            .await
+            .unwrap()
+            .attr("hidden")
+            .await
+            .unwrap()
+            .is_some(),
+        "the refusal's message is gone"
+    );
     b.until(
         "the work queue holding the 3 replayed messages and the DLQ 3",
         &depths_are(&queue, 3, 3),
