@@ -147,11 +147,8 @@ enum Write {
 
 impl Console {
     async fn discover(&self) -> Result<Vec<DiscoveredConsumer>, ApiError> {
-        let amqp = self.amqp_url.clone();
-        let management = self.management_url.clone();
-        tokio::task::spawn_blocking(move || discovery::discover(&amqp, &management))
+        discovery::discover_async(&self.amqp_url, &self.management_url)
             .await
-            .map_err(ApiError::broker)?
             .map_err(ApiError::broker)
     }
 

@@ -174,7 +174,9 @@
         row.querySelector('.work').textContent = text(c.work.messages);
         row.querySelector('.work').title = c.work.consumers + ' consumer(s)';
         row.querySelector('.tiers').replaceChildren(
-          ...c.tiers.map((t) => el('span', { class: 'tier', title: t.name }, t.name + ': ' + t.messages)),
+          ...c.tiers.map((t) =>
+            el('span', { class: 'tier', title: 'delay ' + t.delay_ms + ' ms, ' + t.consumers + ' consumer(s)' }, t.name + ': ' + t.messages),
+          ),
         );
         row.querySelector('.dlq').textContent = text(c.dead_letter.messages);
         row.querySelector('.dlq').title = c.dead_letter.name;
@@ -251,7 +253,7 @@
           el('td', { class: 'id' }, g.id),
           el('td', { class: 'number count' }),
           el('td', { class: 'reason' }, g.reason),
-          el('td', { class: 'fingerprint' }, g.fingerprint),
+          el('td', { class: 'fingerprint', title: 'for example: ' + text(g.example_error) }, g.fingerprint),
           el('td', { class: 'first' }),
           el('td', { class: 'last' }),
           actions,
@@ -311,6 +313,7 @@
     $('message-id').textContent = text(m.message_id);
     const fields = [
       ['Message id', m.message_id],
+      ['Group', m.group],
       ['Original queue', m.original_queue],
       ['Routing key', m.routing_key],
       ['Reason', m.reason],
