@@ -2,7 +2,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::{dlq, status, topology};
+use crate::{console, dlq, status, topology};
 
 /// Operate rabbit-backoff consumers: see what waits in each retry tier and in
 /// the dead-letter queue, understand why messages failed, replay them once the
@@ -41,6 +41,13 @@ pub enum Command {
     /// Print the queues, exchanges, bindings and arguments a consumer declares,
     /// or export them as a definitions file for `rabbitmqctl import_definitions`.
     Topology(topology::TopologyArgs),
+    /// A web page for operators: every consumer found on the broker with the
+    /// depth of each tier, its dead letters grouped by error, one message's
+    /// headers and body, and replay or discard of a message or a group.
+    ///
+    /// Listens on 127.0.0.1:8080. Replay and discard need the token: the value
+    /// of RABBIT_BACKOFF_CONSOLE_TOKEN, or one drawn at start and printed.
+    Console(console::ConsoleArgs),
 }
 
 impl Cli {
@@ -49,6 +56,7 @@ impl Cli {
             Command::Status(args) => status::run(&self.url, args).await,
             Command::Dlq(command) => dlq::run(&self.url, command).await,
             Command::Topology(args) => topology::run(&self.url, args).await,
+            Command::Console(args) => console::run(&self.url, args).await,
         }
     }
 }

@@ -38,7 +38,6 @@ pub struct DiscoveredConsumer {
     /// The names of its topology, for `Dlq::connect` (the delays are the
     /// retry queues found).
     #[serde(skip)]
-    #[allow(dead_code)] // the console operates each consumer's dead letters through it
     pub spec: ConsumerSpec,
     /// The work queue's depth.
     pub work: QueueDepth,

@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod cli;
+mod console;
 mod consumer_args;
 mod discovery;
 mod dlq;

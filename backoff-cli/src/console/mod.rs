@@ -1,0 +1,164 @@
+//! `rabbit-backoff console`: a web page over the same library calls as the
+//! command line. It lists the consumers found on the broker with the depth of
+//! every tier, groups each dead-letter queue by what went wrong, shows one
+//! message, and replays or discards a message or a group after a
+//! confirmation.
+//!
+//! Safe by default: it listens on 127.0.0.1; writes need a token (from
+//! RABBIT_BACKOFF_CONSOLE_TOKEN, or drawn at random and printed once), must
+//! come from the console's own page and be JSON; data is shown as text only,
+//! under a content security policy that allows no inline script.
+
+mod api_error;
+mod assets;
+mod guard;
+mod routes;
+mod security_headers;
+mod selection;
+mod token;
+
+use std::net::{IpAddr, SocketAddr};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+
+use self::guard::{Access, Guard, ReadAccess};
+use self::routes::Console;
+use self::token::{TOKEN_VARIABLE, Token, TokenSource};
+use crate::management;
+
+/// Flags of `rabbit-backoff console`.
+#[derive(Debug, Args)]
+pub struct ConsoleArgs {
+    /// The address to listen on (port 0: any free port). An address other
+    /// than loopback needs RABBIT_BACKOFF_CONSOLE_TOKEN, and reading needs the
+    /// token there too.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Show only: no replay or discard button, and both are refused (403).
+    #[arg(long)]
+    read_only: bool,
+    /// The management API, to find consumers and queue depths
+    /// [default: http://<broker host>:15672].
+    #[arg(long, alias = "management-url", value_name = "URL")]
+    management: Option<String>,
+    /// Another name the console is reached by (the `Host` header, e.g.
+    /// console.internal:8080); requests naming any other host are refused.
+    /// Needed when listening on 0.0.0.0 or ::.
+    #[arg(long = "allowed-host", value_name = "HOST[:PORT]")]
+    allowed_hosts: Vec<String>,
+}
+
+/// Runs the console until Ctrl-C.
+pub async fn run(amqp_url: &str, args: ConsoleArgs) -> Result<ExitCode, String> {
+    let token = Token::from_env_or_random()?;
+    let loopback = args.listen.ip().is_loopback();
+    if !loopback && token.source() != TokenSource::Environment {
+        return Err(format!(
+            "refusing to listen on {} (not a loopback address) without a token set by the operator: set {TOKEN_VARIABLE} (e.g. to the output of `openssl rand -hex 16`), or listen on 127.0.0.1",
+            args.listen
+        ));
+    }
+    if args.listen.ip().is_unspecified() && args.allowed_hosts.is_empty() {
+        return Err(format!(
+            "listening on {} answers to any name: say which with --allowed-host NAME:PORT",
+            args.listen
+        ));
+    }
+    let management_url = args
+        .management
+        .clone()
+        .or_else(|| management::default_url(amqp_url))
+        .ok_or("no management API address: pass --management URL")?;
+
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let address = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the address listened on: {e}"))?;
+    let mut hosts = own_hosts(address);
+    hosts.extend(args.allowed_hosts.iter().cloned());
+
+    let access = if args.read_only {
+        Access::ReadOnly
+    } else {
+        Access::ReadWrite
+    };
+    let reads = if loopback {
+        ReadAccess::Open
+    } else {
+        ReadAccess::Token
+    };
+    let url = format!("http://{}/", hosts[0]);
+    println!("rabbit-backoff console: {url}");
+    match (access, token.source()) {
+        (Access::ReadOnly, _) => println!("read-only: replay and discard are refused"),
+        (Access::ReadWrite, TokenSource::Environment) => {
+            println!("token: the value of {TOKEN_VARIABLE}")
+        }
+        (Access::ReadWrite, TokenSource::Generated) => println!(
+            "token: {} (or open {url}#token={}; the part after # never leaves the browser)",
+            token.reveal(),
+            token.reveal()
+        ),
+    }
+    if !loopback {
+        eprintln!(
+            "warning: listening on {address}, beyond this machine, over plain HTTP: reading needs the token too, but put TLS in front of it"
+        );
+    }
+
+    let console = Arc::new(Console {
+        amqp_url: amqp_url.to_owned(),
+        management_url,
+        access,
+        scans: tokio::sync::Mutex::new(()),
+    });
+    let guard = Arc::new(Guard::new(token, hosts, access, reads));
+    axum::serve(listener, routes::router(console, guard))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .map_err(|e| format!("the console stopped: {e}"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `Host` values that name the address listened on: the address itself,
+/// and `localhost` for a loopback address.
+fn own_hosts(address: SocketAddr) -> Vec<String> {
+    let port = address.port();
+    let mut hosts = vec![address.to_string()];
+    if let IpAddr::V4(ip) = address.ip()
+        && ip.is_loopback()
+    {
+        hosts.push(format!("localhost:{port}"));
+    }
+    if let IpAddr::V6(ip) = address.ip()
+        && ip.is_loopback()
+    {
+        hosts.push(format!("localhost:{port}"));
+    }
+    hosts
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn names_the_address_and_localhost() {
+        assert_eq!(
+            super::own_hosts("127.0.0.1:8080".parse().unwrap()),
+            ["127.0.0.1:8080", "localhost:8080"]
+        );
+        assert_eq!(
+            super::own_hosts("[::1]:9".parse().unwrap()),
+            ["[::1]:9", "localhost:9"]
+        );
+        assert_eq!(
+            super::own_hosts("10.1.2.3:80".parse().unwrap()),
+            ["10.1.2.3:80"]
+        );
+    }
+}
