@@ -7,6 +7,8 @@
 
 (() => {
   const POLL_MS = 2000;
+  // Dead-letter queues up to this depth have their groups reloaded as they change.
+  const AUTO_GROUPS_MAX = 1000;
   const MESSAGES_LISTED = 50;
 
   const state = {
@@ -184,7 +186,15 @@
       },
     );
     const shown = consumers.find((c) => c.queue === state.queue);
-    if (shown && shown.dead_letter.messages !== state.dlqDepth) {
+    // Groups come from a whole pass over the dead-letter queue: reload them
+    // by themselves only while the queue fits in a pass's window (1000), so
+    // that an open page never keeps moving a large queue round; click the
+    // consumer again to reload a larger one.
+    if (
+      shown &&
+      shown.dead_letter.messages !== state.dlqDepth &&
+      shown.dead_letter.messages <= AUTO_GROUPS_MAX
+    ) {
       state.dlqDepth = shown.dead_letter.messages;
       loadGroups();
     }
