@@ -20,12 +20,13 @@ use crate::consume::state::StateMap;
 use crate::settle::clock;
 use crate::settle::copy::{now_rfc3339, panic_message, republish_properties, retry_count_of};
 use crate::settle::frame_fit::{
-    TooLarge, content_header_len, drop_deep, header_depth, release, without_largest_headers,
+    TooLarge, content_header_len, header_depth, release, without_largest_headers,
 };
 use crate::settle::publish::{channel_error, confirm_channel};
 use crate::settle::settlement::{Repair, Settler, Target};
 use crate::settle::trace_context::continue_trace;
 use crate::transport::declare::establish_topology;
+use crate::transport::deep_drop::drop_deep;
 use crate::transport::values::header_view;
 use crate::transport::{Acker, Connection, Deliveries, Delivery, TransportError};
 use crate::{Consumer, Context, Error, Health, ShutdownHandle};

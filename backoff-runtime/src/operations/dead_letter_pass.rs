@@ -64,6 +64,12 @@ const BATCH: usize = 25;
 /// whether someone else took it.
 const IDLE: Duration = Duration::from_secs(2);
 
+/// How long a holding pass, the queue's only consumer, waits for messages
+/// the broker has already sent it: a message whose headers nest thousands
+/// of levels deep takes seconds to parse, and nothing ready in the queue
+/// does not mean nothing is on its way.
+const IDLE_ALONE: Duration = Duration::from_secs(120);
+
 /// The marker queue of a dead-letter queue.
 pub(crate) fn marker_queue(dead_letter_queue: &str) -> String {
     format!("{dead_letter_queue}.pass")
@@ -198,8 +204,8 @@ impl Pass {
         }
     }
 
-    /// The next message from the source; `None` when a holding pass finds
-    /// the queue empty (someone else took the rest).
+    /// The next message from the source; `None` when the queue is empty
+    /// and someone else took the rest (a rotating pass's sentinel included).
     async fn take(&mut self) -> Result<Option<Released>, Error> {
         let read = channel_error(&self.queue, "reading the dead-letter queue");
         match &mut self.source {
@@ -207,25 +213,29 @@ impl Pass {
                 let got = self.channel.get(&self.queue).await.map_err(read)?;
                 Ok(got.map(Released::new))
             }
-            Source::Consumer(deliveries) => loop {
-                match tokio::time::timeout(IDLE, deliveries.next()).await {
-                    Err(_) => {
-                        if matches!(self.phase, Phase::Hold { .. })
-                            && ready(&*self.channel, &self.queue).await? == 0
-                        {
-                            return Ok(None);
+            Source::Consumer(deliveries) => {
+                let mut idle = Duration::ZERO;
+                loop {
+                    match tokio::time::timeout(IDLE, deliveries.next()).await {
+                        Err(_) => {
+                            idle += IDLE;
+                            if taken_by_others(&*self.channel, &self.queue, idle).await? {
+                                return Ok(None);
+                            }
+                        }
+                        Ok(None) => {
+                            return Err(Error::Channel {
+                                action: "reading the dead-letter queue",
+                                queue: self.queue.clone(),
+                                source: TransportError::Closed("the consumer was cancelled".into()),
+                            });
+                        }
+                        Ok(Some(delivery)) => {
+                            return Ok(Some(Released::new(delivery.map_err(read)?)));
                         }
                     }
-                    Ok(None) => {
-                        return Err(Error::Channel {
-                            action: "reading the dead-letter queue",
-                            queue: self.queue.clone(),
-                            source: TransportError::Closed("the consumer was cancelled".into()),
-                        });
-                    }
-                    Ok(Some(delivery)) => return Ok(Some(Released::new(delivery.map_err(read)?))),
                 }
-            },
+            }
         }
     }
 
@@ -545,6 +555,21 @@ async fn ready(channel: &dyn Channel, queue: &str) -> Result<usize, Error> {
         .await
         .map_err(channel_error(queue, "counting the dead-letter queue"))?
         .messages as usize)
+}
+
+/// Whether a pass, idle for `idle`, should take it that the
+/// messages it has not reached were taken by someone else: none is ready,
+/// and either another consumer is attached or the wait has been long.
+async fn taken_by_others(
+    channel: &dyn Channel,
+    queue: &str,
+    idle: Duration,
+) -> Result<bool, Error> {
+    let info = channel
+        .check_queue(queue)
+        .await
+        .map_err(channel_error(queue, "counting the dead-letter queue"))?;
+    Ok(info.messages == 0 && (info.consumers > 1 || idle >= IDLE_ALONE))
 }
 
 /// The pass id of a sentinel or flag.

@@ -5,6 +5,7 @@
 //! levels deep, and recursion over it would overflow a task's stack.
 
 use crate::transport::Delivery;
+use crate::transport::deep_drop::drop_deep;
 use backoff_core::{
     CopySizes, Fit, MAX_HEADER_DEPTH, ShrinkPlan, fit_copy, headers, truncate_error_to,
 };
@@ -114,35 +115,6 @@ pub(crate) fn content_header_len(properties: &BasicProperties) -> usize {
         + short(properties.user_id())
         + short(properties.app_id())
         + short(properties.cluster_id())
-}
-
-/// Stack of the thread that drops a deeply nested value: dropping recurses
-/// once per level, like parsing (see `vendor/lapin/PATCHED.md`).
-const DEEP_DROP_STACK: usize = 512 << 20;
-
-/// Drops `value` on a thread with a stack large enough for the deepest
-/// headers a frame can hold, instead of on a task's small one. If no such
-/// thread can be started, the value is leaked rather than risk an abort.
-pub(crate) fn drop_deep<T: Send + 'static>(value: T) {
-    let (sender, receiver) = std::sync::mpsc::channel::<T>();
-    let spawned = std::thread::Builder::new()
-        .name("rabbit-backoff-drop".into())
-        .stack_size(DEEP_DROP_STACK)
-        .spawn(move || drop(receiver.recv()));
-    match spawned {
-        Ok(_) => {
-            // The receiver lives until the thread has dropped the value.
-            let _ = sender.send(value);
-        }
-        Err(e) => {
-            tracing::error!(
-                "cannot start a thread to drop a deeply nested message ({e}); leaking it"
-            );
-            if let Err(std::sync::mpsc::SendError(value)) = sender.send(value) {
-                std::mem::forget(value);
-            }
-        }
-    }
 }
 
 /// Drops a delivery, on a large stack when its headers nest more than

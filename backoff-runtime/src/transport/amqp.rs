@@ -20,6 +20,7 @@ use super::{
     Transport, TransportError,
 };
 use crate::error::redact;
+use crate::transport::deep_drop::drop_deep;
 use crate::transport::values::arguments_table;
 
 /// The largest frame the runtime negotiates, whatever the broker offers: the
@@ -316,7 +317,7 @@ impl Channel for AmqpChannel {
                 .await
                 .map_err(transport_error)?;
             let consumer_tag = consumer.tag().to_string();
-            let stream = consumer
+            let stream = DroppedOnALargeStack(Some(consumer))
                 .map(|item| item.map(delivery).map_err(transport_error))
                 .boxed();
             Ok(Deliveries {
@@ -494,5 +495,32 @@ fn confirmation(confirmation: Confirmation) -> Confirm {
         Confirmation::Nack(_) => Confirm::Nack,
         // Only possible on a channel without confirms: never take it as success.
         Confirmation::NotRequested => Confirm::Nack,
+    }
+}
+
+/// A lapin consumer whose buffer of prefetched deliveries is dropped on a
+/// thread with a large stack: a prefetched message's headers may nest
+/// thousands of levels deep, and dropping them recurses once per level.
+struct DroppedOnALargeStack(Option<lapin::Consumer>);
+
+impl futures_util::Stream for DroppedOnALargeStack {
+    type Item = lapin::Result<lapin::message::Delivery>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        match self.0.as_mut() {
+            Some(consumer) => consumer.poll_next_unpin(cx),
+            None => std::task::Poll::Ready(None),
+        }
+    }
+}
+
+impl Drop for DroppedOnALargeStack {
+    fn drop(&mut self) {
+        if let Some(consumer) = self.0.take() {
+            drop_deep(consumer);
+        }
     }
 }

@@ -11,6 +11,7 @@
 //! carry exactly what goes on the wire.
 pub mod amqp;
 pub(crate) mod declare;
+pub(crate) mod deep_drop;
 pub(crate) mod values;
 
 pub use amqp::AmqpTransport;
