@@ -358,22 +358,9 @@ impl Channel for AmqpChannel {
         properties: BasicProperties,
     ) -> BoxFuture<'a, Result<Confirm, TransportError>> {
         Box::pin(async move {
-            let options = BasicPublishOptions {
-                mandatory: true,
-                ..BasicPublishOptions::default()
-            };
-            let confirm = self
-                .inner
-                .basic_publish(
-                    short(exchange)?,
-                    short(routing_key)?,
-                    options,
-                    body,
-                    properties,
-                )
+            self.send(exchange, routing_key, body, properties)
+                .await?
                 .await
-                .map_err(transport_error)?;
-            Ok(confirmation(confirm.await.map_err(transport_error)?))
         })
     }
 
