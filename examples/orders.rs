@@ -8,6 +8,8 @@
 //! Environment: `AMQP_URL` (default `amqp://guest:guest@127.0.0.1:5672/%2f`),
 //! `ORDERS_QUEUE` (default `orders`; every other name derives from it),
 //! `ORDERS_DELAYS` (default `5s,15s,60s`; `--demo` uses `1s,2s,4s` unless set),
+//! `ORDERS_QUEUE_TYPE` (`classic`, the default, or `quorum`: replicated on
+//! every node of a cluster, whose addresses `AMQP_URL` may list, comma-separated),
 //! `METRICS_ADDR` (e.g. `127.0.0.1:9464`: serves `/metrics` in Prometheus'
 //! text format, `/health/ready` and `/health/live`).
 //!
@@ -126,8 +128,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Err(_) if demo => Some("1s,2s,4s".parse()?),
         Err(_) => None,
     };
+    let queue_type: Option<rabbit_backoff::QueueType> = match std::env::var("ORDERS_QUEUE_TYPE") {
+        Ok(s) => Some(
+            s.parse()
+                .map_err(|e| format!("ORDERS_QUEUE_TYPE={s:?}: {e}"))?,
+        ),
+        Err(_) => None,
+    };
 
     let mut spec = process_order.spec();
+    if let Some(queue_type) = queue_type {
+        spec.queue_type = queue_type;
+    }
     if let Some(queue) = queue {
         spec.queue = queue;
     }
