@@ -88,6 +88,30 @@ mod tests {
     use super::*;
     use lapin::types::{AMQPValue, FieldTable};
 
+    /// RabbitMQ 4.x no longer interprets `x-death` on a republished message,
+    /// and a client may forge one: the count is the framework's own header.
+    #[test]
+    fn the_count_ignores_x_death() {
+        let mut death = FieldTable::default();
+        death.insert("count".into(), AMQPValue::LongLongInt(9));
+        death.insert(
+            "queue".into(),
+            AMQPValue::LongString("orders.retry_5000ms".into()),
+        );
+        let deaths = AMQPValue::FieldArray(vec![AMQPValue::FieldTable(death)].into());
+        let mut only_death = FieldTable::default();
+        only_death.insert("x-death".into(), deaths.clone());
+        let forged = BasicProperties::default().with_headers(only_death.clone());
+        assert_eq!(retry_count_of(&forged).count, 0);
+
+        let mut both = only_death;
+        both.insert(headers::RETRY_COUNT.into(), AMQPValue::LongInt(1));
+        let counted = BasicProperties::default().with_headers(both);
+        assert_eq!(retry_count_of(&counted).count, 1);
+        let copy = republish_properties(&counted, &[(headers::RETRY_COUNT, HeaderValue::Int(2))]);
+        assert_eq!(retry_count_of(&copy).count, 2);
+    }
+
     #[test]
     fn copies_identity_and_headers_and_sets_the_count() {
         let mut headers = FieldTable::default();
