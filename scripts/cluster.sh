@@ -113,15 +113,17 @@ pid_of() {
 answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 start_node() {
-  local name=$1 dir
+  local name=$1 dir as=()
   dir=$(dir_of "$name")
   rm -f "$dir/pid"
-  # In its own session with every descriptor redirected, so that it outlives
-  # this script and its caller's pipes.
-  (cd "$dir" && RABBITMQ_CONF_ENV_FILE="$dir/rabbitmq-env.conf" ERL_EPMD_ADDRESS=127.0.0.1 \
+  if [ "$(id -un)" != rabbitmq ]; then as=(runuser -u rabbitmq --); fi
+  # In its own session, every descriptor redirected and nothing of this
+  # shell's left open (exec, not a function), so that it outlives this script
+  # and never holds its caller's pipes.
+  (cd "$dir" && exec setsid "${as[@]}" env HOME="$(getent passwd rabbitmq | cut -d: -f6)" \
+    RABBITMQ_CONF_ENV_FILE="$dir/rabbitmq-env.conf" ERL_EPMD_ADDRESS=127.0.0.1 \
     ERL_FLAGS="-kernel inet_dist_use_interface {127,0,0,1}" \
-    as_rabbitmq setsid "$RABBIT_BIN/rabbitmq-server" \
-    >>"$dir/log/console.log" 2>&1 </dev/null &)
+    "$RABBIT_BIN/rabbitmq-server" >>"$dir/log/console.log" 2>&1 </dev/null) &
 }
 
 # Waits until a node's application runs (its PID file, then rabbitmqctl wait).
