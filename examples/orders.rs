@@ -5,11 +5,12 @@
 //! cargo run --example orders -- --demo  # publish sample orders and watch them move
 //! ```
 //!
-//! Environment: `AMQP_URL` (default `amqp://guest:guest@127.0.0.1:5672/%2f`),
+//! Environment: `AMQP_URL` (default `amqp://guest:guest@127.0.0.1:5672/%2f`;
+//! a comma-separated list for the nodes of a cluster),
 //! `ORDERS_QUEUE` (default `orders`; every other name derives from it),
 //! `ORDERS_DELAYS` (default `5s,15s,60s`; `--demo` uses `1s,2s,4s` unless set),
-//! `ORDERS_QUEUE_TYPE` (`classic`, the default, or `quorum`: replicated on
-//! every node of a cluster, whose addresses `AMQP_URL` may list, comma-separated),
+//! `ORDERS_QUEUE_TYPE` (`classic`, the default, or `quorum`: replicated
+//! queues, for a cluster),
 //! `METRICS_ADDR` (e.g. `127.0.0.1:9464`: serves `/metrics` in Prometheus'
 //! text format, `/health/ready` and `/health/live`).
 //!
@@ -137,14 +138,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     let mut spec = process_order.spec();
-    if let Some(queue_type) = queue_type {
-        spec.queue_type = queue_type;
-    }
     if let Some(queue) = queue {
         spec.queue = queue;
     }
     if let Some(delays) = delays {
         spec.delays = delays;
+    }
+    if let Some(queue_type) = queue_type {
+        spec.queue_type = queue_type;
     }
     let outcomes = std::sync::Arc::new(Outcomes {
         tiers: spec.delays.len(),
@@ -160,7 +161,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let names = spec.names();
     tracing::info!(
-        "queue {} with retry tiers {} (dead letters in {})",
+        "{} queue {} with retry tiers {} (dead letters in {})",
+        match spec.queue_type {
+            rabbit_backoff::QueueType::Classic => "classic",
+            rabbit_backoff::QueueType::Quorum => "quorum",
+        },
         names.queue,
         spec.delays,
         names.dead_letter_queue

@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # The whole test suite: unit tests, compile-fail tests and integration tests
 # against a real RabbitMQ (started, or installed, when none answers) and, for
-# the web console, a real headless Chromium (installed when missing).
+# the web console, a real headless Chromium (installed when missing); then the
+# fault tests on a three-node cluster (tests/cluster.rs), started beside the
+# default node by scripts/cluster.sh and stopped again, even on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-broker.sh
 scripts/browser.sh
 cargo test --workspace --all-targets --locked "$@"
 cargo test --workspace --doc --locked
+
+trap 'scripts/cluster.sh down' EXIT
+scripts/cluster.sh up
+# --nocapture: the tests print what they measured (recovery times, duplicates).
+cargo test --locked --features cluster-tests --test cluster -- --nocapture
+scripts/cluster.sh down
+trap - EXIT

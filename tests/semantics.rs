@@ -209,6 +209,55 @@ async fn odd_retry_counts_are_read_tolerantly(backend: Backend) {
     h.stop().await;
 }
 
+/// The retry count is the framework's own `x-retry-count`, never read from
+/// `x-death`: RabbitMQ 4.x no longer interprets `x-death` when a client
+/// republishes a message, and a forged or copied one must not change how
+/// many tiers a message gets.
+async fn the_retry_count_ignores_x_death(backend: Backend) {
+    let h = Harness::start(&backend, "sem-xdeath", |_| {}).await;
+    let tier = Topology::of(&h.spec).retry_queues[0].name.clone();
+    let mut death = FieldTable::default();
+    death.insert("count".into(), AMQPValue::LongLongInt(7));
+    death.insert("reason".into(), AMQPValue::LongString("expired".into()));
+    death.insert("queue".into(), AMQPValue::LongString(tier.as_str().into()));
+    death.insert("exchange".into(), AMQPValue::LongString("".into()));
+    let forged = AMQPValue::FieldArray(vec![AMQPValue::FieldTable(death)].into());
+    // No x-retry-count beside it: the first attempt.
+    h.publish(
+        &Job::new(1, Fail::Transient, Some(1)),
+        with_header("x-death", forged.clone()),
+    )
+    .await;
+    // An x-retry-count beside it: that count, whatever x-death says.
+    let mut both = FieldTable::default();
+    both.insert("x-death".into(), forged);
+    both.insert("x-retry-count".into(), AMQPValue::LongLongInt(2));
+    h.publish(
+        &Job::new(2, Fail::Transient, Some(3)),
+        props().with_headers(both),
+    )
+    .await;
+    eventually("both retried to success", WAIT, || {
+        h.journal.reached(1, 1) && h.journal.reached(2, 3)
+    })
+    .await;
+    let counts = |id| -> Vec<u32> {
+        h.journal
+            .calls_for(id)
+            .iter()
+            .map(|s| s.retry_count)
+            .collect()
+    };
+    assert_eq!(
+        counts(1),
+        [0, 1],
+        "x-death's count of 7 is not a retry count"
+    );
+    assert_eq!(counts(2), [2, 3]);
+    assert_eq!(h.depth(&h.spec.names().dead_letter_queue).await, 0);
+    h.stop().await;
+}
+
 async fn identity_and_headers_survive_every_hop(backend: Backend) {
     let h = Harness::start(&backend, "sem-identity", |_| {}).await;
     let properties = with_header("tenant", AMQPValue::LongString("acme".into()))
@@ -608,6 +657,7 @@ on_every_broker!(
     permanent_failures_skip_the_tiers,
     undecodable_bodies_are_dead_lettered,
     odd_retry_counts_are_read_tolerantly,
+    the_retry_count_ignores_x_death,
     identity_and_headers_survive_every_hop,
     a_topology_conflict_names_the_queue_and_argument,
     a_nacked_retry_copy_keeps_the_original,

@@ -47,6 +47,9 @@ pub fn unique(name: &str) -> String {
 pub struct Cleanup {
     pub queues: Vec<String>,
     pub exchanges: Vec<String>,
+    /// Where to delete them: a node or a comma-separated list of nodes (the
+    /// first that answers); the test broker when `None`.
+    pub at: Option<String>,
 }
 
 impl Cleanup {
@@ -59,7 +62,14 @@ impl Cleanup {
                 .iter()
                 .map(|e| e.name.clone())
                 .collect(),
+            at: None,
         }
+    }
+
+    /// Deletes on the broker at `uri` (one node, or a comma-separated list).
+    pub fn at(mut self, uri: &str) -> Self {
+        self.at = Some(uri.to_owned());
+        self
     }
 
     pub fn queue(mut self, name: &str) -> Self {
@@ -77,15 +87,23 @@ impl Drop for Cleanup {
     fn drop(&mut self) {
         let queues = std::mem::take(&mut self.queues);
         let exchanges = std::mem::take(&mut self.exchanges);
+        let at = self.at.take().unwrap_or_else(url);
         let worker = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .expect("runtime");
             rt.block_on(async move {
-                let Ok(connection) =
-                    Connection::connect(&url(), ConnectionProperties::default()).await
-                else {
+                let mut connected = None;
+                for node in at.split(',') {
+                    if let Ok(c) =
+                        Connection::connect(node.trim(), ConnectionProperties::default()).await
+                    {
+                        connected = Some(c);
+                        break;
+                    }
+                }
+                let Some(connection) = connected else {
                     return;
                 };
                 let Ok(channel) = connection.create_channel().await else {

@@ -103,7 +103,7 @@ impl<C: Consumer> Worker<C> {
             .map_err(channel_error(&spec.queue, "starting to consume"))?;
         let settler = Settler::new(
             channel,
-            env.connection.frame_max(),
+            Arc::clone(&env.connection),
             env.confirm_timeout,
             Some(repair(&env.connection, &topology, &spec)),
         );

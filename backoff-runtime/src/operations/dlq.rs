@@ -290,7 +290,7 @@ impl Dlq {
         let settler = match mode {
             Mode::Replay(_) => Some(Settler::new(
                 confirm_channel(&*self.connection, &queue).await?,
-                self.connection.frame_max(),
+                Arc::clone(&self.connection),
                 self.confirm_timeout,
                 None,
             )),

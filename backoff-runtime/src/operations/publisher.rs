@@ -187,8 +187,11 @@ impl Publisher {
         .instrument(span)
         .await;
         if let Err(failure) = published {
-            if let PublishFailure::Channel(_) = failure {
-                // The channel or the connection is gone: open them again next time.
+            if let PublishFailure::Channel(_) | PublishFailure::Nacked = failure {
+                // The channel or the connection is gone: open them again next
+                // time. After a refusal too: RabbitMQ 3.10 can go on refusing
+                // publishes to a quorum queue on a channel that first published
+                // to it while its leader moved to another node.
                 self.link.lock().await.channel = None;
             }
             return Err(Error::Publish {
@@ -215,15 +218,23 @@ impl Publisher {
         .await
     }
 
-    /// The confirm channel, opened again when it or the connection was lost.
+    /// The confirm channel, opened again when it or the connection was lost
+    /// (on the next node that answers, for a cluster's list).
     async fn channel(&self) -> Result<Arc<dyn Channel>, Error> {
         let mut link = self.link.lock().await;
-        if let Some(channel) = &link.channel {
+        let lost = link.connection.lost().is_lost();
+        if let Some(channel) = &link.channel
+            && !lost
+        {
             return Ok(Arc::clone(channel));
         }
-        let channel = match confirm_channel(&*link.connection, "(publisher)").await {
-            Ok(channel) => channel,
-            Err(_) => {
+        let reopened = match lost {
+            true => None,
+            false => confirm_channel(&*link.connection, "(publisher)").await.ok(),
+        };
+        let channel = match reopened {
+            Some(channel) => channel,
+            None => {
                 // The connection is gone too.
                 link.connection.close().await;
                 let (connection, channel) = Link::connect(&*self.transport).await?;
@@ -242,5 +253,43 @@ impl Publisher {
             channel.close().await;
         }
         link.connection.close().await;
+    }
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use backoff_core::QueueDecl;
+
+    use super::*;
+    use crate::transport::memory::TestBroker;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_publish_after_the_connection_was_lost_reconnects_first() {
+        let broker = TestBroker::new();
+        let queue = QueueDecl {
+            name: "q".into(),
+            arguments: Vec::new(),
+        };
+        let admin = broker.connect().await.unwrap();
+        admin
+            .open_channel()
+            .await
+            .unwrap()
+            .declare_queue(&queue)
+            .await
+            .unwrap();
+        let publisher = Publisher::with_transport(broker.clone()).await.unwrap();
+        publisher
+            .publish("", "q", Outgoing::raw(b"before".to_vec()))
+            .await
+            .unwrap();
+
+        broker.close_connections();
+        publisher
+            .publish("", "q", Outgoing::raw(b"after".to_vec()))
+            .await
+            .expect("published on a new connection, not failed on the lost one");
+        assert_eq!(broker.messages("q").len(), 2);
+        publisher.close().await;
     }
 }

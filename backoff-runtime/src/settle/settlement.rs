@@ -2,7 +2,7 @@
 //! pause), reject into the dead-letter exchange, and republish-then-ack. The
 //! consumer loop and the dead-letter replay both settle through here.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backoff_core::header_limit;
@@ -13,7 +13,7 @@ use crate::PublishFailure;
 use crate::settle::frame_fit::{TooLarge, fit_to_frame};
 use crate::settle::publish::publish_confirmed;
 use crate::settle::trace_context::{publish_span, traced};
-use crate::transport::{Acker, Channel};
+use crate::transport::{Acker, Channel, Connection, Lost};
 use tracing::Instrument;
 
 /// How long a message whose republish failed is held before it is requeued,
@@ -36,24 +36,69 @@ pub(crate) struct Target<'a> {
 
 /// Settles the deliveries of one channel.
 pub(crate) struct Settler {
+    /// The channel it was made with: it publishes copies too, until the
+    /// broker refuses one there.
     channel: Arc<dyn Channel>,
+    /// The channel copies are published on, and how many times it was
+    /// replaced (so that many refusals at once replace it once).
+    copies: Mutex<(Arc<dyn Channel>, u64)>,
+    /// Where a new channel for copies is opened.
+    connection: Arc<dyn Connection>,
     frame_max: u32,
     confirm_timeout: Duration,
     repair: Option<Repair>,
+    /// The connection's loss: no pause is worth waiting then.
+    lost: Lost,
 }
 
 impl Settler {
     pub(crate) fn new(
         channel: Arc<dyn Channel>,
-        frame_max: u32,
+        connection: Arc<dyn Connection>,
         confirm_timeout: Duration,
         repair: Option<Repair>,
     ) -> Self {
         Settler {
+            copies: Mutex::new((Arc::clone(&channel), 0)),
             channel,
-            frame_max,
+            frame_max: connection.frame_max(),
+            lost: connection.lost(),
+            connection,
             confirm_timeout,
             repair,
+        }
+    }
+
+    /// The channel copies go to now, and its generation.
+    fn copy_channel(&self) -> (Arc<dyn Channel>, u64) {
+        let copies = self.copies.lock().unwrap_or_else(|e| e.into_inner());
+        (Arc::clone(&copies.0), copies.1)
+    }
+
+    /// After the broker refused a copy published on generation `refused`:
+    /// publishes the next copies on a new channel. RabbitMQ 3.10 can go on
+    /// refusing every publish to a quorum queue on a channel that first
+    /// published to it while its leader was moving to another node, until
+    /// that node comes back; a new channel publishes to the new leader. A
+    /// genuine refusal (a full queue with `reject-publish`) costs one
+    /// channel per refused round.
+    async fn replace_copy_channel(&self, refused: u64) {
+        if self.copy_channel().1 != refused || self.lost.is_lost() {
+            return;
+        }
+        let fresh = match self.connection.open_channel().await {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                tracing::debug!("opening a new channel for copies: {e}");
+                return;
+            }
+        };
+        let mut copies = self.copies.lock().unwrap_or_else(|e| e.into_inner());
+        if copies.1 == refused {
+            tracing::info!("the broker refused a copy: publishing the next ones on a new channel");
+            // The one replaced closes once its last publish is done with it
+            // (the first channel stays open: it consumes).
+            *copies = (fresh, refused + 1);
         }
     }
 
@@ -84,9 +129,14 @@ impl Settler {
     }
 
     /// Gives a delivery back to its queue after [`REQUEUE_PAUSE`], so that a
-    /// failure that repeats cannot become a hot loop.
+    /// failure that repeats cannot become a hot loop. Without the pause when
+    /// the connection is lost: the broker returns the delivery by itself, and
+    /// the consumer can reconnect at once.
     pub(crate) async fn requeue_after_pause(&self, acker: &Acker) {
-        tokio::time::sleep(REQUEUE_PAUSE).await;
+        tokio::select! {
+            _ = tokio::time::sleep(REQUEUE_PAUSE) => {}
+            _ = self.lost.wait() => {}
+        }
         if let Err(e) = acker.requeue().await {
             tracing::warn!("not requeued ({e}); the broker will redeliver the message");
         }
@@ -129,8 +179,9 @@ impl Settler {
     ) -> Result<(), PublishFailure> {
         let span = publish_span(target.exchange, target.routing_key);
         let properties = traced(&span, properties);
-        publish_confirmed(
-            &*self.channel,
+        let (channel, generation) = self.copy_channel();
+        let published = publish_confirmed(
+            &*channel,
             target.exchange,
             target.routing_key,
             body,
@@ -138,7 +189,11 @@ impl Settler {
             self.confirm_timeout,
         )
         .instrument(span)
-        .await
+        .await;
+        if let Err(PublishFailure::Nacked) = published {
+            self.replace_copy_channel(generation).await;
+        }
+        published
     }
 
     /// Publishes the copy, then acks the original once the broker confirmed
@@ -170,8 +225,73 @@ impl Settler {
         }
     }
 
-    /// Closes the channel: every unsettled delivery returns to its queue.
+    /// Closes the channel (every unsettled delivery returns to its queue)
+    /// and the one copies went to, when another.
     pub(crate) async fn close(&self) {
+        let (copies, generation) = self.copy_channel();
+        if generation > 0 {
+            copies.close().await;
+        }
         self.channel.close().await;
+    }
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use backoff_core::QueueDecl;
+
+    use super::*;
+    use crate::transport::Transport;
+    use crate::transport::memory::TestBroker;
+
+    const TARGET: Target<'static> = Target {
+        exchange: "",
+        routing_key: "q",
+        queue: "q",
+        headroom: 0,
+    };
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_copy_moves_the_next_copies_to_a_new_channel() {
+        let broker = TestBroker::new();
+        let connection = broker.connect().await.unwrap();
+        let channel = connection.open_channel().await.unwrap();
+        let queue = QueueDecl {
+            name: "q".into(),
+            arguments: Vec::new(),
+        };
+        channel.declare_queue(&queue).await.unwrap();
+        let settler = Settler::new(
+            Arc::clone(&channel),
+            connection,
+            Duration::from_secs(5),
+            None,
+        );
+        let copy = || settler.publish(&TARGET, b"x", BasicProperties::default());
+
+        broker.nack_publishes_to("q", 1);
+        assert!(matches!(copy().await, Err(PublishFailure::Nacked)));
+        let (copies, generation) = settler.copy_channel();
+        assert_eq!(generation, 1);
+        assert!(
+            !Arc::ptr_eq(&copies, &channel),
+            "copies go to a new channel"
+        );
+        // A refusal of a copy sent on the replaced channel, answered later,
+        // leaves the new one in place.
+        settler.replace_copy_channel(0).await;
+        let (still, generation) = settler.copy_channel();
+        assert_eq!(generation, 1);
+        assert!(Arc::ptr_eq(&still, &copies));
+
+        copy()
+            .await
+            .expect("the next copy is confirmed on the new channel");
+        assert_eq!(broker.messages("q").len(), 1);
+        assert!(
+            channel.check_queue("q").await.is_ok(),
+            "the first channel stays open: it consumes"
+        );
+        settler.close().await;
     }
 }

@@ -1,5 +1,6 @@
 //! The [`Transport`] over lapin, for a real RabbitMQ.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -16,8 +17,8 @@ use lapin::uri::AMQPUri;
 use lapin::{BasicProperties, Confirmation, ConnectionProperties, ErrorKind};
 
 use super::{
-    Acker, Channel, Confirm, Connection, Deliveries, Delivery, PendingConfirm, QueueInfo, Settle,
-    Transport, TransportError,
+    Acker, Channel, Confirm, Connection, Deliveries, Delivery, Lost, LostSignal, PendingConfirm,
+    QueueInfo, Settle, Transport, TransportError,
 };
 use crate::error::redact;
 use crate::transport::deep_drop::drop_deep;
@@ -94,7 +95,13 @@ impl AmqpTransport {
                     if self.uris.len() > 1 {
                         tracing::info!("connected to {node}");
                     }
-                    return Ok(AmqpConnection { inner, node });
+                    let (lost, watcher) = watch_for_loss(&inner, &node);
+                    return Ok(AmqpConnection {
+                        inner,
+                        node,
+                        lost,
+                        watcher,
+                    });
                 }
                 Err(e) => {
                     if self.uris.len() > 1 {
@@ -136,11 +143,48 @@ impl Transport for AmqpTransport {
     }
 }
 
+/// Declares the connection lost as soon as lapin reports an error that
+/// ended it (a reset or closed socket, a missed heartbeat, a forced close;
+/// not a channel closed by the broker, which lapin reports the same way):
+/// lapin fails what it has pending then, but an operation that races with
+/// the error could otherwise wait for an answer that never comes.
+fn watch_for_loss(
+    connection: &lapin::Connection,
+    node: &str,
+) -> (LostSignal, tokio::task::JoinHandle<()>) {
+    let signal = LostSignal::new();
+    let mut events = connection.events_listener();
+    let status = connection.status().clone();
+    let (lost, node) = (signal.clone(), node.to_owned());
+    let watcher = tokio::spawn(async move {
+        while let Some(event) = events.next().await {
+            if let lapin::Event::Error(error) = event
+                && (status.errored() || status.closed())
+            {
+                tracing::warn!("the connection to {node} is lost: {error}");
+                lost.lose(error.to_string());
+                return;
+            }
+        }
+    });
+    (signal, watcher)
+}
+
 /// A lapin connection.
 pub struct AmqpConnection {
     inner: lapin::Connection,
     /// The node it is connected to, without a password.
     node: String,
+    /// Declared once lapin reports the connection failed.
+    lost: LostSignal,
+    /// Watches lapin's events for that.
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for AmqpConnection {
+    fn drop(&mut self) {
+        self.watcher.abort();
+    }
 }
 
 impl AmqpConnection {
@@ -152,13 +196,19 @@ impl AmqpConnection {
 
 impl Connection for AmqpConnection {
     fn open_channel(&self) -> BoxFuture<'_, Result<Arc<dyn Channel>, TransportError>> {
+        let lost = self.lost.watch();
         Box::pin(async move {
-            let inner = self.inner.create_channel().await.map_err(transport_error)?;
-            inner
-                .confirm_select(ConfirmSelectOptions::default())
-                .await
-                .map_err(transport_error)?;
-            let channel: Arc<dyn Channel> = Arc::new(AmqpChannel { inner });
+            let inner = lost
+                .or_fail(async {
+                    let inner = self.inner.create_channel().await.map_err(transport_error)?;
+                    inner
+                        .confirm_select(ConfirmSelectOptions::default())
+                        .await
+                        .map_err(transport_error)?;
+                    Ok(inner)
+                })
+                .await?;
+            let channel: Arc<dyn Channel> = Arc::new(AmqpChannel { inner, lost });
             Ok(channel)
         })
     }
@@ -171,9 +221,20 @@ impl Connection for AmqpConnection {
         self.node.clone()
     }
 
+    fn lost(&self) -> Lost {
+        self.lost.watch()
+    }
+
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            if let Err(e) = self.inner.close(200, "closing".into()).await {
+            let lost = self.lost.watch();
+            let closed = lost.or_fail(async {
+                self.inner
+                    .close(200, "closing".into())
+                    .await
+                    .map_err(transport_error)
+            });
+            if let Err(e) = closed.await {
                 tracing::debug!("closing the connection: {e}");
             }
         })
@@ -183,6 +244,8 @@ impl Connection for AmqpConnection {
 /// A lapin channel in confirm mode.
 pub struct AmqpChannel {
     inner: lapin::Channel,
+    /// Its connection's loss: every operation gives up on it.
+    lost: Lost,
 }
 
 fn short(s: &str) -> Result<ShortString, TransportError> {
@@ -193,6 +256,17 @@ fn short(s: &str) -> Result<ShortString, TransportError> {
             s.len()
         ))
     })
+}
+
+impl AmqpChannel {
+    /// Runs an operation unless the connection is lost, and gives up on it
+    /// as soon as it is.
+    fn guarded<'a, T: Send + 'a>(
+        &'a self,
+        operation: impl Future<Output = Result<T, TransportError>> + Send + 'a,
+    ) -> BoxFuture<'a, Result<T, TransportError>> {
+        Box::pin(self.lost.or_fail(operation))
+    }
 }
 
 fn durable_queue(passive: bool) -> QueueDeclareOptions {
@@ -209,7 +283,7 @@ impl Channel for AmqpChannel {
         name: &'a str,
         kind: ExchangeKind,
     ) -> BoxFuture<'a, Result<(), TransportError>> {
-        Box::pin(async move {
+        self.guarded(async move {
             let kind = match kind {
                 ExchangeKind::Direct => lapin::ExchangeKind::Direct,
                 ExchangeKind::Fanout => lapin::ExchangeKind::Fanout,
@@ -231,7 +305,7 @@ impl Channel for AmqpChannel {
         &'a self,
         queue: &'a QueueDecl,
     ) -> BoxFuture<'a, Result<QueueInfo, TransportError>> {
-        Box::pin(async move {
+        self.guarded(async move {
             let arguments = arguments_table(&queue.arguments)
                 .map_err(|e| TransportError::Other(e.to_string()))?;
             let declared = self
@@ -249,7 +323,7 @@ impl Channel for AmqpChannel {
         exchange: &'a str,
         routing_key: &'a str,
     ) -> BoxFuture<'a, Result<(), TransportError>> {
-        Box::pin(async move {
+        self.guarded(async move {
             self.inner
                 .queue_bind(
                     short(queue)?,
@@ -264,7 +338,7 @@ impl Channel for AmqpChannel {
     }
 
     fn check_exchange<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {
-        Box::pin(async move {
+        self.guarded(async move {
             let options = ExchangeDeclareOptions {
                 passive: true,
                 ..ExchangeDeclareOptions::default()
@@ -285,7 +359,7 @@ impl Channel for AmqpChannel {
         &'a self,
         name: &'a str,
     ) -> BoxFuture<'a, Result<QueueInfo, TransportError>> {
-        Box::pin(async move {
+        self.guarded(async move {
             let declared = self
                 .inner
                 .queue_declare(short(name)?, durable_queue(true), FieldTable::default())
@@ -296,7 +370,7 @@ impl Channel for AmqpChannel {
     }
 
     fn qos(&self, prefetch: u16) -> BoxFuture<'_, Result<(), TransportError>> {
-        Box::pin(async move {
+        self.guarded(async move {
             self.inner
                 .basic_qos(prefetch, BasicQosOptions::default())
                 .await
@@ -305,7 +379,7 @@ impl Channel for AmqpChannel {
     }
 
     fn consume<'a>(&'a self, queue: &'a str) -> BoxFuture<'a, Result<Deliveries, TransportError>> {
-        Box::pin(async move {
+        self.guarded(async move {
             let consumer = self
                 .inner
                 .basic_consume(
@@ -317,9 +391,10 @@ impl Channel for AmqpChannel {
                 .await
                 .map_err(transport_error)?;
             let consumer_tag = consumer.tag().to_string();
-            let stream = DroppedOnALargeStack(Some(consumer))
-                .map(|item| item.map(delivery).map_err(transport_error))
-                .boxed();
+            let lost = self.lost.clone();
+            let deliveries = DroppedOnALargeStack(Some(consumer))
+                .map(move |item| item.map(|d| delivery(d, &lost)).map_err(transport_error));
+            let stream = UntilLost::new(deliveries, self.lost.clone()).boxed();
             Ok(Deliveries {
                 consumer_tag,
                 stream,
@@ -328,7 +403,7 @@ impl Channel for AmqpChannel {
     }
 
     fn cancel<'a>(&'a self, consumer_tag: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {
-        Box::pin(async move {
+        self.guarded(async move {
             self.inner
                 .basic_cancel(short(consumer_tag)?, BasicCancelOptions::default())
                 .await
@@ -340,13 +415,13 @@ impl Channel for AmqpChannel {
         &'a self,
         queue: &'a str,
     ) -> BoxFuture<'a, Result<Option<Delivery>, TransportError>> {
-        Box::pin(async move {
+        self.guarded(async move {
             let got = self
                 .inner
                 .basic_get(short(queue)?, BasicGetOptions { no_ack: false })
                 .await
                 .map_err(transport_error)?;
-            Ok(got.map(|message| delivery(message.delivery)))
+            Ok(got.map(|message| delivery(message.delivery, &self.lost)))
         })
     }
 
@@ -371,7 +446,7 @@ impl Channel for AmqpChannel {
         body: &'a [u8],
         properties: BasicProperties,
     ) -> BoxFuture<'a, Result<PendingConfirm, TransportError>> {
-        Box::pin(async move {
+        self.guarded(async move {
             let options = BasicPublishOptions {
                 mandatory: true,
                 ..BasicPublishOptions::default()
@@ -387,14 +462,17 @@ impl Channel for AmqpChannel {
                 )
                 .await
                 .map_err(transport_error)?;
-            let pending: PendingConfirm =
-                Box::pin(async move { Ok(confirmation(confirm.await.map_err(transport_error)?)) });
+            let lost = self.lost.clone();
+            let pending: PendingConfirm = Box::pin(async move {
+                lost.or_fail(async { Ok(confirmation(confirm.await.map_err(transport_error)?)) })
+                    .await
+            });
             Ok(pending)
         })
     }
 
     fn delete_queue<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {
-        Box::pin(async move {
+        self.guarded(async move {
             self.inner
                 .queue_delete(short(name)?, QueueDeleteOptions::default())
                 .await
@@ -405,7 +483,13 @@ impl Channel for AmqpChannel {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            if let Err(e) = self.inner.close(200, "closing".into()).await {
+            let closed = self.lost.or_fail(async {
+                self.inner
+                    .close(200, "closing".into())
+                    .await
+                    .map_err(transport_error)
+            });
+            if let Err(e) = closed.await {
                 tracing::debug!("closing a channel: {e}");
             }
         })
@@ -419,32 +503,33 @@ fn queue_info(queue: &lapin::Queue) -> QueueInfo {
     }
 }
 
-fn delivery(d: lapin::message::Delivery) -> Delivery {
+fn delivery(d: lapin::message::Delivery, lost: &Lost) -> Delivery {
     Delivery {
         exchange: d.exchange.to_string(),
         routing_key: d.routing_key.to_string(),
         redelivered: d.redelivered,
         properties: d.properties,
         data: d.data,
-        acker: Acker::new(LapinAcker(d.acker)),
+        acker: Acker::new(LapinAcker(d.acker, lost.clone())),
     }
 }
 
-struct LapinAcker(lapin::Acker);
+/// Settles a lapin delivery, giving up when its connection is lost.
+struct LapinAcker(lapin::Acker, Lost);
 
 impl Settle for LapinAcker {
     fn ack(&self) -> BoxFuture<'_, Result<(), TransportError>> {
-        Box::pin(async move {
+        Box::pin(self.1.or_fail(async move {
             match self.0.ack(BasicAckOptions::default()).await {
                 Ok(true) => Ok(()),
                 Ok(false) => Err(TransportError::Closed("the channel is closed".into())),
                 Err(e) => Err(transport_error(e)),
             }
-        })
+        }))
     }
 
     fn nack(&self, requeue: bool) -> BoxFuture<'_, Result<(), TransportError>> {
-        Box::pin(async move {
+        Box::pin(self.1.or_fail(async move {
             let options = BasicNackOptions {
                 requeue,
                 ..BasicNackOptions::default()
@@ -454,7 +539,7 @@ impl Settle for LapinAcker {
                 Ok(false) => Err(TransportError::Closed("the channel is closed".into())),
                 Err(e) => Err(transport_error(e)),
             }
-        })
+        }))
     }
 }
 
@@ -482,6 +567,45 @@ fn confirmation(confirmation: Confirmation) -> Confirm {
         Confirmation::Nack(_) => Confirm::Nack,
         // Only possible on a channel without confirms: never take it as success.
         Confirmation::NotRequested => Confirm::Nack,
+    }
+}
+
+/// A consumer's deliveries until its connection is lost; then that error,
+/// at once, and the end: the deliveries lapin still buffers could no longer
+/// be settled, and handling them would only make duplicates.
+struct UntilLost<S> {
+    deliveries: S,
+    lost: Option<BoxFuture<'static, String>>,
+}
+
+impl<S> UntilLost<S> {
+    fn new(deliveries: S, lost: Lost) -> Self {
+        UntilLost {
+            deliveries,
+            lost: Some(Box::pin(async move { lost.wait().await })),
+        }
+    }
+}
+
+impl<S> futures_util::Stream for UntilLost<S>
+where
+    S: futures_util::Stream<Item = Result<Delivery, TransportError>> + Unpin,
+{
+    type Item = Result<Delivery, TransportError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        let Some(lost) = self.lost.as_mut() else {
+            return Poll::Ready(None);
+        };
+        if let Poll::Ready(reason) = lost.as_mut().poll(cx) {
+            self.lost = None;
+            return Poll::Ready(Some(Err(Lost::error(&reason))));
+        }
+        self.deliveries.poll_next_unpin(cx)
     }
 }
 

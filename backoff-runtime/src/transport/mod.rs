@@ -6,15 +6,21 @@
 //! closes. [`amqp`] implements it over lapin for a real RabbitMQ; the `testing`
 //! feature adds an in-memory broker with the same semantics.
 //!
+//! A [`Connection`] says when it is [`lost`](Connection::lost): the client has
+//! seen its socket reset or its node die. Operations on it then fail at once
+//! rather than wait for an answer that cannot come.
+//!
 //! Messages keep lapin's data model ([`BasicProperties`], field tables and
 //! values, re-exported as `rabbit_backoff::lapin`), so both implementations
 //! carry exactly what goes on the wire.
 pub mod amqp;
 pub(crate) mod declare;
 pub(crate) mod deep_drop;
+pub mod lost;
 pub(crate) mod values;
 
 pub use amqp::AmqpTransport;
+pub use lost::{Lost, LostSignal};
 
 use std::fmt;
 use std::sync::Arc;
@@ -56,6 +62,15 @@ pub trait Connection: Send + Sync + 'static {
     /// The node it is connected to, for logs and health (no password).
     fn node(&self) -> String {
         String::from("(in memory)")
+    }
+
+    /// Watches whether the connection is lost (its socket reset, its node
+    /// gone, closed by the broker). Once it is, every operation on it and on
+    /// its channels and deliveries fails at once, and consumers' streams
+    /// end with an error. The default never reports a loss, for an
+    /// implementation whose operations always end by themselves.
+    fn lost(&self) -> Lost {
+        Lost::never()
     }
 
     /// Closes the connection; unsettled deliveries of every channel return to

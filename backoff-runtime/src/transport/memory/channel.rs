@@ -22,7 +22,8 @@ use super::lock;
 use super::queue::{ConsumerSlot, Queue, QueueKind, Settlement, Stored};
 use super::replies;
 use crate::transport::{
-    Acker, Channel, Confirm, Connection, Deliveries, Delivery, QueueInfo, Settle, TransportError,
+    Acker, Channel, Confirm, Connection, Deliveries, Delivery, Lost, LostSignal, QueueInfo, Settle,
+    TransportError,
 };
 
 /// The frame size RabbitMQ 3.10 negotiates by default.
@@ -40,6 +41,8 @@ fn connection_closed() -> TransportError {
 /// One connection's state, shared with the broker (for forced closes).
 pub(crate) struct ConnectionShared {
     state: Mutex<ConnectionState>,
+    /// Declared when the connection closes, by the client or the broker.
+    lost: LostSignal,
 }
 
 struct ConnectionState {
@@ -58,6 +61,10 @@ impl ConnectionShared {
             st.closed = Some(error.clone());
             st.channels.drain().map(|(_, c)| c).collect()
         };
+        self.lost.lose(match &error {
+            TransportError::Closed(why) => why.clone(),
+            other => other.to_string(),
+        });
         for channel in sorted(channels) {
             channel.close(error.clone(), forced, broker);
         }
@@ -258,6 +265,7 @@ impl MemoryConnection {
                 closed: None,
                 channels: HashMap::new(),
             }),
+            lost: LostSignal::new(),
         });
         lock(&broker.connections).push(Arc::downgrade(&shared));
         MemoryConnection {
@@ -298,6 +306,10 @@ impl Connection for MemoryConnection {
 
     fn frame_max(&self) -> u32 {
         FRAME_MAX
+    }
+
+    fn lost(&self) -> Lost {
+        self.shared.lost.watch()
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

@@ -100,3 +100,31 @@ async fn close_connections_is_a_broker_restart_that_keeps_queues() {
     assert_eq!(label(&again), "m");
     assert!(again.redelivered);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_connection_closed_by_the_broker_reports_itself_lost() {
+    let broker = TestBroker::new();
+    let connection = broker.connect().await.unwrap();
+    let other = broker.connect().await.unwrap();
+    let lost = connection.lost();
+    assert!(!lost.is_lost());
+    let watching = tokio::spawn({
+        let lost = lost.clone();
+        async move { lost.wait().await }
+    });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!watching.is_finished(), "an open connection is not lost");
+
+    broker.close_connections();
+    let reason = watching.await.unwrap();
+    assert!(reason.starts_with("CONNECTION_FORCED"), "{reason}");
+    assert!(other.lost().is_lost(), "every connection of the broker");
+    let fresh = broker.connect().await.unwrap();
+    assert!(!fresh.lost().is_lost(), "a new connection is not");
+    // An operation that would otherwise have run fails at once.
+    let skipped = lost.or_fail(async { Ok(()) }).await.unwrap_err();
+    assert!(
+        skipped.to_string().contains("the connection was lost"),
+        "{skipped}"
+    );
+}
