@@ -70,6 +70,10 @@ const IDLE: Duration = Duration::from_secs(2);
 /// does not mean nothing is on its way.
 const IDLE_ALONE: Duration = Duration::from_secs(120);
 
+/// How long a pass that finds a marker queue without a ready flag waits for
+/// the flag of a pass killed a moment ago to come back.
+const FLAG_RETURN: Duration = Duration::from_secs(5);
+
 /// The marker queue of a dead-letter queue.
 pub(crate) fn marker_queue(dead_letter_queue: &str) -> String {
     format!("{dead_letter_queue}.pass")
@@ -414,20 +418,31 @@ async fn stale_flag(
     queue: &str,
 ) -> Result<Option<Released>, Error> {
     let marker = marker_queue(queue);
-    // A passive check of a missing queue closes its channel: use one of its own.
-    let probe = confirm_channel(connection, &marker).await?;
-    let found = probe.check_queue(&marker).await;
-    probe.close().await;
-    match found {
-        Ok(info) if info.messages > 0 => {}
-        Ok(_) => return Ok(None),
-        Err(e) if e.code() == Some(NOT_FOUND) => return Ok(None),
-        Err(source) => {
-            return Err(Error::Channel {
-                action: "checking for an interrupted pass",
-                queue: marker,
-                source,
-            });
+    // The marker queue exists while a pass runs and after one was killed. A
+    // killed pass's flag is ready again only once the broker has seen its
+    // connection close, which can take a moment after the process died.
+    let deadline = tokio::time::Instant::now() + FLAG_RETURN;
+    loop {
+        // A passive check of a missing queue closes its channel: use one of its own.
+        let probe = confirm_channel(connection, &marker).await?;
+        let found = probe.check_queue(&marker).await;
+        probe.close().await;
+        match found {
+            Ok(info) if info.messages > 0 => break,
+            Ok(_) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            // A pass still running holds its flag (or one killed before
+            // raising it left the queue empty): nothing to put right.
+            Ok(_) => return Ok(None),
+            Err(e) if e.code() == Some(NOT_FOUND) => return Ok(None),
+            Err(source) => {
+                return Err(Error::Channel {
+                    action: "checking for an interrupted pass",
+                    queue: marker,
+                    source,
+                });
+            }
         }
     }
     let flag = channel
