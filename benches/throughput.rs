@@ -16,8 +16,15 @@
 //! (default 3), `BENCH_SCENARIOS=S2,S3` to run only some,
 //! `BENCH_SIDES=framework,article` to run only some of `framework`, `article`
 //! and `full` (ratios are printed against each baseline that ran),
-//! `BENCH_PREFETCH` (default 50), `BENCH_MEMORY=0` to skip the memory check.
-//! Under `cargo test` it runs once with 300 messages, as a test.
+//! `BENCH_PREFETCH` (default 50), `BENCH_MEMORY=0` to skip the memory check,
+//! `BENCH_TARGETS=single-classic,single-quorum,cluster-quorum` to measure
+//! on several brokers and queue types in one run, a table each (default
+//! `single-classic`: the local broker, `AMQP_URL`, classic queues;
+//! `single-quorum`: the same broker, quorum queues; `cluster-quorum`: the
+//! three-node cluster of `scripts/cluster.sh`, or `CLUSTER_AMQP_URL`, with
+//! quorum queues replicated on every node, both sides connected to its
+//! first node, which leads the queues). Under `cargo test` it runs once with
+//! 300 messages, as a test.
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -33,7 +40,7 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{ShutdownHandle, Topology};
+use rabbit_backoff::{QueueType, ShutdownHandle, Topology};
 use serde::{Deserialize, Serialize};
 
 // ---- the work: identical for both sides ----
@@ -306,17 +313,56 @@ struct Sample {
     duplicates: usize,
 }
 
-fn url() -> String {
-    rabbit_backoff::amqp_url_from_env()
+/// Where a table is measured: a broker (one node or a cluster's list) and
+/// the type of the queues.
+#[derive(Clone)]
+struct Target {
+    name: &'static str,
+    /// An address or a comma-separated list, as `AMQP_URL` takes it.
+    url: String,
+    queue_type: QueueType,
 }
 
-async fn connect() -> Connection {
-    Connection::connect(&url(), ConnectionProperties::default())
+impl Target {
+    const NAMES: [&'static str; 3] = ["single-classic", "single-quorum", "cluster-quorum"];
+
+    fn named(name: &str) -> Option<Target> {
+        let single = rabbit_backoff::amqp_url_from_env;
+        let cluster = || {
+            std::env::var("CLUSTER_AMQP_URL").unwrap_or_else(|_| {
+                (5673..=5675)
+                    .map(|port| format!("amqp://guest:guest@127.0.0.1:{port}/%2f"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+        };
+        let (name, url, queue_type) = match name {
+            "single-classic" => ("single-classic", single(), QueueType::Classic),
+            "single-quorum" => ("single-quorum", single(), QueueType::Quorum),
+            "cluster-quorum" => ("cluster-quorum", cluster(), QueueType::Quorum),
+            _ => return None,
+        };
+        Some(Target {
+            name,
+            url,
+            queue_type,
+        })
+    }
+
+    /// The node both sides connect to: the first of the list.
+    fn first_node(&self) -> &str {
+        self.url.split(',').next().unwrap_or(&self.url).trim()
+    }
+}
+
+async fn connect(target: &Target) -> Connection {
+    Connection::connect(target.first_node(), ConnectionProperties::default())
         .await
         .unwrap_or_else(|e| {
             panic!(
-                "no RabbitMQ at {} ({e}); scripts/bench.sh starts one",
-                url()
+                "no RabbitMQ at {} ({e}); scripts/bench.sh starts one (and the cluster for \
+                 cluster-quorum: scripts/cluster.sh up)",
+                target.first_node()
             )
         })
 }
@@ -433,14 +479,16 @@ async fn delete(connection: &Connection, spec: &ConsumerSpec) {
     }
 }
 
-fn spec_for(prefetch: u16) -> ConsumerSpec {
+fn spec_for(target: &Target, prefetch: u16) -> ConsumerSpec {
     let mut spec = framework.spec().with_prefetch(prefetch);
     spec.queue = format!("bench.{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    spec.queue_type = target.queue_type;
     spec
 }
 
 /// Starts one side; returns the handle that stops it and its task.
 async fn start(
+    target: &Target,
     side: Side,
     spec: &ConsumerSpec,
     tally: &Arc<Tally>,
@@ -448,7 +496,7 @@ async fn start(
     match side {
         Side::Framework => {
             let runtime = Runtime::builder()
-                .uri(url())
+                .uri(target.url.clone())
                 .state_arc(tally.clone())
                 .handle_signals(false)
                 .consumer_with(framework, |s| *s = spec.clone())
@@ -465,7 +513,7 @@ async fn start(
                 DeadLetterHeaders::Full
             };
             let stop = ShutdownHandle::default();
-            let connection = Arc::new(connect().await);
+            let connection = Arc::new(connect(target).await);
             let (spec, tally, stop2) = (spec.clone(), tally.clone(), stop.clone());
             let task = tokio::spawn(async move {
                 baseline(connection.clone(), spec, tally, stop2, headers).await;
@@ -477,18 +525,26 @@ async fn start(
 }
 
 /// Declares the consumer's topology with the framework's own connection.
-async fn declare(spec: &rabbit_backoff::ConsumerSpec) {
-    let connection = rabbit_backoff::connect(&url()).await.expect("connect");
+async fn declare(target: &Target, spec: &rabbit_backoff::ConsumerSpec) {
+    let connection = rabbit_backoff::connect(target.first_node())
+        .await
+        .expect("connect");
     rabbit_backoff::declare_topology(&*connection, &Topology::of(spec))
         .await
         .expect("declare");
     connection.close().await;
 }
 
-async fn run_once(side: Side, scenario: Scenario, n: usize, prefetch: u16) -> Sample {
-    let admin = connect().await;
-    let spec = spec_for(prefetch);
-    declare(&spec).await;
+async fn run_once(
+    target: &Target,
+    side: Side,
+    scenario: Scenario,
+    n: usize,
+    prefetch: u16,
+) -> Sample {
+    let admin = connect(target).await;
+    let spec = spec_for(target, prefetch);
+    declare(target, &spec).await;
     let publish_channel = admin.create_channel().await.expect("channel");
     publish_channel
         .confirm_select(Default::default())
@@ -504,7 +560,7 @@ async fn run_once(side: Side, scenario: Scenario, n: usize, prefetch: u16) -> Sa
     let tally = Arc::new(Tally::new(n));
     measured_span_starts();
     let cpu_before = cpu_time();
-    let (stop, task) = start(side, &spec, &tally).await;
+    let (stop, task) = start(target, side, &spec, &tally).await;
     let dlq = spec.names().dead_letter_queue;
     let deadline = Instant::now() + Duration::from_secs(300);
     let mut dead = 0;
@@ -568,10 +624,10 @@ fn stats(v: &[f64]) -> (f64, f64, f64) {
     (median(v.to_vec()), min, max)
 }
 
-async fn memory_check(prefetch: u16) {
-    let admin = connect().await;
-    let spec = spec_for(prefetch);
-    declare(&spec).await;
+async fn memory_check(target: &Target, prefetch: u16) {
+    let admin = connect(target).await;
+    let spec = spec_for(target, prefetch);
+    declare(target, &spec).await;
     let channel = admin.create_channel().await.expect("channel");
     channel
         .confirm_select(Default::default())
@@ -580,7 +636,7 @@ async fn memory_check(prefetch: u16) {
     let s4 = SCENARIOS[3];
     let total = 200_000usize;
     let tally = Arc::new(Tally::new(total));
-    let (stop, task) = start(Side::Framework, &spec, &tally).await;
+    let (stop, task) = start(target, Side::Framework, &spec, &tally).await;
     let mut rss_at_20k = 0;
     let mut published = 0u64;
     for target in [20_000u64, 200_000] {
@@ -616,6 +672,78 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// One target's table: every scenario, every side.
+async fn table(target: &Target, sides: &[Side], n: usize, reps: usize, prefetch: u16, only: &str) {
+    println!(
+        "\n{} ({} queues at {})",
+        target.name,
+        match target.queue_type {
+            QueueType::Classic => "classic",
+            QueueType::Quorum => "quorum",
+        },
+        target
+            .url
+            .split(',')
+            .map(|u| u.rsplit('@').next().unwrap_or(u).trim_end_matches("/%2f"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    println!(
+        "{:<4} {:<10} {:>10} {:>10} {:>10} {:>11} {:>6}   framework/baseline: throughput, CPU",
+        "", "side", "msg/s med", "min", "max", "CPU µs/msg", "dups"
+    );
+    for scenario in SCENARIOS {
+        if !only.is_empty() && !only.split(',').any(|o| o == scenario.name) {
+            continue;
+        }
+        // Per side: rates, CPU µs per message, duplicates.
+        let mut samples: Vec<(Vec<f64>, Vec<f64>, usize)> = vec![Default::default(); sides.len()];
+        for rep in 0..reps {
+            // A B C C B A …: no side always runs first or last.
+            let mut order: Vec<usize> = (0..sides.len()).collect();
+            if rep % 2 == 1 {
+                order.reverse();
+            }
+            for i in order {
+                let s = run_once(target, sides[i], scenario, n, prefetch).await;
+                samples[i].0.push(s.rate);
+                samples[i].1.push(s.cpu_us);
+                samples[i].2 += s.duplicates;
+            }
+        }
+        let summary: Vec<((f64, f64, f64), f64)> = samples
+            .iter()
+            .map(|(rates, cpus, _)| (stats(rates), median(cpus.clone())))
+            .collect();
+        let framework_at = sides.iter().position(|s| *s == Side::Framework);
+        for (i, side) in sides.iter().enumerate() {
+            let (rate, cpu) = summary[i];
+            let ratio = match framework_at {
+                Some(f) if *side != Side::Framework => {
+                    format!(
+                        "{:.2}x, {:.2}x",
+                        summary[f].0.0 / rate.0,
+                        summary[f].1 / cpu
+                    )
+                }
+                _ => String::new(),
+            };
+            println!(
+                "{:<4} {:<10} {:>10.0} {:>10.0} {:>10.0} {:>11.1} {:>6}   {}",
+                scenario.name,
+                side.name(),
+                rate.0,
+                rate.1,
+                rate.2,
+                cpu,
+                samples[i].2,
+                ratio
+            );
+        }
+        println!("     ({})", scenario.what);
+    }
+}
+
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let n = if full { env_or("BENCH_N", 10_000) } else { 300 };
@@ -637,67 +765,45 @@ fn main() {
         !sides.is_empty(),
         "BENCH_SIDES names none of framework, article, full"
     );
+    let targets: Vec<Target> = env_or("BENCH_TARGETS", String::from("single-classic"))
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            Target::named(t).unwrap_or_else(|| {
+                panic!(
+                    "BENCH_TARGETS: unknown target `{t}`; one of {}",
+                    Target::NAMES.join(", ")
+                )
+            })
+        })
+        .collect();
+    assert!(!targets.is_empty(), "BENCH_TARGETS names no target");
     rt.block_on(async {
         let names: Vec<&str> = sides.iter().map(|s| s.name()).collect();
         println!(
-            "{n} messages a run, {reps} runs a side, prefetch = concurrency = {prefetch}, sides {} alternating\n",
+            "{n} messages a run, {reps} runs a side, prefetch = concurrency = {prefetch}, sides {} alternating",
             names.join(", ")
         );
-        println!(
-            "{:<4} {:<10} {:>10} {:>10} {:>10} {:>11} {:>6}   framework/baseline: throughput, CPU",
-            "", "side", "msg/s med", "min", "max", "CPU µs/msg", "dups"
-        );
-        for scenario in SCENARIOS {
-            if !only.is_empty() && !only.split(',').any(|o| o == scenario.name) {
-                continue;
-            }
-            // Per side: rates, CPU µs per message, duplicates.
-            let mut samples: Vec<(Vec<f64>, Vec<f64>, usize)> = vec![Default::default(); sides.len()];
-            for rep in 0..reps {
-                // A B C C B A …: no side always runs first or last.
-                let mut order: Vec<usize> = (0..sides.len()).collect();
-                if rep % 2 == 1 {
-                    order.reverse();
-                }
-                for i in order {
-                    let s = run_once(sides[i], scenario, n, prefetch).await;
-                    samples[i].0.push(s.rate);
-                    samples[i].1.push(s.cpu_us);
-                    samples[i].2 += s.duplicates;
-                }
-            }
-            let summary: Vec<((f64, f64, f64), f64)> = samples
-                .iter()
-                .map(|(rates, cpus, _)| (stats(rates), median(cpus.clone())))
-                .collect();
-            let framework_at = sides.iter().position(|s| *s == Side::Framework);
-            for (i, side) in sides.iter().enumerate() {
-                let (rate, cpu) = summary[i];
-                let ratio = match framework_at {
-                    Some(f) if *side != Side::Framework => {
-                        format!("{:.2}x, {:.2}x", summary[f].0.0 / rate.0, summary[f].1 / cpu)
-                    }
-                    _ => String::new(),
-                };
-                println!(
-                    "{:<4} {:<10} {:>10.0} {:>10.0} {:>10.0} {:>11.1} {:>6}   {}",
-                    scenario.name, side.name(), rate.0, rate.1, rate.2, cpu, samples[i].2, ratio
-                );
-            }
-            println!("     ({})", scenario.what);
+        for target in &targets {
+            table(target, &sides, n, reps, prefetch, &only).await;
         }
 
+        // The rest on the default target only.
+        let Some(default) = targets.iter().find(|t| t.name == "single-classic") else {
+            return;
+        };
         if !only.is_empty() || sides.len() < Side::ALL.len() {
             return;
         }
         println!("\nS2 (republish to the dead-letter queue), framework, prefetch 1 vs 50:");
         for p in [1u16, 50] {
-            let s = run_once(Side::Framework, SCENARIOS[1], n.min(3_000), p).await;
+            let s = run_once(default, Side::Framework, SCENARIOS[1], n.min(3_000), p).await;
             println!("  prefetch {p:>2}: {:>8.0} msg/s, {:.1} µs CPU/msg", s.rate, s.cpu_us);
         }
 
         if full && env_or("BENCH_MEMORY", 1) == 1 {
-            memory_check(prefetch).await;
+            memory_check(default, prefetch).await;
         }
     });
 }

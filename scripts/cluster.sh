@@ -19,9 +19,9 @@
 # after a `kill` it restarts the killed node, which rejoins the cluster.
 #
 # Every node's advanced.config sets the quorum dead-letter worker's confirm
-# timeout to 10 s: on RabbitMQ 3.10 a message dead-lettered at-least-once to a
-# queue whose leader died waits for that timeout (2 minutes by default) before
-# it is sent again.
+# timeout to 10 s (180 s by default in 3.10.8): on RabbitMQ 3.10 a message
+# dead-lettered at-least-once to a queue whose leader died can wait that long
+# before it is sent again.
 set -euo pipefail
 
 NODES=(rabbit-a rabbit-b rabbit-c)
