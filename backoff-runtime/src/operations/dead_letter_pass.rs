@@ -46,7 +46,7 @@ use crate::Error;
 use crate::settle::frame_fit::{Released, header_depth};
 use crate::settle::publish::{PERSISTENT, channel_error, confirm_channel};
 use crate::transport::{
-    Channel, Confirm, Connection, Delivery, NOT_FOUND, PendingConfirm, TransportError,
+    Channel, Confirm, Connection, Delivery, NOT_FOUND, PendingConfirm, QueueInfo, TransportError,
 };
 
 /// The most messages a pass holds unacknowledged.
@@ -422,27 +422,29 @@ async fn stale_flag(
     // killed pass's flag is ready again only once the broker has seen its
     // connection close, which can take a moment after the process died.
     let deadline = tokio::time::Instant::now() + FLAG_RETURN;
-    loop {
-        // A passive check of a missing queue closes its channel: use one of its own.
-        let probe = confirm_channel(connection, &marker).await?;
-        let found = probe.check_queue(&marker).await;
-        probe.close().await;
-        match found {
-            Ok(info) if info.messages > 0 => break,
-            Ok(_) if tokio::time::Instant::now() < deadline => {
+    // A passive check of a missing queue closes its channel: use one of its own.
+    let probe = confirm_channel(connection, &marker).await?;
+    let found = loop {
+        match probe.check_queue(&marker).await {
+            Ok(info) if info.messages == 0 && tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            // A pass still running holds its flag (or one killed before
-            // raising it left the queue empty): nothing to put right.
-            Ok(_) => return Ok(None),
-            Err(e) if e.code() == Some(NOT_FOUND) => return Ok(None),
-            Err(source) => {
-                return Err(Error::Channel {
-                    action: "checking for an interrupted pass",
-                    queue: marker,
-                    source,
-                });
-            }
+            found => break found,
+        }
+    };
+    probe.close().await;
+    match found {
+        Ok(info) if info.messages > 0 => {}
+        // A pass still running holds its flag (or one killed before raising
+        // it left the queue empty): nothing to put right.
+        Ok(_) => return Ok(None),
+        Err(e) if e.code() == Some(NOT_FOUND) => return Ok(None),
+        Err(source) => {
+            return Err(Error::Channel {
+                action: "checking for an interrupted pass",
+                queue: marker,
+                source,
+            });
         }
     }
     let flag = channel
@@ -565,11 +567,15 @@ async fn ack(delivery: &Delivery, queue: &str) -> Result<(), Error> {
 }
 
 async fn ready(channel: &dyn Channel, queue: &str) -> Result<usize, Error> {
-    Ok(channel
+    Ok(queue_info(channel, queue).await?.messages as usize)
+}
+
+/// The dead-letter queue's ready messages and consumers.
+async fn queue_info(channel: &dyn Channel, queue: &str) -> Result<QueueInfo, Error> {
+    channel
         .check_queue(queue)
         .await
-        .map_err(channel_error(queue, "counting the dead-letter queue"))?
-        .messages as usize)
+        .map_err(channel_error(queue, "counting the dead-letter queue"))
 }
 
 /// Whether a pass, idle for `idle`, should take it that the
@@ -580,10 +586,7 @@ async fn taken_by_others(
     queue: &str,
     idle: Duration,
 ) -> Result<bool, Error> {
-    let info = channel
-        .check_queue(queue)
-        .await
-        .map_err(channel_error(queue, "counting the dead-letter queue"))?;
+    let info = queue_info(channel, queue).await?;
     Ok(info.messages == 0 && (info.consumers > 1 || idle >= IDLE_ALONE))
 }
 

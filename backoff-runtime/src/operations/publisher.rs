@@ -228,9 +228,10 @@ impl Publisher {
         {
             return Ok(Arc::clone(channel));
         }
-        let reopened = match lost {
-            true => None,
-            false => confirm_channel(&*link.connection, "(publisher)").await.ok(),
+        let reopened = if lost {
+            None
+        } else {
+            confirm_channel(&*link.connection, "(publisher)").await.ok()
         };
         let channel = match reopened {
             Some(channel) => channel,
