@@ -11,11 +11,11 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use backoff_core::ConsumerSpec;
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use rabbit_backoff::{DeadLetterFilter, Dlq};
+use rabbit_backoff_core::ConsumerSpec;
 
 fn url() -> String {
     std::env::var("AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())

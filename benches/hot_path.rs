@@ -6,11 +6,11 @@
 
 use std::hint::black_box;
 
-use backoff_core::{Attempt, Delays, HeaderValue, Outcome, Policy, Verdict, decide};
-use backoff_runtime::__hot_path::{republish_properties, retry_count_of};
 use criterion::{Criterion, criterion_group, criterion_main};
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable};
+use rabbit_backoff_core::{Attempt, Delays, HeaderValue, Outcome, Policy, Verdict, decide};
+use rabbit_backoff_runtime::__hot_path::{republish_properties, retry_count_of};
 
 fn properties() -> BasicProperties {
     let mut headers = FieldTable::default();

@@ -30,7 +30,6 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use backoff_core::ConsumerSpec;
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use lapin::options::{
@@ -41,6 +40,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::{QueueType, ShutdownHandle, Topology};
+use rabbit_backoff_core::ConsumerSpec;
 use serde::{Deserialize, Serialize};
 
 // ---- the work: identical for both sides ----

@@ -1,10 +1,10 @@
 //! What the macros' generated code names. Not public API: it may change in any release.
 
-pub use backoff_core::{
+pub use rabbit_backoff_core::{
     BreakerSpec, Classify, ConsumerSpec, DeclareMode, Delays, ErrorClass, ExchangeKind, Jitter,
     QueueType, RetryReturn, Verdict,
 };
-pub use backoff_runtime::{Consumer, Context, FromContext, State, StateRequirement};
+pub use rabbit_backoff_runtime::{Consumer, Context, FromContext, State, StateRequirement};
 
 /// The delays of an attribute, validated at compile time.
 pub fn delays(delays: &str) -> Delays {

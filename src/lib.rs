@@ -43,23 +43,23 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub use backoff_core::{
+pub use rabbit_backoff_core::{
     Argument, Classify, ConsumerSpec, DeadLetterReason, DeclareMode, Definitions, DelayError,
     Delays, ErrorClass, ExchangeKind, Jitter, MAX_ERROR_LEN, MAX_HEADER_DEPTH, NameOverrides,
     QueueType, REPLAY_HISTORY_LIMIT, RetryReturn, Topology, TopologyNames, headers,
     parse_failed_at,
 };
-pub use backoff_runtime::{meters, transport};
+pub use rabbit_backoff_runtime::{meters, transport};
 
 /// An in-memory RabbitMQ with virtual time, for testing consumers without a
 /// broker (feature `testing`): see the README's "Testing your consumers".
 #[cfg(feature = "testing")]
-pub use backoff_runtime::transport::memory as testing;
+pub use rabbit_backoff_runtime::transport::memory as testing;
 
 /// Health over HTTP (feature `http`).
 #[cfg(feature = "http")]
-pub use backoff_runtime::http;
-pub use backoff_runtime::{
+pub use rabbit_backoff_runtime::http;
+pub use rabbit_backoff_runtime::{
     Consumer, ConsumerStatus, Context, ContextBuilder, DEFAULT_AMQP_URL, DeadLetterFilter,
     DeadLetterMessage, DeadLetterReport, Dlq, Error, FromContext, Health, HealthWatch,
     MissingObject, Outgoing, PublishFailure, Publisher, QueueStatus, ReplayOptions, RunningRuntime,
@@ -114,7 +114,7 @@ pub use backoff_runtime::{
 /// | `timeout` | longest a handler call may take (a transient failure past it) | none |
 /// | `declare` | `"declare"` the topology, or `"passive"`: only check that every exchange and queue exists (not their arguments), for topologies operators own | `"declare"` |
 /// | `crate` | path of this crate, when renamed | `::rabbit_backoff` |
-pub use backoff_macros::backoff_consumer;
+pub use rabbit_backoff_macros::backoff_consumer;
 
 /// Derives [`Classify`](trait@Classify): every variant is transient unless
 /// marked `#[permanent]`; `#[permanent]` on a struct or on the enum itself
@@ -132,7 +132,7 @@ pub use backoff_macros::backoff_consumer;
 /// assert_eq!(OrderError::Unavailable.classify(), ErrorClass::Transient);
 /// assert_eq!(OrderError::Invalid("x".into()).classify(), ErrorClass::Permanent);
 /// ```
-pub use backoff_macros::Classify;
+pub use rabbit_backoff_macros::Classify;
 
 pub mod prelude;
 

@@ -1,7 +1,7 @@
-use backoff_core::{
+use clap::Args;
+use rabbit_backoff_core::{
     ConsumerSpec, Delays, ExchangeKind, Jitter, NameOverrides, QueueType, RetryReturn,
 };
-use clap::Args;
 
 /// Names one consumer's topology, as `#[backoff_consumer]` does.
 #[derive(Debug, Clone, Args)]

@@ -1,7 +1,7 @@
 //! Every consumer topology on the vhost, found from the management API's
-//! queues and bindings by its shape (see `backoff_core::discover`).
+//! queues and bindings by its shape (see `rabbit_backoff_core::discover`).
 
-use backoff_core::{
+use rabbit_backoff_core::{
     BindingListing, ConsumerSpec, Delays, FoundTopology, NameOverrides, QueueListing,
     discover as discover_topologies,
 };
@@ -76,25 +76,27 @@ pub fn discover(amqp_url: &str, management_url: &str) -> Result<Vec<DiscoveredCo
             consumers: listed.map_or(0, |q| q.consumers),
         }
     };
-    Ok(
-        discover_topologies(&listings, &bindings, &backoff_runtime::is_marker_queue)
-            .into_iter()
-            .map(|found| DiscoveredConsumer {
-                queue: found.queue.clone(),
-                spec: spec_of(&found),
-                work: depth(&found.queue),
-                tiers: found
-                    .retry_queues
-                    .iter()
-                    .map(|(name, delay_ms)| Tier {
-                        depth: depth(name),
-                        delay_ms: *delay_ms,
-                    })
-                    .collect(),
-                dead_letter: depth(&found.dead_letter_queue),
+    Ok(discover_topologies(
+        &listings,
+        &bindings,
+        &rabbit_backoff_runtime::is_marker_queue,
+    )
+    .into_iter()
+    .map(|found| DiscoveredConsumer {
+        queue: found.queue.clone(),
+        spec: spec_of(&found),
+        work: depth(&found.queue),
+        tiers: found
+            .retry_queues
+            .iter()
+            .map(|(name, delay_ms)| Tier {
+                depth: depth(name),
+                delay_ms: *delay_ms,
             })
             .collect(),
-    )
+        dead_letter: depth(&found.dead_letter_queue),
+    })
+    .collect())
 }
 
 /// Runs [`discover`] off the async runtime (the management client
@@ -116,7 +118,7 @@ fn spec_of(found: &FoundTopology) -> ConsumerSpec {
     let delays = Delays::from_millis(
         delays
             .into_iter()
-            .take(backoff_core::MAX_TIERS as usize)
+            .take(rabbit_backoff_core::MAX_TIERS as usize)
             .collect(),
     )
     .unwrap_or_else(|_| Delays::from_millis(vec![1]).expect("one delay is valid"));

@@ -3,10 +3,10 @@ use std::process::ExitCode;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 
-use backoff_runtime::{
+use clap::{Args, Subcommand};
+use rabbit_backoff_runtime::{
     DeadLetterFilter, DeadLetterMessage, DeadLetterRecord, DeadLetterReport, Dlq, ReplayOptions,
 };
-use clap::{Args, Subcommand};
 
 use crate::consumer_args::ConsumerArgs;
 use crate::filter_args::FilterArgs;

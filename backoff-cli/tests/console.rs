@@ -11,13 +11,13 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use backoff_core::{ConsumerSpec, Topology};
 use fantoccini::{Client, ClientBuilder, Locator};
 use lapin::options::{
     BasicPublishOptions, ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
+use rabbit_backoff_core::{ConsumerSpec, Topology};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "console-test-token-0123456789";
@@ -65,10 +65,10 @@ struct Fixture {
 impl Fixture {
     async fn new(name: &str, dead_letters: &[DeadLetter]) -> Fixture {
         let spec = ConsumerSpec::new(unique(name), "1s,2s".parse().unwrap());
-        let connection = backoff_runtime::connect(&url())
+        let connection = rabbit_backoff_runtime::connect(&url())
             .await
             .unwrap_or_else(|e| panic!("no RabbitMQ at {} ({e}); run scripts/test.sh", url()));
-        backoff_runtime::declare_topology(&*connection, &Topology::of(&spec))
+        rabbit_backoff_runtime::declare_topology(&*connection, &Topology::of(&spec))
             .await
             .expect("declare the topology");
         connection.close().await;

@@ -20,7 +20,7 @@ use crate::parse_duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use backoff_core::BreakerSpec;
+/// use rabbit_backoff_core::BreakerSpec;
 ///
 /// let spec: BreakerSpec = "50% of 20, pause 30s".parse()?;
 /// assert_eq!((spec.percent, spec.window, spec.pause), (50, 20, Duration::from_secs(30)));
@@ -110,7 +110,7 @@ pub enum BreakerAction {
 /// The state of one consumer's breaker.
 ///
 /// ```
-/// use backoff_core::{Breaker, BreakerAction, BreakerState};
+/// use rabbit_backoff_core::{Breaker, BreakerAction, BreakerState};
 ///
 /// let mut breaker = Breaker::new("50% of 4, pause 1s".parse()?);
 /// assert_eq!(breaker.record(true), BreakerAction::Continue);

@@ -43,7 +43,7 @@ impl From<ErrorClass> for Verdict {
 /// those marked `#[permanent]`.
 ///
 /// ```
-/// use backoff_core::{Classify, ErrorClass};
+/// use rabbit_backoff_core::{Classify, ErrorClass};
 ///
 /// enum PaymentError { Timeout, CardDeclined }
 ///
@@ -64,7 +64,7 @@ impl From<ErrorClass> for Verdict {
 ///
 /// ```
 /// use std::time::Duration;
-/// use backoff_core::{Classify, ErrorClass, Verdict};
+/// use rabbit_backoff_core::{Classify, ErrorClass, Verdict};
 ///
 /// struct HttpError { status: u16, retry_after: Option<Duration> }
 ///

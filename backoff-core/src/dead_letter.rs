@@ -51,7 +51,7 @@ impl fmt::Display for DeadLetterReason {
 /// saying how much was cut.
 ///
 /// ```
-/// use backoff_core::{truncate_error, MAX_ERROR_LEN};
+/// use rabbit_backoff_core::{truncate_error, MAX_ERROR_LEN};
 /// assert_eq!(truncate_error("short"), "short");
 /// let long = "é".repeat(10_000);
 /// let cut = truncate_error(&long);
@@ -69,7 +69,7 @@ const MARKER_LEN: usize = 48;
 /// character boundary, saying how much was cut.
 ///
 /// ```
-/// use backoff_core::truncate_error_to;
+/// use rabbit_backoff_core::truncate_error_to;
 /// let cut = truncate_error_to(&"x".repeat(1_000), 300);
 /// assert!(cut.len() <= 300);
 /// assert!(cut.ends_with("bytes truncated]"));

@@ -91,7 +91,7 @@ pub enum Fit {
 /// names and values.
 ///
 /// ```
-/// use backoff_core::broker_headroom;
+/// use rabbit_backoff_core::broker_headroom;
 /// assert_eq!(broker_headroom("orders.retry_5000ms", "orders.retry", "orders.retry_5000ms"), 512 + 3 * 31 + 2 * 19);
 /// ```
 pub fn broker_headroom(queue: &str, exchange: &str, routing_key: &str) -> usize {
@@ -108,7 +108,7 @@ pub const DEAD_LETTER_HEADROOM: usize = 64;
 /// sizes; the answer holds their indices.
 ///
 /// ```
-/// use backoff_core::headers_to_drop;
+/// use rabbit_backoff_core::headers_to_drop;
 /// assert_eq!(headers_to_drop(&[10, 120_000, 300, 5_000], 2_000), vec![1]);
 /// assert_eq!(headers_to_drop(&[10, 300], 1_000), vec![1, 0]);
 /// ```
@@ -129,7 +129,7 @@ pub fn headers_to_drop(sizes: &[usize], excess: usize) -> Vec<usize> {
 /// The largest content-header payload a connection with `frame_max` accepts.
 ///
 /// ```
-/// assert_eq!(backoff_core::header_limit(131_072), 131_064);
+/// assert_eq!(rabbit_backoff_core::header_limit(131_072), 131_064);
 /// ```
 pub fn header_limit(frame_max: u32) -> usize {
     (frame_max as usize).saturating_sub(FRAME_OVERHEAD)
@@ -140,7 +140,7 @@ pub fn header_limit(frame_max: u32) -> usize {
 /// little as possible, in the order of the module's docs.
 ///
 /// ```
-/// use backoff_core::{CopySizes, Fit, ShrinkPlan, fit_copy};
+/// use rabbit_backoff_core::{CopySizes, Fit, ShrinkPlan, fit_copy};
 ///
 /// let sizes = CopySizes { total: 143_000, history: vec![5_000, 5_000], error: 4_096, original: 80 };
 /// // Both history entries go, then x-error is cut by what is still over.

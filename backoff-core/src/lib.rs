@@ -13,7 +13,7 @@
 //! here is unit-tested without one.
 //!
 //! ```
-//! use backoff_core::{decide, Attempt, Decision, Delays, Outcome, Policy, Verdict};
+//! use rabbit_backoff_core::{decide, Attempt, Decision, Delays, Outcome, Policy, Verdict};
 //!
 //! let delays: Delays = "5s,15s,60s".parse()?;
 //! let failed = Outcome::Failed { verdict: Verdict::Retry, error: "db down".into() };
@@ -21,7 +21,7 @@
 //!     decide(Policy::new(&delays), Attempt::count(0), &failed),
 //!     Decision::Retry { delay_ms: 5_000, next_count: 1 }
 //! );
-//! # Ok::<(), backoff_core::DelayError>(())
+//! # Ok::<(), rabbit_backoff_core::DelayError>(())
 //! ```
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]

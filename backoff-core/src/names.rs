@@ -27,7 +27,7 @@ pub struct NameOverrides {
 /// Every name a consumer's topology uses, after defaults and overrides.
 ///
 /// ```
-/// use backoff_core::{NameOverrides, TopologyNames};
+/// use rabbit_backoff_core::{NameOverrides, TopologyNames};
 ///
 /// let names = TopologyNames::resolve("orders", &NameOverrides::default());
 /// assert_eq!(names.retry_queue(5_000), "orders.retry_5000ms");
@@ -86,7 +86,7 @@ impl TopologyNames {
     /// Finds tiers of an older schedule that may still hold messages.
     ///
     /// ```
-    /// # use backoff_core::{NameOverrides, TopologyNames};
+    /// # use rabbit_backoff_core::{NameOverrides, TopologyNames};
     /// let names = TopologyNames::resolve("orders", &NameOverrides::default());
     /// assert_eq!(names.retry_delay_of("orders.retry_250ms"), Some(250));
     /// assert_eq!(names.retry_delay_of("orders.dlq"), None);
@@ -144,7 +144,7 @@ pub enum NameError {
 /// keys may use the `amq.` prefix and may be empty only where `allow_empty`.
 ///
 /// ```
-/// use backoff_core::validate_name;
+/// use rabbit_backoff_core::validate_name;
 /// assert!(validate_name("queue", "orders").is_ok());
 /// assert!(validate_name("queue", "amq.orders").is_err());
 /// ```

@@ -10,7 +10,7 @@ pub const REPLAY_HISTORY_LIMIT: usize = 10;
 /// held `entries` before the replay added its own.
 ///
 /// ```
-/// use backoff_core::{history_overflow, REPLAY_HISTORY_LIMIT};
+/// use rabbit_backoff_core::{history_overflow, REPLAY_HISTORY_LIMIT};
 /// assert_eq!(history_overflow(3), 0);
 /// assert_eq!(history_overflow(REPLAY_HISTORY_LIMIT), 1);
 /// assert_eq!(history_overflow(25), 16);
@@ -37,7 +37,7 @@ pub const FAILURE_HEADERS: [&str; 8] = [
 /// fanout or topic work exchange does not deliver it to other queues again.
 ///
 /// ```
-/// use backoff_core::replay_target;
+/// use rabbit_backoff_core::replay_target;
 /// assert_eq!(replay_target(Some("orders"), "fallback"), ("".to_owned(), "orders".to_owned()));
 /// assert_eq!(replay_target(None, "orders"), ("".to_owned(), "orders".to_owned()));
 /// ```

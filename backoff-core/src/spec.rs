@@ -96,7 +96,7 @@ impl RetryReturn {
     /// through it would deliver the message to every queue bound to it.
     ///
     /// ```
-    /// use backoff_core::{ExchangeKind, RetryReturn};
+    /// use rabbit_backoff_core::{ExchangeKind, RetryReturn};
     /// assert!(RetryReturn::Exchange.check(ExchangeKind::Direct).is_ok());
     /// assert!(RetryReturn::Exchange.check(ExchangeKind::Fanout).is_err());
     /// assert!(RetryReturn::Queue.check(ExchangeKind::Fanout).is_ok());
@@ -194,7 +194,7 @@ impl FromStr for QueueType {
 /// operators change it before start-up without recompiling.
 ///
 /// ```
-/// use backoff_core::ConsumerSpec;
+/// use rabbit_backoff_core::ConsumerSpec;
 ///
 /// let mut spec = ConsumerSpec::new("orders", "5s,15s,60s".parse()?);
 /// spec.prefetch = 50;
@@ -315,13 +315,13 @@ impl ConsumerSpec {
     /// retry queue each.
     ///
     /// ```
-    /// use backoff_core::ConsumerSpec;
+    /// use rabbit_backoff_core::ConsumerSpec;
     ///
     /// let mut spec = ConsumerSpec::new("orders", "exponential(1s, x2, 4, max 4s)".parse()?);
     /// assert_eq!(spec.retry_delays(), vec![1_000, 2_000, 4_000]);
     /// spec.jitter = Some("20%".parse().unwrap());
     /// assert_eq!(spec.retry_delays()[..5], [800, 900, 1_000, 1_100, 1_200]);
-    /// # Ok::<(), backoff_core::DelayError>(())
+    /// # Ok::<(), rabbit_backoff_core::DelayError>(())
     /// ```
     pub fn retry_delays(&self) -> Vec<u64> {
         let mut delays = Vec::new();
@@ -367,14 +367,14 @@ impl ConsumerSpec {
     /// `prefetch`.
     ///
     /// ```
-    /// use backoff_core::ConsumerSpec;
+    /// use rabbit_backoff_core::ConsumerSpec;
     ///
     /// let mut spec = ConsumerSpec::new("orders", "5s".parse()?);
     /// spec.prefetch = 50;
     /// assert_eq!(spec.effective_concurrency(), 50);
     /// spec.concurrency = Some(4);
     /// assert_eq!(spec.effective_concurrency(), 4);
-    /// # Ok::<(), backoff_core::DelayError>(())
+    /// # Ok::<(), rabbit_backoff_core::DelayError>(())
     /// ```
     pub fn effective_concurrency(&self) -> usize {
         self.concurrency

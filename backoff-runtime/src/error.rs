@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use backoff_core::SpecError;
+use rabbit_backoff_core::SpecError;
 
 use crate::transport::TransportError;
 

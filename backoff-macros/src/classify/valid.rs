@@ -1,7 +1,7 @@
 //! Checks the markers' combinations and values, with `backoff-core`'s rules
 //! for the ladders, into the verdict of each case.
 
-use backoff_core::Delays;
+use rabbit_backoff_core::Delays;
 use syn::{Fields, Member, Type};
 
 use super::ast::{Case, Input, Kind, Marker};

@@ -55,10 +55,10 @@ pub(crate) fn expand(handler: &Handler<'_>, config: &Config) -> TokenStream {
         let kind = kind.as_str();
         settings.push(quote! { spec.exchange_kind = #private::exchange_kind(#kind); });
     }
-    if let Some(backoff_core::QueueType::Quorum) = config.queue_type {
+    if let Some(rabbit_backoff_core::QueueType::Quorum) = config.queue_type {
         settings.push(quote! { spec.queue_type = #private::QueueType::Quorum; });
     }
-    if let Some(backoff_core::RetryReturn::Exchange) = config.retry_return {
+    if let Some(rabbit_backoff_core::RetryReturn::Exchange) = config.retry_return {
         settings.push(quote! { spec.retry_return = #private::RetryReturn::Exchange; });
     }
     if let Some(jitter) = config.jitter {
@@ -72,7 +72,7 @@ pub(crate) fn expand(handler: &Handler<'_>, config: &Config) -> TokenStream {
             quote! { spec.breaker = ::std::option::Option::Some(#private::breaker(#breaker)); },
         );
     }
-    if let Some(backoff_core::DeclareMode::Passive) = config.declare {
+    if let Some(rabbit_backoff_core::DeclareMode::Passive) = config.declare {
         settings.push(quote! { spec.declare = #private::DeclareMode::Passive; });
     }
     let n = &config.names;

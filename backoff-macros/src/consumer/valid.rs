@@ -1,7 +1,7 @@
 //! Checks the arguments and the handler, with the rules of `backoff-core`, so
 //! that a bad delay or name is a compile error pointing at it.
 
-use backoff_core::{
+use rabbit_backoff_core::{
     BreakerSpec, DeclareMode, Delays, ExchangeKind, Jitter, NameOverrides, QueueType, RetryReturn,
     TopologyNames, parse_duration, validate_name,
 };
@@ -63,7 +63,7 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
     let breaker = parsed::<BreakerSpec>(cx, args, "breaker");
     if let (Some(queue), Some(delays)) = (&queue, &delays) {
         // Whole-topology checks, such as the longest retry queue name.
-        let mut spec = backoff_core::ConsumerSpec::new(queue.clone(), delays.clone());
+        let mut spec = rabbit_backoff_core::ConsumerSpec::new(queue.clone(), delays.clone());
         spec.jitter = jitter;
         let longest = spec.retry_delays().into_iter().max().unwrap_or(0);
         for error in TopologyNames::resolve(queue, &names).validate(longest) {

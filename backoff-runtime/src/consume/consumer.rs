@@ -1,7 +1,7 @@
 use std::fmt::Display;
 use std::future::Future;
 
-use backoff_core::{Classify, ConsumerSpec};
+use rabbit_backoff_core::{Classify, ConsumerSpec};
 use serde::de::DeserializeOwned;
 
 use crate::{Context, StateRequirement};
@@ -13,8 +13,8 @@ use crate::{Context, StateRequirement};
 /// this trait. Implement it by hand when the spec is only known at run time.
 ///
 /// ```
-/// use backoff_runtime::{Consumer, Context};
-/// use backoff_core::{Classify, ConsumerSpec, ErrorClass};
+/// use rabbit_backoff_runtime::{Consumer, Context};
+/// use rabbit_backoff_core::{Classify, ConsumerSpec, ErrorClass};
 ///
 /// #[derive(Debug)]
 /// struct Unavailable;

@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, UNIX_EPOCH};
 
-use backoff_core::DeadLetterReason;
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
+use rabbit_backoff_core::DeadLetterReason;
 
 /// Messages whose handler succeeded, by consumer.
 pub const HANDLED: &str = "rabbit_backoff_messages_handled_total";

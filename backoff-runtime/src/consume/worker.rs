@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use backoff_core::{
+use futures_util::stream::FuturesUnordered;
+use futures_util::{FutureExt, StreamExt};
+use rabbit_backoff_core::{
     Attempt, Breaker, BreakerAction, Classify, ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter,
     DeadLetterReason, Decision, HeaderValue, MAX_HEADER_DEPTH, Outcome, Topology, Verdict,
     broker_headroom, decide, header_limit, headers, parse_failed_at, truncate_error,
 };
-use futures_util::stream::FuturesUnordered;
-use futures_util::{FutureExt, StreamExt};
 use tracing::Instrument;
 
 use crate::consume::meters::Meters;

@@ -3,8 +3,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use backoff_core::{ConsumerSpec, ReconnectBackoff, Topology};
 use futures_util::future::BoxFuture;
+use rabbit_backoff_core::{ConsumerSpec, ReconnectBackoff, Topology};
 use tokio::task::JoinSet;
 
 use crate::consume::state::StateMap;
@@ -18,8 +18,8 @@ use crate::{Consumer, Error, Health, HealthWatch, ShutdownHandle, StateRequireme
 /// and run-time overrides.
 ///
 /// ```no_run
-/// # use backoff_runtime::{Consumer, Runtime};
-/// # async fn demo(process_order: impl Consumer) -> Result<(), backoff_runtime::Error> {
+/// # use rabbit_backoff_runtime::{Consumer, Runtime};
+/// # async fn demo(process_order: impl Consumer) -> Result<(), rabbit_backoff_runtime::Error> {
 /// Runtime::builder()
 ///     .uri("amqp://guest:guest@127.0.0.1:5672/%2f")
 ///     .consumer_with(process_order, |spec| spec.prefetch = 50)
@@ -339,7 +339,7 @@ impl RuntimeBuilder {
     /// A concurrency that was not set explicitly follows a changed prefetch.
     ///
     /// ```no_run
-    /// # use backoff_runtime::{Consumer, Runtime};
+    /// # use rabbit_backoff_runtime::{Consumer, Runtime};
     /// # fn demo(process_order: impl Consumer) -> Result<(), Box<dyn std::error::Error>> {
     /// let runtime = Runtime::builder()
     ///     .consumer_with(process_order, |spec| {

@@ -8,7 +8,7 @@ use crate::DeadLetterMessage;
 /// an empty filter matches everything.
 ///
 /// ```
-/// use backoff_runtime::DeadLetterFilter;
+/// use rabbit_backoff_runtime::DeadLetterFilter;
 ///
 /// let filter = DeadLetterFilter::default()
 ///     .error("timeout|unavailable")?
@@ -25,7 +25,7 @@ pub struct DeadLetterFilter {
     /// `x-original-routing-key` is exactly this.
     pub routing_key: Option<String>,
     /// `x-failed-at` is before this instant (read by
-    /// [`parse_failed_at`](backoff_core::parse_failed_at): the framework's own
+    /// [`parse_failed_at`](rabbit_backoff_core::parse_failed_at): the framework's own
     /// timestamps and those of hand-written consumers, such as JavaScript's
     /// `toISOString()`; a message without a readable one does not match).
     pub before: Option<SystemTime>,
@@ -121,7 +121,7 @@ impl DeadLetterFilter {
             let Some(failed_at) = message
                 .failed_at
                 .as_deref()
-                .and_then(backoff_core::parse_failed_at)
+                .and_then(rabbit_backoff_core::parse_failed_at)
             else {
                 return false;
             };

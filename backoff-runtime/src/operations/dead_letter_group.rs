@@ -1,13 +1,13 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use backoff_core::{fingerprint, parse_failed_at};
+use rabbit_backoff_core::{fingerprint, parse_failed_at};
 use serde::Serialize;
 
 use crate::DeadLetterMessage;
 
 /// Dead letters that failed the same way: the same reason and the same
-/// error [`fingerprint`](backoff_core::fingerprint), so that "order 17 not
+/// error [`fingerprint`](rabbit_backoff_core::fingerprint), so that "order 17 not
 /// found" and "order 42 not found" are one group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeadLetterGroup {
@@ -102,7 +102,7 @@ impl GroupTally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use backoff_core::group_id;
+    use rabbit_backoff_core::group_id;
 
     fn message(id: &str, reason: Option<&str>, error: &str, failed_at: &str) -> DeadLetterMessage {
         DeadLetterMessage {

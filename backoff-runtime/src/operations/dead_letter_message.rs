@@ -1,8 +1,8 @@
 use std::collections::BTreeMap;
 
 use crate::transport::Delivery;
-use backoff_core::{HeaderValue, fingerprint, group_id, headers, read_retry_count};
 use lapin::types::AMQPValue;
+use rabbit_backoff_core::{HeaderValue, fingerprint, group_id, headers, read_retry_count};
 use serde::Serialize;
 
 use crate::transport::values::header_view;
@@ -40,7 +40,7 @@ pub struct DeadLetterMessage {
     /// Whether the broker had delivered it before.
     pub redelivered: bool,
     /// Its dead-letter group: the same for every message with the same
-    /// reason and error [`fingerprint`](backoff_core::fingerprint).
+    /// reason and error [`fingerprint`](rabbit_backoff_core::fingerprint).
     pub group: String,
 }
 

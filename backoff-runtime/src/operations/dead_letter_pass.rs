@@ -35,12 +35,12 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use backoff_core::{MAX_HEADER_DEPTH, QueueDecl, headers::PASS_SENTINEL};
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use futures_util::stream::BoxStream;
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use rabbit_backoff_core::{MAX_HEADER_DEPTH, QueueDecl, headers::PASS_SENTINEL};
 
 use crate::Error;
 use crate::settle::frame_fit::{Released, header_depth};

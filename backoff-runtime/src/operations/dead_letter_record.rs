@@ -15,7 +15,7 @@ use crate::transport::Delivery;
 /// with its AMQP type, and the body's bytes in base64.
 ///
 /// ```
-/// use backoff_runtime::DeadLetterRecord;
+/// use rabbit_backoff_runtime::DeadLetterRecord;
 ///
 /// let line = r#"{"routing_key":"orders.dlq","properties":{"message_id":"m-1",
 ///   "headers":{"x-retry-count":{"type":"i64","value":3},
@@ -113,7 +113,7 @@ pub struct RecordError(String);
 
 impl DeadLetterRecord {
     /// The record of a delivered message. Its headers must nest at most
-    /// [`MAX_HEADER_DEPTH`](backoff_core::MAX_HEADER_DEPTH) levels (the
+    /// [`MAX_HEADER_DEPTH`](rabbit_backoff_core::MAX_HEADER_DEPTH) levels (the
     /// caller checks; deeper ones are not exported).
     pub(crate) fn of(delivery: &Delivery) -> Self {
         let p = &delivery.properties;

@@ -1,13 +1,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use backoff_core::{
+use lapin::BasicProperties;
+use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
+use rabbit_backoff_core::{
     ConsumerSpec, FAILURE_HEADERS, HeaderValue, MAX_HEADER_DEPTH, QueueType, REPLAY_HISTORY,
     REPLAYED_AT, TopologyNames, broker_headroom, headers, history_overflow, read_retry_count,
     replay_target,
 };
-use lapin::BasicProperties;
-use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
 use serde::Serialize;
 
 use crate::operations::dead_letter_group::{DeadLetterGroup, GroupTally};
@@ -68,9 +68,9 @@ pub struct SkippedMessage {
 /// messages an operation does not apply to keep their order.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), backoff_runtime::Error> {
-/// use backoff_core::ConsumerSpec;
-/// use backoff_runtime::{DeadLetterFilter, Dlq, ReplayOptions};
+/// # async fn demo() -> Result<(), rabbit_backoff_runtime::Error> {
+/// use rabbit_backoff_core::ConsumerSpec;
+/// use rabbit_backoff_runtime::{DeadLetterFilter, Dlq, ReplayOptions};
 ///
 /// let spec = ConsumerSpec::new("orders", "5s,15s,60s".parse().unwrap());
 /// let dlq = Dlq::connect("amqp://guest:guest@127.0.0.1:5672/%2f", &spec).await?;
@@ -513,7 +513,7 @@ pub struct ExportReport {
 
 /// The properties of a replayed copy: the failure headers move into one new
 /// entry of `x-replay-history`, which keeps the newest
-/// [`REPLAY_HISTORY_LIMIT`](backoff_core::REPLAY_HISTORY_LIMIT) entries;
+/// [`REPLAY_HISTORY_LIMIT`](rabbit_backoff_core::REPLAY_HISTORY_LIMIT) entries;
 /// `x-replay-count` counts every replay; `x-retry-count` starts again at 0.
 pub(crate) fn replay_properties(original: &BasicProperties, replayed_at: &str) -> BasicProperties {
     let mut table = original.headers().clone().unwrap_or_default();

@@ -1,5 +1,5 @@
 use crate::transport::Connection;
-use backoff_core::TopologyNames;
+use rabbit_backoff_core::TopologyNames;
 use serde::Serialize;
 
 use crate::Error;

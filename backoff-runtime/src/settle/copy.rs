@@ -3,9 +3,9 @@
 
 use std::any::Any;
 
-use backoff_core::{HeaderValue, RetryCount, headers, read_retry_count};
 use lapin::BasicProperties;
 use lapin::types::ShortString;
+use rabbit_backoff_core::{HeaderValue, RetryCount, headers, read_retry_count};
 
 use crate::settle::publish::PERSISTENT;
 use crate::transport::values::{amqp_value, header_view};

@@ -1,16 +1,16 @@
 //! Measuring a message's properties as they go on the wire, and shrinking a
-//! copy to fit one frame by the core's plan ([`backoff_core::fit_copy`]).
+//! copy to fit one frame by the core's plan ([`rabbit_backoff_core::fit_copy`]).
 //!
 //! Every walk here is iterative: a header may nest tens of thousands of
 //! levels deep, and recursion over it would overflow a task's stack.
 
 use crate::transport::Delivery;
 use crate::transport::deep_drop::drop_deep;
-use backoff_core::{
-    CopySizes, Fit, MAX_HEADER_DEPTH, ShrinkPlan, fit_copy, headers, truncate_error_to,
-};
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
+use rabbit_backoff_core::{
+    CopySizes, Fit, MAX_HEADER_DEPTH, ShrinkPlan, fit_copy, headers, truncate_error_to,
+};
 
 /// The encoded size and nesting depth of some headers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,7 +213,7 @@ pub(crate) fn without_largest_headers(
         .collect();
     let mut excess = content_header_len(&properties).saturating_sub(limit);
     loop {
-        let dropped = backoff_core::headers_to_drop(&sizes, excess);
+        let dropped = rabbit_backoff_core::headers_to_drop(&sizes, excess);
         let names: Vec<String> = dropped
             .iter()
             .map(|&i| format!("{} ({} bytes)", users[i].0, sizes[i]))

@@ -5,9 +5,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use backoff_core::header_limit;
 use futures_util::future::BoxFuture;
 use lapin::BasicProperties;
+use rabbit_backoff_core::header_limit;
 
 use crate::PublishFailure;
 use crate::settle::frame_fit::{TooLarge, fit_to_frame};
@@ -238,7 +238,7 @@ impl Settler {
 
 #[cfg(all(test, feature = "testing"))]
 mod tests {
-    use backoff_core::QueueDecl;
+    use rabbit_backoff_core::QueueDecl;
 
     use super::*;
     use crate::transport::Transport;

@@ -4,7 +4,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use backoff_core::{ExchangeKind, QueueDecl};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use lapin::options::{
@@ -15,6 +14,7 @@ use lapin::options::{
 use lapin::types::{FieldTable, ShortString};
 use lapin::uri::AMQPUri;
 use lapin::{BasicProperties, Confirmation, ConnectionProperties, ErrorKind};
+use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 
 use super::{
     Acker, Channel, Confirm, Connection, Deliveries, Delivery, Lost, LostSignal, PendingConfirm,
@@ -34,8 +34,8 @@ pub const MAX_FRAME_SIZE: u32 = 131_072;
 /// `amqps://`) address.
 ///
 /// ```
-/// use backoff_runtime::transport::amqp::AmqpTransport;
-/// use backoff_runtime::transport::Transport;
+/// use rabbit_backoff_runtime::transport::amqp::AmqpTransport;
+/// use rabbit_backoff_runtime::transport::Transport;
 ///
 /// let transport = AmqpTransport::new("amqp://guest:secret@127.0.0.1:5672/%2f");
 /// assert_eq!(transport.describe(), "amqp://guest:***@127.0.0.1:5672/%2f");

@@ -1,4 +1,4 @@
-use backoff_core::{DeclareMode, Topology};
+use rabbit_backoff_core::{DeclareMode, Topology};
 
 use crate::settle::publish::channel_error;
 use crate::transport::{Connection, PRECONDITION_FAILED, TransportError};

@@ -25,10 +25,10 @@ pub use lost::{Lost, LostSignal};
 use std::fmt;
 use std::sync::Arc;
 
-use backoff_core::{ExchangeKind, QueueDecl};
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use lapin::BasicProperties;
+use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 
 /// A way to reach a broker: each call of [`connect`](Transport::connect) is a
 /// new connection, as after a reconnect.

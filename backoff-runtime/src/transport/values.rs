@@ -1,8 +1,8 @@
 //! Conversions between the core's view of header and argument values and
 //! lapin's AMQP values: the wire data model every layer shares.
 
-use backoff_core::{Argument, HeaderValue};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use rabbit_backoff_core::{Argument, HeaderValue};
 
 use crate::Error;
 

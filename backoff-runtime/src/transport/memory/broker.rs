@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use backoff_core::{ExchangeKind, QueueDecl};
 use lapin::BasicProperties;
 use lapin::types::FieldTable;
+use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 use tokio::time::Instant;
 
 use super::channel::ConnectionShared;

@@ -11,10 +11,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::Poll;
 
-use backoff_core::{ExchangeKind, QueueDecl};
 use futures_util::future::BoxFuture;
 use lapin::BasicProperties;
 use lapin::types::AMQPValue;
+use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 use tokio::sync::mpsc;
 
 use super::broker::BrokerShared;

@@ -1,7 +1,7 @@
 //! Exchanges and routing: which queues a routing key (and headers) reach.
 
-use backoff_core::ExchangeKind;
 use lapin::types::{AMQPValue, FieldTable};
+use rabbit_backoff_core::ExchangeKind;
 
 /// One exchange: its type and its bindings, in the order they were made.
 #[derive(Debug, Clone)]

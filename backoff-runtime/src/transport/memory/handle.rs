@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::transport::values::header_view;
-use backoff_core::{Argument, headers as header_names, read_retry_count};
 use futures_util::future::BoxFuture;
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
+use rabbit_backoff_core::{Argument, headers as header_names, read_retry_count};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
@@ -30,12 +30,12 @@ pub const IDLE_LIMIT: Duration = Duration::from_secs(3600);
 /// [`Transport::connect`] opens a new connection to it.
 ///
 /// ```
-/// use backoff_runtime::transport::memory::TestBroker;
-/// use backoff_runtime::transport::{Confirm, Transport};
-/// use backoff_core::{ExchangeKind, QueueDecl};
+/// use rabbit_backoff_runtime::transport::memory::TestBroker;
+/// use rabbit_backoff_runtime::transport::{Confirm, Transport};
+/// use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() -> Result<(), backoff_runtime::transport::TransportError> {
+/// # async fn main() -> Result<(), rabbit_backoff_runtime::transport::TransportError> {
 /// let broker = TestBroker::new();
 /// let channel = broker.connect().await?.open_channel().await?;
 /// channel.declare_exchange("orders", ExchangeKind::Direct).await?;
@@ -88,7 +88,7 @@ impl TestBroker {
     /// `amq.match`).
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// let broker = TestBroker::new();
     /// assert!(broker.exchange_exists("amq.topic"));
     /// assert!(broker.queue_names().is_empty());
@@ -108,9 +108,9 @@ impl TestBroker {
     /// `expiration` (RabbitMQ would close the channel): a mistake in the test.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
-    /// # use backoff_runtime::transport::Confirm;
-    /// # use backoff_runtime::lapin::BasicProperties;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::Confirm;
+    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// let broker = TestBroker::new();
@@ -143,7 +143,7 @@ impl TestBroker {
     /// As [`publish`](Self::publish), and when `value` cannot be serialized.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -180,8 +180,8 @@ impl TestBroker {
     /// [`Channel::declare_queue`](crate::transport::Channel::declare_queue)).
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
-    /// use backoff_core::Argument;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// use rabbit_backoff_core::Argument;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// let broker = TestBroker::new();
@@ -190,7 +190,7 @@ impl TestBroker {
     /// # }
     /// ```
     pub async fn declare_queue(&self, name: &str, arguments: Vec<(String, Argument)>) {
-        let decl = backoff_core::QueueDecl {
+        let decl = rabbit_backoff_core::QueueDecl {
             name: name.to_owned(),
             arguments,
         };
@@ -207,7 +207,7 @@ impl TestBroker {
     /// When the queue does not exist, naming the queues that do.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -228,7 +228,7 @@ impl TestBroker {
     /// [`messages`](Self::messages), for a dead-letter queue.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -247,7 +247,7 @@ impl TestBroker {
     /// When the queue does not exist.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -268,7 +268,7 @@ impl TestBroker {
     /// When the queue does not exist.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -287,7 +287,7 @@ impl TestBroker {
     /// When the queue does not exist.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -306,7 +306,7 @@ impl TestBroker {
     /// When the queue does not exist.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -323,7 +323,7 @@ impl TestBroker {
     /// The names of all queues, sorted.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -341,7 +341,7 @@ impl TestBroker {
     /// The names of all exchanges but the default one, sorted.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// let broker = TestBroker::new();
     /// assert!(broker.exchange_names().contains(&"amq.direct".to_owned()));
     /// ```
@@ -358,7 +358,7 @@ impl TestBroker {
     /// Whether a queue exists.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// assert!(!TestBroker::new().queue_exists("orders"));
     /// ```
     pub fn queue_exists(&self, queue: &str) -> bool {
@@ -368,7 +368,7 @@ impl TestBroker {
     /// Whether an exchange exists (the default exchange `""` always does).
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// assert!(TestBroker::new().exchange_exists(""));
     /// ```
     pub fn exchange_exists(&self, exchange: &str) -> bool {
@@ -379,7 +379,7 @@ impl TestBroker {
     /// exist.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// assert!(TestBroker::new().queue_arguments("orders").is_none());
     /// ```
     pub fn queue_arguments(&self, queue: &str) -> Option<Vec<(String, Argument)>> {
@@ -390,7 +390,7 @@ impl TestBroker {
     /// they were made; empty when the exchange does not exist.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// assert!(TestBroker::new().bindings("amq.direct").is_empty());
     /// ```
     pub fn bindings(&self, exchange: &str) -> Vec<(String, String)> {
@@ -411,8 +411,8 @@ impl TestBroker {
     /// `reject-publish` queue).
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
-    /// # use backoff_runtime::transport::Confirm;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::Confirm;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -432,8 +432,8 @@ impl TestBroker {
     /// [`Confirm::Returned`].
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
-    /// # use backoff_runtime::transport::Confirm;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::Confirm;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -451,9 +451,9 @@ impl TestBroker {
     /// the publishing channel closes (its unsettled deliveries return).
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
-    /// # use backoff_runtime::transport::{Transport, TransportError};
-    /// # use backoff_runtime::lapin::BasicProperties;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::{Transport, TransportError};
+    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), TransportError> {
     /// let broker = TestBroker::new();
@@ -474,10 +474,10 @@ impl TestBroker {
     /// queues, marked redelivered.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
-    /// # use backoff_runtime::transport::Transport;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::Transport;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), backoff_runtime::transport::TransportError> {
+    /// # async fn main() -> Result<(), rabbit_backoff_runtime::transport::TransportError> {
     /// let broker = TestBroker::new();
     /// let connection = broker.connect().await?;
     /// let channel = connection.open_channel().await?;
@@ -499,10 +499,10 @@ impl TestBroker {
     /// stay. Clients must reconnect with [`Transport::connect`].
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
-    /// # use backoff_runtime::transport::Transport;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::Transport;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), backoff_runtime::transport::TransportError> {
+    /// # async fn main() -> Result<(), rabbit_backoff_runtime::transport::TransportError> {
     /// let broker = TestBroker::new();
     /// let connection = broker.connect().await?;
     /// broker.close_connections();
@@ -534,8 +534,8 @@ impl TestBroker {
     /// Start consumers before calling it: a queue without consumers is idle.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
-    /// use backoff_core::Argument;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// use rabbit_backoff_core::Argument;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// let broker = TestBroker::new();
@@ -562,7 +562,7 @@ impl TestBroker {
     /// ran out.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// # use std::time::Duration;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -702,8 +702,8 @@ impl Message {
     /// The body.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
-    /// # use backoff_runtime::lapin::BasicProperties;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -719,7 +719,7 @@ impl Message {
     /// The body decoded from JSON.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -735,7 +735,7 @@ impl Message {
     /// Its properties, headers included.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -751,7 +751,7 @@ impl Message {
     /// Its headers (empty when it has none).
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -767,9 +767,9 @@ impl Message {
     /// One header's value.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
-    /// # use backoff_runtime::lapin::BasicProperties;
-    /// # use backoff_runtime::lapin::types::{AMQPValue, FieldTable};
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
+    /// # use rabbit_backoff_runtime::lapin::types::{AMQPValue, FieldTable};
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -790,9 +790,9 @@ impl Message {
     /// One header's value when it is a string (short or long, UTF-8).
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
-    /// # use backoff_runtime::lapin::BasicProperties;
-    /// # use backoff_runtime::lapin::types::{AMQPValue, FieldTable, LongString};
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
+    /// # use rabbit_backoff_runtime::lapin::types::{AMQPValue, FieldTable, LongString};
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -810,8 +810,8 @@ impl Message {
     /// Its `message_id`.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
-    /// # use backoff_runtime::lapin::BasicProperties;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -830,7 +830,7 @@ impl Message {
     /// The exchange it was last published (or dead-lettered) to.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -846,7 +846,7 @@ impl Message {
     /// The routing key it was last published (or dead-lettered) with.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -862,7 +862,7 @@ impl Message {
     /// Whether it was delivered before and returned unsettled.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -879,9 +879,9 @@ impl Message {
     /// a decimal string; absent or unusable → 0).
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
-    /// # use backoff_runtime::lapin::BasicProperties;
-    /// # use backoff_runtime::lapin::types::{AMQPValue, FieldTable, LongString};
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
+    /// # use rabbit_backoff_runtime::lapin::types::{AMQPValue, FieldTable, LongString};
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -902,8 +902,8 @@ impl Message {
     /// Its `x-death` entries, newest first.
     ///
     /// ```
-    /// # use backoff_runtime::transport::memory::TestBroker;
-    /// use backoff_core::Argument;
+    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// use rabbit_backoff_core::Argument;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// let broker = TestBroker::new();

@@ -30,13 +30,13 @@
 //! plays out a whole retry schedule (5s, 15s, 60s) in milliseconds.
 //!
 //! ```
-//! use backoff_core::{Argument, ExchangeKind, QueueDecl};
-//! use backoff_runtime::transport::memory::TestBroker;
-//! use backoff_runtime::transport::Transport;
+//! use rabbit_backoff_core::{Argument, ExchangeKind, QueueDecl};
+//! use rabbit_backoff_runtime::transport::memory::TestBroker;
+//! use rabbit_backoff_runtime::transport::Transport;
 //! use futures_util::StreamExt;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
-//! # async fn main() -> Result<(), backoff_runtime::transport::TransportError> {
+//! # async fn main() -> Result<(), rabbit_backoff_runtime::transport::TransportError> {
 //! let broker = TestBroker::new();
 //! let channel = broker.connect().await?.open_channel().await?;
 //! channel.declare_exchange("orders", ExchangeKind::Direct).await?;

@@ -11,9 +11,9 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use backoff_core::Argument;
-use backoff_core::arguments as arg;
 use lapin::BasicProperties;
+use rabbit_backoff_core::Argument;
+use rabbit_backoff_core::arguments as arg;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;

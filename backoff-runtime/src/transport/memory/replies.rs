@@ -6,7 +6,7 @@
 //! `assert_field_equivalence/4`, `equivalence_fail/4` and `val/1`, and the
 //! reply text format `"<NAME> - <explanation>"` of `rabbit_binary_generator`.
 
-use backoff_core::Argument;
+use rabbit_backoff_core::Argument;
 
 use crate::transport::{NOT_FOUND, PRECONDITION_FAILED, TransportError};
 

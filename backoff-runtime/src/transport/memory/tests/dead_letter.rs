@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use backoff_core::ExchangeKind;
 use lapin::types::{AMQPValue, FieldArray, LongString};
+use rabbit_backoff_core::ExchangeKind;
 use tokio::time::sleep;
 
 use super::*;

@@ -12,10 +12,10 @@ mod ttl;
 use std::sync::Arc;
 use std::time::Duration;
 
-use backoff_core::{Argument, QueueDecl};
 use futures_util::StreamExt;
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
+use rabbit_backoff_core::{Argument, QueueDecl};
 
 use super::TestBroker;
 use crate::transport::{Channel, Deliveries, Delivery, Transport, TransportError};

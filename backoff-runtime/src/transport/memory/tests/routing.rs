@@ -1,9 +1,9 @@
 //! Routing through each exchange type, and what a missing or mismatched
 //! exchange does.
 
-use backoff_core::ExchangeKind;
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, LongString};
+use rabbit_backoff_core::ExchangeKind;
 
 use super::*;
 use crate::transport::Confirm;
