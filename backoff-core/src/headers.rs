@@ -36,6 +36,14 @@ pub const FIRST_FAILED_AT: &str = "x-first-failed-at";
 /// last dead letter, and stop when it comes round. Its value is the pass's
 /// id.
 pub const PASS_SENTINEL: &str = "x-rabbit-backoff-pass";
+/// Stands for headers that nest deeper than
+/// [`MAX_HEADER_DEPTH`](crate::MAX_HEADER_DEPTH): the runtime's connection
+/// hands a delivery whose headers nest that deep to lapin with this one
+/// header instead, a byte array holding the original headers
+/// [packed](crate::deep_headers) (and puts the original back when such a
+/// table is published again on it). A consumer rejects such a delivery
+/// without requeue, so the broker dead-letters its untouched original.
+pub const DEEP_HEADERS: &str = "x-rabbit-backoff-deep-headers";
 
 /// Where the failed delivery came from: `x-original-queue`, `-exchange`,
 /// `-routing-key`.

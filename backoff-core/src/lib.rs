@@ -30,6 +30,7 @@ mod breaker;
 mod classify;
 mod dead_letter;
 mod decision;
+pub mod deep_headers;
 mod definitions;
 mod delays;
 mod discovery;

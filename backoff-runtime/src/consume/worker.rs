@@ -10,8 +10,8 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use rabbit_backoff_core::{
     Attempt, Breaker, BreakerAction, Classify, ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter,
-    DeadLetterReason, Decision, HeaderValue, MAX_HEADER_DEPTH, Outcome, Topology, Verdict,
-    broker_headroom, decide, header_limit, headers, parse_failed_at, truncate_error,
+    DeadLetterReason, Decision, HeaderValue, Outcome, Topology, Verdict, broker_headroom, decide,
+    header_limit, headers, parse_failed_at, truncate_error,
 };
 use tracing::Instrument;
 
@@ -19,14 +19,12 @@ use crate::consume::meters::Meters;
 use crate::consume::state::StateMap;
 use crate::settle::clock;
 use crate::settle::copy::{now_rfc3339, panic_message, republish_properties, retry_count_of};
-use crate::settle::frame_fit::{
-    TooLarge, content_header_len, header_depth, release, without_largest_headers,
-};
+use crate::settle::frame_fit::{TooLarge, content_header_len, without_largest_headers};
 use crate::settle::publish::{channel_error, confirm_channel};
 use crate::settle::settlement::{Repair, Settler, Target};
 use crate::settle::trace_context::continue_trace;
 use crate::transport::declare::establish_topology;
-use crate::transport::deep_drop::drop_deep;
+use crate::transport::frame_guard::SetAside;
 use crate::transport::values::header_view;
 use crate::transport::{Acker, Connection, Deliveries, Delivery, TransportError};
 use crate::{Consumer, Context, Error, Health, ShutdownHandle};
@@ -188,7 +186,6 @@ impl<C: Consumer> Worker<C> {
                     match next {
                         Some(Ok(delivery)) if stopping => {
                             self.settler.requeue_now(&delivery.acker).await;
-                            release(delivery);
                         }
                         Some(Ok(delivery)) => in_flight.push(self.process(delivery)),
                         Some(Err(e)) => {
@@ -325,13 +322,10 @@ impl<C: Consumer> Worker<C> {
             if let Some(warning) = &retry.warning {
                 tracing::warn!("{warning}");
             }
-            let depth = header_depth(&delivery.properties);
-            if depth > MAX_HEADER_DEPTH {
-                // Neither the handler nor a copy touches it: both would recurse
-                // through the headers on a task's stack.
-                let why = format!("headers nest {depth} levels deep, more than {MAX_HEADER_DEPTH}");
-                self.reject(&delivery.acker, &why).await;
-                drop_deep(delivery);
+            if let Some(set_aside) = SetAside::of(&delivery.properties) {
+                // Headers too deep for lapin, set aside by the connection's
+                // frame guard: the broker dead-letters the intact original.
+                self.reject(&delivery.acker, &set_aside.to_string()).await;
                 return false;
             }
             let attempt = Attempt {

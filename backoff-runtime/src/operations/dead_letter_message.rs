@@ -1,10 +1,13 @@
 use std::collections::BTreeMap;
 
 use crate::transport::Delivery;
-use lapin::types::AMQPValue;
-use rabbit_backoff_core::{HeaderValue, fingerprint, group_id, headers, read_retry_count};
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use rabbit_backoff_core::{
+    HeaderValue, MAX_HEADER_DEPTH, deep_headers, fingerprint, group_id, headers, read_retry_count,
+};
 use serde::Serialize;
 
+use crate::transport::frame_guard::packed_headers;
 use crate::transport::values::header_view;
 
 /// How many bytes of the body a summary shows.
@@ -56,7 +59,10 @@ const OWN_HEADERS: [&str; 7] = [
 
 impl DeadLetterMessage {
     pub(crate) fn of(delivery: &Delivery, position: usize) -> Self {
-        let table = delivery.properties.headers().as_ref();
+        let set_aside = set_aside_headers(&delivery.properties);
+        let table = set_aside
+            .as_ref()
+            .or(delivery.properties.headers().as_ref());
         let text = |name: &str| {
             table
                 .and_then(|t| t.inner().get(name))
@@ -109,6 +115,37 @@ impl DeadLetterMessage {
             group,
         }
     }
+}
+
+/// The headers a delivery stands for when the connection set them aside
+/// (they nest deeper than [`MAX_HEADER_DEPTH`]): each header that nests at
+/// most that deep as it is, each deeper one as a note saying so.
+fn set_aside_headers(properties: &lapin::BasicProperties) -> Option<FieldTable> {
+    let packed = packed_headers(properties)?;
+    let note = |text: String| AMQPValue::LongString(LongString::from(text));
+    let mut shown = FieldTable::default();
+    let Ok(entries) = deep_headers::entries(packed) else {
+        shown.insert(
+            headers::DEEP_HEADERS.into(),
+            note("(not shown: the headers are not a well-formed field table)".into()),
+        );
+        return Some(shown);
+    };
+    for entry in entries {
+        let parsed = (entry.depth <= MAX_HEADER_DEPTH)
+            .then(|| lapin::types::parsing::parse_value(entry.value.as_slice()).ok())
+            .flatten();
+        let value = match parsed {
+            Some((_, value)) => value,
+            None => note(format!(
+                "(not shown: nests {} levels deep, more than {MAX_HEADER_DEPTH}; \
+                 the message in the queue is intact)",
+                entry.depth
+            )),
+        };
+        shown.insert(entry.name.as_str().into(), value);
+    }
+    Some(shown)
 }
 
 /// The deepest level of nested tables and arrays shown; deeper ones show as

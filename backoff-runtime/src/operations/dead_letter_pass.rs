@@ -40,10 +40,9 @@ use futures_util::future::join_all;
 use futures_util::stream::BoxStream;
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
-use rabbit_backoff_core::{MAX_HEADER_DEPTH, QueueDecl, headers::PASS_SENTINEL};
+use rabbit_backoff_core::{QueueDecl, headers::PASS_SENTINEL};
 
 use crate::Error;
-use crate::settle::frame_fit::{Released, header_depth};
 use crate::settle::publish::{PERSISTENT, channel_error, confirm_channel};
 use crate::transport::{
     Channel, Confirm, Connection, Delivery, NOT_FOUND, PendingConfirm, QueueInfo, TransportError,
@@ -65,9 +64,8 @@ const BATCH: usize = 25;
 const IDLE: Duration = Duration::from_secs(2);
 
 /// How long a holding pass, the queue's only consumer, waits for messages
-/// the broker has already sent it: a message whose headers nest thousands
-/// of levels deep takes seconds to parse, and nothing ready in the queue
-/// does not mean nothing is on its way.
+/// the broker has already sent it: nothing ready in the queue does not mean
+/// nothing is on its way (large messages, a slow link).
 const IDLE_ALONE: Duration = Duration::from_secs(120);
 
 /// How long a pass that finds a marker queue without a ready flag waits for
@@ -85,7 +83,7 @@ pub fn is_marker_queue(name: &str) -> bool {
 }
 
 enum Phase {
-    Hold { held: VecDeque<Released> },
+    Hold { held: VecDeque<Delivery> },
     Rotate(Box<Rotation>),
 }
 
@@ -94,11 +92,11 @@ struct Rotation {
     /// Its sentinel's id.
     id: String,
     /// Its flag in the marker queue, held unacknowledged.
-    flag: Released,
+    flag: Delivery,
     /// Copies sent whose confirmation is still to come, with their originals.
-    in_flight: VecDeque<(PendingConfirm, Released)>,
+    in_flight: VecDeque<(PendingConfirm, Delivery)>,
     /// Messages to move, sent together once there are [`BATCH`] of them.
-    batch: Vec<Released>,
+    batch: Vec<Delivery>,
 }
 
 /// Where a pass takes its messages from.
@@ -183,7 +181,7 @@ impl Pass {
 
     /// The next message, or `None` once every message that was in the queue
     /// when the pass started has been reached.
-    pub(crate) async fn next(&mut self) -> Result<Option<Released>, Error> {
+    pub(crate) async fn next(&mut self) -> Result<Option<Delivery>, Error> {
         loop {
             if self.done || (self.can_stop() && self.seen >= self.total) {
                 return Ok(None);
@@ -210,12 +208,12 @@ impl Pass {
 
     /// The next message from the source; `None` when the queue is empty
     /// and someone else took the rest (a rotating pass's sentinel included).
-    async fn take(&mut self) -> Result<Option<Released>, Error> {
+    async fn take(&mut self) -> Result<Option<Delivery>, Error> {
         let read = channel_error(&self.queue, "reading the dead-letter queue");
         match &mut self.source {
             Source::Get => {
                 let got = self.channel.get(&self.queue).await.map_err(read)?;
-                Ok(got.map(Released::new))
+                Ok(got)
             }
             Source::Consumer(deliveries) => {
                 let mut idle = Duration::ZERO;
@@ -235,7 +233,7 @@ impl Pass {
                             });
                         }
                         Ok(Some(delivery)) => {
-                            return Ok(Some(Released::new(delivery.map_err(read)?)));
+                            return Ok(Some(delivery.map_err(read)?));
                         }
                     }
                 }
@@ -244,7 +242,7 @@ impl Pass {
     }
 
     /// Keeps `delivery` in the queue, at its place in the order.
-    pub(crate) async fn keep(&mut self, delivery: Released) -> Result<(), Error> {
+    pub(crate) async fn keep(&mut self, delivery: Delivery) -> Result<(), Error> {
         match &mut self.phase {
             Phase::Hold { held } => {
                 held.push_back(delivery);
@@ -258,7 +256,7 @@ impl Pass {
     }
 
     /// Removes `delivery` from the queue (it was replayed or discarded).
-    pub(crate) async fn remove(&mut self, delivery: Released) -> Result<(), Error> {
+    pub(crate) async fn remove(&mut self, delivery: Delivery) -> Result<(), Error> {
         match &mut self.phase {
             Phase::Hold { .. } => ack(&delivery, &self.queue).await,
             Phase::Rotate(rotation) => rotation.settle(delivery, &self.queue).await,
@@ -335,7 +333,7 @@ impl Rotation {
         &mut self,
         channel: &dyn Channel,
         queue: &str,
-        delivery: Released,
+        delivery: Delivery,
     ) -> Result<(), Error> {
         self.batch.push(delivery);
         if self.batch.len() >= BATCH {
@@ -352,14 +350,9 @@ impl Rotation {
             return Ok(());
         }
         let batch = std::mem::take(&mut self.batch);
-        let sends = batch.iter().map(|delivery| {
-            channel.send(
-                "",
-                queue,
-                &delivery.data,
-                copy_properties(&delivery.properties),
-            )
-        });
+        let sends = batch
+            .iter()
+            .map(|delivery| channel.send("", queue, &delivery.data, delivery.properties.clone()));
         let pending = join_all(sends).await;
         for (pending, delivery) in pending.into_iter().zip(batch) {
             let pending =
@@ -405,7 +398,7 @@ impl Rotation {
     }
 
     /// Acks an original that was replayed or discarded.
-    async fn settle(&mut self, original: Released, queue: &str) -> Result<(), Error> {
+    async fn settle(&mut self, original: Delivery, queue: &str) -> Result<(), Error> {
         ack(&original, queue).await
     }
 }
@@ -416,7 +409,7 @@ async fn stale_flag(
     connection: &dyn Connection,
     channel: &dyn Channel,
     queue: &str,
-) -> Result<Option<Released>, Error> {
+) -> Result<Option<Delivery>, Error> {
     let marker = marker_queue(queue);
     // The marker queue exists while a pass runs and after one was killed. A
     // killed pass's flag is ready again only once the broker has seen its
@@ -447,18 +440,17 @@ async fn stale_flag(
             });
         }
     }
-    let flag = channel
+    channel
         .get(&marker)
         .await
-        .map_err(channel_error(&marker, "taking an interrupted pass's flag"))?;
-    Ok(flag.map(Released::new))
+        .map_err(channel_error(&marker, "taking an interrupted pass's flag"))
 }
 
 /// Puts right the rotation a killed pass left: moves every message before
 /// its sentinel behind the copies that pass made, which is where they were,
 /// then drops the sentinel and the flag. Takes messages one by one with
 /// `basic.get`, so that none past the sentinel is taken.
-async fn restore(channel: &dyn Channel, queue: &str, flag: Released) -> Result<(), Error> {
+async fn restore(channel: &dyn Channel, queue: &str, flag: Delivery) -> Result<(), Error> {
     tracing::warn!("{queue}: a pass over this queue was interrupted; putting its order right");
     let depth = ready(channel, queue).await?;
     let mut rotation = Rotation {
@@ -478,7 +470,6 @@ async fn restore(channel: &dyn Channel, queue: &str, flag: Released) -> Result<(
         else {
             break;
         };
-        let delivery = Released::new(delivery);
         if sentinel_of(&delivery).is_some() {
             ack(&delivery, queue).await?;
             break;
@@ -499,7 +490,7 @@ async fn restore(channel: &dyn Channel, queue: &str, flag: Released) -> Result<(
 
 /// Declares the marker queue, publishes the pass's flag to it and takes it
 /// back unacknowledged: ready again if the pass dies.
-async fn raise_flag(channel: &dyn Channel, queue: &str, id: &str) -> Result<Released, Error> {
+async fn raise_flag(channel: &dyn Channel, queue: &str, id: &str) -> Result<Delivery, Error> {
     let marker = marker_queue(queue);
     channel
         .declare_queue(&QueueDecl {
@@ -518,7 +509,7 @@ async fn raise_flag(channel: &dyn Channel, queue: &str, id: &str) -> Result<Rele
             queue: marker.clone(),
             source: TransportError::Other("the flag was not there".into()),
         })?;
-    Ok(Released::new(flag))
+    Ok(flag)
 }
 
 /// The properties of a pass's sentinel or flag.
@@ -602,23 +593,6 @@ fn sentinel_of(delivery: &Delivery) -> Option<String> {
         AMQPValue::LongString(id) => Some(String::from_utf8_lossy(id.as_bytes()).into_owned()),
         _ => None,
     }
-}
-
-/// A copy of `properties`; headers nested deeper than the runtime handles on
-/// a task's stack are cloned on a thread with a large one.
-fn copy_properties(properties: &BasicProperties) -> BasicProperties {
-    if header_depth(properties) <= MAX_HEADER_DEPTH {
-        return properties.clone();
-    }
-    std::thread::scope(|scope| {
-        std::thread::Builder::new()
-            .name("rabbit-backoff-copy".into())
-            .stack_size(512 << 20)
-            .spawn_scoped(scope, || properties.clone())
-            .ok()
-            .and_then(|handle| handle.join().ok())
-    })
-    .unwrap_or_else(|| properties.clone())
 }
 
 /// A pass id: unique enough to tell one pass's sentinel from another's.

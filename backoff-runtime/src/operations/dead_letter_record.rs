@@ -112,9 +112,11 @@ pub enum TypedValue {
 pub struct RecordError(String);
 
 impl DeadLetterRecord {
-    /// The record of a delivered message. Its headers must nest at most
-    /// [`MAX_HEADER_DEPTH`](rabbit_backoff_core::MAX_HEADER_DEPTH) levels (the
-    /// caller checks; deeper ones are not exported).
+    /// The record of a delivered message. Headers the connection set aside
+    /// for nesting deeper than
+    /// [`MAX_HEADER_DEPTH`](rabbit_backoff_core::MAX_HEADER_DEPTH) levels
+    /// would be recorded as the flat table that stands for them: the caller
+    /// skips such messages.
     pub(crate) fn of(delivery: &Delivery) -> Self {
         let p = &delivery.properties;
         let text = |s: &Option<ShortString>| s.as_ref().map(|s| s.as_str().to_owned());

@@ -4,9 +4,8 @@ use std::time::Duration;
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::{
-    ConsumerSpec, FAILURE_HEADERS, HeaderValue, MAX_HEADER_DEPTH, QueueType, REPLAY_HISTORY,
-    REPLAYED_AT, TopologyNames, broker_headroom, headers, history_overflow, read_retry_count,
-    replay_target,
+    ConsumerSpec, FAILURE_HEADERS, HeaderValue, QueueType, REPLAY_HISTORY, REPLAYED_AT,
+    TopologyNames, broker_headroom, headers, history_overflow, read_retry_count, replay_target,
 };
 use serde::Serialize;
 
@@ -15,11 +14,11 @@ use crate::operations::dead_letter_pass::Pass;
 use crate::operations::dead_letter_record::DeadLetterRecord;
 use crate::operations::status::inspect_queue;
 use crate::settle::copy::{now_rfc3339, republish_properties};
-use crate::settle::frame_fit::header_depth;
 use crate::settle::publish::confirm_channel;
 use crate::settle::settlement::{Settler, Target};
 use crate::settle::trace_context::link_trace;
 use crate::transport::amqp::AmqpTransport;
+use crate::transport::frame_guard::SetAside;
 use crate::transport::values::header_view;
 use crate::transport::{Confirm, Connection, Delivery, Transport, TransportError};
 use crate::{DeadLetterFilter, DeadLetterMessage, Error};
@@ -181,7 +180,8 @@ impl Dlq {
     /// Writes each matching message, whole, as one line of JSON (a
     /// [`DeadLetterRecord`]) to `out`, without removing any or changing
     /// their order. Messages whose headers nest deeper than
-    /// [`MAX_HEADER_DEPTH`] are not written; the report lists them.
+    /// [`MAX_HEADER_DEPTH`](rabbit_backoff_core::MAX_HEADER_DEPTH) are not
+    /// written (they stay in the queue, intact); the report lists them.
     pub async fn export(
         &self,
         filter: &DeadLetterFilter,
@@ -190,13 +190,10 @@ impl Dlq {
         let mut exported = 0;
         let mut skipped = Vec::new();
         let mut write = |delivery: &Delivery, message: &DeadLetterMessage| {
-            let depth = header_depth(&delivery.properties);
-            if depth > MAX_HEADER_DEPTH {
+            if let Some(set_aside) = SetAside::of(&delivery.properties) {
                 skipped.push(SkippedMessage {
                     message: message.clone(),
-                    reason: format!(
-                        "its headers nest {depth} levels deep, more than {MAX_HEADER_DEPTH}"
-                    ),
+                    reason: set_aside.to_string(),
                 });
                 return Ok(());
             }
@@ -422,11 +419,8 @@ impl Dlq {
         delivery: &Delivery,
         options: &ReplayOptions,
     ) -> Result<Result<(), String>, Error> {
-        let depth = header_depth(&delivery.properties);
-        if depth > MAX_HEADER_DEPTH {
-            return Ok(Err(format!(
-                "its headers nest {depth} levels deep, more than {MAX_HEADER_DEPTH}"
-            )));
+        if let Some(set_aside) = SetAside::of(&delivery.properties) {
+            return Ok(Err(set_aside.to_string()));
         }
         let original_queue = delivery
             .properties

@@ -1,72 +1,51 @@
 //! Measuring a message's properties as they go on the wire, and shrinking a
 //! copy to fit one frame by the core's plan ([`rabbit_backoff_core::fit_copy`]).
 //!
-//! Every walk here is iterative: a header may nest tens of thousands of
-//! levels deep, and recursion over it would overflow a task's stack.
+//! Every walk here is iterative, so that its cost in stack does not depend
+//! on how deeply headers nest.
 
-use crate::transport::Delivery;
-use crate::transport::deep_drop::drop_deep;
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
-use rabbit_backoff_core::{
-    CopySizes, Fit, MAX_HEADER_DEPTH, ShrinkPlan, fit_copy, headers, truncate_error_to,
-};
+use rabbit_backoff_core::{CopySizes, Fit, ShrinkPlan, fit_copy, headers, truncate_error_to};
 
-/// The encoded size and nesting depth of some headers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Shape {
-    /// Encoded bytes.
-    pub(crate) len: usize,
-    /// Levels of tables and arrays: a flat table is 1.
-    pub(crate) depth: usize,
-}
-
-/// The shape of a table as a property or a nested value's payload: its
-/// 4-byte length and every entry.
-pub(crate) fn table_shape(table: &FieldTable) -> Shape {
+/// The encoded size of a table as a property or a nested value's payload:
+/// its 4-byte length and every entry.
+pub(crate) fn table_len(table: &FieldTable) -> usize {
     let mut len = 4;
     let mut pending = Vec::new();
     for (name, value) in table.inner() {
         len += 1 + name.as_str().len();
-        pending.push((value, 1));
+        pending.push(value);
     }
-    let values = walk(pending);
-    Shape {
-        len: len + values.len,
-        depth: values.depth.max(1),
-    }
+    len + walk(pending)
 }
 
 /// The encoded size of one value, type tag included.
 fn value_len(value: &AMQPValue) -> usize {
-    walk(vec![(value, 0)]).len
+    walk(vec![value])
 }
 
-/// The encoded size of `pending` values (each at its nesting level) and of
-/// everything in them, and the deepest level reached.
-fn walk(mut pending: Vec<(&AMQPValue, usize)>) -> Shape {
+/// The encoded size of `pending` values and of everything in them.
+fn walk(mut pending: Vec<&AMQPValue>) -> usize {
     let mut len = 0;
-    let mut depth = 0;
-    while let Some((value, level)) = pending.pop() {
+    while let Some(value) = pending.pop() {
         len += 1; // the type tag
         match value {
             AMQPValue::FieldTable(inner) => {
                 len += 4;
-                depth = depth.max(level + 1);
                 for (name, value) in inner.inner() {
                     len += 1 + name.as_str().len();
-                    pending.push((value, level + 1));
+                    pending.push(value);
                 }
             }
             AMQPValue::FieldArray(items) => {
                 len += 4;
-                depth = depth.max(level + 1);
-                pending.extend(items.as_slice().iter().map(|v| (v, level + 1)));
+                pending.extend(items.as_slice().iter());
             }
             scalar => len += scalar_len(scalar),
         }
     }
-    Shape { len, depth }
+    len
 }
 
 /// The payload size of a value that holds no other values.
@@ -85,14 +64,6 @@ fn scalar_len(value: &AMQPValue) -> usize {
     }
 }
 
-/// How deeply the headers of `properties` nest (0 without headers).
-pub(crate) fn header_depth(properties: &BasicProperties) -> usize {
-    properties
-        .headers()
-        .as_ref()
-        .map_or(0, |table| table_shape(table).depth)
-}
-
 /// The size of the content-header frame's payload that carries `properties`:
 /// class (2), weight (2), body size (8), property flags (2) and each property.
 pub(crate) fn content_header_len(properties: &BasicProperties) -> usize {
@@ -100,10 +71,7 @@ pub(crate) fn content_header_len(properties: &BasicProperties) -> usize {
     let byte = |b: &Option<u8>| usize::from(b.is_some());
     14 + short(properties.content_type())
         + short(properties.content_encoding())
-        + properties
-            .headers()
-            .as_ref()
-            .map_or(0, |t| table_shape(t).len)
+        + properties.headers().as_ref().map_or(0, table_len)
         + byte(properties.delivery_mode())
         + byte(properties.priority())
         + short(properties.correlation_id())
@@ -115,39 +83,6 @@ pub(crate) fn content_header_len(properties: &BasicProperties) -> usize {
         + short(properties.user_id())
         + short(properties.app_id())
         + short(properties.cluster_id())
-}
-
-/// Drops a delivery, on a large stack when its headers nest more than
-/// [`MAX_HEADER_DEPTH`] levels.
-pub(crate) fn release(delivery: Delivery) {
-    if header_depth(&delivery.properties) > MAX_HEADER_DEPTH {
-        drop_deep(delivery);
-    }
-}
-
-/// A delivery that is [`release`]d however the code holding it ends, early
-/// returns and errors included.
-pub(crate) struct Released(Option<Delivery>);
-
-impl Released {
-    pub(crate) fn new(delivery: Delivery) -> Self {
-        Released(Some(delivery))
-    }
-}
-
-impl std::ops::Deref for Released {
-    type Target = Delivery;
-    fn deref(&self) -> &Delivery {
-        self.0.as_ref().expect("present until dropped")
-    }
-}
-
-impl Drop for Released {
-    fn drop(&mut self) {
-        if let Some(delivery) = self.0.take() {
-            release(delivery);
-        }
-    }
 }
 
 /// A copy that cannot fit in one frame, whatever the framework shrinks.
@@ -354,7 +289,6 @@ mod tests {
             content_header_len(&BasicProperties::default()),
             encoded(&BasicProperties::default())
         );
-        assert_eq!(header_depth(&properties), 3);
     }
 
     /// A table nested `depth` levels, built without recursion.
@@ -375,8 +309,7 @@ mod tests {
             .stack_size(256 << 20)
             .spawn(|| {
                 let table = nested(20_000);
-                assert_eq!(table_shape(&table).depth, 20_000);
-                assert_eq!(table_shape(&table).len, 4 + 19_999 * (2 + 1 + 4));
+                assert_eq!(table_len(&table), 4 + 19_999 * (2 + 1 + 4));
             })
             .unwrap()
             .join()

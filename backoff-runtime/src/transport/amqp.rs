@@ -12,8 +12,7 @@ use lapin::options::{
     QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::{FieldTable, ShortString};
-use lapin::uri::AMQPUri;
-use lapin::{BasicProperties, Confirmation, ConnectionProperties, ErrorKind};
+use lapin::{BasicProperties, Confirmation, ErrorKind};
 use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 
 use super::{
@@ -21,13 +20,12 @@ use super::{
     QueueInfo, Settle, Transport, TransportError,
 };
 use crate::error::redact;
-use crate::transport::deep_drop::drop_deep;
+use crate::transport::connector::connect_node;
 use crate::transport::values::arguments_table;
 
 /// The largest frame the runtime negotiates, whatever the broker offers: the
-/// broker's default. It bounds how deeply a header can nest (see the I/O
-/// thread's stack in `vendor/lapin/PATCHED.md`) and how large the properties
-/// of one message can be.
+/// broker's default. It bounds how large the properties of one message can
+/// be.
 pub const MAX_FRAME_SIZE: u32 = 131_072;
 
 /// A RabbitMQ reached at an `amqp://` (or, with the `tls` feature,
@@ -113,17 +111,6 @@ impl AmqpTransport {
         }
         Err(last_error.unwrap_or_else(|| TransportError::Other("no broker address given".into())))
     }
-}
-
-/// Connects to one node, with a `frame_max` of at most [`MAX_FRAME_SIZE`].
-async fn connect_node(uri: &str) -> Result<lapin::Connection, TransportError> {
-    let mut uri: AMQPUri = uri.parse().map_err(TransportError::Other)?;
-    let frame_max = uri.query.frame_max.unwrap_or(MAX_FRAME_SIZE);
-    uri.query.frame_max = Some(frame_max.min(MAX_FRAME_SIZE));
-    let properties = ConnectionProperties::default().with_connection_name("rabbit-backoff".into());
-    lapin::Connection::connect_uri(uri, properties)
-        .await
-        .map_err(transport_error)
 }
 
 impl Transport for AmqpTransport {
@@ -392,8 +379,8 @@ impl Channel for AmqpChannel {
                 .map_err(transport_error)?;
             let consumer_tag = consumer.tag().to_string();
             let lost = self.lost.clone();
-            let deliveries = DroppedOnALargeStack(Some(consumer))
-                .map(move |item| item.map(|d| delivery(d, &lost)).map_err(transport_error));
+            let deliveries =
+                consumer.map(move |item| item.map(|d| delivery(d, &lost)).map_err(transport_error));
             let stream = UntilLost::new(deliveries, self.lost.clone()).boxed();
             Ok(Deliveries {
                 consumer_tag,
@@ -606,32 +593,5 @@ where
             return Poll::Ready(Some(Err(Lost::error(&reason))));
         }
         self.deliveries.poll_next_unpin(cx)
-    }
-}
-
-/// A lapin consumer whose buffer of prefetched deliveries is dropped on a
-/// thread with a large stack: a prefetched message's headers may nest
-/// thousands of levels deep, and dropping them recurses once per level.
-struct DroppedOnALargeStack(Option<lapin::Consumer>);
-
-impl futures_util::Stream for DroppedOnALargeStack {
-    type Item = lapin::Result<lapin::message::Delivery>;
-
-    fn poll_next(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Self::Item>> {
-        match self.0.as_mut() {
-            Some(consumer) => consumer.poll_next_unpin(cx),
-            None => std::task::Poll::Ready(None),
-        }
-    }
-}
-
-impl Drop for DroppedOnALargeStack {
-    fn drop(&mut self) {
-        if let Some(consumer) = self.0.take() {
-            drop_deep(consumer);
-        }
     }
 }

@@ -14,9 +14,12 @@
 //! values, re-exported as `rabbit_backoff::lapin`), so both implementations
 //! carry exactly what goes on the wire.
 pub mod amqp;
+mod connector;
 pub(crate) mod declare;
-pub(crate) mod deep_drop;
+pub(crate) mod frame_guard;
 pub mod lost;
+#[cfg(feature = "tls")]
+mod tls;
 pub(crate) mod values;
 
 pub use amqp::AmqpTransport;

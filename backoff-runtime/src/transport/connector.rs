@@ -1,0 +1,198 @@
+//! How the runtime opens a lapin connection: its own socket (TCP, and TLS
+//! for `amqps://`), with the [frame guard](super::frame_guard) between it
+//! and lapin.
+//!
+//! lapin's `Connection::connector` takes the stream from the caller, typed
+//! as its async runtime's TCP stream; so the runtime hands lapin tokio for
+//! everything (tasks, timers) through [`GuardedKit`], whose only difference
+//! is that type: [`GuardedStream`] over a [`Socket`].
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use async_rs::traits::Reactor;
+use async_rs::util::RuntimeParts;
+use async_rs::{Runtime, Tokio};
+use futures_util::Stream;
+use lapin::tcp::AsyncTcpStream;
+use lapin::uri::{AMQPScheme, AMQPUri};
+use lapin::{ConnectionProperties, Error as LapinError};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+use super::TransportError;
+use super::amqp::{MAX_FRAME_SIZE, transport_error};
+use super::frame_guard::GuardedStream;
+
+/// What lapin runs on: tokio's executor, and a reactor whose TCP stream is
+/// the guarded socket.
+type GuardedKit = RuntimeParts<Tokio, GuardedReactor>;
+
+/// Tokio's reactor, but for the type of stream lapin is handed.
+#[derive(Debug, Clone)]
+pub(crate) struct GuardedReactor(Tokio);
+
+impl Reactor for GuardedReactor {
+    type TcpStream = GuardedStream<Socket>;
+    type Sleep = <Tokio as Reactor>::Sleep;
+
+    fn register<H: Read + Write + Send + 'static>(
+        &self,
+        _socket: H,
+    ) -> io::Result<impl futures_io::AsyncRead + futures_io::AsyncWrite + Send + Unpin + 'static>
+    {
+        // lapin never registers a socket of its own: it is handed one.
+        Err::<GuardedStream<Socket>, _>(io::Error::other("the runtime opens its sockets itself"))
+    }
+
+    fn sleep(&self, dur: Duration) -> Self::Sleep {
+        self.0.sleep(dur)
+    }
+
+    fn interval(&self, dur: Duration) -> impl Stream<Item = Instant> + Send + 'static {
+        self.0.interval(dur)
+    }
+
+    fn tcp_connect_addr(
+        &self,
+        _addr: SocketAddr,
+    ) -> impl Future<Output = io::Result<Self::TcpStream>> + Send + 'static {
+        // lapin connects through the closure given to `connector`.
+        std::future::ready(Err(io::Error::other(
+            "the runtime opens its sockets itself",
+        )))
+    }
+}
+
+/// The socket under the frame guard: TCP, or TLS over TCP.
+#[derive(Debug)]
+pub(crate) enum Socket {
+    /// `amqp://`.
+    Plain(TcpStream),
+    /// `amqps://`.
+    #[cfg(feature = "tls")]
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+/// Connects to one node, with a `frame_max` of at most [`MAX_FRAME_SIZE`].
+pub(crate) async fn connect_node(uri: &str) -> Result<lapin::Connection, TransportError> {
+    #[cfg(feature = "tls")]
+    let (uri, tls) = super::tls::split_uri(uri)?;
+    let mut uri: AMQPUri = uri.parse().map_err(TransportError::Other)?;
+    #[cfg(not(feature = "tls"))]
+    let tls: Option<TlsSettings> = match uri.scheme {
+        AMQPScheme::AMQP => None,
+        AMQPScheme::AMQPS => {
+            return Err(TransportError::Other(
+                "amqps:// needs rabbit-backoff's `tls` feature".into(),
+            ));
+        }
+    };
+    let frame_max = uri.query.frame_max.unwrap_or(MAX_FRAME_SIZE);
+    uri.query.frame_max = Some(frame_max.min(MAX_FRAME_SIZE));
+    let negotiated = Arc::new(AtomicU32::new(frame_max.min(MAX_FRAME_SIZE)));
+    let properties = ConnectionProperties::default().with_connection_name("rabbit-backoff".into());
+    let runtime = Runtime::new(RuntimeParts::new(
+        Tokio::current(),
+        GuardedReactor(Tokio::current()),
+    ));
+    let guard_frame_max = negotiated.clone();
+    let connect = async move |uri: AMQPUri, _: Runtime<GuardedKit>| {
+        let socket = open(&uri, tls.as_ref()).await.map_err(LapinError::from)?;
+        let stream = GuardedStream::new(socket, guard_frame_max.clone());
+        Ok::<_, LapinError>(AsyncTcpStream::Plain(stream))
+    };
+    let connection = lapin::Connection::connector(uri, runtime, connect, properties)
+        .await
+        .map_err(transport_error)?;
+    negotiated.store(connection.configuration().frame_max(), Ordering::Relaxed);
+    Ok(connection)
+}
+
+/// The TLS settings of an `amqps://` address: none without the `tls`
+/// feature, which refuses such an address before connecting.
+#[cfg(feature = "tls")]
+use super::tls::TlsSettings;
+#[cfg(not(feature = "tls"))]
+type TlsSettings = std::convert::Infallible;
+
+/// Opens the socket to `uri`'s host: TCP, then TLS for `amqps://`.
+async fn open(uri: &AMQPUri, tls: Option<&TlsSettings>) -> io::Result<Socket> {
+    let host = uri.authority.host.as_str();
+    let connecting = TcpStream::connect((host, uri.authority.port));
+    let tcp = match uri.query.connection_timeout {
+        Some(ms) => tokio::time::timeout(Duration::from_millis(ms), connecting)
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connecting timed out"))??,
+        None => connecting.await?,
+    };
+    tcp.set_nodelay(true)?;
+    match (&uri.scheme, tls) {
+        (AMQPScheme::AMQP, _) => Ok(Socket::Plain(tcp)),
+        (AMQPScheme::AMQPS, Some(settings)) => handshake(settings, host, tcp).await,
+        (AMQPScheme::AMQPS, None) => Err(io::Error::other("amqps:// without TLS settings")),
+    }
+}
+
+#[cfg(feature = "tls")]
+async fn handshake(settings: &TlsSettings, host: &str, tcp: TcpStream) -> io::Result<Socket> {
+    super::tls::handshake(settings, host, tcp)
+        .await
+        .map(|stream| Socket::Tls(Box::new(stream)))
+        .map_err(|e| io::Error::other(e.to_string()))
+}
+
+#[cfg(not(feature = "tls"))]
+async fn handshake(settings: &TlsSettings, _: &str, _: TcpStream) -> io::Result<Socket> {
+    match *settings {}
+}
+
+/// Forwards to the TCP or the TLS stream.
+macro_rules! forward {
+    ($self:ident, $stream:ident => $call:expr) => {
+        match $self.get_mut() {
+            Socket::Plain($stream) => {
+                let $stream = Pin::new($stream);
+                $call
+            }
+            #[cfg(feature = "tls")]
+            Socket::Tls($stream) => {
+                let $stream = Pin::new(&mut **$stream);
+                $call
+            }
+        }
+    };
+}
+
+impl AsyncRead for Socket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        forward!(self, s => s.poll_read(cx, buf))
+    }
+}
+
+impl AsyncWrite for Socket {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        forward!(self, s => s.poll_write(cx, buf))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        forward!(self, s => s.poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        forward!(self, s => s.poll_shutdown(cx))
+    }
+}
