@@ -530,41 +530,113 @@ async fn a_message_replayed_fifty_times_keeps_its_headers_bounded() {
     task.await.unwrap().unwrap();
 }
 
-/// Header tables nested `levels` deep, or arrays when `arrays`, built
-/// without recursion.
-fn nested(levels: usize, arrays: bool) -> FieldTable {
-    let mut value = AMQPValue::Boolean(true);
+/// The encoded value (type tag first) of a header nested `levels` deep:
+/// tables `{"a": …}`, or arrays `[…]` when `arrays`, around `true`. Built by
+/// hand, as on the wire: a `FieldTable` this deep could not even be dropped
+/// on a test's stack without recursing once per level.
+fn deep_value(levels: usize, arrays: bool) -> Vec<u8> {
+    let mut value = vec![b't', 1];
     for _ in 1..levels {
-        value = if arrays {
-            AMQPValue::FieldArray(FieldArray::from(vec![value]))
+        let mut outer = Vec::with_capacity(value.len() + 7);
+        if arrays {
+            outer.push(b'A');
+            outer.extend_from_slice(&(value.len() as u32).to_be_bytes());
         } else {
-            let mut table = FieldTable::default();
-            table.insert("a".into(), value);
-            AMQPValue::FieldTable(table)
-        };
+            outer.push(b'F');
+            outer.extend_from_slice(&(value.len() as u32 + 2).to_be_bytes());
+            outer.extend_from_slice(&[1, b'a']);
+        }
+        outer.extend_from_slice(&value);
+        value = outer;
     }
+    value
+}
+
+/// Properties whose headers are `{"deep": value}` and `{"id": id}`, given
+/// as the runtime's connection takes them: the flat header that stands for
+/// headers too deep for lapin, which the connection writes out as the
+/// headers themselves.
+fn deep_properties(id: u64, value: &[u8]) -> BasicProperties {
+    let mut entries = vec![4];
+    entries.extend_from_slice(b"deep");
+    entries.extend_from_slice(value);
+    entries.extend_from_slice(&[2, b'i', b'd', b'l']);
+    entries.extend_from_slice(&id.to_be_bytes());
+    let packed = rabbit_backoff::deep_headers::pack(&entries).expect("well formed");
     let mut headers = FieldTable::default();
-    headers.insert("deep".into(), value);
-    headers
+    headers.insert(
+        rabbit_backoff::headers::DEEP_HEADERS.into(),
+        AMQPValue::ByteArray(packed.into()),
+    );
+    BasicProperties::default()
+        .with_message_id(format!("deep-{id}").into())
+        .with_delivery_mode(2)
+        .with_headers(headers)
+}
+
+/// Every message in `dlq` as operators see it, with the entries of its
+/// headers table (name, depth, encoded value) when the connection set them
+/// aside: read without lapin ever parsing a deep one.
+async fn dead_letter_headers(
+    dlq: &rabbit_backoff::Dlq,
+) -> Vec<(
+    rabbit_backoff::DeadLetterMessage,
+    Vec<rabbit_backoff::deep_headers::Entry>,
+)> {
+    let mut seen = Vec::new();
+    let mut collect = |delivery: &rabbit_backoff::transport::Delivery,
+                       message: &rabbit_backoff::DeadLetterMessage| {
+        let entries = match header(&delivery.properties, rabbit_backoff::headers::DEEP_HEADERS) {
+            Some(AMQPValue::ByteArray(packed)) => {
+                rabbit_backoff::deep_headers::entries(packed.as_slice()).expect("packed headers")
+            }
+            _ => Vec::new(),
+        };
+        seen.push((message.clone(), entries));
+        Ok(())
+    };
+    dlq.visit(&Default::default(), &mut collect).await.unwrap();
+    seen
 }
 
 #[tokio::test]
 async fn deeply_nested_headers_crash_neither_the_consumer_nor_a_peek() {
+    use rabbit_backoff::transport::{Confirm, Connection as _};
+
     let running = Running::start("poison-deep", |_| {}).await;
     let spec = running.spec.clone();
-    let (_connection, channel) = channel().await;
-    channel.confirm_select(Default::default()).await.unwrap();
-
+    let names = spec.names();
+    // The deepest of these fill most of a 131 072-byte frame.
     let shapes = [
         (1_000, false),
         (5_000, false),
         (18_000, false),
         (25_000, true),
     ];
-    for (id, (levels, arrays)) in (1u64..).zip(shapes) {
-        let properties = BasicProperties::default().with_headers(nested(levels, arrays));
-        publish_job(&channel, &spec, &Job::new(id, Fail::None, None), properties).await;
+    let values: Vec<Vec<u8>> = shapes
+        .iter()
+        .map(|&(levels, arrays)| deep_value(levels, arrays))
+        .collect();
+    let framework = rabbit_backoff::transport::AmqpTransport::new(url())
+        .connect_amqp()
+        .await
+        .expect("the framework connects");
+    let publishing = framework.open_channel().await.unwrap();
+    for (id, value) in (1u64..).zip(&values) {
+        let body = serde_json::to_vec(&Job::new(id, Fail::None, None)).unwrap();
+        let confirm = publishing
+            .publish(
+                &names.exchange,
+                &names.routing_key,
+                &body,
+                deep_properties(id, value),
+            )
+            .await
+            .unwrap();
+        assert_eq!(confirm, Confirm::Ack);
     }
+    let (_connection, channel) = channel().await;
+    channel.confirm_select(Default::default()).await.unwrap();
     for id in 10..110 {
         publish_job(
             &channel,
@@ -578,7 +650,7 @@ async fn deeply_nested_headers_crash_neither_the_consumer_nor_a_peek() {
         (10..110).all(|id| !running.journal.calls_for(id).is_empty())
     })
     .await;
-    let dlq_name = spec.names().dead_letter_queue;
+    let dlq_name = names.dead_letter_queue.clone();
     let deadline = Instant::now() + WAIT;
     while depth(&channel, &dlq_name).await < 4 {
         assert!(Instant::now() < deadline, "the deep messages reach the DLQ");
@@ -593,14 +665,41 @@ async fn deeply_nested_headers_crash_neither_the_consumer_nor_a_peek() {
     assert_eq!(running.health.reconnects(), 0);
     assert!(!running.task.is_finished(), "the consumer is still running");
 
+    // In the dead-letter queue, each has its headers as they were sent, byte
+    // for byte, with the broker's x-death beside them.
+    type Seen = (
+        rabbit_backoff::DeadLetterMessage,
+        Vec<rabbit_backoff::deep_headers::Entry>,
+    );
+    let id_of = |seen: &Seen| seen.0.message_id.clone().unwrap_or_default();
+    let intact = |seen: &[Seen]| {
+        for (id, value) in (1u64..).zip(&values) {
+            let (_, entries) = seen
+                .iter()
+                .find(|s| id_of(s) == format!("deep-{id}"))
+                .unwrap_or_else(|| panic!("deep-{id} is in the dead-letter queue"));
+            let deep = entries.iter().find(|e| e.name == "deep").expect("deep");
+            assert!(deep.value == *value, "deep-{id}'s header is intact");
+            assert_eq!(deep.depth, shapes[id as usize - 1].0 - 1);
+            let id_header = entries.iter().find(|e| e.name == "id").expect("id");
+            assert_eq!(id_header.value[1..], id.to_be_bytes());
+            assert!(entries.iter().any(|e| e.name == "x-death"), "x-death");
+        }
+    };
     // Reading them back (what `rabbit-backoff dlq peek` does) crashes nothing
-    // and shows the headers cut short.
+    // and shows every header but the deep one, which gets a note.
     let dlq = rabbit_backoff::Dlq::connect(&url(), &spec).await.unwrap();
-    let report = dlq.peek(&Default::default()).await.unwrap();
-    assert_eq!(report.matched.len(), 4);
-    for message in &report.matched {
+    let before = dead_letter_headers(&dlq).await;
+    assert_eq!(before.len(), 4);
+    intact(&before);
+    for (message, _) in &before {
         let deep = &message.headers["deep"];
-        assert!(deep.contains('…') && deep.len() < 1_000, "{deep}");
+        assert!(
+            deep.contains("not shown") && deep.contains("levels deep"),
+            "{deep}"
+        );
+        assert!(message.headers["x-death"].contains("rejected"));
+        assert!(message.headers.contains_key("id"));
     }
     // A replay leaves them where they are, saying why.
     let report = dlq
@@ -615,6 +714,39 @@ async fn deeply_nested_headers_crash_neither_the_consumer_nor_a_peek() {
         report.skipped[0].reason
     );
     assert_eq!(report.kept, 4);
+
+    // A pass longer than its window moves every message to the back of the
+    // queue by publishing a copy: the deep ones come round intact, in their
+    // order. An export skips them, saying why.
+    const FILLERS: u64 = 1_100;
+    for id in 0..FILLERS {
+        channel
+            .basic_publish(
+                "".into(),
+                dlq_name.as_str().into(),
+                BasicPublishOptions::default(),
+                b"{}",
+                BasicProperties::default().with_message_id(format!("filler-{id}").into()),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let mut exported = Vec::new();
+    let report = dlq
+        .export(&Default::default(), &mut exported)
+        .await
+        .unwrap();
+    assert_eq!(report.exported, FILLERS as usize);
+    assert_eq!(report.skipped.len(), 4);
+    assert!(report.skipped[0].reason.contains("levels deep"));
+    let seen = dead_letter_headers(&dlq).await;
+    assert_eq!(seen.len(), 4 + FILLERS as usize);
+    let ids = |seen: &[Seen]| seen.iter().map(id_of).collect::<Vec<_>>();
+    assert_eq!(ids(&seen[..4]), ids(&before), "the order is kept");
+    intact(&seen);
     dlq.close().await;
+    framework.close().await;
     let _cleanup = running.stop().await;
 }
