@@ -15,7 +15,8 @@
 //! `BENCH_N` messages a run (default 10000), `BENCH_REPS` runs of each side
 //! (default 3), `BENCH_SCENARIOS=S2,S3` to run only some,
 //! `BENCH_SIDES=framework,article` to run only some of `framework`, `article`
-//! and `full` (ratios are printed against each baseline that ran),
+//! and `full` (ratios are printed against each baseline that ran), or
+//! `guarded` too (`article` through the runtime's frame guard),
 //! `BENCH_PREFETCH` (default 50), `BENCH_MEMORY=0` to skip the memory check,
 //! `BENCH_TARGETS=single-classic,single-quorum,cluster-quorum` to measure
 //! on several brokers and queue types in one run, a table each (default
@@ -123,7 +124,7 @@ enum DeadLetterHeaders {
 /// The loop a careful developer writes by hand with lapin: same prefetch,
 /// same concurrency, a confirm awaited per republish, then the ack.
 async fn baseline(
-    connection: Arc<Connection>,
+    connection: &Connection,
     spec: ConsumerSpec,
     tally: Arc<Tally>,
     stop: ShutdownHandle,
@@ -293,16 +294,22 @@ enum Side {
     Article,
     /// The hand-written loop with the framework's dead-letter headers.
     Full,
+    /// `article` over a lapin connection the runtime opened, behind its frame
+    /// guard: beside `article`, what the guard costs. Only when named in
+    /// `BENCH_SIDES`.
+    Guarded,
 }
 
 impl Side {
-    const ALL: [Side; 3] = [Side::Framework, Side::Article, Side::Full];
+    const ALL: [Side; 4] = [Side::Framework, Side::Article, Side::Full, Side::Guarded];
+    const DEFAULT: [Side; 3] = [Side::Framework, Side::Article, Side::Full];
 
     fn name(self) -> &'static str {
         match self {
             Side::Framework => "framework",
             Side::Article => "article",
             Side::Full => "full",
+            Side::Guarded => "guarded",
         }
     }
 }
@@ -513,11 +520,25 @@ async fn start(
                 DeadLetterHeaders::Full
             };
             let stop = ShutdownHandle::default();
-            let connection = Arc::new(connect(target).await);
+            let connection = connect(target).await;
             let (spec, tally, stop2) = (spec.clone(), tally.clone(), stop.clone());
             let task = tokio::spawn(async move {
-                baseline(connection.clone(), spec, tally, stop2, headers).await;
+                baseline(&connection, spec, tally, stop2, headers).await;
                 let _ = connection.close(200, "".into()).await;
+            });
+            (stop, task)
+        }
+        Side::Guarded => {
+            let stop = ShutdownHandle::default();
+            let connection = rabbit_backoff::transport::AmqpTransport::new(target.first_node())
+                .connect_amqp()
+                .await
+                .expect("the runtime's connection");
+            let (spec, tally, stop2) = (spec.clone(), tally.clone(), stop.clone());
+            let task = tokio::spawn(async move {
+                let lapin = connection.lapin();
+                baseline(lapin, spec, tally, stop2, DeadLetterHeaders::Article).await;
+                let _ = lapin.close(200, "".into()).await;
             });
             (stop, task)
         }
@@ -759,11 +780,11 @@ fn main() {
             .into_iter()
             .filter(|side| list.split(',').any(|s| s.trim() == side.name()))
             .collect(),
-        _ => Side::ALL.to_vec(),
+        _ => Side::DEFAULT.to_vec(),
     };
     assert!(
         !sides.is_empty(),
-        "BENCH_SIDES names none of framework, article, full"
+        "BENCH_SIDES names none of framework, article, full, guarded"
     );
     let targets: Vec<Target> = env_or("BENCH_TARGETS", String::from("single-classic"))
         .split(',')
@@ -793,7 +814,7 @@ fn main() {
         let Some(default) = targets.iter().find(|t| t.name == "single-classic") else {
             return;
         };
-        if !only.is_empty() || sides.len() < Side::ALL.len() {
+        if !only.is_empty() || sides.len() < Side::DEFAULT.len() {
             return;
         }
         println!("\nS2 (republish to the dead-letter queue), framework, prefetch 1 vs 50:");

@@ -23,7 +23,9 @@
 //! tables and arrays, so packing saves at least 195 bytes: the flat table,
 //! name and lengths included, is always smaller than the headers it
 //! replaces, and the frame carrying it stays within the negotiated frame
-//! size.
+//! size. The original bytes as they are would not do: the flat table's own
+//! name and lengths would make a frame that was full larger than the
+//! negotiated size, and lapin closes the connection on such a frame.
 //!
 //! ```
 //! use rabbit_backoff_core::deep_headers::{pack, table_depth, unpack};

@@ -50,6 +50,7 @@ pub use transport::declare::{check_topology, declare_topology};
 #[doc(hidden)]
 pub mod __hot_path {
     pub use crate::settle::copy::{republish_properties, retry_count_of};
+    pub use crate::transport::frame_guard::{read_through, write_through};
 }
 
 /// Re-exported so that users need not depend on lapin for headers and values.

@@ -536,6 +536,46 @@ pub(crate) fn unflatten(frame: &[u8], frame_max: usize) -> Option<Vec<u8>> {
     (frame_max == 0 || original.len() <= frame_max).then_some(original)
 }
 
+/// Runs the read guard over `stream` as lapin would read it from a socket
+/// handing over `chunk` bytes a read; how many bytes lapin gets. For
+/// benchmarks.
+pub fn read_through(stream: &[u8], chunk: usize) -> usize {
+    let mut guard = ReadGuard::default();
+    let mut buf = vec![0; chunk];
+    let mut total = 0;
+    for read in stream.chunks(chunk) {
+        total += guard.filter(read);
+        while guard.has_ready() {
+            total += guard.take_ready(&mut buf);
+        }
+    }
+    total
+}
+
+/// Runs the write guard over `stream` (the protocol header, then frames) as
+/// lapin would write it, `chunk` bytes a write, to a socket that takes
+/// everything; how many bytes reach the socket. For benchmarks.
+pub fn write_through(stream: &[u8], chunk: usize) -> usize {
+    let mut guard = WriteGuard::new(Arc::new(AtomicU32::new(MAX_FRAME_SIZE)));
+    let mut total = 0;
+    for mut write in stream.chunks(chunk) {
+        while !write.is_empty() {
+            total += guard.pending().len();
+            guard.sent(guard.pending().len());
+            let n = match guard.plan(write) {
+                Plan::Pass(n) => {
+                    guard.passed(write, n);
+                    total += n;
+                    n
+                }
+                Plan::Took(n) => n,
+            };
+            write = &write[n..];
+        }
+    }
+    total + guard.pending().len()
+}
+
 /// Headers the frame guard set aside: what a delivery whose headers nest too
 /// deeply carries instead (see the [module](self) documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
