@@ -1036,3 +1036,99 @@ async fn a_pass_killed_midway_loses_nothing_and_the_next_puts_the_order_right() 
         .queue_delete(marker.as_str().into(), QueueDeleteOptions::default())
         .await;
 }
+
+/// The entries of `{"deep": {"a": {"a": … true}}}`, `levels` deep, as on the
+/// wire, built by hand (a `FieldTable` this deep recurses when dropped).
+fn deep_entries(levels: usize) -> Vec<u8> {
+    let mut value = vec![b't', 1];
+    for _ in 1..levels {
+        let mut outer = vec![b'F'];
+        outer.extend_from_slice(&(value.len() as u32 + 2).to_be_bytes());
+        outer.extend_from_slice(&[1, b'a']);
+        outer.extend_from_slice(&value);
+        value = outer;
+    }
+    let mut entries = vec![4];
+    entries.extend_from_slice(b"deep");
+    entries.extend_from_slice(&value);
+    entries
+}
+
+#[tokio::test]
+async fn a_dead_letter_nested_18000_levels_deep_is_shown_with_a_note_and_left_intact() {
+    use rabbit_backoff_core::deep_headers::{pack, unpack};
+    use rabbit_backoff_core::headers::DEEP_HEADERS;
+    use rabbit_backoff_runtime::transport::amqp::AmqpTransport;
+    use rabbit_backoff_runtime::transport::{Confirm, Connection as _};
+
+    let f = Fixture::new("deep", 1).await;
+    let q = f.queue.as_str();
+    let dlq = format!("{q}.dlq");
+    let entries = deep_entries(18_000);
+    // Published through the runtime's connection, which writes the headers
+    // the flat table stands for.
+    let mut flat = FieldTable::default();
+    flat.insert(
+        DEEP_HEADERS.into(),
+        AMQPValue::ByteArray(pack(&entries).unwrap().into()),
+    );
+    let connection = AmqpTransport::new(url()).connect_amqp().await.unwrap();
+    let channel = connection.open_channel().await.unwrap();
+    let confirm = channel
+        .publish(
+            "",
+            &dlq,
+            b"{}",
+            BasicProperties::default()
+                .with_message_id("deep".into())
+                .with_headers(flat),
+        )
+        .await
+        .unwrap();
+    assert_eq!(confirm, Confirm::Ack);
+
+    let peek = cli(&["dlq", "peek", "--queue", q, "--json"]);
+    assert!(peek.status.success(), "{peek:?}");
+    let report: serde_json::Value = serde_json::from_slice(&peek.stdout).unwrap();
+    let deep = &report["matched"][1];
+    assert_eq!(deep["message_id"], "deep");
+    let note = deep["headers"]["deep"].as_str().unwrap();
+    assert!(
+        note.contains("not shown: nests 17999 levels deep"),
+        "{note}"
+    );
+
+    let file = std::env::temp_dir().join(unique("deep-export"));
+    let export = cli(&[
+        "dlq",
+        "export",
+        "--queue",
+        q,
+        "--jsonl",
+        file.to_str().unwrap(),
+    ]);
+    assert!(stdout(&export).contains("exported 1"), "{export:?}");
+    let errors = String::from_utf8_lossy(&export.stderr);
+    assert!(
+        errors.contains("not exported: message 1 (deep): its headers nest 18000 levels deep"),
+        "{errors}"
+    );
+    let _ = std::fs::remove_file(&file);
+    let replay = cli(&["dlq", "replay", "--queue", q]);
+    assert!(stdout(&replay).contains("replayed 1, 1 left"), "{replay:?}");
+
+    // What is left is the deep message, its headers as they were sent.
+    let got = channel.get(&dlq).await.unwrap().expect("the deep message");
+    let Some(AMQPValue::ByteArray(packed)) = got
+        .properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get(DEEP_HEADERS))
+    else {
+        panic!("the connection hands the deep headers over packed");
+    };
+    let original = unpack(packed.as_slice()).unwrap();
+    assert!(original.entries == entries, "the headers are intact");
+    got.acker.ack().await.unwrap();
+    connection.close().await;
+}
