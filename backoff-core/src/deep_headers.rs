@@ -203,15 +203,21 @@ fn walk(
     table: bool,
     mut out: Option<&mut Vec<u8>>,
 ) -> Result<usize, TableError> {
-    // The open tables and arrays: where each ends, whether it is a table.
-    let mut open: Vec<(usize, bool)> = vec![(end, table)];
+    // The table or array being read: where it ends, whether it is a table;
+    // the ones around it, which it is nested in (no allocation for a flat
+    // table).
+    let (mut end, mut table) = (end, table);
+    let mut around: Vec<(usize, bool)> = Vec::new();
     let mut depth = 1;
     let mut at = start;
-    while let Some(&(end, table)) = open.last() {
+    loop {
         if at == end {
-            open.pop();
             if let Some(out) = out.as_deref_mut() {
                 out.push(END);
+            }
+            match around.pop() {
+                Some(outer) => (end, table) = outer,
+                None => return Ok(depth),
             }
             continue;
         }
@@ -233,8 +239,9 @@ fn walk(
                     .checked_add(len)
                     .filter(|e| *e <= end)
                     .ok_or(TableError::Truncated(at))?;
-                open.push((inner_end, tag == b'F'));
-                depth = depth.max(open.len());
+                around.push((end, table));
+                (end, table) = (inner_end, tag == b'F');
+                depth = depth.max(around.len() + 1);
             }
             _ => {
                 let value_end = at + scalar_len(tag, bytes, at, end)?;
@@ -245,7 +252,6 @@ fn walk(
             }
         }
     }
-    Ok(depth)
 }
 
 /// The end of the field name (a short string) at `at`, checked to be UTF-8
