@@ -65,7 +65,9 @@ const IDLE: Duration = Duration::from_secs(2);
 
 /// How long a holding pass, the queue's only consumer, waits for messages
 /// the broker has already sent it: nothing ready in the queue does not mean
-/// nothing is on its way (large messages, a slow link).
+/// nothing is on its way. RabbitMQ 3.10 re-encodes the headers of a message
+/// it dead-lettered each time it delivers it, which takes it seconds for
+/// headers nested thousands of levels deep.
 const IDLE_ALONE: Duration = Duration::from_secs(120);
 
 /// How long a pass that finds a marker queue without a ready flag waits for
