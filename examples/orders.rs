@@ -162,10 +162,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let names = spec.names();
     tracing::info!(
         "{} queue {} with retry tiers {} (dead letters in {})",
-        match spec.queue_type {
-            rabbit_backoff::QueueType::Classic => "classic",
-            rabbit_backoff::QueueType::Quorum => "quorum",
-        },
+        spec.queue_type.as_str(),
         names.queue,
         spec.delays,
         names.dead_letter_queue
