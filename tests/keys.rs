@@ -9,7 +9,9 @@ use rabbit_backoff::ATTRIBUTE_KEYS;
 /// The keys named in the first column of the markdown table whose header row
 /// is `| key | meaning | default |`, each line stripped of `prefix` first.
 fn table_keys(text: &str, prefix: &str) -> BTreeSet<String> {
-    let mut lines = text.lines().map(|line| line.trim_start().trim_start_matches(prefix).trim());
+    let mut lines = text
+        .lines()
+        .map(|line| line.trim_start().trim_start_matches(prefix).trim());
     assert!(
         lines.any(|line| line == "| key | meaning | default |"),
         "no `| key | meaning | default |` table found"
