@@ -16,7 +16,7 @@ use super::death::{self, DeathEvent, Reason};
 use super::exchange::Exchange;
 use super::queue::{DeadLetter, Queue, QueueConfig, Stored, assert_equivalent};
 use super::{lock, read, replies, write};
-use crate::transport::{Confirm, QueueInfo, TransportError};
+use rabbit_backoff_runtime::transport::{Confirm, QueueInfo, TransportError};
 
 /// Everything one in-memory broker holds. Exchanges and queues live in
 /// `topology` (read-locked to route, write-locked to declare); each queue

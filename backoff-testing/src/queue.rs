@@ -23,7 +23,7 @@ use super::channel::{ChannelShared, delivery_of};
 use super::death::Reason;
 use super::lock;
 use super::replies;
-use crate::transport::{Delivery, QueueInfo, TransportError};
+use rabbit_backoff_runtime::transport::{Delivery, QueueInfo, TransportError};
 
 /// `classic` or `quorum`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,6 @@
-//! An in-memory RabbitMQ for tests (feature `testing`): the same
-//! [`Transport`](crate::transport::Transport) seam as the real broker, with
+//! An in-memory RabbitMQ for tests of rabbit-backoff consumers, used as
+//! `rabbit_backoff::testing` (the facade's feature `testing`): the same
+//! [`Transport`](rabbit_backoff_runtime::transport::Transport) seam as the real broker, with
 //! RabbitMQ 3.10's semantics for everything the framework relies on, on
 //! tokio's clock.
 //!
@@ -31,12 +32,12 @@
 //!
 //! ```
 //! use rabbit_backoff_core::{Argument, ExchangeKind, QueueDecl};
-//! use rabbit_backoff_runtime::transport::memory::TestBroker;
-//! use rabbit_backoff_runtime::transport::Transport;
+//! use rabbit_backoff::testing::TestBroker;
+//! use rabbit_backoff::transport::Transport;
 //! use futures_util::StreamExt;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
-//! # async fn main() -> Result<(), rabbit_backoff_runtime::transport::TransportError> {
+//! # async fn main() -> Result<(), rabbit_backoff::transport::TransportError> {
 //! let broker = TestBroker::new();
 //! let channel = broker.connect().await?.open_channel().await?;
 //! channel.declare_exchange("orders", ExchangeKind::Direct).await?;
@@ -64,6 +65,9 @@
 //! # Ok(())
 //! # }
 //! ```
+
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod broker;
 mod channel;

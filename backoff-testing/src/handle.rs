@@ -5,11 +5,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::transport::values::header_view;
 use futures_util::future::BoxFuture;
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use rabbit_backoff_core::{Argument, headers as header_names, read_retry_count};
+use rabbit_backoff_runtime::transport::header_view;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
@@ -19,7 +19,7 @@ use super::channel::MemoryConnection;
 use super::death::{self, Death};
 use super::queue::{Queue, Stored};
 use super::read;
-use crate::transport::{Confirm, Connection, Transport, TransportError};
+use rabbit_backoff_runtime::transport::{Confirm, Connection, Transport, TransportError};
 
 /// How long [`TestBroker::run_until_idle`] lets time run at most.
 pub const IDLE_LIMIT: Duration = Duration::from_secs(3600);
@@ -30,12 +30,12 @@ pub const IDLE_LIMIT: Duration = Duration::from_secs(3600);
 /// [`Transport::connect`] opens a new connection to it.
 ///
 /// ```
-/// use rabbit_backoff_runtime::transport::memory::TestBroker;
-/// use rabbit_backoff_runtime::transport::{Confirm, Transport};
+/// use rabbit_backoff::testing::TestBroker;
+/// use rabbit_backoff::transport::{Confirm, Transport};
 /// use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() -> Result<(), rabbit_backoff_runtime::transport::TransportError> {
+/// # async fn main() -> Result<(), rabbit_backoff::transport::TransportError> {
 /// let broker = TestBroker::new();
 /// let channel = broker.connect().await?.open_channel().await?;
 /// channel.declare_exchange("orders", ExchangeKind::Direct).await?;
@@ -88,7 +88,7 @@ impl TestBroker {
     /// `amq.match`).
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// let broker = TestBroker::new();
     /// assert!(broker.exchange_exists("amq.topic"));
     /// assert!(broker.queue_names().is_empty());
@@ -108,9 +108,9 @@ impl TestBroker {
     /// `expiration` (RabbitMQ would close the channel): a mistake in the test.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::transport::Confirm;
-    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// # use rabbit_backoff::transport::Confirm;
+    /// # use rabbit_backoff::lapin::BasicProperties;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// let broker = TestBroker::new();
@@ -143,7 +143,7 @@ impl TestBroker {
     /// As [`publish`](Self::publish), and when `value` cannot be serialized.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -177,10 +177,10 @@ impl TestBroker {
     /// # Panics
     ///
     /// When RabbitMQ would refuse the declaration (see
-    /// [`Channel::declare_queue`](crate::transport::Channel::declare_queue)).
+    /// [`Channel::declare_queue`](rabbit_backoff_runtime::transport::Channel::declare_queue)).
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// use rabbit_backoff_core::Argument;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -207,7 +207,7 @@ impl TestBroker {
     /// When the queue does not exist, naming the queues that do.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -228,7 +228,7 @@ impl TestBroker {
     /// [`messages`](Self::messages), for a dead-letter queue.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -247,7 +247,7 @@ impl TestBroker {
     /// When the queue does not exist.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -268,7 +268,7 @@ impl TestBroker {
     /// When the queue does not exist.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -287,7 +287,7 @@ impl TestBroker {
     /// When the queue does not exist.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -306,7 +306,7 @@ impl TestBroker {
     /// When the queue does not exist.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -323,7 +323,7 @@ impl TestBroker {
     /// The names of all queues, sorted.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -341,7 +341,7 @@ impl TestBroker {
     /// The names of all exchanges but the default one, sorted.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// let broker = TestBroker::new();
     /// assert!(broker.exchange_names().contains(&"amq.direct".to_owned()));
     /// ```
@@ -358,7 +358,7 @@ impl TestBroker {
     /// Whether a queue exists.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// assert!(!TestBroker::new().queue_exists("orders"));
     /// ```
     pub fn queue_exists(&self, queue: &str) -> bool {
@@ -368,7 +368,7 @@ impl TestBroker {
     /// Whether an exchange exists (the default exchange `""` always does).
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// assert!(TestBroker::new().exchange_exists(""));
     /// ```
     pub fn exchange_exists(&self, exchange: &str) -> bool {
@@ -379,7 +379,7 @@ impl TestBroker {
     /// exist.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// assert!(TestBroker::new().queue_arguments("orders").is_none());
     /// ```
     pub fn queue_arguments(&self, queue: &str) -> Option<Vec<(String, Argument)>> {
@@ -390,7 +390,7 @@ impl TestBroker {
     /// they were made; empty when the exchange does not exist.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// assert!(TestBroker::new().bindings("amq.direct").is_empty());
     /// ```
     pub fn bindings(&self, exchange: &str) -> Vec<(String, String)> {
@@ -411,8 +411,8 @@ impl TestBroker {
     /// `reject-publish` queue).
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::transport::Confirm;
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// # use rabbit_backoff::transport::Confirm;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -432,8 +432,8 @@ impl TestBroker {
     /// [`Confirm::Returned`].
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::transport::Confirm;
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// # use rabbit_backoff::transport::Confirm;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -451,9 +451,9 @@ impl TestBroker {
     /// the publishing channel closes (its unsettled deliveries return).
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::transport::{Transport, TransportError};
-    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// # use rabbit_backoff::transport::{Transport, TransportError};
+    /// # use rabbit_backoff::lapin::BasicProperties;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), TransportError> {
     /// let broker = TestBroker::new();
@@ -474,10 +474,10 @@ impl TestBroker {
     /// queues, marked redelivered.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::transport::Transport;
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// # use rabbit_backoff::transport::Transport;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), rabbit_backoff_runtime::transport::TransportError> {
+    /// # async fn main() -> Result<(), rabbit_backoff::transport::TransportError> {
     /// let broker = TestBroker::new();
     /// let connection = broker.connect().await?;
     /// let channel = connection.open_channel().await?;
@@ -499,10 +499,10 @@ impl TestBroker {
     /// stay. Clients must reconnect with [`Transport::connect`].
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::transport::Transport;
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// # use rabbit_backoff::transport::Transport;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), rabbit_backoff_runtime::transport::TransportError> {
+    /// # async fn main() -> Result<(), rabbit_backoff::transport::TransportError> {
     /// let broker = TestBroker::new();
     /// let connection = broker.connect().await?;
     /// broker.close_connections();
@@ -534,7 +534,7 @@ impl TestBroker {
     /// Start consumers before calling it: a queue without consumers is idle.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// use rabbit_backoff_core::Argument;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -562,7 +562,7 @@ impl TestBroker {
     /// ran out.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # use std::time::Duration;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -702,8 +702,8 @@ impl Message {
     /// The body.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// # use rabbit_backoff::lapin::BasicProperties;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -719,7 +719,7 @@ impl Message {
     /// The body decoded from JSON.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -735,7 +735,7 @@ impl Message {
     /// Its properties, headers included.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -751,7 +751,7 @@ impl Message {
     /// Its headers (empty when it has none).
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -767,9 +767,9 @@ impl Message {
     /// One header's value.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
-    /// # use rabbit_backoff_runtime::lapin::types::{AMQPValue, FieldTable};
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// # use rabbit_backoff::lapin::BasicProperties;
+    /// # use rabbit_backoff::lapin::types::{AMQPValue, FieldTable};
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -790,9 +790,9 @@ impl Message {
     /// One header's value when it is a string (short or long, UTF-8).
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
-    /// # use rabbit_backoff_runtime::lapin::types::{AMQPValue, FieldTable, LongString};
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// # use rabbit_backoff::lapin::BasicProperties;
+    /// # use rabbit_backoff::lapin::types::{AMQPValue, FieldTable, LongString};
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -810,8 +810,8 @@ impl Message {
     /// Its `message_id`.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// # use rabbit_backoff::lapin::BasicProperties;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -830,7 +830,7 @@ impl Message {
     /// The exchange it was last published (or dead-lettered) to.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -846,7 +846,7 @@ impl Message {
     /// The routing key it was last published (or dead-lettered) with.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -862,7 +862,7 @@ impl Message {
     /// Whether it was delivered before and returned unsettled.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -879,9 +879,9 @@ impl Message {
     /// a decimal string; absent or unusable → 0).
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
-    /// # use rabbit_backoff_runtime::lapin::types::{AMQPValue, FieldTable, LongString};
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// # use rabbit_backoff::lapin::BasicProperties;
+    /// # use rabbit_backoff::lapin::types::{AMQPValue, FieldTable, LongString};
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -902,7 +902,7 @@ impl Message {
     /// Its `x-death` entries, newest first.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// use rabbit_backoff_core::Argument;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {

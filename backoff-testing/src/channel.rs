@@ -21,7 +21,7 @@ use super::broker::BrokerShared;
 use super::lock;
 use super::queue::{ConsumerSlot, Queue, QueueKind, Settlement, Stored};
 use super::replies;
-use crate::transport::{
+use rabbit_backoff_runtime::transport::{
     Acker, Channel, Confirm, Connection, Deliveries, Delivery, Lost, LostSignal, QueueInfo, Settle,
     TransportError,
 };
