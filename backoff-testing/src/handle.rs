@@ -14,12 +14,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
-use super::broker::BrokerShared;
-use super::channel::MemoryConnection;
-use super::death::{self, Death};
-use super::queue::{Queue, Stored};
-use super::read;
 use rabbit_backoff_runtime::transport::{Confirm, Connection, Transport, TransportError};
+
+use crate::broker::BrokerShared;
+use crate::connection::{Connections, MemoryConnection};
+use crate::death::{self, Death};
+use crate::lock::read;
+use crate::queue::Queue;
+use crate::stored::Stored;
 
 /// How long [`TestBroker::run_until_idle`] lets time run at most.
 pub const IDLE_LIMIT: Duration = Duration::from_secs(3600);
@@ -54,6 +56,7 @@ pub const IDLE_LIMIT: Duration = Duration::from_secs(3600);
 #[derive(Clone)]
 pub struct TestBroker {
     shared: Arc<BrokerShared>,
+    connections: Arc<Connections>,
 }
 
 impl Default for TestBroker {
@@ -73,7 +76,8 @@ impl fmt::Debug for TestBroker {
 impl Transport for TestBroker {
     fn connect(&self) -> BoxFuture<'_, Result<Arc<dyn Connection>, TransportError>> {
         Box::pin(async move {
-            Ok(Arc::new(MemoryConnection::open(&self.shared)) as Arc<dyn Connection>)
+            let connection = MemoryConnection::open(&self.shared, &self.connections);
+            Ok(Arc::new(connection) as Arc<dyn Connection>)
         })
     }
 
@@ -96,6 +100,7 @@ impl TestBroker {
     pub fn new() -> Self {
         TestBroker {
             shared: Arc::new(BrokerShared::new()),
+            connections: Arc::default(),
         }
     }
 
@@ -221,7 +226,7 @@ impl TestBroker {
     /// ```
     pub fn messages(&self, queue: &str) -> Vec<Message> {
         let queue = self.existing(queue);
-        queue.expire_due(&self.shared);
+        queue.expire_due();
         queue.snapshot().into_iter().map(Message::from).collect()
     }
 
@@ -257,7 +262,7 @@ impl TestBroker {
     /// ```
     pub fn queue_depth(&self, queue: &str) -> usize {
         let queue = self.existing(queue);
-        queue.expire_due(&self.shared);
+        queue.expire_due();
         queue.activity().ready
     }
 
@@ -489,8 +494,8 @@ impl TestBroker {
     /// ```
     pub fn close_channels(&self) {
         let error = TransportError::Closed("the broker closed the channel".into());
-        for connection in self.shared.live_connections() {
-            connection.close_channels(error.clone(), &self.shared);
+        for connection in self.connections.open() {
+            connection.close_channels(error.clone());
         }
     }
 
@@ -515,8 +520,8 @@ impl TestBroker {
         let error = TransportError::Closed(
             "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'".into(),
         );
-        for connection in self.shared.live_connections() {
-            connection.close(error.clone(), &self.shared, true);
+        for connection in self.connections.open() {
+            connection.close(error.clone(), true);
         }
     }
 
@@ -583,7 +588,7 @@ impl TestBroker {
             let mut next_deadline: Option<Instant> = None;
             let mut working = false;
             for queue in self.shared.queues() {
-                queue.expire_due(&self.shared);
+                queue.expire_due();
                 let a = queue.activity();
                 let waiting = a.next_deadline.is_some();
                 let feeding = a.ready > 0 && a.consumers > 0;

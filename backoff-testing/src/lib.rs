@@ -71,30 +71,18 @@
 
 mod broker;
 mod channel;
+mod connection;
 mod death;
 mod exchange;
 mod handle;
+mod lock;
 mod queue;
+mod queue_config;
 mod replies;
+mod stored;
 
 #[cfg(test)]
 mod tests;
 
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
-
 pub use death::Death;
 pub use handle::{IDLE_LIMIT, Message, QueueActivity, StillBusy, TestBroker};
-
-/// Locks, ignoring poisoning: the broker's state stays consistent across a
-/// panic in a test (no critical section panics half-way through a change).
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(PoisonError::into_inner)
-}
