@@ -31,7 +31,7 @@
 //! plays out a whole retry schedule (5s, 15s, 60s) in milliseconds.
 //!
 //! ```
-//! use rabbit_backoff_core::{Argument, ExchangeKind, QueueDecl};
+//! use rabbit_backoff::{Argument, ExchangeKind, QueueDecl};
 //! use rabbit_backoff::testing::TestBroker;
 //! use rabbit_backoff::transport::Transport;
 //! use futures_util::StreamExt;
@@ -74,15 +74,16 @@ mod channel;
 mod connection;
 mod death;
 mod exchange;
-mod handle;
 mod lock;
+mod message;
 mod queue;
 mod queue_config;
 mod replies;
+mod still_busy;
 mod stored;
-
-#[cfg(test)]
-mod tests;
+mod test_broker;
 
 pub use death::Death;
-pub use handle::{IDLE_LIMIT, Message, QueueActivity, StillBusy, TestBroker};
+pub use message::Message;
+pub use still_busy::{QueueActivity, StillBusy};
+pub use test_broker::{IDLE_LIMIT, TestBroker};

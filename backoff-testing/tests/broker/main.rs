@@ -17,8 +17,8 @@ use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use rabbit_backoff_core::{Argument, QueueDecl};
 
-use super::TestBroker;
 use rabbit_backoff_runtime::transport::{Channel, Deliveries, Delivery, Transport, TransportError};
+use rabbit_backoff_testing::TestBroker;
 
 /// A broker and one open channel on it.
 async fn setup() -> (TestBroker, Arc<dyn Channel>) {
