@@ -1056,10 +1056,10 @@ fn deep_entries(levels: usize) -> Vec<u8> {
 
 #[tokio::test]
 async fn a_dead_letter_nested_18000_levels_deep_is_shown_with_a_note_and_left_intact() {
-    use rabbit_backoff_core::deep_headers::{pack, unpack};
-    use rabbit_backoff_core::headers::DEEP_HEADERS;
-    use rabbit_backoff_runtime::transport::amqp::AmqpTransport;
-    use rabbit_backoff_runtime::transport::{Confirm, Connection as _};
+    use rabbit_backoff::deep_headers::{pack, unpack};
+    use rabbit_backoff::headers::DEEP_HEADERS;
+    use rabbit_backoff::transport::amqp::AmqpTransport;
+    use rabbit_backoff::transport::{Confirm, Connection as _};
 
     let f = Fixture::new("deep", 1).await;
     let q = f.queue.as_str();
