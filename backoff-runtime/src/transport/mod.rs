@@ -17,10 +17,16 @@ pub mod amqp;
 pub(crate) mod declare;
 pub(crate) mod deep_drop;
 pub mod lost;
+#[cfg(feature = "tls")]
+// Until the connector in `amqp` calls `split_uri` and `handshake`.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) mod tls;
+pub mod tls_error;
 pub(crate) mod values;
 
 pub use amqp::AmqpTransport;
 pub use lost::{Lost, LostSignal};
+pub use tls_error::{TlsError, Trusted};
 
 use std::fmt;
 use std::sync::Arc;
@@ -283,6 +289,10 @@ pub enum TransportError {
     /// The channel or connection is closed or lost.
     #[error("closed: {0}")]
     Closed(String),
+    /// An `amqps://` connection could not be set up: its TLS parameters,
+    /// a certificate or key file, or the handshake.
+    #[error("{0}")]
+    Tls(TlsError),
     /// Anything else the client reports (I/O, protocol, URI).
     #[error("{0}")]
     Other(String),
