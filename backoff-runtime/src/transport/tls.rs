@@ -382,16 +382,40 @@ impl TlsSettings {
         }
     }
 
-    /// If an I/O error on a TLS stream is the server's TLS alert or another
-    /// TLS failure, what it means. With TLS 1.3 the server checks the client's
-    /// certificate after the client has finished its handshake, so a refused
-    /// client certificate shows up on the first read, not in [`handshake`].
+    /// What an I/O error on the TLS stream during the AMQP handshake (the
+    /// first reads and writes after [`handshake`]) means, when TLS explains
+    /// it: the server's TLS alert, or, with a client certificate, the
+    /// connection closed under it.
+    ///
+    /// With TLS 1.3 the server checks the client's certificate after the
+    /// client has finished its side of the handshake, so a refused client
+    /// certificate shows up there, not in [`handshake`]: as the server's
+    /// alert when it is read first, or as a reset connection when the client
+    /// wrote first (the server closed with the client's bytes unread).
     #[allow(dead_code)] // for the connector, which reads the stream
     pub(crate) fn explain_io_error(&self, host: &str, error: &io::Error) -> Option<TransportError> {
-        error
+        let is_tls = error
             .get_ref()
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-            .map(|_| TransportError::Tls(self.explain(host, error)))
+            .is_some_and(|inner| inner.is::<rustls::Error>());
+        if is_tls {
+            return Some(TransportError::Tls(self.explain(host, error)));
+        }
+        let closed = matches!(
+            error.kind(),
+            io::ErrorKind::ConnectionReset
+                | io::ErrorKind::UnexpectedEof
+                | io::ErrorKind::BrokenPipe
+                | io::ErrorKind::ConnectionAborted
+        );
+        let client = self.client.as_ref().filter(|_| closed)?;
+        Some(TransportError::Tls(TlsError::Refused {
+            host: host.to_owned(),
+            alert: format!("connection closed: {error}"),
+            hint: format!(
+                "the server closed the connection right after the TLS handshake, most likely refusing this client's certificate (certfile={}); give one signed by a CA the broker trusts (its ssl_options.cacertfile), valid now and for client authentication, and see the broker's log",
+                client.cert_file.display()
+            ),
+        }))
     }
 }
 

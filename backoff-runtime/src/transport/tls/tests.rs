@@ -241,6 +241,37 @@ fn a_client_key_that_cannot_be_used_is_named() {
 }
 
 #[test]
+fn a_connection_closed_after_the_handshake_is_explained_only_with_a_client_certificate() {
+    let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+    assert!(
+        TlsSettings::default()
+            .explain_io_error("rabbit", &reset)
+            .is_none(),
+        "without a client certificate a reset says nothing about TLS"
+    );
+    let with_client = TlsSettings {
+        client: Some(ClientCertificate {
+            cert_file: PathBuf::from("/etc/rabbit/client.pem"),
+            key_file: PathBuf::from("/etc/rabbit/client.key"),
+        }),
+        ..TlsSettings::default()
+    };
+    let explained = with_client
+        .explain_io_error("rabbit", &reset)
+        .expect("explained")
+        .to_string();
+    assert!(
+        explained.starts_with("the server at rabbit ended the TLS handshake (connection closed: ")
+            && explained.contains(
+                "most likely refusing this client's certificate (certfile=/etc/rabbit/client.pem)"
+            ),
+        "{explained}"
+    );
+    let timeout = std::io::Error::from(std::io::ErrorKind::TimedOut);
+    assert!(with_client.explain_io_error("rabbit", &timeout).is_none());
+}
+
+#[test]
 fn names_of_a_certificate_read_as_written() {
     assert_eq!(plain_name("DnsName(\"localhost\")"), "localhost");
     assert_eq!(plain_name("IpAddress(127.0.0.1)"), "127.0.0.1");
