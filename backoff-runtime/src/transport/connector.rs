@@ -7,11 +7,12 @@
 //! everything (tasks, timers) through [`GuardedKit`], whose only difference
 //! is that type: [`GuardedStream`] over a [`Socket`].
 
+use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -88,9 +89,7 @@ pub(crate) async fn connect_node(uri: &str) -> Result<lapin::Connection, Transpo
     let tls: Option<TlsSettings> = match uri.scheme {
         AMQPScheme::AMQP => None,
         AMQPScheme::AMQPS => {
-            return Err(TransportError::Other(
-                "amqps:// needs rabbit-backoff's `tls` feature".into(),
-            ));
+            return Err(TransportError::Tls(super::TlsError::NotBuilt));
         }
     };
     let frame_max = uri.query.frame_max.unwrap_or(MAX_FRAME_SIZE);
@@ -102,14 +101,33 @@ pub(crate) async fn connect_node(uri: &str) -> Result<lapin::Connection, Transpo
         GuardedReactor(Tokio::current()),
     ));
     let guard_frame_max = negotiated.clone();
+    // lapin keeps only the text of what the closure returns: a refused TLS
+    // handshake is kept here whole, so the caller reads what to do.
+    let refused: Arc<Mutex<Option<TransportError>>> = Arc::default();
+    let why = refused.clone();
+    let host = uri.authority.host.clone();
+    let tls = tls.map(Arc::new);
+    let tls_settings = tls.clone();
     let connect = async move |uri: AMQPUri, _: Runtime<GuardedKit>| {
-        let socket = open(&uri, tls.as_ref()).await.map_err(LapinError::from)?;
+        let socket = open(&uri, tls.as_deref()).await.map_err(|error| {
+            let text = error.to_string();
+            if let Some(error) = error.into_transport() {
+                *why.lock().unwrap_or_else(|e| e.into_inner()) = Some(error);
+            }
+            LapinError::from(io::Error::other(text))
+        })?;
         let stream = GuardedStream::new(socket, guard_frame_max.clone());
         Ok::<_, LapinError>(AsyncTcpStream::Plain(stream))
     };
-    let connection = lapin::Connection::connector(uri, runtime, connect, properties)
-        .await
-        .map_err(transport_error)?;
+    let connection = match lapin::Connection::connector(uri, runtime, connect, properties).await {
+        Ok(connection) => connection,
+        Err(error) => {
+            let kept = refused.lock().unwrap_or_else(|e| e.into_inner()).take();
+            return Err(kept
+                .or_else(|| explain(tls_settings.as_deref(), &host, &error))
+                .unwrap_or_else(|| transport_error(error)));
+        }
+    };
     negotiated.store(connection.configuration().frame_max(), Ordering::Relaxed);
     Ok(connection)
 }
@@ -121,8 +139,58 @@ use super::tls::TlsSettings;
 #[cfg(not(feature = "tls"))]
 type TlsSettings = std::convert::Infallible;
 
+/// Why a socket could not be opened: the TCP connection, or the TLS
+/// handshake above it (kept whole, as it says what to do).
+enum OpenError {
+    /// Connecting TCP failed.
+    Io(io::Error),
+    /// The TLS handshake was refused.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    Tls(TransportError),
+}
+
+impl OpenError {
+    /// The handshake's own error, when TLS refused.
+    fn into_transport(self) -> Option<TransportError> {
+        match self {
+            OpenError::Io(_) => None,
+            OpenError::Tls(error) => Some(error),
+        }
+    }
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Io(error) => error.fmt(f),
+            OpenError::Tls(error) => error.fmt(f),
+        }
+    }
+}
+
+impl From<io::Error> for OpenError {
+    fn from(error: io::Error) -> Self {
+        OpenError::Io(error)
+    }
+}
+
+/// What an I/O error after the TLS handshake means, when TLS explains it
+/// (a server's alert, or a client certificate refused by a closed socket).
+#[cfg(feature = "tls")]
+fn explain(tls: Option<&TlsSettings>, host: &str, error: &LapinError) -> Option<TransportError> {
+    let lapin::ErrorKind::IOError(io) = error.kind() else {
+        return None;
+    };
+    tls?.explain_io_error(host, io)
+}
+
+#[cfg(not(feature = "tls"))]
+fn explain(_: Option<&TlsSettings>, _: &str, _: &LapinError) -> Option<TransportError> {
+    None
+}
+
 /// Opens the socket to `uri`'s host: TCP, then TLS for `amqps://`.
-async fn open(uri: &AMQPUri, tls: Option<&TlsSettings>) -> io::Result<Socket> {
+async fn open(uri: &AMQPUri, tls: Option<&TlsSettings>) -> Result<Socket, OpenError> {
     let host = uri.authority.host.as_str();
     let connecting = TcpStream::connect((host, uri.authority.port));
     let tcp = match uri.query.connection_timeout {
@@ -135,20 +203,24 @@ async fn open(uri: &AMQPUri, tls: Option<&TlsSettings>) -> io::Result<Socket> {
     match (&uri.scheme, tls) {
         (AMQPScheme::AMQP, _) => Ok(Socket::Plain(tcp)),
         (AMQPScheme::AMQPS, Some(settings)) => handshake(settings, host, tcp).await,
-        (AMQPScheme::AMQPS, None) => Err(io::Error::other("amqps:// without TLS settings")),
+        (AMQPScheme::AMQPS, None) => Err(io::Error::other("amqps:// without TLS settings").into()),
     }
 }
 
 #[cfg(feature = "tls")]
-async fn handshake(settings: &TlsSettings, host: &str, tcp: TcpStream) -> io::Result<Socket> {
+async fn handshake(
+    settings: &TlsSettings,
+    host: &str,
+    tcp: TcpStream,
+) -> Result<Socket, OpenError> {
     super::tls::handshake(settings, host, tcp)
         .await
         .map(|stream| Socket::Tls(Box::new(stream)))
-        .map_err(|e| io::Error::other(e.to_string()))
+        .map_err(OpenError::Tls)
 }
 
 #[cfg(not(feature = "tls"))]
-async fn handshake(settings: &TlsSettings, _: &str, _: TcpStream) -> io::Result<Socket> {
+async fn handshake(settings: &TlsSettings, _: &str, _: TcpStream) -> Result<Socket, OpenError> {
     match *settings {}
 }
 

@@ -21,10 +21,12 @@ pub(crate) mod frame_guard;
 pub mod lost;
 #[cfg(feature = "tls")]
 mod tls;
+pub mod tls_error;
 pub(crate) mod values;
 
 pub use amqp::AmqpTransport;
 pub use lost::{Lost, LostSignal};
+pub use tls_error::{TlsError, Trusted};
 pub use values::header_view;
 
 use std::fmt;
@@ -288,6 +290,10 @@ pub enum TransportError {
     /// The channel or connection is closed or lost.
     #[error("closed: {0}")]
     Closed(String),
+    /// An `amqps://` connection could not be set up: its TLS parameters,
+    /// a certificate or key file, or the handshake.
+    #[error("{0}")]
+    Tls(TlsError),
     /// Anything else the client reports (I/O, protocol, URI).
     #[error("{0}")]
     Other(String),

@@ -1,0 +1,161 @@
+//! `rabbit-backoff status` over `amqps://`, and what it says when the broker's
+//! certificate is not trusted.
+//!
+//! Needs the TLS node of `scripts/tls.sh up` (TLS on 127.0.0.1:5671, plain
+//! AMQP on 127.0.0.1:5676, certificates in `RABBIT_BACKOFF_TLS_DIR`, by
+//! default /tmp/rabbit-backoff-tls) and is built only with the feature `tls`:
+//! `cargo test -p rabbit-backoff-cli --features tls --test tls`
+//! (`scripts/test.sh` starts the node, runs this, and stops it).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Connection, ConnectionProperties};
+
+/// The TLS node's plain AMQP listener, to set up what the CLI reads over TLS.
+const PLAIN: &str = "amqp://guest:guest@127.0.0.1:5676/%2f";
+
+/// A file of the TLS node's certificates.
+fn cert(name: &str) -> PathBuf {
+    let dir = std::env::var("RABBIT_BACKOFF_TLS_DIR")
+        .unwrap_or_else(|_| "/tmp/rabbit-backoff-tls".to_owned());
+    let path = PathBuf::from(dir).join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: these tests need the TLS node; start it with scripts/tls.sh up (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+fn amqps(ca: &str) -> String {
+    format!(
+        "amqps://guest:guest@localhost:5671/%2f?cacertfile={}",
+        cert(ca).display()
+    )
+}
+
+/// `rabbit-backoff --url <url> status …`, the management API out of reach
+/// (the TLS node has none).
+fn status(url: &str, queue: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rabbit-backoff"))
+        .args(["--url", url, "status", "--queue", queue, "--delays", "1s"])
+        .args(["--management-url", "http://127.0.0.1:9", "--json"])
+        .env_remove("AMQP_URL")
+        .output()
+        .expect("run the CLI")
+}
+
+async fn plain() -> Connection {
+    Connection::connect(PLAIN, ConnectionProperties::default())
+        .await
+        .unwrap_or_else(|e| {
+            panic!("the TLS node's plain listener does not answer ({e}); run scripts/tls.sh up")
+        })
+}
+
+/// A consumer's work queue and dead-letter queue, two dead letters in the
+/// latter, deleted when dropped.
+struct Fixture {
+    queue: String,
+}
+
+impl Fixture {
+    async fn new() -> Fixture {
+        let queue = format!(
+            "rbt.cli.tls.{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..10]
+        );
+        let connection = plain().await;
+        let channel = connection.create_channel().await.expect("channel");
+        channel
+            .confirm_select(Default::default())
+            .await
+            .expect("confirms");
+        let durable = QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        };
+        let dlq = format!("{queue}.dlq");
+        for q in [&queue, &dlq] {
+            channel
+                .queue_declare(q.as_str().into(), durable, FieldTable::default())
+                .await
+                .expect("declare");
+        }
+        for i in 0..2 {
+            channel
+                .basic_publish(
+                    "".into(),
+                    dlq.as_str().into(),
+                    BasicPublishOptions::default(),
+                    format!("{{\"n\":{i}}}").as_bytes(),
+                    BasicProperties::default(),
+                )
+                .await
+                .expect("publish")
+                .await
+                .expect("confirm");
+        }
+        let _ = connection.close(200, "".into()).await;
+        Fixture { queue }
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let queues = [self.queue.clone(), format!("{}.dlq", self.queue)];
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                let Ok(connection) =
+                    Connection::connect(PLAIN, ConnectionProperties::default()).await
+                else {
+                    return;
+                };
+                let Ok(channel) = connection.create_channel().await else {
+                    return;
+                };
+                for q in queues {
+                    let _ = channel
+                        .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+                        .await;
+                }
+            });
+        })
+        .join()
+        .expect("cleanup");
+    }
+}
+
+#[tokio::test]
+async fn status_reads_the_queues_over_amqps() {
+    let f = Fixture::new().await;
+    let output = status(&amqps("ca.pem"), &f.queue);
+    assert!(output.status.success(), "{output:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let queues = doc["consumers"][0]["queues"].as_array().expect("queues");
+    let dlq = queues
+        .iter()
+        .find(|q| q["role"] == "dead-letter")
+        .expect("the dead-letter queue");
+    assert_eq!(dlq["messages"], 2, "{doc}");
+}
+
+#[tokio::test]
+async fn status_says_why_the_broker_is_not_trusted() {
+    let f = Fixture::new().await;
+    let output = status(&amqps("other-ca.pem"), &f.queue);
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("the server's certificate is not signed by a CA this client trusts")
+            && stderr.contains("pass cacertfile="),
+        "{stderr}"
+    );
+}

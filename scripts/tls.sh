@@ -1,0 +1,244 @@
+#!/usr/bin/env bash
+# A RabbitMQ node with TLS listeners on this machine, beside the default node,
+# for the amqps:// tests (tests/tls.rs, backoff-cli/tests/tls.rs and the
+# runtime's handshake tests) and for trying TLS by hand. It uses the installed
+# server (scripts/ensure-broker.sh installs it) and never touches the default
+# node (rabbit@localhost, 5672) nor the cluster of scripts/cluster.sh.
+#
+#   scripts/tls.sh up       make the certificates, start the node, wait until its TLS listener answers
+#   scripts/tls.sh status   the node's state, its listeners and where the certificates are
+#   scripts/tls.sh down     stop the node and remove its data and the certificates
+#
+# Node: rabbit-tls@localhost (guest/guest), distribution on 25676, no plugins.
+#   amqps://127.0.0.1:5671  TLS, with the certificate of `localhost` and 127.0.0.1
+#   amqps://127.0.0.2:5671  the same listener on another loopback address, which
+#                           the certificate does not name (the wrong-host test)
+#   amqp://127.0.0.1:5676   plain AMQP
+# The node asks clients for a certificate (verify_peer) and refuses one that
+# its CA did not sign, but accepts clients that present none.
+#
+# Certificates, made with openssl once and kept until `down`, in
+# $RABBIT_BACKOFF_TLS_DIR (default /tmp/rabbit-backoff-tls), printed by `up`:
+#   ca.pem                    the throwaway CA that signed the next three
+#   server.pem, server.key    the node's (DNS:localhost, IP:127.0.0.1)
+#   client.pem, client.key    a client certificate (CN=guest)
+#   other-ca.pem              another CA, which signed nothing of the node's
+#   other-client.pem, .key    a client certificate of that other CA
+# Keys are not encrypted; none of this is for anything but tests.
+#
+# The node's data, logs, PID file and configuration are under
+# $RABBIT_BACKOFF_TLS_NODE_DIR (default /var/lib/rabbitmq/rabbit-backoff-tls),
+# owned by the rabbitmq user; the node runs as that user, sharing its Erlang
+# cookie with rabbitmqctl. `up` is idempotent: it starts the node only when it
+# is not running. Run it as root or as the rabbitmq user.
+set -euo pipefail
+
+NAME=rabbit-tls
+HOST=localhost
+NODE="$NAME@$HOST"
+TLS_PORT=5671
+TLS_ADDRESSES=(127.0.0.1 127.0.0.2)
+AMQP_PORT=5676
+DIST_PORT=25676
+CERTS="${RABBIT_BACKOFF_TLS_DIR:-/tmp/rabbit-backoff-tls}"
+BASE="${RABBIT_BACKOFF_TLS_NODE_DIR:-/var/lib/rabbitmq/rabbit-backoff-tls}"
+RABBIT_BIN="${RABBITMQ_BIN:-/usr/lib/rabbitmq/bin}"
+UP_TIMEOUT=60
+
+die() { echo "tls.sh: $*" >&2; exit 1; }
+
+usage() {
+  echo "usage: scripts/tls.sh up | down | status" >&2
+  exit 2
+}
+
+# Runs a command as the rabbitmq user (with its HOME, so with its Erlang cookie).
+as_rabbitmq() {
+  if [ "$(id -un)" = rabbitmq ]; then
+    HOME="$(getent passwd rabbitmq | cut -d: -f6)" "$@"
+  else
+    runuser -u rabbitmq -- "$@"
+  fi
+}
+
+ctl() { (cd / && as_rabbitmq "$RABBIT_BIN/rabbitmqctl" "$@"); }
+
+check_prerequisites() {
+  [ -x "$RABBIT_BIN/rabbitmq-server" ] || die "RabbitMQ is not installed ($RABBIT_BIN/rabbitmq-server is missing): run scripts/ensure-broker.sh as root first."
+  getent passwd rabbitmq >/dev/null || die "there is no rabbitmq user: install the rabbitmq-server package (scripts/ensure-broker.sh)."
+  command -v openssl >/dev/null || die "openssl is missing: apt-get install openssl"
+  if [ "$(id -u)" -ne 0 ] && [ "$(id -un)" != rabbitmq ]; then
+    die "run this as root or as the rabbitmq user (the node runs as rabbitmq and shares its Erlang cookie)."
+  fi
+}
+
+# A key pair on P-256.
+new_key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
+
+# A self-signed CA: new_ca NAME "CN".
+new_ca() {
+  new_key "$CERTS/$1.key"
+  openssl req -x509 -new -key "$CERTS/$1.key" -out "$CERTS/$1.pem" -days 3650 -subj "/CN=$2" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+}
+
+# A certificate signed by a CA: new_cert NAME CA "CN" EXTENSIONS.
+new_cert() {
+  local name=$1 ca=$2 cn=$3 ext=$4
+  new_key "$CERTS/$name.key"
+  openssl req -new -key "$CERTS/$name.key" -subj "/CN=$cn" -out "$CERTS/$name.csr" 2>/dev/null
+  printf '%b\n' "$ext" >"$CERTS/$name.ext"
+  openssl x509 -req -in "$CERTS/$name.csr" -CA "$CERTS/$ca.pem" -CAkey "$CERTS/$ca.key" \
+    -CAcreateserial -days 825 -extfile "$CERTS/$name.ext" -out "$CERTS/$name.pem" 2>/dev/null
+  rm -f "$CERTS/$name.csr" "$CERTS/$name.ext"
+}
+
+# Makes the certificates once; the node reads its own as the rabbitmq user.
+make_certificates() {
+  if [ ! -s "$CERTS/other-client.pem" ]; then
+    rm -rf "$CERTS"
+    install -d -m 0755 "$CERTS"
+    local leaf='basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment'
+    new_ca ca "rabbit-backoff test CA"
+    new_cert server ca localhost "$leaf\nextendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1"
+    new_cert client ca guest "$leaf\nextendedKeyUsage=clientAuth"
+    new_ca other-ca "rabbit-backoff other CA"
+    new_cert other-client other-ca guest "$leaf\nextendedKeyUsage=clientAuth"
+    rm -f "$CERTS"/*.srl
+  fi
+  # CA keys stay with whoever ran this; the node reads its key, tests read the rest.
+  chmod 0600 "$CERTS/ca.key" "$CERTS/other-ca.key"
+  chown rabbitmq:rabbitmq "$CERTS/server.key"
+  chmod 0600 "$CERTS/server.key"
+  chmod 0644 "$CERTS"/*.pem "$CERTS/client.key" "$CERTS/other-client.key"
+}
+
+# Writes the node's configuration (each time: a changed script takes effect).
+prepare() {
+  install -d -o rabbitmq -g rabbitmq -m 0750 "$BASE" "$BASE/mnesia" "$BASE/log"
+  {
+    echo "listeners.tcp.local = 127.0.0.1:$AMQP_PORT"
+    local i=1 address
+    for address in "${TLS_ADDRESSES[@]}"; do
+      echo "listeners.ssl.a$i = $address:$TLS_PORT"
+      i=$((i + 1))
+    done
+    cat <<EOF
+ssl_options.cacertfile = $CERTS/ca.pem
+ssl_options.certfile = $CERTS/server.pem
+ssl_options.keyfile = $CERTS/server.key
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = false
+loopback_users.guest = true
+EOF
+  } >"$BASE/rabbitmq.conf"
+  echo '[].' >"$BASE/enabled_plugins"
+  # Read by the server's scripts instead of /etc/rabbitmq/rabbitmq-env.conf,
+  # which names the default node.
+  cat >"$BASE/rabbitmq-env.conf" <<EOF
+NODENAME=$NODE
+DIST_PORT=$DIST_PORT
+MNESIA_BASE=$BASE/mnesia
+LOG_BASE=$BASE/log
+PID_FILE=$BASE/pid
+CONFIG_FILE=$BASE/rabbitmq.conf
+ENABLED_PLUGINS_FILE=$BASE/enabled_plugins
+EOF
+  chown rabbitmq:rabbitmq "$BASE/rabbitmq.conf" "$BASE/enabled_plugins" "$BASE/rabbitmq-env.conf"
+}
+
+# The PID of the node's Erlang VM when it runs (it wrote its PID file and that
+# process is a VM started with this node's settings).
+pid_of_node() {
+  local pid
+  [ -r "$BASE/pid" ] || return 1
+  pid=$(tr -dc '0-9' <"$BASE/pid")
+  [ -n "$pid" ] && [ -r "/proc/$pid/environ" ] || return 1
+  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "RABBITMQ_CONF_ENV_FILE=$BASE/rabbitmq-env.conf" || return 1
+  echo "$pid"
+}
+
+answers() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+start_node() {
+  local as=()
+  rm -f "$BASE/pid"
+  if [ "$(id -un)" != rabbitmq ]; then as=(runuser -u rabbitmq --); fi
+  # In its own session, every descriptor redirected and nothing of this
+  # shell's left open (exec, not a function), so that it outlives this script
+  # and never holds its caller's pipes.
+  (cd "$BASE" && exec setsid "${as[@]}" env HOME="$(getent passwd rabbitmq | cut -d: -f6)" \
+    RABBITMQ_CONF_ENV_FILE="$BASE/rabbitmq-env.conf" ERL_EPMD_ADDRESS=127.0.0.1 \
+    ERL_FLAGS="-kernel inet_dist_use_interface {127,0,0,1}" \
+    "$RABBIT_BIN/rabbitmq-server" >>"$BASE/log/console.log" 2>&1 </dev/null) &
+}
+
+# Waits until the node's application runs and every listener answers.
+wait_node() {
+  local deadline=$((SECONDS + UP_TIMEOUT)) address
+  until [ -s "$BASE/pid" ]; do
+    [ $SECONDS -lt $deadline ] || die "$NODE wrote no PID file within ${UP_TIMEOUT} s; see $BASE/log/"
+    sleep 0.2
+  done
+  ctl -n "$NODE" -q wait "$BASE/pid" --timeout "$UP_TIMEOUT" >/dev/null \
+    || die "$NODE did not start; see $BASE/log/"
+  for address in "${TLS_ADDRESSES[@]}"; do
+    until answers "$address" "$TLS_PORT"; do
+      [ $SECONDS -lt $deadline ] || die "$NODE runs but nothing answers on $address:$TLS_PORT; see $BASE/log/"
+      sleep 0.2
+    done
+  done
+  until answers 127.0.0.1 "$AMQP_PORT"; do
+    [ $SECONDS -lt $deadline ] || die "$NODE runs but nothing answers on 127.0.0.1:$AMQP_PORT; see $BASE/log/"
+    sleep 0.2
+  done
+}
+
+cmd_up() {
+  check_prerequisites
+  local start=$SECONDS
+  make_certificates
+  prepare
+  if pid_of_node >/dev/null; then
+    wait_node
+    echo "TLS node already up: amqps://guest:guest@127.0.0.1:$TLS_PORT/%2f?cacertfile=$CERTS/ca.pem (plain: amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f); certificates in $CERTS" >&2
+  else
+    start_node
+    wait_node
+    echo "TLS node up in $((SECONDS - start)) s: amqps://guest:guest@127.0.0.1:$TLS_PORT/%2f?cacertfile=$CERTS/ca.pem (plain: amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f); certificates in $CERTS" >&2
+  fi
+}
+
+cmd_down() {
+  check_prerequisites
+  local pid stopped=""
+  if pid=$(pid_of_node); then
+    # Its data is removed next: no need for an orderly stop.
+    kill -9 "$pid" 2>/dev/null || true
+    while [ -e "/proc/$pid" ]; do sleep 0.05; done
+    stopped=" (stopped pid $pid)"
+  fi
+  rm -rf "$BASE" "$CERTS"
+  echo "TLS node down$stopped; data and certificates removed" >&2
+}
+
+cmd_status() {
+  local pid state address
+  if pid=$(pid_of_node); then
+    if answers 127.0.0.1 "$TLS_PORT"; then state=running; else state=starting; fi
+  else
+    pid=-; state=down
+  fi
+  printf '%-20s %-9s %-8s %s\n' NODE STATE PID LISTENERS
+  local listeners=""
+  for address in "${TLS_ADDRESSES[@]}"; do listeners+="amqps://$address:$TLS_PORT "; done
+  printf '%-20s %-9s %-8s %s\n' "$NODE" "$state" "$pid" "${listeners}amqp://127.0.0.1:$AMQP_PORT"
+  if [ -s "$CERTS/ca.pem" ]; then echo "certificates: $CERTS"; else echo "certificates: none (made by up)"; fi
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  *) usage ;;
+esac

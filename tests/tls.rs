@@ -1,0 +1,224 @@
+//! `amqps://` end to end: a consumer, a publisher and the framework's own
+//! connection over TLS, and the refusals a user meets (a certificate of
+//! another CA, a host the certificate does not name, a file that cannot be
+//! read), with what their errors say.
+//!
+//! Needs the TLS node of `scripts/tls.sh up` (TLS on 127.0.0.1:5671 and
+//! 127.0.0.2:5671, plain AMQP on 127.0.0.1:5676, certificates in
+//! `RABBIT_BACKOFF_TLS_DIR`, by default /tmp/rabbit-backoff-tls) and is built
+//! only with the feature `tls`: `cargo test --features tls --test tls`
+//! (`scripts/test.sh` starts the node, runs this, and stops it).
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::*;
+use rabbit_backoff::Topology;
+use rabbit_backoff::prelude::*;
+use tokio::time::Instant;
+
+/// The TLS node's plain AMQP listener, to set up and check what the tests
+/// did over TLS.
+const PLAIN: &str = "amqp://guest:guest@127.0.0.1:5676/%2f";
+
+/// A file of the TLS node's certificates.
+fn cert(name: &str) -> PathBuf {
+    let dir = std::env::var("RABBIT_BACKOFF_TLS_DIR")
+        .unwrap_or_else(|_| "/tmp/rabbit-backoff-tls".to_owned());
+    let path = PathBuf::from(dir).join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: these tests need the TLS node; start it with scripts/tls.sh up (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// The TLS node at `host`, trusting the CA certificates of `ca`.
+fn amqps(host: &str, ca: &str) -> String {
+    format!(
+        "amqps://guest:guest@{host}:5671/%2f?heartbeat=30&cacertfile={}",
+        cert(ca).display()
+    )
+}
+
+/// Why connecting to `uri` fails, as the user reads it.
+async fn refusal(uri: &str) -> String {
+    match rabbit_backoff::connect(uri).await {
+        Err(e) => e.to_string(),
+        Ok(connection) => {
+            connection.close().await;
+            panic!("{uri} connected")
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_consumer_handles_a_message_over_amqps() {
+    let uri = amqps("localhost", "ca.pem");
+    let queue = unique("tls");
+    let journal = Journal::default();
+    let runtime = Runtime::builder()
+        .uri(uri.clone())
+        .state(journal.clone())
+        .handle_signals(false)
+        .shutdown_grace(Duration::from_secs(5))
+        .consumer_with(process_job, |spec| spec.queue = queue.clone())
+        .build()
+        .expect("a valid runtime");
+    let spec = runtime.specs().next().cloned().expect("one consumer");
+    let _cleanup = Cleanup::of(&spec).at(PLAIN);
+    let shutdown = runtime.shutdown_handle();
+    let health = runtime.health();
+    let task = tokio::spawn(runtime.run());
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !health.is_ready() {
+        assert!(
+            !task.is_finished(),
+            "the runtime stopped while connecting to {uri}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the consumer did not start over amqps:// within 20 s: {:?}",
+            health.current()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let node = health.node().expect("connected to a node");
+    assert!(
+        node.starts_with("amqps://") && node.contains(":5671"),
+        "{node}"
+    );
+
+    // Published over TLS; failing once, the message goes through its retry
+    // tier (a republish confirmed over TLS) and comes back.
+    let publisher = Publisher::connect(&uri)
+        .await
+        .expect("a publisher connects over amqps://");
+    publisher
+        .publish_to(&spec, &Job::new(7, Fail::Transient, Some(1)))
+        .await
+        .expect("publish over amqps://");
+    eventually(
+        "job 7 handled on its retry",
+        Duration::from_secs(20),
+        || journal.reached(7, 1),
+    )
+    .await;
+    let calls = journal.calls_for(7);
+    assert_eq!(
+        calls.iter().map(|s| s.retry_count).collect::<Vec<_>>(),
+        [0, 1]
+    );
+    publisher.close().await;
+
+    shutdown.shutdown();
+    tokio::time::timeout(Duration::from_secs(15), task)
+        .await
+        .expect("the runtime stops within 15 s")
+        .expect("the runtime task does not panic")
+        .expect("the runtime ends without error");
+
+    // Acked, nothing dead-lettered: seen over the node's plain listener.
+    let (connection, channel) = {
+        let connection = lapin::Connection::connect(PLAIN, lapin::ConnectionProperties::default())
+            .await
+            .expect("the TLS node's plain listener (scripts/tls.sh up)");
+        let channel = connection.create_channel().await.expect("channel");
+        (connection, channel)
+    };
+    let names = spec.names();
+    assert_eq!(depth(&channel, &names.queue).await, 0);
+    assert_eq!(depth(&channel, &names.dead_letter_queue).await, 0);
+    let _ = connection.close(200, "".into()).await;
+}
+
+#[tokio::test]
+async fn the_framework_connection_declares_and_checks_over_amqps() {
+    let connection = rabbit_backoff::connect(&amqps("127.0.0.1", "ca.pem"))
+        .await
+        .expect("connects over amqps:// to an IP address the certificate names");
+    let mut spec = process_job.spec();
+    spec.queue = unique("tls.declare");
+    let _cleanup = Cleanup::of(&spec).at(PLAIN);
+    rabbit_backoff::declare_topology(&*connection, &Topology::of(&spec))
+        .await
+        .expect("declare the topology over amqps://");
+    let channel = connection.open_channel().await.expect("a channel");
+    let work = channel
+        .check_queue(&spec.queue)
+        .await
+        .expect("the work queue exists");
+    assert_eq!((work.messages, work.consumers), (0, 0));
+    connection.close().await;
+}
+
+#[tokio::test]
+async fn a_server_certificate_of_another_ca_is_refused() {
+    let error = refusal(&amqps("localhost", "other-ca.pem")).await;
+    assert!(
+        error.contains(&format!(
+            "the server's certificate is not signed by a CA this client trusts (it trusts only cacertfile={}); pass cacertfile=<the CA certificate (PEM) that signed the broker's certificate>",
+            cert("other-ca.pem").display()
+        )),
+        "{error}"
+    );
+
+    // Without cacertfile: the system's roots, which do not hold the test CA.
+    let error = refusal("amqps://guest:guest@localhost:5671/%2f").await;
+    assert!(
+        error.contains(
+            "the server's certificate is not signed by a CA this client trusts (it trusts the system's root certificates); pass cacertfile="
+        ),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_host_the_certificate_does_not_name_is_refused() {
+    // The node's TLS listener on another loopback address, which its
+    // certificate (localhost, 127.0.0.1) does not name.
+    let error = refusal(&amqps("127.0.0.2", "ca.pem")).await;
+    assert!(
+        error.contains(
+            "the server's certificate is not valid for 127.0.0.2: it is for localhost, 127.0.0.1; connect with a name the certificate holds, or pass server_name_indication=<a name it holds>"
+        ),
+        "{error}"
+    );
+
+    // server_name_indication says which name to check instead.
+    let connection = rabbit_backoff::connect(&format!(
+        "{}&server_name_indication=localhost",
+        amqps("127.0.0.2", "ca.pem")
+    ))
+    .await
+    .expect("checked against localhost");
+    connection.close().await;
+}
+
+#[tokio::test]
+async fn unusable_tls_parameters_are_named() {
+    let error =
+        refusal("amqps://guest:guest@localhost:5671/%2f?cacertfile=/nonexistent/ca.pem").await;
+    assert!(
+        error.contains("cacertfile=/nonexistent/ca.pem: cannot be read: "),
+        "{error}"
+    );
+    let error = refusal(&format!(
+        "amqp://guest:guest@127.0.0.1:5676/%2f?cacertfile={}",
+        cert("ca.pem").display()
+    ))
+    .await;
+    assert!(
+        error.contains("a TLS parameter on an amqp:// URI, which is not encrypted; use amqps://"),
+        "{error}"
+    );
+    let error = refusal("amqps://guest:guest@localhost:5671/%2f?verify=yes").await;
+    assert!(
+        error.contains("verify=yes: expected verify_peer"),
+        "{error}"
+    );
+}
