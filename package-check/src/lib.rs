@@ -36,7 +36,10 @@ impl Db {
         if id == 0 {
             return Err(OrderError::Invalid("id 0".into()));
         }
-        self.stored.lock().map_err(|_| OrderError::Unavailable)?.push(id);
+        self.stored
+            .lock()
+            .map_err(|_| OrderError::Unavailable)?
+            .push(id);
         Ok(())
     }
 }

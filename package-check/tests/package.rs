@@ -7,11 +7,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use package_check::{Db, ForeignError, Order, process_order};
+use rabbit_backoff::lapin::BasicProperties;
 use rabbit_backoff::lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
-use rabbit_backoff::lapin::types::{AMQPValue, FieldArray, FieldTable};
+use rabbit_backoff::lapin::types::{AMQPValue, FieldTable};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::testing::TestBroker;
-use rabbit_backoff::{Dlq, Outgoing, Verdict, amqp_url_from_env};
+use rabbit_backoff::{Dlq, Verdict, amqp_url_from_env};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -32,9 +33,15 @@ async fn delete_topology(spec: &ConsumerSpec) {
     let mut queues = vec![names.queue.clone(), names.dead_letter_queue.clone()];
     queues.extend(spec.retry_delays().iter().map(|&ms| names.retry_queue(ms)));
     for queue in queues {
-        let _ = channel.queue_delete(queue.as_str().into(), QueueDeleteOptions::default()).await;
+        let _ = channel
+            .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+            .await;
     }
-    for exchange in [&names.exchange, &names.retry_exchange, &names.dead_letter_exchange] {
+    for exchange in [
+        &names.exchange,
+        &names.retry_exchange,
+        &names.dead_letter_exchange,
+    ] {
         let _ = channel
             .exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
             .await;
@@ -51,8 +58,15 @@ async fn eventually(what: &str, mut done: impl AsyncFnMut() -> bool) {
 }
 
 async fn dead_letters(spec: &ConsumerSpec) -> usize {
-    let dlq = Dlq::connect(&amqp_url_from_env(), spec).await.expect("the DLQ");
-    let count = dlq.peek(&Default::default()).await.expect("a peek").matched.len();
+    let dlq = Dlq::connect(&amqp_url_from_env(), spec)
+        .await
+        .expect("the DLQ");
+    let count = dlq
+        .peek(&Default::default())
+        .await
+        .expect("a peek")
+        .matched
+        .len();
     dlq.close().await;
     count
 }
@@ -76,12 +90,23 @@ async fn the_readme_consumer_handles_and_dead_letters_on_rabbitmq() {
     spec.queue = queue.clone();
     spec.delays = "1s".parse().expect("delays");
 
-    let publisher = rabbit_backoff::Publisher::connect(&amqp_url_from_env()).await.expect("a publisher");
+    let publisher = rabbit_backoff::Publisher::connect(&amqp_url_from_env())
+        .await
+        .expect("a publisher");
     for id in [1u64, 2, 0] {
-        publisher.publish_to(&spec, &Order { id }).await.expect("published");
+        publisher
+            .publish_to(&spec, &Order { id })
+            .await
+            .expect("published");
     }
-    eventually("orders 1 and 2 stored", async || db.stored.lock().unwrap().len() == 2).await;
-    eventually("the invalid order dead-lettered", async || dead_letters(&spec).await == 1).await;
+    eventually("orders 1 and 2 stored", async || {
+        db.stored.lock().unwrap().len() == 2
+    })
+    .await;
+    eventually("the invalid order dead-lettered", async || {
+        dead_letters(&spec).await == 1
+    })
+    .await;
     assert_eq!(*db.stored.lock().unwrap(), vec![1, 2]);
     publisher.close().await;
     running.stop().await.expect("stops");
@@ -108,11 +133,16 @@ async fn the_readme_in_memory_test_plays_every_tier() {
         .start()
         .await
         .unwrap();
-    broker.publish_json("orders", "orders", &Order { id: 7 }).await;
+    broker
+        .publish_json("orders", "orders", &Order { id: 7 })
+        .await;
     broker.run_until_idle().await;
     let dead = broker.dead_letters("orders.dlq");
     assert_eq!(dead[0].retry_count(), 3);
-    assert_eq!(dead[0].header_str("x-dead-letter-reason").as_deref(), Some("exhausted"));
+    assert_eq!(
+        dead[0].header_str("x-dead-letter-reason").as_deref(),
+        Some("exhausted")
+    );
     running.stop().await.unwrap();
 }
 
@@ -139,38 +169,79 @@ async fn a_hand_written_verdict_is_obeyed() {
         .start()
         .await
         .unwrap();
-    broker.publish_json("foreign", "foreign", &Order { id: 1 }).await;
+    broker
+        .publish_json("foreign", "foreign", &Order { id: 1 })
+        .await;
     broker.run_until_idle().await;
-    assert_eq!(CALLS.load(std::sync::atomic::Ordering::SeqCst), 1, "discarded after one call");
-    assert!(broker.dead_letters("foreign.dlq").is_empty(), "a discard is no dead letter");
+    assert_eq!(
+        CALLS.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "discarded after one call"
+    );
+    assert!(
+        broker.dead_letters("foreign.dlq").is_empty(),
+        "a discard is no dead letter"
+    );
 
     // Rate limited for 30 s: the 1 m tier (the smallest that waits as long),
     // every time, until the ladder is used up.
-    broker.publish_json("foreign", "foreign", &Order { id: 2 }).await;
+    broker
+        .publish_json("foreign", "foreign", &Order { id: 2 })
+        .await;
     broker.run_until_idle().await;
     let dead = broker.dead_letters("foreign.dlq");
     assert_eq!(dead.len(), 1);
-    assert_eq!(dead[0].header_str("x-dead-letter-reason").as_deref(), Some("exhausted"));
+    assert_eq!(
+        dead[0].header_str("x-dead-letter-reason").as_deref(),
+        Some("exhausted")
+    );
     running.stop().await.unwrap();
 }
 
-/// Headers nested `levels` deep (arrays when `arrays`), built without recursion.
-fn nested(levels: usize, arrays: bool) -> AMQPValue {
-    let mut value = AMQPValue::Boolean(true);
+/// The encoded value (type tag first) of a header nested `levels` deep:
+/// tables `{"a": …}`, or arrays `[…]` when `arrays`, around `true`, built as
+/// bytes: a value this deep could not even be dropped on a test's stack.
+fn deep_value(levels: usize, arrays: bool) -> Vec<u8> {
+    let mut value = vec![b't', 1];
     for _ in 1..levels {
-        value = if arrays {
-            AMQPValue::FieldArray(FieldArray::from(vec![value]))
+        let mut outer = Vec::with_capacity(value.len() + 7);
+        if arrays {
+            outer.push(b'A');
+            outer.extend_from_slice(&(value.len() as u32).to_be_bytes());
         } else {
-            let mut table = FieldTable::default();
-            table.insert("a".into(), value);
-            AMQPValue::FieldTable(table)
-        };
+            outer.push(b'F');
+            outer.extend_from_slice(&(value.len() as u32 + 2).to_be_bytes());
+            outer.extend_from_slice(&[1, b'a']);
+        }
+        outer.extend_from_slice(&value);
+        value = outer;
     }
     value
 }
 
+/// Properties whose headers are `{"deep": value}`, given as the framework's
+/// connection takes them: the flat header that stands for headers too deep
+/// for lapin, which that connection writes out as the headers themselves.
+fn deep_properties(id: u64, value: &[u8]) -> BasicProperties {
+    let mut entries = vec![4];
+    entries.extend_from_slice(b"deep");
+    entries.extend_from_slice(value);
+    let packed = rabbit_backoff::deep_headers::pack(&entries).expect("well formed");
+    let mut headers = FieldTable::default();
+    headers.insert(
+        rabbit_backoff::headers::DEEP_HEADERS.into(),
+        AMQPValue::ByteArray(packed.into()),
+    );
+    BasicProperties::default()
+        .with_message_id(format!("deep-{id}").into())
+        .with_delivery_mode(2)
+        .with_headers(headers)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn deeply_nested_headers_stop_neither_the_consumer_nor_a_peek() {
+    use rabbit_backoff::transport::{Confirm, Connection as _};
+
     let queue = unique("deep");
     let db = Arc::new(Db::default());
     let running = Runtime::builder()
@@ -187,47 +258,59 @@ async fn deeply_nested_headers_stop_neither_the_consumer_nor_a_peek() {
     let mut spec = process_order.spec();
     spec.queue = queue.clone();
     spec.delays = "1s".parse().expect("delays");
+    let names = spec.names();
 
-    // The test's own publisher builds, encodes and drops the deep values on a
-    // thread with a large stack: the consumer under test gets no such help.
-    let publishing = spec.clone();
-    std::thread::Builder::new()
-        .stack_size(1 << 30)
-        .spawn(move || {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime")
-                .block_on(async move {
-                    let publisher =
-                        rabbit_backoff::Publisher::connect(&amqp_url_from_env()).await.expect("a publisher");
-                    let names = publishing.names();
-                    for (id, (levels, arrays)) in
-                        (1u64..).zip([(1_000, false), (5_000, false), (18_000, false), (25_000, true)])
-                    {
-                        let message = Outgoing::json(&Order { id })
-                            .expect("json")
-                            .header_value("deep", nested(levels, arrays));
-                        publisher
-                            .publish(&names.exchange, &names.routing_key, message)
-                            .await
-                            .expect("the broker takes a deep message");
-                    }
-                    for id in 10..60u64 {
-                        publisher.publish_to(&publishing, &Order { id }).await.expect("published");
-                    }
-                    publisher.close().await;
-                })
-        })
-        .expect("a publishing thread")
-        .join()
-        .expect("the publisher finished");
+    // Sent through the framework's own connection, which writes the deep
+    // headers as they are on the wire: lapin never holds them as values.
+    let framework = rabbit_backoff::transport::AmqpTransport::new(amqp_url_from_env())
+        .connect_amqp()
+        .await
+        .expect("the framework connects");
+    let publishing = framework.open_channel().await.expect("a channel");
+    let shapes = [
+        (1_000, false),
+        (5_000, false),
+        (18_000, false),
+        (25_000, true),
+    ];
+    for (id, &(levels, arrays)) in (1u64..).zip(&shapes) {
+        let body = serde_json::to_vec(&Order { id }).expect("json");
+        let confirm = publishing
+            .publish(
+                &names.exchange,
+                &names.routing_key,
+                &body,
+                deep_properties(id, &deep_value(levels, arrays)),
+            )
+            .await
+            .expect("the broker takes a deep message");
+        assert_eq!(confirm, Confirm::Ack);
+    }
+    let publisher = rabbit_backoff::Publisher::connect(&amqp_url_from_env())
+        .await
+        .expect("a publisher");
+    for id in 10..60u64 {
+        publisher
+            .publish_to(&spec, &Order { id })
+            .await
+            .expect("published");
+    }
+    publisher.close().await;
 
     eventually("the 50 orders behind the deep ones", async || {
-        db.stored.lock().unwrap().iter().filter(|id| **id >= 10).count() == 50
+        db.stored
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|id| **id >= 10)
+            .count()
+            == 50
     })
     .await;
-    eventually("the 4 deep messages in the DLQ", async || dead_letters(&spec).await == 4).await;
+    eventually("the 4 deep messages in the DLQ", async || {
+        dead_letters(&spec).await == 4
+    })
+    .await;
     assert!(
         db.stored.lock().unwrap().iter().all(|id| *id >= 10),
         "the handler never saw a deep message"
