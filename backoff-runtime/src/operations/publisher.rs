@@ -18,13 +18,13 @@ use tracing::Instrument;
 /// A message to publish: a JSON body with its properties.
 ///
 /// ```
-/// use rabbit_backoff_runtime::Outgoing;
+/// use rabbit_backoff::Outgoing;
 ///
 /// let message = Outgoing::json(&serde_json::json!({"id": 7}))?
 ///     .message_id("order-7")
 ///     .correlation_id("checkout-42")
 ///     .header("tenant", "acme");
-/// # Ok::<(), rabbit_backoff_runtime::Error>(())
+/// # Ok::<(), rabbit_backoff::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Outgoing {
@@ -83,8 +83,8 @@ impl Outgoing {
 /// Publishes persistent messages and waits for the broker's confirm of each.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), rabbit_backoff_runtime::Error> {
-/// use rabbit_backoff_runtime::{Outgoing, Publisher};
+/// # async fn demo() -> Result<(), rabbit_backoff::Error> {
+/// use rabbit_backoff::{Outgoing, Publisher};
 ///
 /// let publisher = Publisher::connect("amqp://guest:guest@127.0.0.1:5672/%2f").await?;
 /// let id = publisher.publish("orders", "orders", Outgoing::json(&serde_json::json!({"id": 1}))?).await?;
@@ -254,43 +254,5 @@ impl Publisher {
             channel.close().await;
         }
         link.connection.close().await;
-    }
-}
-
-#[cfg(all(test, feature = "testing"))]
-mod tests {
-    use rabbit_backoff_core::QueueDecl;
-
-    use super::*;
-    use crate::transport::memory::TestBroker;
-
-    #[tokio::test(start_paused = true)]
-    async fn a_publish_after_the_connection_was_lost_reconnects_first() {
-        let broker = TestBroker::new();
-        let queue = QueueDecl {
-            name: "q".into(),
-            arguments: Vec::new(),
-        };
-        let admin = broker.connect().await.unwrap();
-        admin
-            .open_channel()
-            .await
-            .unwrap()
-            .declare_queue(&queue)
-            .await
-            .unwrap();
-        let publisher = Publisher::with_transport(broker.clone()).await.unwrap();
-        publisher
-            .publish("", "q", Outgoing::raw(b"before".to_vec()))
-            .await
-            .unwrap();
-
-        broker.close_connections();
-        publisher
-            .publish("", "q", Outgoing::raw(b"after".to_vec()))
-            .await
-            .expect("published on a new connection, not failed on the lost one");
-        assert_eq!(broker.messages("q").len(), 2);
-        publisher.close().await;
     }
 }
