@@ -310,7 +310,7 @@ impl Dlq {
         mut sink: Sink<'_>,
     ) -> Result<DeadLetterReport, Error> {
         let queue = self.names.dead_letter_queue.clone();
-        let mut pass = Pass::open(&*self.connection, &queue, self.quorum).await?;
+        let mut pass = Pass::open(Arc::clone(&self.connection), &queue, self.quorum).await?;
         let settler = match mode {
             Mode::Replay(_) => Some(Settler::new(
                 confirm_channel(&*self.connection, &queue).await?,
