@@ -13,7 +13,8 @@
 //! classic queue version (`x-queue-version`, RabbitMQ 3.10+) and runs the
 //! operations over each in turn, so that their ratio is measured under the
 //! same load; `BENCH_OPS=groups` (any of `peek`, `groups`, `export`) runs
-//! only some operations.
+//! only some operations; `index` adds what an index of failures in a
+//! stream would cost to write and to read (not a library operation).
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -45,6 +46,7 @@ fn main() {
         .collect();
     let ops = std::env::var("BENCH_OPS").unwrap_or_else(|_| "peek,groups,export".to_owned());
     let ops = Ops {
+        index: ops.contains("index"),
         peek: ops.contains("peek"),
         groups: ops.contains("groups"),
         export: ops.contains("export"),
@@ -91,6 +93,17 @@ fn main() {
             row.broker_peak,
         );
     }
+    for row in &rows {
+        if let Some((write, read)) = row.index {
+            println!(
+                "index of {n} summaries in a stream: written in {:.1} s ({:.0} msg/s), groups read from it in {:.2} s ({:.0} msg/s)",
+                write.as_secs_f64(),
+                n as f64 / write.as_secs_f64(),
+                read.as_secs_f64(),
+                n as f64 / read.as_secs_f64()
+            );
+        }
+    }
     println!(
         "load average at the end: {}",
         std::fs::read_to_string("/proc/loadavg")
@@ -101,6 +114,9 @@ fn main() {
 
 #[derive(Clone, Copy)]
 struct Ops {
+    /// Not a library operation: the cost of an index of failures kept in a
+    /// stream beside the queue (see `index_read`).
+    index: bool,
     peek: bool,
     groups: bool,
     export: bool,
@@ -109,6 +125,7 @@ struct Ops {
 /// The figures of one queue version.
 struct Row {
     version: u8,
+    index: Option<(Duration, Duration)>,
     peek: Option<Duration>,
     groups: Option<Duration>,
     export: Option<Duration>,
@@ -158,6 +175,7 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
     let dlq = Dlq::connect(&url(), &spec).await.expect("connects");
     let mut row = Row {
         version,
+        index: None,
         peek: None,
         groups: None,
         export: None,
@@ -205,6 +223,9 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
         println!("v{version}: groups {:.1} s", timed.elapsed().as_secs_f64());
         assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), n);
         assert_eq!(groups.len(), 3.min(n));
+    }
+    if ops.index {
+        row.index = Some(index_read(&connection, &dead_letter_queue, n).await);
     }
     if ops.export {
         let timed = Instant::now();
@@ -257,6 +278,114 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
         .await;
     let _ = connection.close(200, "".into()).await;
     row
+}
+
+/// What an index of failures would cost, measured without one in the
+/// library: `n` compact summaries (group, reason, failed-at, message id,
+/// about 90 bytes) published to a stream queue beside the dead-letter queue,
+/// as a consumer would write one per dead letter (confirmed, in batches),
+/// then read from its first offset and tallied by group, as `groups` would.
+/// Returns the time to write and the time to read.
+async fn index_read(
+    connection: &Connection,
+    dead_letter_queue: &str,
+    n: usize,
+) -> (Duration, Duration) {
+    use futures_util::StreamExt;
+    let index = format!("{dead_letter_queue}.index");
+    let channel = connection.create_channel().await.expect("a channel");
+    channel
+        .confirm_select(Default::default())
+        .await
+        .expect("confirms");
+    let mut arguments = FieldTable::default();
+    arguments.insert(
+        "x-queue-type".into(),
+        AMQPValue::LongString("stream".as_bytes().into()),
+    );
+    channel
+        .queue_declare(
+            index.as_str().into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            arguments,
+        )
+        .await
+        .expect("the index stream");
+    let written = Instant::now();
+    let mut pending = Vec::with_capacity(1000);
+    for i in 0..n {
+        let summary = format!(
+            r#"{{"g":"{:012x}","r":"exhausted","t":"2026-12-02T10:00:00.000Z","m":"m-{i}"}}"#,
+            i % 3
+        );
+        let confirm = channel
+            .basic_publish(
+                "".into(),
+                index.as_str().into(),
+                BasicPublishOptions::default(),
+                summary.as_bytes(),
+                BasicProperties::default().with_delivery_mode(2),
+            )
+            .await
+            .expect("publish");
+        pending.push(confirm);
+        if pending.len() == 1000 {
+            for confirm in pending.drain(..) {
+                confirm.await.expect("confirmed");
+            }
+        }
+    }
+    for confirm in pending {
+        confirm.await.expect("confirmed");
+    }
+    let write = written.elapsed();
+
+    let read = Instant::now();
+    channel
+        .basic_qos(1000, Default::default())
+        .await
+        .expect("qos");
+    let mut arguments = FieldTable::default();
+    arguments.insert(
+        "x-stream-offset".into(),
+        AMQPValue::LongString("first".as_bytes().into()),
+    );
+    let mut consumer = channel
+        .basic_consume(
+            index.as_str().into(),
+            "".into(),
+            Default::default(),
+            arguments,
+        )
+        .await
+        .expect("consume");
+    let mut groups = std::collections::HashMap::<String, usize>::new();
+    let mut seen = 0;
+    while seen < n {
+        let delivery = consumer.next().await.expect("open").expect("delivered");
+        let summary: serde_json::Value = serde_json::from_slice(&delivery.data).expect("JSON");
+        *groups
+            .entry(summary["g"].as_str().unwrap_or("").to_owned())
+            .or_default() += 1;
+        seen += 1;
+        if seen % 500 == 0 || seen == n {
+            delivery
+                .acker
+                .ack(lapin::options::BasicAckOptions { multiple: true })
+                .await
+                .expect("ack");
+        }
+    }
+    let read = read.elapsed();
+    assert_eq!(groups.values().sum::<usize>(), n);
+    let _ = channel
+        .queue_delete(index.as_str().into(), QueueDeleteOptions::default())
+        .await;
+    let _ = channel.close(200, "".into()).await;
+    (write, read)
 }
 
 /// Publishes `n` dead letters of 1 KiB, three kinds of error, confirmed in batches.
