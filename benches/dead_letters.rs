@@ -36,7 +36,7 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(if under_test { 3000 } else { 1_000_000 });
     let versions: Vec<u8> = std::env::var("BENCH_QUEUE_VERSIONS")
-        .unwrap_or_else(|_| "2".to_owned())
+        .unwrap_or_else(|_| "1".to_owned())
         .split(',')
         .map(|v| {
             v.trim()
@@ -199,15 +199,21 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
         let done = std::sync::Arc::clone(&done);
         async move {
             let mut peak = 0.0f64;
+            let mut sampled = Instant::now();
             loop {
-                // Each sample starts an Erlang VM (about a second of CPU): rarely.
-                tokio::time::sleep(Duration::from_secs(10)).await;
-                let now = tokio::task::spawn_blocking(broker_memory_mib)
-                    .await
-                    .unwrap_or(None)
-                    .unwrap_or(0.0);
-                peak = peak.max(now);
-                if done.load(std::sync::atomic::Ordering::Relaxed) {
+                // Each sample starts an Erlang VM (about a second of CPU):
+                // one every 10 s, and one at the end.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let finished = done.load(std::sync::atomic::Ordering::Relaxed);
+                if finished || sampled.elapsed() >= Duration::from_secs(10) {
+                    sampled = Instant::now();
+                    let now = tokio::task::spawn_blocking(broker_memory_mib)
+                        .await
+                        .unwrap_or(None)
+                        .unwrap_or(0.0);
+                    peak = peak.max(now);
+                }
+                if finished {
                     return peak;
                 }
             }
