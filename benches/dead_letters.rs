@@ -1,12 +1,20 @@
 //! Operating a large dead-letter queue against the real broker: a limited
 //! peek, groups and an export over `BENCH_DEAD_LETTERS` dead letters of 1 KiB
 //! (default 1 000 000), with the time of each, this process's peak resident
-//! memory and the broker's memory before and during the pass. Every run
-//! checks that the queue holds the same messages after each operation.
+//! memory during the operations and the broker's memory before and during
+//! them. Every run checks that the queue holds the same messages in the same
+//! order after the operations.
 //!
 //! `cargo bench --bench dead_letters`; `BENCH_DEAD_LETTERS=100000` for a
 //! shorter run. Under `cargo test` it runs once with 3000 messages (past the
-//! window of 1000 a pass holds), as a test.
+//! window a pass holds), as a test.
+//!
+//! Side by side: `BENCH_QUEUE_VERSIONS=1,2` fills one dead-letter queue per
+//! classic queue version (`x-queue-version`, RabbitMQ 3.10+) and runs the
+//! operations over each in turn, so that their ratio is measured under the
+//! same load; `BENCH_OPS=groups` (any of `peek`, `groups`, `export`) runs
+//! only some operations; `index` adds what an index of failures in a
+//! stream would cost to write and to read (not a library operation).
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -27,15 +35,106 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(if under_test { 3000 } else { 1_000_000 });
+    let versions: Vec<u8> = std::env::var("BENCH_QUEUE_VERSIONS")
+        .unwrap_or_else(|_| "1".to_owned())
+        .split(',')
+        .map(|v| {
+            v.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("BENCH_QUEUE_VERSIONS: {v:?} is not 1 or 2"))
+        })
+        .collect();
+    let ops = std::env::var("BENCH_OPS").unwrap_or_else(|_| "peek,groups,export".to_owned());
+    let ops = Ops {
+        index: ops.contains("index"),
+        peek: ops.contains("peek"),
+        groups: ops.contains("groups"),
+        export: ops.contains("export"),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("a runtime");
-    runtime.block_on(run(n));
+    println!(
+        "load average at the start: {}",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+    let mut rows = Vec::new();
+    for version in versions {
+        rows.push(runtime.block_on(run(n, version, ops)));
+    }
+    println!();
+    println!(
+        "| {n} dead letters of 1 KiB | queue version | peek --limit 5 | groups | export | client peak RSS | broker before → peak |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    let rate = |d: Option<Duration>| match d {
+        Some(d) => format!(
+            "{:.1} s ({:.0} msg/s)",
+            d.as_secs_f64(),
+            n as f64 / d.as_secs_f64()
+        ),
+        None => "-".to_owned(),
+    };
+    for row in &rows {
+        println!(
+            "| | v{} | {} | {} | {} | {:.0} MiB | {} → {:.0} MiB |",
+            row.version,
+            row.peek
+                .map_or("-".to_owned(), |d| format!("{:.2} s", d.as_secs_f64())),
+            rate(row.groups),
+            rate(row.export),
+            row.client_rss_mib,
+            row.broker_before
+                .map_or("unknown".to_owned(), |m| format!("{m:.0}")),
+            row.broker_peak,
+        );
+    }
+    for row in &rows {
+        if let Some((write, read)) = row.index {
+            println!(
+                "index of {n} summaries in a stream: written in {:.1} s ({:.0} msg/s), groups read from it in {:.2} s ({:.0} msg/s)",
+                write.as_secs_f64(),
+                n as f64 / write.as_secs_f64(),
+                read.as_secs_f64(),
+                n as f64 / read.as_secs_f64()
+            );
+        }
+    }
+    println!(
+        "load average at the end: {}",
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
 }
 
-async fn run(n: usize) {
+#[derive(Clone, Copy)]
+struct Ops {
+    /// Not a library operation: the cost of an index of failures kept in a
+    /// stream beside the queue (see `index_read`).
+    index: bool,
+    peek: bool,
+    groups: bool,
+    export: bool,
+}
+
+/// The figures of one queue version.
+struct Row {
+    version: u8,
+    index: Option<(Duration, Duration)>,
+    peek: Option<Duration>,
+    groups: Option<Duration>,
+    export: Option<Duration>,
+    client_rss_mib: f64,
+    broker_before: Option<f64>,
+    broker_peak: f64,
+}
+
+async fn run(n: usize, version: u8, ops: Ops) -> Row {
     let queue = format!(
         "rbt.bench.dlq.{}",
         &uuid::Uuid::new_v4().simple().to_string()[..8]
@@ -54,67 +153,105 @@ async fn run(n: usize) {
         durable: true,
         ..Default::default()
     };
+    let mut arguments = FieldTable::default();
+    arguments.insert(
+        "x-queue-version".into(),
+        AMQPValue::ShortInt(version.into()),
+    );
     channel
-        .queue_declare(
-            dead_letter_queue.as_str().into(),
-            durable,
-            FieldTable::default(),
-        )
+        .queue_declare(dead_letter_queue.as_str().into(), durable, arguments)
         .await
         .expect("the dead-letter queue");
 
     let started = Instant::now();
     fill(&channel, &dead_letter_queue, n).await;
     println!(
-        "filled {dead_letter_queue} with {n} dead letters of 1 KiB in {:.1} s",
+        "v{version}: filled {dead_letter_queue} with {n} dead letters of 1 KiB in {:.1} s",
         started.elapsed().as_secs_f64()
     );
     let broker_before = broker_memory_mib();
+    reset_peak_rss();
 
     let dlq = Dlq::connect(&url(), &spec).await.expect("connects");
-    let timed = Instant::now();
-    let peek = dlq
-        .peek(&DeadLetterFilter::default().limit(5))
-        .await
-        .expect("peek");
-    let peek_time = timed.elapsed();
-    assert_eq!(peek.matched.len(), 5.min(n));
-    assert_eq!(peek.kept, n);
+    let mut row = Row {
+        version,
+        index: None,
+        peek: None,
+        groups: None,
+        export: None,
+        client_rss_mib: 0.0,
+        broker_before,
+        broker_peak: 0.0,
+    };
+    if ops.peek {
+        let timed = Instant::now();
+        let peek = dlq
+            .peek(&DeadLetterFilter::default().limit(5))
+            .await
+            .expect("peek");
+        row.peek = Some(timed.elapsed());
+        assert_eq!(peek.matched.len(), 5.min(n));
+        assert_eq!(peek.kept, n);
+    }
 
-    let sampler = tokio::spawn(async {
-        let mut peak = 0.0f64;
-        loop {
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            let now = tokio::task::spawn_blocking(broker_memory_mib)
-                .await
-                .unwrap_or(None)
-                .unwrap_or(0.0);
-            peak = peak.max(now);
-            if PEAK_DONE.load(std::sync::atomic::Ordering::Relaxed) {
-                return peak;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = tokio::spawn({
+        let done = std::sync::Arc::clone(&done);
+        async move {
+            let mut peak = 0.0f64;
+            let mut sampled = Instant::now();
+            loop {
+                // Each sample starts an Erlang VM (about a second of CPU):
+                // one every 10 s, and one at the end.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                let finished = done.load(std::sync::atomic::Ordering::Relaxed);
+                if finished || sampled.elapsed() >= Duration::from_secs(10) {
+                    sampled = Instant::now();
+                    let now = tokio::task::spawn_blocking(broker_memory_mib)
+                        .await
+                        .unwrap_or(None)
+                        .unwrap_or(0.0);
+                    peak = peak.max(now);
+                }
+                if finished {
+                    return peak;
+                }
             }
         }
     });
-    let timed = Instant::now();
-    let groups = dlq
-        .groups(&DeadLetterFilter::default())
-        .await
-        .expect("groups");
-    let groups_time = timed.elapsed();
-    assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), n);
-    assert_eq!(groups.len(), 3);
-
-    let timed = Instant::now();
-    let mut sink = Counting::default();
-    let export = dlq
-        .export(&DeadLetterFilter::default(), &mut sink)
-        .await
-        .expect("export");
-    let export_time = timed.elapsed();
-    assert_eq!(export.exported, n);
-    assert_eq!(sink.lines, n);
-    PEAK_DONE.store(true, std::sync::atomic::Ordering::Relaxed);
-    let broker_peak = sampler.await.unwrap_or(0.0);
+    if ops.groups {
+        let timed = Instant::now();
+        let groups = dlq
+            .groups(&DeadLetterFilter::default())
+            .await
+            .expect("groups");
+        row.groups = Some(timed.elapsed());
+        println!("v{version}: groups {:.1} s", timed.elapsed().as_secs_f64());
+        assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), n);
+        assert_eq!(groups.len(), 3.min(n));
+    }
+    if ops.index {
+        row.index = Some(index_read(&connection, &dead_letter_queue, n).await);
+    }
+    if ops.export {
+        let timed = Instant::now();
+        let mut sink = Counting::default();
+        let export = dlq
+            .export(&DeadLetterFilter::default(), &mut sink)
+            .await
+            .expect("export");
+        row.export = Some(timed.elapsed());
+        println!(
+            "v{version}: export {:.1} s ({} MiB of JSONL)",
+            timed.elapsed().as_secs_f64(),
+            sink.bytes >> 20
+        );
+        assert_eq!(export.exported, n);
+        assert_eq!(sink.lines, n);
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    row.broker_peak = sampler.await.unwrap_or(0.0);
+    row.client_rss_mib = peak_rss_mib();
 
     let after = dlq
         .peek(&DeadLetterFilter::default().limit(3))
@@ -133,31 +270,6 @@ async fn run(n: usize) {
     assert_eq!(after.kept, n, "nothing lost");
     dlq.close().await;
 
-    let rate = |d: Duration| n as f64 / d.as_secs_f64();
-    println!("| operation over {n} dead letters | time | messages/s |");
-    println!("|---|---|---|");
-    println!(
-        "| `dlq peek --limit 5` | {:.2} s | - |",
-        peek_time.as_secs_f64()
-    );
-    println!(
-        "| `dlq groups` | {:.1} s | {:.0} |",
-        groups_time.as_secs_f64(),
-        rate(groups_time)
-    );
-    println!(
-        "| `dlq export` | {:.1} s ({} MiB of JSONL) | {:.0} |",
-        export_time.as_secs_f64(),
-        sink.bytes >> 20,
-        rate(export_time)
-    );
-    println!(
-        "client peak RSS: {:.0} MiB; broker memory before: {}, peak during groups and export: {:.0} MiB",
-        peak_rss_mib(),
-        broker_before.map_or("unknown".to_owned(), |m| format!("{m:.0} MiB")),
-        broker_peak
-    );
-
     let _ = channel
         .queue_delete(
             dead_letter_queue.as_str().into(),
@@ -171,9 +283,116 @@ async fn run(n: usize) {
         )
         .await;
     let _ = connection.close(200, "".into()).await;
+    row
 }
 
-static PEAK_DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// What an index of failures would cost, measured without one in the
+/// library: `n` compact summaries (group, reason, failed-at, message id,
+/// about 90 bytes) published to a stream queue beside the dead-letter queue,
+/// as a consumer would write one per dead letter (confirmed, in batches),
+/// then read from its first offset and tallied by group, as `groups` would.
+/// Returns the time to write and the time to read.
+async fn index_read(
+    connection: &Connection,
+    dead_letter_queue: &str,
+    n: usize,
+) -> (Duration, Duration) {
+    use futures_util::StreamExt;
+    let index = format!("{dead_letter_queue}.index");
+    let channel = connection.create_channel().await.expect("a channel");
+    channel
+        .confirm_select(Default::default())
+        .await
+        .expect("confirms");
+    let mut arguments = FieldTable::default();
+    arguments.insert(
+        "x-queue-type".into(),
+        AMQPValue::LongString("stream".as_bytes().into()),
+    );
+    channel
+        .queue_declare(
+            index.as_str().into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            arguments,
+        )
+        .await
+        .expect("the index stream");
+    let written = Instant::now();
+    let mut pending = Vec::with_capacity(1000);
+    for i in 0..n {
+        let summary = format!(
+            r#"{{"g":"{:012x}","r":"exhausted","t":"2026-12-02T10:00:00.000Z","m":"m-{i}"}}"#,
+            i % 3
+        );
+        let confirm = channel
+            .basic_publish(
+                "".into(),
+                index.as_str().into(),
+                BasicPublishOptions::default(),
+                summary.as_bytes(),
+                BasicProperties::default().with_delivery_mode(2),
+            )
+            .await
+            .expect("publish");
+        pending.push(confirm);
+        if pending.len() == 1000 {
+            for confirm in pending.drain(..) {
+                confirm.await.expect("confirmed");
+            }
+        }
+    }
+    for confirm in pending {
+        confirm.await.expect("confirmed");
+    }
+    let write = written.elapsed();
+
+    let read = Instant::now();
+    channel
+        .basic_qos(1000, Default::default())
+        .await
+        .expect("qos");
+    let mut arguments = FieldTable::default();
+    arguments.insert(
+        "x-stream-offset".into(),
+        AMQPValue::LongString("first".as_bytes().into()),
+    );
+    let mut consumer = channel
+        .basic_consume(
+            index.as_str().into(),
+            "".into(),
+            Default::default(),
+            arguments,
+        )
+        .await
+        .expect("consume");
+    let mut groups = std::collections::HashMap::<String, usize>::new();
+    let mut seen = 0;
+    while seen < n {
+        let delivery = consumer.next().await.expect("open").expect("delivered");
+        let summary: serde_json::Value = serde_json::from_slice(&delivery.data).expect("JSON");
+        *groups
+            .entry(summary["g"].as_str().unwrap_or("").to_owned())
+            .or_default() += 1;
+        seen += 1;
+        if seen % 500 == 0 || seen == n {
+            delivery
+                .acker
+                .ack(lapin::options::BasicAckOptions { multiple: true })
+                .await
+                .expect("ack");
+        }
+    }
+    let read = read.elapsed();
+    assert_eq!(groups.values().sum::<usize>(), n);
+    let _ = channel
+        .queue_delete(index.as_str().into(), QueueDeleteOptions::default())
+        .await;
+    let _ = channel.close(200, "".into()).await;
+    (write, read)
+}
 
 /// Publishes `n` dead letters of 1 KiB, three kinds of error, confirmed in batches.
 async fn fill(channel: &lapin::Channel, queue: &str, n: usize) {
@@ -232,6 +451,13 @@ impl Write for Counting {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// Starts this process's peak resident memory again from what it uses now
+/// (Linux: `5` to `/proc/self/clear_refs`), so that each queue version's
+/// figure is its own.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 /// This process's peak resident memory, from /proc.

@@ -598,13 +598,39 @@ async fn status_follows_retry_return_and_names_arguments_that_differ() {
         .unwrap();
 }
 
-/// Puts dead letters of two kinds of error in a fixture's DLQ: even ids
-/// "order N not found" (permanent), odd ids "timeout after N ms"
-/// (exhausted); message 0 carries headers of every AMQP type.
+/// Puts dead letters of two kinds of error in a fixture's DLQ, through its
+/// dead-letter exchange (`<queue>.dlx`, declared and bound here, as the
+/// consumer's topology does): even ids "order N not found" (permanent), odd
+/// ids "timeout after N ms" (exhausted); message 0 carries headers of every
+/// AMQP type.
 async fn two_kinds(f: &Fixture, n: usize) {
     let connection = connect(&url()).await;
     let channel = connection.create_channel().await.unwrap();
     channel.confirm_select(Default::default()).await.unwrap();
+    let dlx = format!("{}.dlx", f.queue);
+    let dlq = format!("{}.dlq", f.queue);
+    channel
+        .exchange_declare(
+            dlx.as_str().into(),
+            lapin::ExchangeKind::Direct,
+            lapin::options::ExchangeDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    channel
+        .queue_bind(
+            dlq.as_str().into(),
+            dlx.as_str().into(),
+            dlq.as_str().into(),
+            Default::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
     let text = |s: &str| AMQPValue::LongString(s.as_bytes().into());
     for i in 0..n {
         let mut headers = FieldTable::default();
@@ -641,9 +667,12 @@ async fn two_kinds(f: &Fixture, n: usize) {
         }
         channel
             .basic_publish(
-                "".into(),
-                format!("{}.dlq", f.queue).as_str().into(),
-                BasicPublishOptions::default(),
+                dlx.as_str().into(),
+                dlq.as_str().into(),
+                BasicPublishOptions {
+                    mandatory: true,
+                    ..Default::default()
+                },
                 &[b'{', 0xff, b'}'],
                 BasicProperties::default()
                     .with_message_id(format!("m-{i}").into())
@@ -763,6 +792,24 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
         std::fs::read_to_string(&all).unwrap(),
         "an export of the import is the export"
     );
+    // The import took the dead letters' own route: the dead-letter exchange
+    // and routing key, field for field.
+    let route = |path: &std::path::Path| -> Vec<(String, String)> {
+        std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .map(|line| {
+                let record: serde_json::Value = serde_json::from_str(line).unwrap();
+                (
+                    record["exchange"].as_str().unwrap_or("").to_owned(),
+                    record["routing_key"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect()
+    };
+    let expected = (format!("{q}.dlx"), format!("{q}.dlq"));
+    assert_eq!(route(&all), vec![expected.clone(); 10], "exported route");
+    assert_eq!(route(&round_trip), vec![expected; 10], "imported route");
 
     // A bad line: nothing is imported, and the error names the line.
     let bad = dir.join("bad.jsonl");
@@ -825,6 +872,28 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
         stdout(&one).contains("matched 0"),
         "replayed messages left the DLQ"
     );
+
+    // Without its dead-letter exchange, an import says so and adds nothing.
+    let connection = connect(&url()).await;
+    let channel = connection.create_channel().await.unwrap();
+    channel
+        .exchange_delete(format!("{q}.dlx").as_str().into(), Default::default())
+        .await
+        .unwrap();
+    let _ = connection.close(200, "".into()).await;
+    let refused = cli(&[
+        "dlq",
+        "import",
+        "--queue",
+        q,
+        "--jsonl",
+        all.to_str().unwrap(),
+    ]);
+    assert!(!refused.status.success(), "{refused:?}");
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.contains(&format!("'{q}.dlx'")), "{why}");
+    let peek = json(&cli(&["dlq", "peek", "--queue", q, "--json"]));
+    assert_eq!(peek["kept"], 0, "nothing was imported");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

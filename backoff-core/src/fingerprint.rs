@@ -1,10 +1,12 @@
 //! Grouping dead letters by what went wrong: an error's fingerprint is its
 //! `x-error` with the parts that differ from message to message masked
-//! (quoted values, UUIDs, hex ids, numbers), so that "order 17 not found"
-//! and "order 42 not found" fall into one group.
+//! (quoted and backticked values, UUIDs, hex ids, numbers), so that "order
+//! 17 not found" and "order 42 not found" fall into one group, and so do
+//! serde's "unknown variant `refund`" and "unknown variant `void`".
 
-/// The fingerprint of an error: quoted values become `<quoted>`, UUIDs
-/// `<uuid>`, hex ids (8 or more hex digits with at least one digit and one
+/// The fingerprint of an error: values in single or double quotes or in
+/// backticks (as serde and Rust's own messages write them) become
+/// `<quoted>`, UUIDs `<uuid>`, hex ids (8 or more hex digits with at least one digit and one
 /// letter) `<hex>`, and numbers `<n>`.
 ///
 /// ```
@@ -16,6 +18,10 @@
 ///     "user <quoted> locked (id <uuid>, <n> s)"
 /// );
 /// assert_eq!(fingerprint("commit deadbeef0042 rejected"), "commit <hex> rejected");
+/// assert_eq!(
+///     fingerprint("unknown variant `refund`, expected `paid` or `open`"),
+///     "unknown variant <quoted>, expected <quoted> or <quoted>"
+/// );
 /// ```
 pub fn fingerprint(error: &str) -> String {
     let chars: Vec<char> = error.chars().collect();
@@ -23,7 +29,7 @@ pub fn fingerprint(error: &str) -> String {
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
-        if (c == '\'' || c == '"')
+        if is_quote(c)
             && let Some(end) = chars[i + 1..].iter().position(|&d| d == c)
         {
             out.push_str("<quoted>");
@@ -70,6 +76,12 @@ pub fn fingerprint(error: &str) -> String {
         i += 1;
     }
     out
+}
+
+/// Characters that open and close a quoted value: `'`, `"` and the
+/// backtick.
+fn is_quote(c: char) -> bool {
+    matches!(c, '\'' | '"' | '`')
 }
 
 fn is_word(c: char) -> bool {
@@ -130,6 +142,18 @@ mod tests {
             ("stock \"SKU-9\" is empty", "stock <quoted> is empty"),
             ("retry 1.5 of 3", "retry <n> of <n>"),
             ("unterminated 'quote 42", "unterminated 'quote <n>"),
+            ("unknown variant `refund`", "unknown variant <quoted>"),
+            (
+                "unknown variant `void`, expected one of `paid`, `open`",
+                "unknown variant <quoted>, expected one of <quoted>, <quoted>",
+            ),
+            (
+                "field `amount` 42 too large",
+                "field <quoted> <n> too large",
+            ),
+            ("`it's` here", "<quoted> here"),
+            ("unterminated `tick 7", "unterminated `tick <n>"),
+            ("mixed 'a` b' `c'", "mixed <quoted> `c'"),
             ("", ""),
         ] {
             assert_eq!(fingerprint(error), expected, "{error}");
@@ -141,7 +165,42 @@ mod tests {
         );
     }
 
+    #[test]
+    fn serde_errors_that_differ_only_in_their_backticked_values_are_one_group() {
+        let groups: std::collections::HashSet<String> = [
+            "refund", "void", "chargeback", "r", "with space", "42",
+        ]
+        .iter()
+        .map(|variant| {
+            let error = format!(
+                "invalid body: unknown variant `{variant}`, expected `paid` or `open` at line 1 column 9"
+            );
+            group_id(Some("decode"), &fingerprint(&error))
+        })
+        .collect();
+        assert_eq!(groups.len(), 1, "{groups:?}");
+        assert_eq!(
+            fingerprint("unknown variant `refund`, expected `paid` or `open` at line 1 column 9"),
+            "unknown variant <quoted>, expected <quoted> or <quoted> at line <n> column <n>"
+        );
+    }
+
     proptest! {
+        #[test]
+        fn errors_that_differ_only_in_a_backticked_value_share_a_fingerprint(
+            a in "[^`]{0,20}", b in "[^`]{0,20}",
+        ) {
+            let one = fingerprint(&format!("unknown variant `{a}` here"));
+            let two = fingerprint(&format!("unknown variant `{b}` here"));
+            prop_assert_eq!(one, two);
+        }
+
+        #[test]
+        fn a_fingerprint_of_quotes_and_ticks_is_its_own_fingerprint(error in "[a1 '\"`]{0,30}") {
+            let once = fingerprint(&error);
+            prop_assert_eq!(fingerprint(&once), once.clone());
+        }
+
         #[test]
         fn errors_that_differ_only_in_their_numbers_share_a_fingerprint(
             a in 0u64..1_000_000, b in 0u64..1_000_000, word in "[a-z]{1,10}",

@@ -191,28 +191,44 @@ struct MemoryAcker {
 }
 
 impl MemoryAcker {
-    fn settle(&self, how: Settlement) -> Result<(), TransportError> {
-        let entry = {
+    /// Settles this delivery, and with `multiple` every unsettled delivery
+    /// of the channel with a smaller tag, as RabbitMQ does. Settling a tag
+    /// the channel does not hold fails, as RabbitMQ's `unknown delivery tag`.
+    fn settle(&self, how: Settlement, multiple: bool) -> Result<(), TransportError> {
+        let entries = {
             let mut st = lock(&self.channel.state);
             if st.closed.is_some() {
                 // As lapin: the channel's ackers are poisoned.
                 return Err(channel_closed());
             }
-            st.unacked.remove(&self.tag)
+            if multiple {
+                let later = st.unacked.split_off(&(self.tag + 1));
+                std::mem::replace(&mut st.unacked, later)
+                    .into_values()
+                    .collect()
+            } else {
+                st.unacked.remove(&self.tag).into_iter().collect::<Vec<_>>()
+            }
         };
-        let Some(entry) = entry else {
+        if entries.is_empty() {
             return Err(TransportError::Closed(
                 "the delivery is already settled".into(),
             ));
-        };
-        entry.queue.settle(entry.consumer, entry.message, how);
+        }
+        for entry in entries {
+            entry.queue.settle(entry.consumer, entry.message, how);
+        }
         Ok(())
     }
 }
 
 impl Settle for MemoryAcker {
-    fn ack(&self) -> BoxFuture<'_, Result<(), TransportError>> {
-        Box::pin(async move { self.settle(Settlement::Ack) })
+    fn delivery_tag(&self) -> u64 {
+        self.tag
+    }
+
+    fn ack(&self, multiple: bool) -> BoxFuture<'_, Result<(), TransportError>> {
+        Box::pin(async move { self.settle(Settlement::Ack, multiple) })
     }
 
     fn nack(&self, requeue: bool) -> BoxFuture<'_, Result<(), TransportError>> {
@@ -221,7 +237,7 @@ impl Settle for MemoryAcker {
         } else {
             Settlement::Reject
         };
-        Box::pin(async move { self.settle(how) })
+        Box::pin(async move { self.settle(how, false) })
     }
 }
 

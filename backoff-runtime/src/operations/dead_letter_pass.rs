@@ -15,7 +15,10 @@
 //! last dead letter, then publishes a copy of each message it keeps to the
 //! back of the queue and acks the original once the broker confirmed the
 //! copy, until the sentinel comes round. A full rotation leaves the queue in
-//! its order.
+//! its order. The originals are acked in delivery order, each run of
+//! confirmed ones with one multiple ack (a message replayed or discarded
+//! meanwhile waits its turn), so that an ack never covers a message whose
+//! copy is still to come.
 //!
 //! A consumer is handed up to [`WINDOW`] messages ahead, so near its end a
 //! rotation is also handed copies from behind the sentinel. A classic queue
@@ -26,7 +29,8 @@
 //! A rotation killed midway leaves the queue rotated: `[rest][sentinel]
 //! [copies of the first part]`. So that the next pass can put it right, a
 //! rotation first publishes a flag message to a marker queue
-//! (`<dead-letter queue>.pass`) and holds it unacknowledged: a dead pass's
+//! (`<dead-letter queue>.pass`) and holds it unacknowledged, on a channel of
+//! its own that no multiple ack reaches: a dead pass's
 //! flag is ready again, and the next pass first moves the rest behind the
 //! copies (up to the old sentinel, with `basic.get` so as to take nothing
 //! past it), which restores the order, before it starts its own.
@@ -93,12 +97,33 @@ enum Phase {
 struct Rotation {
     /// Its sentinel's id.
     id: String,
-    /// Its flag in the marker queue, held unacknowledged.
-    flag: Delivery,
-    /// Copies sent whose confirmation is still to come, with their originals.
-    in_flight: VecDeque<(PendingConfirm, Delivery)>,
-    /// Messages to move, sent together once there are [`BATCH`] of them.
-    batch: Vec<Delivery>,
+    /// Its flag in the marker queue.
+    flag: Flag,
+    /// Originals in the order they were delivered, each with the
+    /// confirmation of its copy still to come (none: it was replayed or
+    /// discarded, and waits only for those before it).
+    in_flight: VecDeque<(Option<PendingConfirm>, Delivery)>,
+    /// Originals not yet sent, in order, each with whether it is kept
+    /// (copied to the back); sent together once there are [`BATCH`].
+    batch: Vec<(Delivery, bool)>,
+}
+
+/// A pass's flag in its marker queue, held unacknowledged on a channel of
+/// its own, so that the multiple acks of the pass's channel never cover it:
+/// it is ready again only if the pass dies.
+struct Flag {
+    channel: Arc<dyn Channel>,
+    delivery: Delivery,
+}
+
+impl Flag {
+    /// Acks the flag (the rotation is complete) and closes its channel.
+    async fn lower(self, marker: &str) -> Result<(), Error> {
+        let acked = ack(&self.delivery, marker).await;
+        drop(self.delivery);
+        self.channel.close().await;
+        acked
+    }
 }
 
 /// Where a pass takes its messages from.
@@ -111,6 +136,7 @@ enum Source {
 
 /// A pass in progress.
 pub(crate) struct Pass {
+    connection: Arc<dyn Connection>,
     channel: Arc<dyn Channel>,
     queue: String,
     source: Source,
@@ -127,16 +153,16 @@ impl Pass {
     /// Starts a pass over `queue`: puts right a rotation a killed pass left,
     /// then starts consuming; `quorum` passes rotate from the start.
     pub(crate) async fn open(
-        connection: &dyn Connection,
+        connection: Arc<dyn Connection>,
         queue: &str,
         quorum: bool,
     ) -> Result<Pass, Error> {
-        let channel = confirm_channel(connection, queue).await?;
+        let channel = confirm_channel(&*connection, queue).await?;
         channel
             .check_queue(queue)
             .await
             .map_err(channel_error(queue, "finding the dead-letter queue"))?;
-        if let Some(flag) = stale_flag(connection, &*channel, queue).await? {
+        if let Some(flag) = stale_flag(&*connection, queue).await? {
             restore(&*channel, queue, flag).await?;
         }
         let total = ready(&*channel, queue).await?;
@@ -154,6 +180,7 @@ impl Pass {
             Source::Consumer(deliveries.stream)
         };
         let mut pass = Pass {
+            connection,
             channel,
             queue: queue.to_owned(),
             source,
@@ -261,7 +288,7 @@ impl Pass {
     pub(crate) async fn remove(&mut self, delivery: Delivery) -> Result<(), Error> {
         match &mut self.phase {
             Phase::Hold { .. } => ack(&delivery, &self.queue).await,
-            Phase::Rotate(rotation) => rotation.settle(delivery, &self.queue).await,
+            Phase::Rotate(rotation) => rotation.settle(&*self.channel, &self.queue, delivery).await,
         }
     }
 
@@ -283,7 +310,7 @@ impl Pass {
             };
             rotation.complete(&*self.channel, &self.queue).await?;
             let marker = marker_queue(&self.queue);
-            ack(&rotation.flag, &marker).await?;
+            rotation.flag.lower(&marker).await?;
             self.channel
                 .delete_queue(&marker)
                 .await
@@ -294,16 +321,20 @@ impl Pass {
     }
 
     /// Gives up: closing the channel returns every message not yet settled
-    /// (a rotation under way is put right by the next pass).
+    /// (a rotation under way is put right by the next pass, as its flag
+    /// returns with its channel).
     pub(crate) async fn abort(self) {
         self.channel.close().await;
+        if let Phase::Rotate(rotation) = self.phase {
+            rotation.flag.channel.close().await;
+        }
     }
 
     /// Switches from holding to rotating: the flag, then the sentinel behind
     /// the last message, then the messages held so far, in order.
     async fn start_rotation(&mut self) -> Result<(), Error> {
         let id = pass_id();
-        let flag = raise_flag(&*self.channel, &self.queue, &id).await?;
+        let flag = raise_flag(&*self.connection, &self.queue, &id).await?;
         publish_marker(&*self.channel, &self.queue, marked(&id, "sentinel")).await?;
         let Phase::Hold { held } = std::mem::replace(
             &mut self.phase,
@@ -337,7 +368,23 @@ impl Rotation {
         queue: &str,
         delivery: Delivery,
     ) -> Result<(), Error> {
-        self.batch.push(delivery);
+        self.batch.push((delivery, true));
+        if self.batch.len() >= BATCH {
+            self.flush(channel, queue).await?;
+        }
+        Ok(())
+    }
+
+    /// Acks an original that was replayed or discarded, in its turn: after
+    /// the copies of the messages before it are confirmed, so that one
+    /// multiple ack never covers a message whose copy is still to come.
+    async fn settle(
+        &mut self,
+        channel: &dyn Channel,
+        queue: &str,
+        original: Delivery,
+    ) -> Result<(), Error> {
+        self.batch.push((original, false));
         if self.batch.len() >= BATCH {
             self.flush(channel, queue).await?;
         }
@@ -352,45 +399,63 @@ impl Rotation {
             return Ok(());
         }
         let batch = std::mem::take(&mut self.batch);
-        let sends = batch
-            .iter()
-            .map(|delivery| channel.send("", queue, &delivery.data, delivery.properties.clone()));
-        let pending = join_all(sends).await;
-        for (pending, delivery) in pending.into_iter().zip(batch) {
-            let pending =
-                pending.map_err(channel_error(queue, "moving a dead letter to the back"))?;
-            self.in_flight.push_back((pending, delivery));
+        let sends = batch.iter().filter(|(_, kept)| *kept).map(|(delivery, _)| {
+            channel.send(
+                "",
+                queue,
+                &delivery.data,
+                delivery.properties.clone(),
+            )
+        });
+        let mut pending = join_all(sends).await.into_iter();
+        for (delivery, kept) in batch {
+            let confirm = if kept {
+                let sent = pending.next().expect("one send per kept message");
+                Some(sent.map_err(channel_error(queue, "moving a dead letter to the back"))?)
+            } else {
+                None
+            };
+            self.in_flight.push_back((confirm, delivery));
         }
         self.drain(queue, IN_FLIGHT).await
     }
 
-    /// Waits for confirmations until at most `left` copies are in flight,
-    /// then acks the originals whose copies the broker confirmed, together.
+    /// Waits for confirmations until at most `left` originals are in flight,
+    /// then acks the originals whose copies the broker confirmed, with one
+    /// multiple ack (their tags are the oldest the channel holds).
     async fn drain(&mut self, queue: &str, left: usize) -> Result<(), Error> {
         let mut confirmed = Vec::new();
+        let mut refused = None;
         while self.in_flight.len() > left {
             let (pending, original) = self.in_flight.pop_front().expect("non-empty");
-            let confirm = pending
-                .await
-                .map_err(channel_error(queue, "moving a dead letter to the back"))?;
-            if confirm != Confirm::Ack {
-                // The original stays unacked, and returns when the channel closes.
-                return Err(Error::Channel {
-                    action: "moving a dead letter to the back",
-                    queue: queue.to_owned(),
-                    source: TransportError::Other(format!(
-                        "the broker did not take the copy ({confirm:?})"
-                    )),
-                });
+            if let Some(pending) = pending {
+                let confirm = pending
+                    .await
+                    .map_err(channel_error(queue, "moving a dead letter to the back"))?;
+                if confirm != Confirm::Ack {
+                    // The original stays unacked, and returns when the channel closes.
+                    refused = Some(confirm);
+                    break;
+                }
             }
             confirmed.push(original);
         }
-        for chunk in confirmed.chunks(BATCH) {
-            for acked in join_all(chunk.iter().map(|original| original.acker.ack())).await {
-                acked.map_err(channel_error(queue, "acknowledging a moved dead letter"))?;
-            }
+        if let Some(last) = confirmed.last() {
+            last.acker
+                .ack_multiple()
+                .await
+                .map_err(channel_error(queue, "acknowledging moved dead letters"))?;
         }
-        Ok(())
+        match refused {
+            None => Ok(()),
+            Some(confirm) => Err(Error::Channel {
+                action: "moving a dead letter to the back",
+                queue: queue.to_owned(),
+                source: TransportError::Other(format!(
+                    "the broker did not take the copy ({confirm:?})"
+                )),
+            }),
+        }
     }
 
     /// Sends what is batched and waits for every confirmation.
@@ -398,20 +463,11 @@ impl Rotation {
         self.flush(channel, queue).await?;
         self.drain(queue, 0).await
     }
-
-    /// Acks an original that was replayed or discarded.
-    async fn settle(&mut self, original: Delivery, queue: &str) -> Result<(), Error> {
-        ack(&original, queue).await
-    }
 }
 
 /// The flag a killed rotation left ready in the marker queue, taken
-/// (unacknowledged) on `channel`, if any.
-async fn stale_flag(
-    connection: &dyn Connection,
-    channel: &dyn Channel,
-    queue: &str,
-) -> Result<Option<Delivery>, Error> {
+/// (unacknowledged) on a channel of its own, if any.
+async fn stale_flag(connection: &dyn Connection, queue: &str) -> Result<Option<Flag>, Error> {
     let marker = marker_queue(queue);
     // The marker queue exists while a pass runs and after one was killed. A
     // killed pass's flag is ready again only once the broker has seen its
@@ -427,12 +483,14 @@ async fn stale_flag(
             found => break found,
         }
     };
-    probe.close().await;
     match found {
         Ok(info) if info.messages > 0 => {}
         // A pass still running holds its flag (or one killed before raising
         // it left the queue empty): nothing to put right.
-        Ok(_) => return Ok(None),
+        Ok(_) => {
+            probe.close().await;
+            return Ok(None);
+        }
         Err(e) if e.code() == Some(NOT_FOUND) => return Ok(None),
         Err(source) => {
             return Err(Error::Channel {
@@ -442,17 +500,27 @@ async fn stale_flag(
             });
         }
     }
-    channel
+    let flag = probe
         .get(&marker)
         .await
-        .map_err(channel_error(&marker, "taking an interrupted pass's flag"))
+        .map_err(channel_error(&marker, "taking an interrupted pass's flag"));
+    match flag {
+        Ok(Some(delivery)) => Ok(Some(Flag {
+            channel: probe,
+            delivery,
+        })),
+        other => {
+            probe.close().await;
+            other.map(|_| None)
+        }
+    }
 }
 
 /// Puts right the rotation a killed pass left: moves every message before
 /// its sentinel behind the copies that pass made, which is where they were,
 /// then drops the sentinel and the flag. Takes messages one by one with
 /// `basic.get`, so that none past the sentinel is taken.
-async fn restore(channel: &dyn Channel, queue: &str, flag: Delivery) -> Result<(), Error> {
+async fn restore(channel: &dyn Channel, queue: &str, flag: Flag) -> Result<(), Error> {
     tracing::warn!("{queue}: a pass over this queue was interrupted; putting its order right");
     let depth = ready(channel, queue).await?;
     let mut rotation = Rotation {
@@ -481,7 +549,7 @@ async fn restore(channel: &dyn Channel, queue: &str, flag: Delivery) -> Result<(
     }
     rotation.complete(channel, queue).await?;
     let marker = marker_queue(queue);
-    ack(&rotation.flag, &marker).await?;
+    rotation.flag.lower(&marker).await?;
     channel
         .delete_queue(&marker)
         .await
@@ -491,24 +559,38 @@ async fn restore(channel: &dyn Channel, queue: &str, flag: Delivery) -> Result<(
 }
 
 /// Declares the marker queue, publishes the pass's flag to it and takes it
-/// back unacknowledged: ready again if the pass dies.
-async fn raise_flag(channel: &dyn Channel, queue: &str, id: &str) -> Result<Delivery, Error> {
+/// back unacknowledged, on a channel of its own: ready again if the pass
+/// dies.
+async fn raise_flag(connection: &dyn Connection, queue: &str, id: &str) -> Result<Flag, Error> {
     let marker = marker_queue(queue);
+    let channel = confirm_channel(connection, &marker).await?;
+    let flag = take_flag(&*channel, &marker, id).await;
+    match flag {
+        Ok(delivery) => Ok(Flag { channel, delivery }),
+        Err(e) => {
+            channel.close().await;
+            Err(e)
+        }
+    }
+}
+
+/// Publishes the flag `id` to the marker queue (declared here) and takes it.
+async fn take_flag(channel: &dyn Channel, marker: &str, id: &str) -> Result<Delivery, Error> {
     channel
         .declare_queue(&QueueDecl {
-            name: marker.clone(),
+            name: marker.to_owned(),
             arguments: Vec::new(),
         })
         .await
-        .map_err(channel_error(&marker, "declaring the pass's marker queue"))?;
-    publish_marker(channel, &marker, marked(id, "flag")).await?;
+        .map_err(channel_error(marker, "declaring the pass's marker queue"))?;
+    publish_marker(channel, marker, marked(id, "flag")).await?;
     let flag = channel
-        .get(&marker)
+        .get(marker)
         .await
-        .map_err(channel_error(&marker, "taking the pass's flag"))?
+        .map_err(channel_error(marker, "taking the pass's flag"))?
         .ok_or_else(|| Error::Channel {
             action: "taking the pass's flag",
-            queue: marker.clone(),
+            queue: marker.to_owned(),
             source: TransportError::Other("the flag was not there".into()),
         })?;
     Ok(flag)
@@ -596,6 +678,7 @@ fn sentinel_of(delivery: &Delivery) -> Option<String> {
         _ => None,
     }
 }
+
 
 /// A pass id: unique enough to tell one pass's sentinel from another's.
 fn pass_id() -> String {

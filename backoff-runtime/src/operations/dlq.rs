@@ -223,12 +223,20 @@ impl Dlq {
 
     /// Publishes each record to the dead-letter queue, exactly as exported
     /// (properties, header types, body), in order, each confirmed by the
-    /// broker.
+    /// broker. The records go through the dead-letter exchange with the
+    /// dead-letter routing key of the consumer's topology, the route its
+    /// dead letters take, so that an export of the import names the same
+    /// exchange and routing key as the records. A dead-letter exchange that
+    /// is missing, or that does not route the key to the queue, stops the
+    /// import with an error naming both (nothing is lost: a returned
+    /// message is not enqueued).
     pub async fn import(
         &self,
         records: impl IntoIterator<Item = DeadLetterRecord>,
     ) -> Result<usize, Error> {
         let queue = self.names.dead_letter_queue.clone();
+        let exchange = self.names.dead_letter_exchange.clone();
+        let routing_key = self.names.dead_letter_routing_key.clone();
         let channel = confirm_channel(&*self.connection, &queue).await?;
         let failed = |source| Error::Channel {
             action: "importing dead letters",
@@ -238,22 +246,38 @@ impl Dlq {
         let mut in_flight = std::collections::VecDeque::new();
         let mut imported = 0;
         let result = async {
+            channel.check_exchange(&exchange).await.map_err(|e| {
+                failed(TransportError::Other(format!(
+                    "the dead-letter exchange '{exchange}' is not there to route the records \
+                     through ({e})"
+                )))
+            })?;
+            let route = |confirm: Result<Confirm, TransportError>| match confirm.map_err(failed)? {
+                Confirm::Ack => Ok(()),
+                Confirm::Returned => Err(failed(TransportError::Other(format!(
+                    "the dead-letter exchange '{exchange}' routes no queue with the key \
+                     '{routing_key}': bind '{queue}' to it with that key"
+                )))),
+                Confirm::Nack => Err(failed(TransportError::Other(
+                    "the broker did not take a message (Nack)".to_owned(),
+                ))),
+            };
             for (line, record) in records.into_iter().enumerate() {
                 let (properties, body) = record.message().map_err(|e| {
                     failed(TransportError::Other(format!("record {}: {e}", line + 1)))
                 })?;
                 let pending = channel
-                    .send("", &queue, &body, properties)
+                    .send(&exchange, &routing_key, &body, properties)
                     .await
                     .map_err(failed)?;
                 in_flight.push_back(pending);
                 while in_flight.len() > IMPORT_WINDOW {
-                    confirmed(in_flight.pop_front().expect("non-empty").await, &failed)?;
+                    route(in_flight.pop_front().expect("non-empty").await)?;
                     imported += 1;
                 }
             }
             while let Some(pending) = in_flight.pop_front() {
-                confirmed(pending.await, &failed)?;
+                route(pending.await)?;
                 imported += 1;
             }
             Ok(())
@@ -283,7 +307,7 @@ impl Dlq {
         mut sink: Sink<'_>,
     ) -> Result<DeadLetterReport, Error> {
         let queue = self.names.dead_letter_queue.clone();
-        let mut pass = Pass::open(&*self.connection, &queue, self.quorum).await?;
+        let mut pass = Pass::open(Arc::clone(&self.connection), &queue, self.quorum).await?;
         let settler = match mode {
             Mode::Replay(_) => Some(Settler::new(
                 confirm_channel(&*self.connection, &queue).await?,
@@ -479,19 +503,6 @@ impl Dlq {
 
 /// Copies an import keeps in flight before it waits for confirmations.
 const IMPORT_WINDOW: usize = 500;
-
-/// A confirmation that the broker took an imported message.
-fn confirmed(
-    confirm: Result<Confirm, TransportError>,
-    failed: &impl Fn(TransportError) -> Error,
-) -> Result<(), Error> {
-    match confirm.map_err(failed)? {
-        Confirm::Ack => Ok(()),
-        other => Err(failed(TransportError::Other(format!(
-            "the broker did not take a message ({other:?})"
-        )))),
-    }
-}
 
 /// What [`Dlq::export`] wrote.
 #[derive(Debug, Clone, Serialize)]
