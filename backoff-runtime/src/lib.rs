@@ -41,7 +41,9 @@ pub use operations::dead_letter_record::{
     DeadLetterRecord, RecordError, RecordProperties, TypedValue,
 };
 pub use operations::dlq::{DeadLetterReport, Dlq, ExportReport, ReplayOptions, SkippedMessage};
+pub use operations::message_edit::MessageEdit;
 pub use operations::publisher::{Outgoing, Publisher};
+pub use operations::retry_tier::{TierListing, WaitingMessage, list_retry_tier};
 pub use operations::status::{ConsumerStatus, QueueStatus, status};
 pub use transport::declare::{check_topology, declare_topology};
 
