@@ -61,11 +61,11 @@ pub use rabbit_backoff_runtime::transport::memory as testing;
 pub use rabbit_backoff_runtime::http;
 pub use rabbit_backoff_runtime::{
     Consumer, ConsumerStatus, Context, ContextBuilder, DEFAULT_AMQP_URL, DeadLetterFilter,
-    DeadLetterMessage, DeadLetterReport, Dlq, Error, FromContext, Health, HealthWatch, MessageEdit,
-    MissingObject, Outgoing, PublishFailure, Publisher, QueueStatus, ReplayOptions, RunningRuntime,
-    Runtime, RuntimeBuilder, ShutdownHandle, SkippedMessage, State, StateRequirement, TierListing,
-    WaitingMessage, amqp_url_from_env, check_topology, connect, declare_topology, lapin,
-    list_retry_tier, status,
+    DeadLetterGroup, DeadLetterMessage, DeadLetterReport, Dlq, Error, FromContext, GroupTally,
+    Health, HealthWatch, MessageEdit, MissingObject, Outgoing, PublishFailure, Publisher,
+    QueueStatus, ReplayOptions, RunningRuntime, Runtime, RuntimeBuilder, ShutdownHandle,
+    SkippedMessage, State, StateRequirement, TierListing, WaitingMessage, amqp_url_from_env,
+    check_topology, connect, declare_topology, lapin, list_retry_tier, status,
 };
 
 /// Turns an `async fn` handler into a consumer of the same name.

@@ -34,7 +34,7 @@ pub use lifecycle::http;
 pub use lifecycle::runtime::{RunningRuntime, Runtime, RuntimeBuilder, connect};
 pub use lifecycle::shutdown::ShutdownHandle;
 pub use operations::dead_letter_filter::DeadLetterFilter;
-pub use operations::dead_letter_group::DeadLetterGroup;
+pub use operations::dead_letter_group::{DeadLetterGroup, GroupTally};
 pub use operations::dead_letter_message::{BODY_PREVIEW_LEN, DeadLetterMessage};
 pub use operations::dead_letter_pass::is_marker_queue;
 pub use operations::dead_letter_record::{
