@@ -62,6 +62,10 @@ pub struct Console {
     pub reads: SingleFlight<String, Shared>,
     /// A connection for depths and retry tiers, opened once.
     pub reader: tokio::sync::Mutex<Option<Arc<dyn Connection>>>,
+    /// Passes of the dead-letters view so far.
+    pub passes: std::sync::atomic::AtomicU64,
+    /// The queues' last exact depths.
+    pub remembered: depths::Remembered,
 }
 
 impl Console {
@@ -80,6 +84,8 @@ impl Console {
             locks: std::sync::Mutex::new(HashMap::new()),
             reads: SingleFlight::default(),
             reader: tokio::sync::Mutex::new(None),
+            passes: std::sync::atomic::AtomicU64::new(0),
+            remembered: depths::Remembered::default(),
         }
     }
 }
@@ -230,6 +236,8 @@ struct ViewQuery {
 /// Everything the page shows of a dead-letter queue, from one pass.
 #[derive(Debug, Serialize)]
 struct DeadLetterView {
+    /// Which pass of this console read it: equal reads in flight share one.
+    pass: u64,
     /// Messages in the queue.
     depth: usize,
     /// The groups of the messages the search (without its group) matches.
@@ -267,6 +275,7 @@ async fn dead_letters(
         .reads
         .run(key, || async move {
             let _one_at_a_time = c.lock(&queue).await;
+            let pass = c.passes.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
             let dlq = c.dlq(&queue).await?.1;
             let mut tally = GroupTally::default();
             let mut timeline = Timeline::default();
@@ -287,6 +296,7 @@ async fn dead_letters(
             dlq.close().await;
             let report = report.map_err(ApiError::broker)?;
             to_value(&DeadLetterView {
+                pass,
                 depth: report.kept,
                 groups: tally.into_groups(),
                 chart: timeline.chart(CHART_BUCKETS),
@@ -649,7 +659,13 @@ impl Console {
 
     async fn refresh_depths(&self, consumer: &mut DiscoveredConsumer) -> Result<(), ApiError> {
         let connection = self.reader().await?;
-        if let Err(e) = depths::refresh(&connection, consumer).await {
+        let passing = self
+            .locks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&consumer.queue)
+            .is_some_and(|lock| lock.try_lock().is_err());
+        if let Err(e) = depths::refresh(&connection, consumer, &self.remembered, passing).await {
             self.forget_reader().await;
             return Err(ApiError::broker(e));
         }
