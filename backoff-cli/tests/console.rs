@@ -56,6 +56,8 @@ struct DeadLetter {
     body: String,
     /// User headers.
     headers: Vec<(&'static str, &'static str)>,
+    /// `x-failed-at`.
+    failed_at: String,
 }
 
 /// A consumer's whole topology, declared as the framework declares it, with
@@ -86,7 +88,7 @@ impl Fixture {
         for letter in dead_letters {
             let mut headers = FieldTable::default();
             headers.insert("x-error".into(), text(&letter.error));
-            headers.insert("x-failed-at".into(), text("2026-12-02T10:40:07.121Z"));
+            headers.insert("x-failed-at".into(), text(&letter.failed_at));
             headers.insert("x-dead-letter-reason".into(), text(letter.reason));
             headers.insert("x-original-queue".into(), text(&spec.queue));
             headers.insert(
@@ -404,6 +406,7 @@ fn letter(id: &'static str, error: &str, reason: &'static str, body: &str) -> De
         retry_count: if reason == "exhausted" { 2 } else { 0 },
         body: body.to_owned(),
         headers: Vec::new(),
+        failed_at: "2026-12-02T10:40:07.121Z".to_owned(),
     }
 }
 
@@ -929,6 +932,12 @@ async fn the_page_fits_the_window_and_finds_selects_edits_exports_audits_and_lis
     );
     fix_me.headers = vec![("tenant", "acme"), ("debug", "yes")];
     dead_letters.push(fix_me);
+    // Failures spread over the last two hours, for the chart.
+    let now = std::time::SystemTime::now();
+    for (i, letter) in dead_letters.iter_mut().enumerate() {
+        let ago = Duration::from_secs(60 * (7 + 13 * i as u64));
+        letter.failed_at = humantime::format_rfc3339_millis(now - ago).to_string();
+    }
     let f = Fixture::with_delays("find", "60s,10m", &dead_letters).await;
     let queue = f.queue().to_owned();
     let tokens = format!("alice:{ALICE},bob:bob-token-0123456789abcdef00");
@@ -996,6 +1005,18 @@ async fn the_page_fits_the_window_and_finds_selects_edits_exports_audits_and_lis
         )
         .await;
     assert_eq!(listed, json!(["t7-1", "t7-2", "t7-3", "t7-4", "t7-5"]));
+    // The chart: the matches per group over time, drawn as plain SVG.
+    let chart = b
+        .eval(
+            "return { bars: document.querySelectorAll('#chart rect.bar').length,
+                      legend: document.querySelectorAll('#chart-legend li').length }",
+        )
+        .await;
+    assert_eq!(
+        chart,
+        json!({"bars": 5, "legend": 1}),
+        "five failures of one group, minutes apart"
+    );
 
     // Two selected, replayed behind one confirmation with the count; the
     // consumer's depths are the broker's as soon as the outcome shows.
@@ -1196,8 +1217,10 @@ async fn the_page_fits_the_window_and_finds_selects_edits_exports_audits_and_lis
     assert_eq!(last["message_ids"], json!(["fix-me"]));
 
     // The retry tiers: what waits in each, and when each message is due.
-    let entered = "2026-12-03T10:00:00.000Z";
-    f.wait_in_tier(60_000, "waiting-1", Some(entered)).await;
+    let now = std::time::SystemTime::now();
+    let entered = humantime::format_rfc3339_millis(now - Duration::from_secs(15)).to_string();
+    let due_at = humantime::format_rfc3339_millis(now + Duration::from_secs(45)).to_string();
+    f.wait_in_tier(60_000, "waiting-1", Some(&entered)).await;
     f.wait_in_tier(60_000, "waiting-2", None).await;
     b.click(&format!(
         "#consumers tr[data-queue=\"{queue}\"] button.open-tiers"
@@ -1219,12 +1242,9 @@ async fn the_page_fits_the_window_and_finds_selects_edits_exports_audits_and_lis
         )
         .await;
     assert_eq!(due[0]["id"], "waiting-1");
-    assert_eq!(due[0]["due"], "2026-12-03T10:01:00.000Z", "entered + 60 s");
+    assert_eq!(due[0]["due"], due_at, "entered + 60 s");
     assert!(
-        due[0]["exact"]
-            .as_str()
-            .unwrap()
-            .starts_with("2026-12-03T10:01:00.000Z"),
+        due[0]["exact"].as_str().unwrap().starts_with(&due_at),
         "{due}"
     );
     assert!(
@@ -1246,7 +1266,9 @@ async fn the_page_fits_the_window_and_finds_selects_edits_exports_audits_and_lis
         b.until("every dead letter", "return document.getElementById('messages-title').textContent.startsWith('3 message(s)')").await;
         b.click("#messages tr[data-message-id=\"wide\"] button.show")
             .await;
+        b.client.set_window_size(1400, 1500).await.unwrap();
         b.eval("window.scrollTo(0, 0)").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
         std::fs::write(&path, b.client.screenshot().await.unwrap()).unwrap();
     }
     browser.close().await;
