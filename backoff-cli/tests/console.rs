@@ -318,16 +318,28 @@ impl Browser {
         }
     }
 
+    /// Clicks the element, found again when the page replaced it between
+    /// finding and clicking (a view reloaded by itself).
     async fn click(&self, css: &str) {
-        self.client
-            .wait()
-            .at_most(PATIENCE)
-            .for_element(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
-            .click()
-            .await
-            .unwrap_or_else(|e| panic!("click {css}: {e}"));
+        let started = Instant::now();
+        loop {
+            let element = self
+                .client
+                .wait()
+                .at_most(PATIENCE)
+                .for_element(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("no {css} on the page: {e}"));
+            match element.click().await {
+                Ok(_) => return,
+                Err(e)
+                    if started.elapsed() < PATIENCE && e.to_string().contains("stale element") =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await
+                }
+                Err(e) => panic!("click {css}: {e}"),
+            }
+        }
     }
 
     async fn text(&self, css: &str) -> String {
@@ -1269,6 +1281,11 @@ async fn the_page_fits_the_window_and_finds_selects_edits_exports_audits_and_lis
         b.client.set_window_size(1400, 1500).await.unwrap();
         b.eval("window.scrollTo(0, 0)").await;
         tokio::time::sleep(Duration::from_millis(300)).await;
+        // Only this test's consumer: the broker may hold other tests' queues.
+        b.eval(&format!(
+            "for (const r of document.querySelectorAll('#consumers tbody tr')) if (r.dataset.queue !== {queue:?}) r.remove();"
+        ))
+        .await;
         std::fs::write(&path, b.client.screenshot().await.unwrap()).unwrap();
     }
     browser.close().await;
