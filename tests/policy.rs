@@ -292,6 +292,10 @@ async fn max_age_dead_letters_as_expired(transport: Arc<dyn Transport>, shared: 
         Some("expired")
     );
     assert!(header_str(&dead.properties, "x-first-failed-at").is_some());
+    assert!(
+        header_str(&dead.properties, "x-retried-at").is_some(),
+        "its retry copy said when it entered the tier"
+    );
     assert_eq!(h.calls.of(1).len(), 2, "failed, retried once, then too old");
     h.stop().await;
 }

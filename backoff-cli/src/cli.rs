@@ -42,8 +42,10 @@ pub enum Command {
     /// or export them as a definitions file for `rabbitmqctl import_definitions`.
     Topology(topology::TopologyArgs),
     /// A web page for operators: every consumer found on the broker with the
-    /// depth of each tier, its dead letters grouped by error, one message's
-    /// headers and body, and replay or discard of a message or a group.
+    /// depth of each tier and what waits in it, its dead letters grouped by
+    /// error and charted over time, searched and paged, one message's headers
+    /// and body, export, and replay, edit or discard of one message, a
+    /// selection, a group or every match, each recorded in an audit log.
     ///
     /// Listens on 127.0.0.1:8080. Replay and discard need the token: the value
     /// of RABBIT_BACKOFF_CONSOLE_TOKEN, or one drawn at start and printed.

@@ -328,6 +328,7 @@ async fn operate(url: &str, command: DlqCommand) -> Result<ExitCode, String> {
                 to_routing_key: replay.to_routing_key.clone(),
                 rate: replay.rate,
                 dry_run: replay.dry_run,
+                ..ReplayOptions::default()
             };
             (
                 if replay.dry_run {

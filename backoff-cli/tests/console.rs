@@ -50,10 +50,14 @@ async fn connect() -> Connection {
 /// A dead letter as the framework writes it.
 struct DeadLetter {
     id: &'static str,
-    error: &'static str,
+    error: String,
     reason: &'static str,
     retry_count: i64,
-    body: &'static str,
+    body: String,
+    /// User headers.
+    headers: Vec<(&'static str, &'static str)>,
+    /// `x-failed-at`.
+    failed_at: String,
 }
 
 /// A consumer's whole topology, declared as the framework declares it, with
@@ -64,7 +68,11 @@ struct Fixture {
 
 impl Fixture {
     async fn new(name: &str, dead_letters: &[DeadLetter]) -> Fixture {
-        let spec = ConsumerSpec::new(unique(name), "1s,2s".parse().unwrap());
+        Fixture::with_delays(name, "1s,2s", dead_letters).await
+    }
+
+    async fn with_delays(name: &str, delays: &str, dead_letters: &[DeadLetter]) -> Fixture {
+        let spec = ConsumerSpec::new(unique(name), delays.parse().unwrap());
         let connection = rabbit_backoff::connect(&url())
             .await
             .unwrap_or_else(|e| panic!("no RabbitMQ at {} ({e}); run scripts/test.sh", url()));
@@ -79,14 +87,17 @@ impl Fixture {
         let text = |s: &str| AMQPValue::LongString(s.as_bytes().into());
         for letter in dead_letters {
             let mut headers = FieldTable::default();
-            headers.insert("x-error".into(), text(letter.error));
-            headers.insert("x-failed-at".into(), text("2026-12-02T10:40:07.121Z"));
+            headers.insert("x-error".into(), text(&letter.error));
+            headers.insert("x-failed-at".into(), text(&letter.failed_at));
             headers.insert("x-dead-letter-reason".into(), text(letter.reason));
             headers.insert("x-original-queue".into(), text(&spec.queue));
             headers.insert(
                 "x-retry-count".into(),
                 AMQPValue::LongLongInt(letter.retry_count),
             );
+            for (name, value) in &letter.headers {
+                headers.insert((*name).into(), text(value));
+            }
             channel
                 .basic_publish(
                     "".into(),
@@ -171,15 +182,33 @@ struct Console {
     child: Child,
     /// `http://127.0.0.1:<port>/`
     url: String,
+    /// Its audit log (a temporary file, removed when dropped).
+    audit: std::path::PathBuf,
 }
 
 impl Console {
     fn start(extra: &[&str]) -> Console {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rabbit-backoff"))
+        Console::start_with(extra, &[])
+    }
+
+    /// With these environment variables too.
+    fn start_with(extra: &[&str], env: &[(&str, &str)]) -> Console {
+        let audit = std::env::temp_dir().join(format!(
+            "rbt-console-audit-{}.jsonl",
+            &uuid::Uuid::new_v4().simple().to_string()[..10]
+        ));
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rabbit-backoff"));
+        command
             .args(["console", "--listen", "127.0.0.1:0"])
+            .arg("--audit-log")
+            .arg(&audit)
             .args(extra)
             .env("AMQP_URL", url())
-            .env("RABBIT_BACKOFF_CONSOLE_TOKEN", TOKEN)
+            .env("RABBIT_BACKOFF_CONSOLE_TOKEN", TOKEN);
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command
             .stdout(Stdio::piped())
             .spawn()
             .expect("start rabbit-backoff console");
@@ -195,7 +224,7 @@ impl Console {
             .strip_prefix("rabbit-backoff console: ")
             .unwrap_or_else(|| panic!("the console printed {first:?}, not its address"))
             .to_owned();
-        Console { child, url }
+        Console { child, url, audit }
     }
 
     fn host(&self) -> &str {
@@ -211,6 +240,7 @@ impl Drop for Console {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.audit);
     }
 }
 
@@ -288,26 +318,45 @@ impl Browser {
         }
     }
 
+    /// Clicks the element, found again when the page replaced it between
+    /// finding and clicking (a view reloaded by itself).
     async fn click(&self, css: &str) {
-        self.client
-            .wait()
-            .at_most(PATIENCE)
-            .for_element(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
-            .click()
-            .await
-            .unwrap_or_else(|e| panic!("click {css}: {e}"));
+        let started = Instant::now();
+        loop {
+            let element = self
+                .client
+                .wait()
+                .at_most(PATIENCE)
+                .for_element(Locator::Css(css))
+                .await
+                .unwrap_or_else(|e| panic!("no {css} on the page: {e}"));
+            match element.click().await {
+                Ok(_) => return,
+                Err(e)
+                    if started.elapsed() < PATIENCE && e.to_string().contains("stale element") =>
+                {
+                    tokio::time::sleep(Duration::from_millis(50)).await
+                }
+                Err(e) => panic!("click {css}: {e}"),
+            }
+        }
     }
 
+    /// The text of `css`, once the page has filled it in (views load their
+    /// data after they appear): empty only if it stays empty.
     async fn text(&self, css: &str) -> String {
-        self.client
-            .find(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("no {css} on the page: {e}"))
-            .text()
-            .await
-            .unwrap()
+        let started = Instant::now();
+        loop {
+            let text = match self.client.find(Locator::Css(css)).await {
+                Ok(element) => element.text().await.unwrap_or_default(),
+                Err(e) if started.elapsed() > PATIENCE => panic!("no {css} on the page: {e}"),
+                Err(_) => String::new(),
+            };
+            if !text.is_empty() || started.elapsed() > PATIENCE {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// The text of the confirmation the page opened, once it is open.
@@ -368,39 +417,37 @@ fn depths_are(queue: &str, work: u32, dlq: u32) -> String {
 const HOSTILE_BODY: &str = "<script>document.title='pwned';window.pwned=true</script>";
 const HOSTILE_ERROR: &str = "<img src=x onerror=\"document.title='pwned';window.pwned=true\">";
 
-fn letters() -> Vec<DeadLetter> {
-    let database = |id| DeadLetter {
+fn letter(id: &'static str, error: &str, reason: &'static str, body: &str) -> DeadLetter {
+    DeadLetter {
         id,
-        error: "database unavailable",
-        reason: "exhausted",
-        retry_count: 2,
-        body: "{\"order\":1}",
-    };
+        error: error.to_owned(),
+        reason,
+        retry_count: if reason == "exhausted" { 2 } else { 0 },
+        body: body.to_owned(),
+        headers: Vec::new(),
+        failed_at: "2026-12-02T10:40:07.121Z".to_owned(),
+    }
+}
+
+fn letters() -> Vec<DeadLetter> {
+    let database = |id| letter(id, "database unavailable", "exhausted", "{\"order\":1}");
     vec![
         database("db-1"),
-        DeadLetter {
-            id: "order-17",
-            error: "order 17 not found",
-            reason: "permanent",
-            retry_count: 0,
-            body: "{\"order\":17}",
-        },
+        letter(
+            "order-17",
+            "order 17 not found",
+            "permanent",
+            "{\"order\":17}",
+        ),
         database("db-2"),
-        DeadLetter {
-            id: "order-42",
-            error: "order 42 not found",
-            reason: "permanent",
-            retry_count: 0,
-            body: "{\"order\":42}",
-        },
+        letter(
+            "order-42",
+            "order 42 not found",
+            "permanent",
+            "{\"order\":42}",
+        ),
         database("db-3"),
-        DeadLetter {
-            id: "hostile",
-            error: HOSTILE_ERROR,
-            reason: "decode",
-            retry_count: 0,
-            body: HOSTILE_BODY,
-        },
+        letter("hostile", HOSTILE_ERROR, "decode", HOSTILE_BODY),
     ]
 }
 
@@ -837,4 +884,587 @@ fn refuses_to_listen_beyond_loopback_without_a_token_set_by_the_operator() {
             .contains("without a token set by the operator: set RABBIT_BACKOFF_CONSOLE_TOKEN"),
         "{output:?}"
     );
+}
+
+const ALICE: &str = "alice-token-0123456789abcdef";
+
+/// The page is no wider than a 1400 px window.
+const FITS: &str = "return document.documentElement.scrollWidth <= window.innerWidth
+    ? true : document.documentElement.scrollWidth + ' > ' + window.innerWidth;";
+
+async fn fits(b: &Browser, what: &str) {
+    assert_eq!(
+        b.eval(FITS).await,
+        Value::Bool(true),
+        "{what}: wider than the window"
+    );
+}
+
+/// The messages the page lists: their ids.
+const LISTED: &str =
+    "return [...document.querySelectorAll('#messages tbody tr')].map(r => r.dataset.messageId)";
+
+/// One browser session over one consumer with a 60 s and a 10 min tier: a
+/// 4 KB unbroken error whose row stays inside a 1400 px window; a search in
+/// the bodies; two messages selected and replayed behind one confirmation
+/// stating the count, the broker's new depths shown at once; every match
+/// selected and discarded; the matches exported as JSONL; a message edited
+/// and replayed with the original in its history under the token's name;
+/// the audit with alice's name; the retry tiers with when each message is due.
+#[tokio::test]
+async fn the_page_fits_the_window_and_finds_selects_edits_exports_audits_and_lists_tiers() {
+    let wide_error = format!("E{}", "x".repeat(4096));
+    let mut dead_letters = vec![letter("wide", &wide_error, "exhausted", "{}")];
+    for (id, n) in [
+        ("t7-1", 1),
+        ("t7-2", 2),
+        ("t7-3", 3),
+        ("t7-4", 4),
+        ("t7-5", 5),
+    ] {
+        // The tenant sits far past the 200 bytes of a summary's preview.
+        let body = format!(
+            "{{\"order\":{n},\"pad\":\"{}\",\"tenant\":\"Tenant-7\"}}",
+            "p".repeat(300)
+        );
+        dead_letters.push(letter(
+            id,
+            &format!("order {n} rejected"),
+            "permanent",
+            &body,
+        ));
+    }
+    for (id, n) in [("t9-1", 11), ("t9-2", 12)] {
+        let body = format!("{{\"order\":{n},\"tenant\":\"tenant-9\"}}");
+        dead_letters.push(letter(
+            id,
+            &format!("order {n} rejected"),
+            "permanent",
+            &body,
+        ));
+    }
+    let mut fix_me = letter(
+        "fix-me",
+        "unknown sku BAD",
+        "permanent",
+        "{\"sku\":\"BAD\"}",
+    );
+    fix_me.headers = vec![("tenant", "acme"), ("debug", "yes")];
+    dead_letters.push(fix_me);
+    // Failures spread over the last two hours, for the chart.
+    let now = std::time::SystemTime::now();
+    for (i, letter) in dead_letters.iter_mut().enumerate() {
+        let ago = Duration::from_secs(60 * (7 + 13 * i as u64));
+        letter.failed_at = humantime::format_rfc3339_millis(now - ago).to_string();
+    }
+    let f = Fixture::with_delays("find", "60s,10m", &dead_letters).await;
+    let queue = f.queue().to_owned();
+    let tokens = format!("alice:{ALICE},bob:bob-token-0123456789abcdef00");
+    let console = Console::start_with(&[], &[("RABBIT_BACKOFF_CONSOLE_TOKENS", &tokens)]);
+    let browser = Browser::start().await;
+    let b = &browser;
+    b.client.set_window_size(1400, 1000).await.unwrap();
+    b.client
+        .goto(&format!("{}#token={ALICE}", console.url))
+        .await
+        .expect("open the console");
+
+    // The 4 KB error: its group row, expanded, and its message stay inside
+    // the window.
+    b.click(&format!(
+        "#consumers tr[data-queue=\"{queue}\"] button.open"
+    ))
+    .await;
+    let groups = b
+        .until(
+            "three groups",
+            &format!("const g = (() => {{ {GROUPS} }})(); return g.length === 3 ? g : null;"),
+        )
+        .await;
+    let wide = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["reason"] == "exhausted")
+        .expect("the wide error's group");
+    fits(b, "the groups").await;
+    let wide_row = format!(
+        "#groups tr[data-group=\"{}\"]",
+        wide["id"].as_str().unwrap()
+    );
+    b.click(&format!("{wide_row} .fingerprint")).await;
+    assert_eq!(
+        b.eval(&format!(
+            "return document.querySelector('{wide_row} .fingerprint').classList.contains('open')"
+        ))
+        .await,
+        true
+    );
+    fits(b, "the whole error shown").await;
+    b.click(&format!("{wide_row} button.messages")).await;
+    b.click("#messages tr[data-message-id=\"wide\"] button.show")
+        .await;
+    assert_eq!(b.text("#message-error").await, wide_error);
+    fits(b, "the message").await;
+
+    // A search finds the text anywhere in the body, whatever its case.
+    b.click("#search-clear").await;
+    b.client
+        .find(Locator::Css("#search-text"))
+        .await
+        .unwrap()
+        .send_keys("TENANT-7")
+        .await
+        .unwrap();
+    b.click("#search-go").await;
+    let listed = b
+        .until(
+            "the five matches",
+            &format!("return document.getElementById('messages-title').textContent.startsWith('5 message(s)') ? (() => {{ {LISTED} }})() : null"),
+        )
+        .await;
+    assert_eq!(listed, json!(["t7-1", "t7-2", "t7-3", "t7-4", "t7-5"]));
+    // The chart: the matches per group over time, drawn as plain SVG.
+    let chart = b
+        .eval(
+            "return { bars: document.querySelectorAll('#chart rect.bar').length,
+                      legend: document.querySelectorAll('#chart-legend li').length }",
+        )
+        .await;
+    assert_eq!(
+        chart,
+        json!({"bars": 5, "legend": 1}),
+        "five failures of one group, minutes apart"
+    );
+
+    // Two selected, replayed behind one confirmation with the count; the
+    // consumer's depths are the broker's as soon as the outcome shows.
+    b.click("#messages tr[data-message-id=\"t7-1\"] .pick")
+        .await;
+    b.click("#messages tr[data-message-id=\"t7-2\"] .pick")
+        .await;
+    assert_eq!(b.text("#selected-count").await, "2 selected");
+    b.click("#replay-selected").await;
+    let question = b.confirmation().await;
+    assert!(
+        question.contains("Replay the 2 selected message(s)") && question.contains(&queue),
+        "{question}"
+    );
+    b.client.accept_alert().await.unwrap();
+    let notice = b
+        .until(
+            "the replay's outcome",
+            "const n = document.getElementById('notice'); return n.hidden ? null : n.textContent;",
+        )
+        .await;
+    assert!(
+        notice
+            .as_str()
+            .unwrap()
+            .starts_with("Replayed 2 message(s); 7 left"),
+        "{notice}"
+    );
+    assert!(notice.as_str().unwrap().contains("(by alice)"), "{notice}");
+    assert_eq!(f.depths().await, (2, 7), "the broker: work queue, DLQ");
+    assert_eq!(
+        b.eval(&depths_are(&queue, 2, 7)).await,
+        true,
+        "the page shows the depths the replay read after it"
+    );
+
+    // Every match selected (the page lists 3 now), discarded behind one
+    // confirmation with the count.
+    b.until(
+        "three matches left",
+        "return document.getElementById('messages-title').textContent.startsWith('3 message(s)')",
+    )
+    .await;
+    b.click("#select-matching").await;
+    b.click("#discard-selected").await;
+    let question = b.confirmation().await;
+    assert!(
+        question.contains("Discard all 3 message(s) that match"),
+        "{question}"
+    );
+    b.client.accept_alert().await.unwrap();
+    b.until("the discard's outcome", "return document.getElementById('notice').textContent.startsWith('Discarded 3 message(s); 4 left')").await;
+    assert_eq!(f.depths().await, (2, 4));
+
+    // What matches, exported as `dlq export --jsonl` writes it.
+    b.click("#search-clear").await;
+    b.client
+        .find(Locator::Css("#search-text"))
+        .await
+        .unwrap()
+        .send_keys("tenant-9")
+        .await
+        .unwrap();
+    b.click("#search-go").await;
+    b.until(
+        "two matches",
+        "return document.getElementById('messages-title').textContent.startsWith('2 message(s)')",
+    )
+    .await;
+    let exported = b
+        .client
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             fetch(document.getElementById('export').href).then(r => r.text()).then(done, e => done(String(e)));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let records: Vec<Value> = exported
+        .as_str()
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    assert_eq!(records.len(), 2, "{exported}");
+    assert_eq!(records[0]["properties"]["message_id"], "t9-1");
+    let record: rabbit_backoff::DeadLetterRecord =
+        serde_json::from_value(records[1].clone()).expect("a record `dlq import` reads");
+    assert_eq!(
+        record.message().unwrap().1,
+        b"{\"order\":12,\"tenant\":\"tenant-9\"}"
+    );
+
+    // Edited, then replayed: the copy carries the change, its history the
+    // original and who did it.
+    b.click("#search-clear").await;
+    b.client
+        .find(Locator::Css("#search-text"))
+        .await
+        .unwrap()
+        .send_keys("sku")
+        .await
+        .unwrap();
+    b.click("#search-go").await;
+    b.until(
+        "the message to fix",
+        "return document.getElementById('messages-title').textContent.startsWith('1 message(s)')",
+    )
+    .await;
+    b.click("#messages tr[data-message-id=\"fix-me\"] button.show")
+        .await;
+    b.click("#message-edit").await;
+    b.until(
+        "the whole body to edit",
+        "return document.getElementById('edit-body').value === '{\"sku\":\"BAD\"}'",
+    )
+    .await;
+    b.eval(
+        "document.getElementById('edit-body').value = '{\"sku\":\"GOOD\"}';
+         document.getElementById('edit-headers').value = 'tenant: globex';",
+    )
+    .await;
+    b.click("#edit-submit").await;
+    let question = b.confirmation().await;
+    assert!(
+        question.contains("Replay message fix-me with the edited body and headers"),
+        "{question}"
+    );
+    b.client.accept_alert().await.unwrap();
+    b.until("the edit's outcome", "return document.getElementById('notice').textContent.startsWith('Replayed edited 1 message(s); 3 left')").await;
+    let replayed = f.take_from_work_queue().await;
+    let edited = replayed
+        .iter()
+        .find(|(id, _, _)| id == "fix-me")
+        .expect("the edited copy in the work queue");
+    assert_eq!(edited.1, b"{\"sku\":\"GOOD\"}");
+    let headers = &edited.2;
+    assert_eq!(
+        headers.get("tenant"),
+        Some(&AMQPValue::LongString("globex".into()))
+    );
+    assert_eq!(headers.get("debug"), None, "a header left out is removed");
+    let Some(AMQPValue::FieldArray(history)) = headers.get("x-replay-history") else {
+        panic!("no history: {headers:?}")
+    };
+    let Some(AMQPValue::FieldTable(entry)) = history.as_slice().first() else {
+        panic!("no history entry")
+    };
+    let entry = entry.inner();
+    assert_eq!(
+        entry.get("x-original-body"),
+        Some(&AMQPValue::LongString("{\"sku\":\"BAD\"}".into()))
+    );
+    assert_eq!(
+        entry.get("x-replayed-by"),
+        Some(&AMQPValue::LongString("alice".into()))
+    );
+    assert_eq!(
+        entry.get("x-error"),
+        Some(&AMQPValue::LongString("unknown sku BAD".into()))
+    );
+    let Some(AMQPValue::FieldTable(original)) = entry.get("x-original-headers") else {
+        panic!("no original headers: {entry:?}")
+    };
+    assert_eq!(
+        original.inner().get("tenant"),
+        Some(&AMQPValue::LongString("acme".into()))
+    );
+    assert_eq!(
+        original.inner().get("debug"),
+        Some(&AMQPValue::LongString("yes".into()))
+    );
+
+    // The audit, newest first, with alice's name; and its file.
+    let audit = b
+        .until(
+            "three audit entries",
+            "const rows = [...document.querySelectorAll('#audit tbody tr')].map(r => ({
+                who: r.querySelector('.who').textContent,
+                action: r.querySelector('.action').textContent,
+                count: r.querySelector('.count').textContent,
+             }));
+             return rows.length === 3 ? rows : null;",
+        )
+        .await;
+    assert_eq!(
+        audit,
+        json!([
+            {"who": "alice", "action": "edit", "count": "1"},
+            {"who": "alice", "action": "discard", "count": "3"},
+            {"who": "alice", "action": "replay", "count": "2"},
+        ])
+    );
+    let file = std::fs::read_to_string(&console.audit).unwrap();
+    assert_eq!(file.lines().count(), 3, "{file}");
+    let last: Value = serde_json::from_str(file.lines().last().unwrap()).unwrap();
+    assert_eq!(last["who"], "alice");
+    assert_eq!(last["message_ids"], json!(["fix-me"]));
+
+    // The retry tiers: what waits in each, and when each message is due.
+    let now = std::time::SystemTime::now();
+    let entered = humantime::format_rfc3339_millis(now - Duration::from_secs(15)).to_string();
+    let due_at = humantime::format_rfc3339_millis(now + Duration::from_secs(45)).to_string();
+    f.wait_in_tier(60_000, "waiting-1", Some(&entered)).await;
+    f.wait_in_tier(60_000, "waiting-2", None).await;
+    b.click(&format!(
+        "#consumers tr[data-queue=\"{queue}\"] button.open-tiers"
+    ))
+    .await;
+    let tier = format!("{queue}.retry_60000ms");
+    let due = b
+        .until(
+            "the tier's two messages",
+            &format!(
+                "const rows = [...document.querySelectorAll('.tier-listing[data-queue=\"{tier}\"] tbody tr')];
+                 return rows.length === 2 ? rows.map(r => ({{
+                    id: r.dataset.messageId,
+                    due: r.querySelector('.due time')?.getAttribute('datetime'),
+                    shown: r.querySelector('.due').textContent,
+                    exact: r.querySelector('.due time')?.title,
+                 }})) : null;"
+            ),
+        )
+        .await;
+    assert_eq!(due[0]["id"], "waiting-1");
+    assert_eq!(due[0]["due"], due_at, "entered + 60 s");
+    assert!(
+        due[0]["exact"].as_str().unwrap().starts_with(&due_at),
+        "{due}"
+    );
+    assert!(
+        due[0]["shown"].as_str().unwrap().ends_with(" ago")
+            || due[0]["shown"].as_str().unwrap().starts_with("in "),
+        "{due}"
+    );
+    assert_eq!(due[1]["id"], "waiting-2");
+    assert_eq!(due[1]["shown"], "unknown (no x-retried-at)");
+    assert_eq!(
+        f.tier_depth(60_000).await,
+        2,
+        "listing a tier leaves its messages"
+    );
+    fits(b, "the tiers").await;
+
+    if let Ok(path) = std::env::var("CONSOLE_SCREENSHOT") {
+        b.click("#search-clear").await;
+        b.until("every dead letter", "return document.getElementById('messages-title').textContent.startsWith('3 message(s)')").await;
+        b.click("#messages tr[data-message-id=\"wide\"] button.show")
+            .await;
+        b.client.set_window_size(1400, 1500).await.unwrap();
+        b.eval("window.scrollTo(0, 0)").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Only this test's consumer: the broker may hold other tests' queues.
+        b.eval(&format!(
+            "for (const r of document.querySelectorAll('#consumers tbody tr')) if (r.dataset.queue !== {queue:?}) r.remove();"
+        ))
+        .await;
+        std::fs::write(&path, b.client.screenshot().await.unwrap()).unwrap();
+    }
+    browser.close().await;
+}
+
+impl Fixture {
+    /// Takes every message of the work queue: id, body, headers.
+    async fn take_from_work_queue(
+        &self,
+    ) -> Vec<(
+        String,
+        Vec<u8>,
+        std::collections::BTreeMap<String, AMQPValue>,
+    )> {
+        let connection = connect().await;
+        let channel = connection.create_channel().await.unwrap();
+        let mut taken = Vec::new();
+        while let Some(message) = channel
+            .basic_get(
+                self.queue().into(),
+                lapin::options::BasicGetOptions { no_ack: true },
+            )
+            .await
+            .unwrap()
+        {
+            let properties = &message.delivery.properties;
+            taken.push((
+                properties
+                    .message_id()
+                    .as_ref()
+                    .map(|s| s.to_string())
+                    .unwrap_or_default(),
+                message.delivery.data.clone(),
+                properties
+                    .headers()
+                    .as_ref()
+                    .map(|h| {
+                        h.inner()
+                            .iter()
+                            .map(|(k, v)| (k.to_string(), v.clone()))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            ));
+        }
+        let _ = connection.close(200, "".into()).await;
+        taken
+    }
+
+    /// Puts a message in the retry tier of `delay_ms` as the framework
+    /// does, with `x-retried-at` when given.
+    async fn wait_in_tier(&self, delay_ms: u64, id: &str, entered: Option<&str>) {
+        let connection = connect().await;
+        let channel = connection.create_channel().await.unwrap();
+        channel.confirm_select(Default::default()).await.unwrap();
+        let mut headers = FieldTable::default();
+        headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(1));
+        if let Some(entered) = entered {
+            headers.insert(
+                "x-retried-at".into(),
+                AMQPValue::LongString(entered.as_bytes().into()),
+            );
+        }
+        channel
+            .basic_publish(
+                "".into(),
+                self.spec.names().retry_queue(delay_ms).as_str().into(),
+                BasicPublishOptions::default(),
+                b"{\"order\":99}",
+                BasicProperties::default()
+                    .with_message_id(id.into())
+                    .with_headers(headers),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        let _ = connection.close(200, "".into()).await;
+    }
+
+    async fn tier_depth(&self, delay_ms: u64) -> u32 {
+        let connection = connect().await;
+        let channel = connection.create_channel().await.unwrap();
+        let depth = channel
+            .queue_declare(
+                self.spec.names().retry_queue(delay_ms).as_str().into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .unwrap()
+            .message_count();
+        let _ = connection.close(200, "".into()).await;
+        depth
+    }
+}
+
+/// A GET of the API with these headers: status and body.
+fn get(console: &Console, path: &str, headers: &[(&str, &str)]) -> (u16, Value) {
+    let mut request = agent().get(format!("{}{path}", console.url));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let mut response = request.call().expect("the console answers");
+    let status = response.status().as_u16();
+    (
+        status,
+        response.body_mut().read_json().unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn api_reads_from_other_sites_are_refused_and_equal_reads_share_one_pass() {
+    let many: Vec<DeadLetter> = (0..600)
+        .map(|i| letter("many", &format!("order {i} not found"), "permanent", "{}"))
+        .collect();
+    let f = Fixture::new("flight", &many).await;
+    let console = Console::start(&[]);
+    let groups = format!("api/consumers/{}/groups", f.queue());
+
+    // An <img> or fetch from another site is refused before any pass runs.
+    for headers in [
+        &[
+            ("Origin", "http://evil.example"),
+            ("Sec-Fetch-Site", "cross-site"),
+        ][..],
+        &[("Sec-Fetch-Site", "cross-site")],
+        &[("Sec-Fetch-Site", "same-site")],
+        &[("Origin", "http://evil.example")],
+    ] {
+        let (status, body) = get(&console, &groups, headers);
+        assert_eq!(status, 403, "{headers:?}: {body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("console's own page"),
+            "{body}"
+        );
+    }
+    let (status, body) = get(&console, &groups, &[("Sec-Fetch-Site", "same-origin")]);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body[0]["count"], 600);
+    let (status, _) = get(&console, "", &[("Sec-Fetch-Site", "cross-site")]);
+    assert_eq!(status, 200, "the page itself may be opened from a link");
+
+    // Six equal reads at once share one pass; a later one makes its own.
+    let view = format!("api/consumers/{}/dead-letters?limit=5", f.queue());
+    let start = std::sync::Arc::new(std::sync::Barrier::new(6));
+    let passes: Vec<Value> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..6)
+            .map(|_| {
+                let (start, view, console) = (start.clone(), &view, &console);
+                scope.spawn(move || {
+                    start.wait();
+                    let (status, body) = get(console, view, &[]);
+                    assert_eq!(status, 200, "{body}");
+                    assert_eq!(body["total"], 600);
+                    body["pass"].clone()
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    assert!(passes.iter().all(|p| *p == passes[0]), "{passes:?}");
+    let (_, later) = get(&console, &view, &[]);
+    assert!(
+        later["pass"].as_u64() > passes[0].as_u64(),
+        "{later} after {passes:?}"
+    );
+    assert_eq!(f.depths().await, (0, 600), "reads move nothing");
 }

@@ -30,6 +30,19 @@ pub const DROPPED_HEADERS: &str = "x-dropped-headers";
 /// When the message first failed, RFC 3339 in UTC: set on the first retry or
 /// dead-letter copy and kept on every later one, for `max_age`.
 pub const FIRST_FAILED_AT: &str = "x-first-failed-at";
+/// When a retry copy was published to its retry tier, RFC 3339 in UTC: the
+/// tier's delay counts from then, so the copy is due back in its work queue
+/// at this time plus the tier's delay. Rewritten on every retry.
+pub const RETRIED_AT: &str = "x-retried-at";
+/// In an `x-replay-history` entry: who replayed the message (the name of the
+/// console token that asked for it).
+pub const REPLAYED_BY: &str = "x-replayed-by";
+/// In an `x-replay-history` entry of a message edited before its replay: its
+/// body before the edit.
+pub const ORIGINAL_BODY: &str = "x-original-body";
+/// In an `x-replay-history` entry of a message edited before its replay: the
+/// user headers the edit changed or removed, with their values before it.
+pub const ORIGINAL_HEADERS: &str = "x-original-headers";
 /// Marks the end of a pass over a dead-letter queue: when the operator
 /// tools have to move messages to the back of the queue to read past a
 /// bounded window, they first put one message with this header behind the
@@ -51,7 +64,7 @@ pub const ORIGINAL: [&str; 3] = [ORIGINAL_QUEUE, ORIGINAL_EXCHANGE, ORIGINAL_ROU
 
 /// Every header the framework writes; all others are the user's (or the
 /// broker's, such as `x-death`).
-pub const FRAMEWORK: [&str; 12] = [
+pub const FRAMEWORK: [&str; 13] = [
     RETRY_COUNT,
     ERROR,
     FAILED_AT,
@@ -64,4 +77,5 @@ pub const FRAMEWORK: [&str; 12] = [
     REPLAYED_AT,
     REPLAY_COUNT,
     DROPPED_HEADERS,
+    RETRIED_AT,
 ];

@@ -34,14 +34,16 @@ pub use lifecycle::http;
 pub use lifecycle::runtime::{RunningRuntime, Runtime, RuntimeBuilder, connect};
 pub use lifecycle::shutdown::ShutdownHandle;
 pub use operations::dead_letter_filter::DeadLetterFilter;
-pub use operations::dead_letter_group::DeadLetterGroup;
+pub use operations::dead_letter_group::{DeadLetterGroup, GroupTally};
 pub use operations::dead_letter_message::{BODY_PREVIEW_LEN, DeadLetterMessage};
 pub use operations::dead_letter_pass::is_marker_queue;
 pub use operations::dead_letter_record::{
     DeadLetterRecord, RecordError, RecordProperties, TypedValue,
 };
 pub use operations::dlq::{DeadLetterReport, Dlq, ExportReport, ReplayOptions, SkippedMessage};
+pub use operations::message_edit::MessageEdit;
 pub use operations::publisher::{Outgoing, Publisher};
+pub use operations::retry_tier::{TierListing, WaitingMessage, list_retry_tier};
 pub use operations::status::{ConsumerStatus, QueueStatus, status};
 pub use transport::declare::{check_topology, declare_topology};
 

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 /// An error of the JSON API.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ApiError {
     status: StatusCode,
     message: String,
@@ -19,6 +19,11 @@ impl ApiError {
             status,
             message: message.into(),
         }
+    }
+
+    /// What the page shows.
+    pub fn message(&self) -> &str {
+        &self.message
     }
 
     /// The broker or its management API failed or refused (502).

@@ -1,6 +1,9 @@
 //! Who may do what. Every request must name one of the console's own hosts,
 //! so that a web site whose name is rebound to this address cannot read it
-//! (DNS rebinding). A write (any method but GET and HEAD) must come from the
+//! (DNS rebinding). A read of the API from another site (`Sec-Fetch-Site:
+//! cross-site` or `same-site`, or a foreign `Origin`) is refused, so that no
+//! web page can make the console run passes over a dead-letter queue with
+//! `<img>` tags. A write (any method but GET and HEAD) must come from the
 //! console's own page (`Origin` naming one of those hosts, or `Sec-Fetch-Site: same-origin` where a
 //! browser sends no origin), be JSON (which a cross-site form cannot send
 //! without asking first), and carry the token; the token is compared in
@@ -15,7 +18,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::api_error::ApiError;
-use super::token::Token;
+use super::token::Tokens;
 
 /// Whether the console changes anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,10 +85,14 @@ impl Refusal {
     }
 }
 
+/// Who made a write: the name of the token it carried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Operator(pub String);
+
 /// The rules of one console.
 #[derive(Debug)]
 pub struct Guard {
-    token: Token,
+    tokens: Tokens,
     /// `host:port` values a request may name; origins are `http://` + one.
     hosts: Vec<String>,
     access: Access,
@@ -94,39 +101,50 @@ pub struct Guard {
 
 impl Guard {
     /// Rules for a console reachable as `hosts`.
-    pub fn new(token: Token, hosts: Vec<String>, access: Access, reads: ReadAccess) -> Self {
+    pub fn new(tokens: Tokens, hosts: Vec<String>, access: Access, reads: ReadAccess) -> Self {
         Guard {
-            token,
+            tokens,
             hosts,
             access,
             reads,
         }
     }
 
-    /// Whether a request with this method, path and headers may go on.
-    pub fn check(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<(), Refusal> {
+    /// Whether a request with this method, path and headers may go on, and
+    /// who sent it when it carries a token.
+    pub fn check(
+        &self,
+        method: &Method,
+        path: &str,
+        headers: &HeaderMap,
+    ) -> Result<Option<Operator>, Refusal> {
         let host = header(headers, HOST.as_str());
         if !host.is_some_and(|host| self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host))) {
             return Err(Refusal::UnknownHost);
         }
         let write = !matches!(*method, Method::GET | Method::HEAD);
         if !write {
-            if self.reads == ReadAccess::Token && path.starts_with("/api/") {
-                return self.check_token(headers);
+            if !path.starts_with("/api/") {
+                return Ok(None);
             }
-            return Ok(());
+            if self.foreign_origin(headers)
+                || matches!(
+                    header(headers, "sec-fetch-site"),
+                    Some("cross-site" | "same-site")
+                )
+            {
+                return Err(Refusal::CrossSite);
+            }
+            if self.reads == ReadAccess::Token {
+                return self.check_token(headers).map(Some);
+            }
+            return Ok(None);
         }
         if self.access == Access::ReadOnly {
             return Err(Refusal::ReadOnly);
         }
         let same_origin = match header(headers, ORIGIN.as_str()) {
-            // https too: behind a TLS proxy that keeps the Host header.
-            Some(origin) => self.hosts.iter().any(|h| {
-                origin
-                    .strip_prefix("http://")
-                    .or_else(|| origin.strip_prefix("https://"))
-                    .is_some_and(|o| o.eq_ignore_ascii_case(h))
-            }),
+            Some(_) => !self.foreign_origin(headers),
             None => header(headers, "sec-fetch-site") == Some("same-origin"),
         };
         if !same_origin {
@@ -140,20 +158,32 @@ impl Guard {
         if !json {
             return Err(Refusal::NotJson);
         }
-        self.check_token(headers)
+        self.check_token(headers).map(Some)
     }
 
-    fn check_token(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+    /// Whether the request names an `Origin` other than the console's own
+    /// (https too: behind a TLS proxy that keeps the Host header).
+    fn foreign_origin(&self, headers: &HeaderMap) -> bool {
+        header(headers, ORIGIN.as_str()).is_some_and(|origin| {
+            !self.hosts.iter().any(|h| {
+                origin
+                    .strip_prefix("http://")
+                    .or_else(|| origin.strip_prefix("https://"))
+                    .is_some_and(|o| o.eq_ignore_ascii_case(h))
+            })
+        })
+    }
+
+    fn check_token(&self, headers: &HeaderMap) -> Result<Operator, Refusal> {
         let bearer = header(headers, AUTHORIZATION.as_str())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or(Refusal::MissingToken)?;
-        if self.token.matches(bearer) {
-            Ok(())
-        } else {
-            Err(Refusal::WrongToken)
-        }
+        self.tokens
+            .operator(bearer)
+            .map(|name| Operator(name.to_owned()))
+            .ok_or(Refusal::WrongToken)
     }
 }
 
@@ -162,9 +192,19 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 /// The middleware: refuses what [`Guard::check`] refuses, as JSON.
-pub async fn enforce(State(guard): State<Arc<Guard>>, request: Request, next: Next) -> Response {
+/// The operator, when known, goes along with the request for the handlers.
+pub async fn enforce(
+    State(guard): State<Arc<Guard>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     match guard.check(request.method(), request.uri().path(), request.headers()) {
-        Ok(()) => next.run(request).await,
+        Ok(operator) => {
+            if let Some(operator) = operator {
+                request.extensions_mut().insert(operator);
+            }
+            next.run(request).await
+        }
         Err(refusal) => ApiError::new(refusal.status(), refusal.message()).into_response(),
     }
 }
@@ -174,10 +214,20 @@ mod tests {
     use axum::http::HeaderValue;
 
     use super::*;
+    use crate::console::token::Token;
 
     fn guard(access: Access, reads: ReadAccess) -> Guard {
         Guard::new(
-            Token::given("0123456789abcdef".into()).unwrap(),
+            Tokens::new(vec![
+                (
+                    "alice".into(),
+                    Token::given("0123456789abcdef".into()).unwrap(),
+                ),
+                (
+                    "bob".into(),
+                    Token::given("bbbbbbbbbbbbbbbb".into()).unwrap(),
+                ),
+            ]),
             vec!["127.0.0.1:8080".into(), "localhost:8080".into()],
             access,
             reads,
@@ -215,8 +265,8 @@ mod tests {
         let post = |pairs: &[(&'static str, &'static str)]| {
             g.check(&Method::POST, "/api/x", &headers(pairs))
         };
-        assert_eq!(post(&GOOD), Ok(()));
-        assert_eq!(post(&with("host", "localhost:8080")), Ok(()));
+        assert_eq!(post(&GOOD), Ok(Some(alice())));
+        assert_eq!(post(&with("host", "localhost:8080")), Ok(Some(alice())));
         assert_eq!(
             post(&with("host", "evil.example:8080")),
             Err(Refusal::UnknownHost)
@@ -232,20 +282,71 @@ mod tests {
         assert_eq!(post(&without("origin")), Err(Refusal::CrossSite));
         let mut same_site = without("origin");
         same_site.push(("sec-fetch-site", "same-origin"));
-        assert_eq!(post(&same_site), Ok(()));
+        assert_eq!(post(&same_site), Ok(Some(alice())));
         assert_eq!(
             post(&with("content-type", "text/plain")),
             Err(Refusal::NotJson)
         );
         assert_eq!(
             post(&with("content-type", "application/json; charset=utf-8")),
-            Ok(())
+            Ok(Some(alice()))
         );
         assert_eq!(post(&without("authorization")), Err(Refusal::MissingToken));
         assert_eq!(
             post(&with("authorization", "Bearer 0123456789abcdeX")),
             Err(Refusal::WrongToken)
         );
+    }
+
+    fn alice() -> Operator {
+        Operator("alice".into())
+    }
+
+    #[test]
+    fn names_the_operator_of_the_token() {
+        let g = guard(Access::ReadWrite, ReadAccess::Open);
+        assert_eq!(
+            g.check(
+                &Method::POST,
+                "/api/x",
+                &headers(&with("authorization", "Bearer bbbbbbbbbbbbbbbb"))
+            ),
+            Ok(Some(Operator("bob".into())))
+        );
+    }
+
+    #[test]
+    fn refuses_reads_of_the_api_from_other_sites() {
+        let g = guard(Access::ReadWrite, ReadAccess::Open);
+        let get = |path: &str, pairs: &[(&'static str, &'static str)]| {
+            let mut all = vec![("host", "127.0.0.1:8080")];
+            all.extend_from_slice(pairs);
+            g.check(&Method::GET, path, &headers(&all))
+        };
+        assert_eq!(get("/api/x", &[]), Ok(None), "curl sends neither header");
+        assert_eq!(
+            get("/api/x", &[("sec-fetch-site", "same-origin")]),
+            Ok(None)
+        );
+        assert_eq!(
+            get("/api/x", &[("sec-fetch-site", "none")]),
+            Ok(None),
+            "typed in"
+        );
+        assert_eq!(
+            get("/api/x", &[("origin", "http://localhost:8080")]),
+            Ok(None)
+        );
+        for pairs in [
+            &[("sec-fetch-site", "cross-site")][..],
+            &[("sec-fetch-site", "same-site")],
+            &[("origin", "http://evil.example")],
+            &[("origin", "null")],
+        ] {
+            assert_eq!(get("/api/x", pairs), Err(Refusal::CrossSite), "{pairs:?}");
+        }
+        // The page itself may be opened from a link elsewhere.
+        assert_eq!(get("/", &[("sec-fetch-site", "cross-site")]), Ok(None));
     }
 
     #[test]
@@ -260,14 +361,17 @@ mod tests {
             Err(Refusal::ReadOnly)
         );
         let host = [("host", "127.0.0.1:8080")];
-        assert_eq!(g.check(&Method::GET, "/api/x", &headers(&host)), Ok(()));
+        assert_eq!(g.check(&Method::GET, "/api/x", &headers(&host)), Ok(None));
 
         let g = guard(Access::ReadWrite, ReadAccess::Token);
         assert_eq!(
             g.check(&Method::GET, "/api/x", &headers(&host)),
             Err(Refusal::MissingToken)
         );
-        assert_eq!(g.check(&Method::GET, "/", &headers(&host)), Ok(()));
-        assert_eq!(g.check(&Method::GET, "/api/x", &headers(&GOOD)), Ok(()));
+        assert_eq!(g.check(&Method::GET, "/", &headers(&host)), Ok(None));
+        assert_eq!(
+            g.check(&Method::GET, "/api/x", &headers(&GOOD)),
+            Ok(Some(alice()))
+        );
     }
 }

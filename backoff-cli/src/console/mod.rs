@@ -1,31 +1,40 @@
 //! `rabbit-backoff console`: a web page over the same library calls as the
 //! command line. It lists the consumers found on the broker with the depth of
-//! every tier, groups each dead-letter queue by what went wrong, shows one
-//! message, and replays or discards a message or a group after a
-//! confirmation.
+//! every tier and the messages waiting in each retry tier, groups each
+//! dead-letter queue by what went wrong with a chart over time, searches
+//! and pages through it, shows one message, exports what matches, and
+//! replays, edits or discards one message, a selection, a group or every
+//! match after one confirmation. Every write is recorded in an audit log.
 //!
 //! Safe by default: it listens on 127.0.0.1; writes need a token (from
-//! RABBIT_BACKOFF_CONSOLE_TOKEN, or drawn at random and printed once), must
-//! come from the console's own page and be JSON; data is shown as text only,
-//! under a content security policy that allows no inline script.
+//! RABBIT_BACKOFF_CONSOLE_TOKENS or RABBIT_BACKOFF_CONSOLE_TOKEN, or drawn at
+//! random and printed once), must come from the console's own page and be
+//! JSON; reads of the API from other sites are refused; data is shown as text
+//! only, under a content security policy that allows no inline script.
 
 mod api_error;
 mod assets;
+mod audit;
+mod depths;
 mod guard;
 mod routes;
 mod security_headers;
 mod selection;
+mod single_flight;
+mod timeline;
 mod token;
 
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Args;
 
+use self::audit::AuditLog;
 use self::guard::{Access, Guard, ReadAccess};
 use self::routes::Console;
-use self::token::{TOKEN_VARIABLE, Token, TokenSource};
+use self::token::{TOKEN_VARIABLE, TOKENS_VARIABLE, TokenSource, Tokens};
 use crate::management;
 
 /// Flags of `rabbit-backoff console`.
@@ -48,15 +57,21 @@ pub struct ConsoleArgs {
     /// Needed when listening on 0.0.0.0 or ::.
     #[arg(long = "allowed-host", value_name = "HOST[:PORT]")]
     allowed_hosts: Vec<String>,
+    /// The audit log: every replay, discard and edit, who (the token's name),
+    /// when, what and how many, one JSON object per line, only ever appended
+    /// to [default: $XDG_STATE_HOME/rabbit-backoff/console-audit.jsonl, or
+    /// ~/.local/state/rabbit-backoff/console-audit.jsonl].
+    #[arg(long, value_name = "FILE")]
+    audit_log: Option<PathBuf>,
 }
 
 /// Runs the console until Ctrl-C.
 pub async fn run(amqp_url: &str, args: ConsoleArgs) -> Result<ExitCode, String> {
-    let token = Token::from_env_or_random()?;
+    let tokens = Tokens::from_env_or_random()?;
     let loopback = args.listen.ip().is_loopback();
-    if !loopback && token.source() != TokenSource::Environment {
+    if !loopback && tokens.source() != TokenSource::Environment {
         return Err(format!(
-            "refusing to listen on {} (not a loopback address) without a token set by the operator: set {TOKEN_VARIABLE} (e.g. to the output of `openssl rand -hex 16`), or listen on 127.0.0.1",
+            "refusing to listen on {} (not a loopback address) without a token set by the operator: set {TOKEN_VARIABLE} (e.g. to the output of `openssl rand -hex 16`) or {TOKENS_VARIABLE} (name:token,…), or listen on 127.0.0.1",
             args.listen
         ));
     }
@@ -91,18 +106,29 @@ pub async fn run(amqp_url: &str, args: ConsoleArgs) -> Result<ExitCode, String> 
     } else {
         ReadAccess::Token
     };
+    let audit_path = args.audit_log.clone().unwrap_or_else(audit::default_path);
+    let audit = match (AuditLog::open(audit_path), access) {
+        (Ok(log), _) => Some(log),
+        (Err(e), Access::ReadWrite) => {
+            return Err(format!("{e} (choose another with --audit-log FILE)"));
+        }
+        // Nothing to record; past entries are not shown.
+        (Err(_), Access::ReadOnly) => None,
+    };
     let url = format!("http://{}/", hosts[0]);
     println!("rabbit-backoff console: {url}");
-    match (access, token.source()) {
-        (Access::ReadOnly, _) => println!("read-only: replay and discard are refused"),
-        (Access::ReadWrite, TokenSource::Environment) => {
-            println!("token: the value of {TOKEN_VARIABLE}")
-        }
-        (Access::ReadWrite, TokenSource::Generated) => println!(
-            "token: {} (or open {url}#token={}; the part after # never leaves the browser)",
-            token.reveal(),
-            token.reveal()
+    match (access, tokens.generated()) {
+        (Access::ReadOnly, _) => println!("read-only: replay, edit and discard are refused"),
+        (Access::ReadWrite, None) => println!(
+            "tokens: {} (from {TOKENS_VARIABLE} / {TOKEN_VARIABLE})",
+            tokens.names().collect::<Vec<_>>().join(", ")
         ),
+        (Access::ReadWrite, Some(token)) => println!(
+            "token: {token} (or open {url}#token={token}; the part after # never leaves the browser)"
+        ),
+    }
+    if let Some(log) = &audit {
+        println!("audit log: {}", log.path().display());
     }
     if !loopback {
         eprintln!(
@@ -110,13 +136,13 @@ pub async fn run(amqp_url: &str, args: ConsoleArgs) -> Result<ExitCode, String> 
         );
     }
 
-    let console = Arc::new(Console {
-        amqp_url: amqp_url.to_owned(),
+    let console = Arc::new(Console::new(
+        amqp_url.to_owned(),
         management_url,
         access,
-        scans: tokio::sync::Mutex::new(()),
-    });
-    let guard = Arc::new(Guard::new(token, hosts, access, reads));
+        audit,
+    ));
+    let guard = Arc::new(Guard::new(tokens, hosts, access, reads));
     axum::serve(listener, routes::router(console, guard))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;

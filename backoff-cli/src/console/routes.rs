@@ -1,30 +1,48 @@
 //! The JSON API and the page's files. Reads are GETs and change nothing;
-//! replay and discard are POSTs, which the guard lets through only with the
-//! token, from the console's own page.
+//! replay, discard and edit are POSTs, which the guard lets through only
+//! with a token, from the console's own page. Every write is audited.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
+use axum::http::StatusCode;
+use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
-use rabbit_backoff::{DeadLetterFilter, DeadLetterGroup, DeadLetterReport, Dlq, ReplayOptions};
+use rabbit_backoff::transport::Connection;
+use rabbit_backoff::{
+    DeadLetterFilter, DeadLetterGroup, DeadLetterMessage, DeadLetterReport, Dlq, GroupTally,
+    MessageEdit, QueueType, ReplayOptions, TierListing,
+};
 use serde::{Deserialize, Serialize};
 
 use super::api_error::ApiError;
 use super::assets;
-use super::guard::{self, Access, Guard};
+use super::audit::{AuditEntry, AuditLog, IDS_LISTED};
+use super::depths;
+use super::guard::{self, Access, Guard, Operator};
 use super::security_headers;
-use super::selection::Selection;
+use super::selection::{Search, Selection};
+use super::single_flight::SingleFlight;
+use super::timeline::{Chart, Timeline};
 use crate::discovery::{self, DiscoveredConsumer};
 
 /// The most messages one listing returns.
 const MAX_LISTED: usize = 500;
 /// How many messages a listing returns unless asked.
 const DEFAULT_LISTED: usize = 50;
+/// The most messages listed per retry tier.
+const MAX_TIER_LISTED: usize = 200;
+/// Buckets of the dead letters' chart.
+const CHART_BUCKETS: usize = 48;
+
+/// A read's result, shared by the reads of the same thing in flight.
+type Shared = Result<Arc<serde_json::Value>, ApiError>;
 
 /// What the handlers need: where the broker and its management API are.
-#[derive(Debug)]
 pub struct Console {
     /// The AMQP address.
     pub amqp_url: String,
@@ -32,11 +50,43 @@ pub struct Console {
     pub management_url: String,
     /// Whether writes are allowed.
     pub access: Access,
-    /// Held through every dead-letter operation. A scan holds the messages
-    /// it has read until it ends, so a replay beside a scan of the same
-    /// queue (the page refreshing its groups) would miss them: this console
-    /// runs one at a time.
-    pub scans: tokio::sync::Mutex<()>,
+    /// Where writes are recorded.
+    pub audit: Option<AuditLog>,
+    /// One lock per dead-letter queue, held through every pass over it. A
+    /// pass holds the messages it has read until it ends, so a replay beside
+    /// a read of the same queue would miss them: passes over one queue run
+    /// one at a time (over different queues, side by side).
+    pub locks: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Reads in flight, shared by equal reads.
+    pub reads: SingleFlight<String, Shared>,
+    /// A connection for depths and retry tiers, opened once.
+    pub reader: tokio::sync::Mutex<Option<Arc<dyn Connection>>>,
+    /// Passes of the dead-letters view so far.
+    pub passes: std::sync::atomic::AtomicU64,
+    /// The queues' last exact depths.
+    pub remembered: depths::Remembered,
+}
+
+impl Console {
+    /// A console over this broker.
+    pub fn new(
+        amqp_url: String,
+        management_url: String,
+        access: Access,
+        audit: Option<AuditLog>,
+    ) -> Console {
+        Console {
+            amqp_url,
+            management_url,
+            access,
+            audit,
+            locks: std::sync::Mutex::new(HashMap::new()),
+            reads: SingleFlight::default(),
+            reader: tokio::sync::Mutex::new(None),
+            passes: std::sync::atomic::AtomicU64::new(0),
+            remembered: depths::Remembered::default(),
+        }
+    }
 }
 
 /// The whole application: pages, API, guard and security headers.
@@ -46,11 +96,17 @@ pub fn router(console: Arc<Console>, guard: Arc<Guard>) -> Router {
         .route("/console.js", get(assets::script))
         .route("/console.css", get(assets::style))
         .route("/api/config", get(config))
+        .route("/api/audit", get(audit))
         .route("/api/consumers", get(consumers))
         .route("/api/consumers/{queue}/groups", get(groups))
         .route("/api/consumers/{queue}/messages", get(messages))
+        .route("/api/consumers/{queue}/dead-letters", get(dead_letters))
+        .route("/api/consumers/{queue}/body", get(body))
+        .route("/api/consumers/{queue}/export", get(export))
+        .route("/api/consumers/{queue}/tiers", get(tiers))
         .route("/api/consumers/{queue}/replay", post(replay))
         .route("/api/consumers/{queue}/discard", post(discard))
+        .route("/api/consumers/{queue}/edit", post(edit))
         .with_state(console)
         .layer(middleware::from_fn_with_state(guard, guard::enforce))
         .layer(middleware::map_response(security_headers::add))
@@ -60,36 +116,76 @@ pub fn router(console: Arc<Console>, guard: Arc<Guard>) -> Router {
 #[derive(Serialize)]
 struct Config {
     read_only: bool,
+    /// Where writes are recorded.
+    audit_log: Option<String>,
 }
 
 /// `GET /api/config`.
 async fn config(State(console): State<Arc<Console>>) -> Json<Config> {
     Json(Config {
         read_only: console.access == Access::ReadOnly,
+        audit_log: console
+            .audit
+            .as_ref()
+            .map(|a| a.path().display().to_string()),
     })
 }
 
-/// `GET /api/consumers`: every consumer found, with the depth of its queues.
+#[derive(Debug, Deserialize)]
+struct AuditQuery {
+    limit: Option<usize>,
+}
+
+/// `GET /api/audit?limit=…`: the newest writes, newest first.
+async fn audit(
+    State(console): State<Arc<Console>>,
+    query: Result<Query<AuditQuery>, QueryRejection>,
+) -> Result<Json<Vec<AuditEntry>>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let Some(log) = &console.audit else {
+        return Ok(Json(Vec::new()));
+    };
+    let entries = log
+        .newest(query.limit.unwrap_or(50).min(1000))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    Ok(Json(entries))
+}
+
+/// `GET /api/consumers`: every consumer found, with the depth of its
+/// queues as the broker has them now.
 async fn consumers(
     State(console): State<Arc<Console>>,
 ) -> Result<Json<Vec<DiscoveredConsumer>>, ApiError> {
-    Ok(Json(console.discover().await?))
+    let mut consumers = console.discover().await?;
+    for consumer in &mut consumers {
+        console.refresh_depths(consumer).await?;
+    }
+    Ok(Json(consumers))
 }
 
 /// `GET /api/consumers/{queue}/groups`: its dead letters grouped by what went wrong.
 async fn groups(
     State(console): State<Arc<Console>>,
     Path(queue): Path<String>,
-) -> Result<Json<Vec<DeadLetterGroup>>, ApiError> {
-    let _one_at_a_time = console.scans.lock().await;
-    let dlq = console.dlq(&queue).await?;
-    let groups = dlq.groups(&DeadLetterFilter::default()).await;
-    dlq.close().await;
-    Ok(Json(groups.map_err(ApiError::broker)?))
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let key = format!("groups\0{queue}");
+    let c = Arc::clone(&console);
+    let shared = console
+        .reads
+        .run(key, || async move {
+            let _one_at_a_time = c.lock(&queue).await;
+            let dlq = c.dlq(&queue).await?.1;
+            let groups = dlq.groups(&DeadLetterFilter::default()).await;
+            dlq.close().await;
+            to_value(&groups.map_err(ApiError::broker)?)
+        })
+        .await?;
+    Ok(Json((*shared).clone()))
 }
 
 /// The query of a message listing: one group, or one message.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 struct MessageQuery {
     group: Option<String>,
     message_id: Option<String>,
@@ -102,8 +198,9 @@ async fn messages(
     State(console): State<Arc<Console>>,
     Path(queue): Path<String>,
     query: Result<Query<MessageQuery>, QueryRejection>,
-) -> Result<Json<DeadLetterReport>, ApiError> {
+) -> Result<Json<serde_json::Value>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let key = format!("messages\0{queue}\0{}", to_value(&query)?);
     let mut filter = DeadLetterFilter::default();
     if let Some(group) = query.group {
         filter = filter.group(group);
@@ -112,11 +209,270 @@ async fn messages(
         filter = filter.message_id(id);
     }
     filter = filter.limit(query.limit.unwrap_or(DEFAULT_LISTED).min(MAX_LISTED));
-    let _one_at_a_time = console.scans.lock().await;
-    let dlq = console.dlq(&queue).await?;
-    let report = dlq.peek(&filter).await;
+    let c = Arc::clone(&console);
+    let shared = console
+        .reads
+        .run(key, || async move {
+            let _one_at_a_time = c.lock(&queue).await;
+            let dlq = c.dlq(&queue).await?.1;
+            let report = dlq.peek(&filter).await;
+            dlq.close().await;
+            to_value(&report.map_err(ApiError::broker)?)
+        })
+        .await?;
+    Ok(Json((*shared).clone()))
+}
+
+/// The query of the dead-letters view: a search and a page.
+#[derive(Debug, Deserialize, Serialize)]
+struct ViewQuery {
+    #[serde(flatten)]
+    search: Search,
+    offset: Option<usize>,
+    limit: Option<usize>,
+}
+
+/// Everything the page shows of a dead-letter queue, from one pass.
+#[derive(Debug, Serialize)]
+struct DeadLetterView {
+    /// Which pass of this console read it: equal reads in flight share one.
+    pass: u64,
+    /// Messages in the queue.
+    depth: usize,
+    /// The groups of the messages the search (without its group) matches.
+    groups: Vec<DeadLetterGroup>,
+    /// Those messages per group over time.
+    chart: Chart,
+    /// Messages the whole search (group included) matches.
+    total: usize,
+    /// Where the page starts among them.
+    offset: usize,
+    /// The page: at most `limit` of them, in queue order.
+    messages: Vec<DeadLetterMessage>,
+}
+
+/// `GET /api/consumers/{queue}/dead-letters?text=…&failed_after=…&failed_before=…&group=…&offset=…&limit=…`:
+/// groups, chart, the number of matches and one page of them, from one pass
+/// over the queue; equal reads in flight share it.
+async fn dead_letters(
+    State(console): State<Arc<Console>>,
+    Path(queue): Path<String>,
+    query: Result<Query<ViewQuery>, QueryRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let key = format!("view\0{queue}\0{}", to_value(&query)?);
+    let wide = query
+        .search
+        .without_group()
+        .filter()
+        .map_err(ApiError::bad_request)?;
+    let group = query.search.group.clone().filter(|g| !g.is_empty());
+    let offset = query.offset.unwrap_or(0);
+    let limit = query.limit.unwrap_or(DEFAULT_LISTED).min(MAX_LISTED);
+    let c = Arc::clone(&console);
+    let shared = console
+        .reads
+        .run(key, || async move {
+            let _one_at_a_time = c.lock(&queue).await;
+            let pass = c.passes.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            let dlq = c.dlq(&queue).await?.1;
+            let mut tally = GroupTally::default();
+            let mut timeline = Timeline::default();
+            let mut total = 0;
+            let mut page = Vec::new();
+            let mut visit = |_: &_, message: &DeadLetterMessage| {
+                tally.add(message);
+                timeline.add(&message.group, message.failed_at.as_deref());
+                if group.as_ref().is_none_or(|g| *g == message.group) {
+                    if total >= offset && page.len() < limit {
+                        page.push(message.clone());
+                    }
+                    total += 1;
+                }
+                Ok(())
+            };
+            let report = dlq.visit(&wide, &mut visit).await;
+            dlq.close().await;
+            let report = report.map_err(ApiError::broker)?;
+            to_value(&DeadLetterView {
+                pass,
+                depth: report.kept,
+                groups: tally.into_groups(),
+                chart: timeline.chart(CHART_BUCKETS),
+                total,
+                offset,
+                messages: page,
+            })
+        })
+        .await?;
+    Ok(Json((*shared).clone()))
+}
+
+#[derive(Debug, Deserialize)]
+struct BodyQuery {
+    message_id: String,
+}
+
+/// A message's whole body, to edit it.
+#[derive(Debug, Serialize)]
+struct Body {
+    message_id: String,
+    /// The body as text (invalid UTF-8 replaced).
+    body: String,
+    /// Whether it is valid UTF-8 (only then can it be edited as text).
+    utf8: bool,
+    len: usize,
+}
+
+/// `GET /api/consumers/{queue}/body?message_id=…`.
+async fn body(
+    State(console): State<Arc<Console>>,
+    Path(queue): Path<String>,
+    query: Result<Query<BodyQuery>, QueryRejection>,
+) -> Result<Json<Body>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let _one_at_a_time = console.lock(&queue).await;
+    let dlq = console.dlq(&queue).await?.1;
+    let filter = DeadLetterFilter::default()
+        .message_id(query.message_id.clone())
+        .limit(1);
+    let mut found = None;
+    let mut visit = |delivery: &rabbit_backoff::transport::Delivery, _: &_| {
+        found = Some(delivery.data.clone());
+        Ok(())
+    };
+    let report = dlq.visit(&filter, &mut visit).await;
     dlq.close().await;
-    Ok(Json(report.map_err(ApiError::broker)?))
+    report.map_err(ApiError::broker)?;
+    let data = found.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "no message with the id `{}` in the dead-letter queue",
+            query.message_id
+        ))
+    })?;
+    Ok(Json(Body {
+        message_id: query.message_id,
+        utf8: std::str::from_utf8(&data).is_ok(),
+        len: data.len(),
+        body: String::from_utf8_lossy(&data).into_owned(),
+    }))
+}
+
+/// `GET /api/consumers/{queue}/export?text=…&…`: what the search matches,
+/// as `dlq export --jsonl` writes it, as a file to save.
+async fn export(
+    State(console): State<Arc<Console>>,
+    Path(queue): Path<String>,
+    query: Result<Query<Search>, QueryRejection>,
+) -> Result<impl IntoResponse, ApiError> {
+    let Query(search) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let filter = search.filter().map_err(ApiError::bad_request)?;
+    let _one_at_a_time = console.lock(&queue).await;
+    let dlq = console.dlq(&queue).await?.1;
+    let mut out = Vec::new();
+    let report = dlq.export(&filter, &mut out).await;
+    dlq.close().await;
+    let report = report.map_err(ApiError::broker)?;
+    let name: String = queue
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    Ok((
+        [
+            (CONTENT_TYPE, "application/x-ndjson".to_owned()),
+            (
+                CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}.dlq.jsonl\""),
+            ),
+            (
+                axum::http::HeaderName::from_static("x-exported"),
+                report.exported.to_string(),
+            ),
+        ],
+        out,
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct TierQuery {
+    limit: Option<usize>,
+}
+
+/// One retry tier as the page shows it.
+#[derive(Debug, Serialize)]
+struct TierView {
+    queue: String,
+    delay_ms: u64,
+    /// Its head with due times, when it can be listed.
+    listing: Option<TierListing>,
+    /// Why it is not listed.
+    note: Option<String>,
+}
+
+/// `GET /api/consumers/{queue}/tiers?limit=…`: the messages waiting in each
+/// retry tier, with when each is due back in the work queue.
+async fn tiers(
+    State(console): State<Arc<Console>>,
+    Path(queue): Path<String>,
+    query: Result<Query<TierQuery>, QueryRejection>,
+) -> Result<Json<Vec<TierView>>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let limit = query.limit.unwrap_or(DEFAULT_LISTED).min(MAX_TIER_LISTED);
+    let consumer = console.consumer(&queue).await?;
+    let quorum = consumer.spec.queue_type == QueueType::Quorum;
+    let connection = console.reader().await?;
+    let mut views = Vec::new();
+    for tier in &consumer.tiers {
+        let (listing, note) = if quorum {
+            (
+                None,
+                Some(
+                    "not listed: reading a quorum queue's messages counts toward its delivery limit"
+                        .to_owned(),
+                ),
+            )
+        } else {
+            let listing = rabbit_backoff::list_retry_tier(
+                &*connection,
+                &tier.depth.name,
+                tier.delay_ms,
+                limit,
+            )
+            .await;
+            match listing {
+                Ok(listing) => (Some(listing), None),
+                Err(e) => {
+                    console.forget_reader().await;
+                    return Err(ApiError::broker(e));
+                }
+            }
+        };
+        views.push(TierView {
+            queue: tier.depth.name.clone(),
+            delay_ms: tier.delay_ms,
+            listing,
+            note,
+        });
+    }
+    Ok(Json(views))
+}
+
+/// What a write answers: its report, and the consumer's depths read from
+/// the broker after it.
+#[derive(Debug, Serialize)]
+struct WriteOutcome {
+    #[serde(flatten)]
+    report: DeadLetterReport,
+    /// Who did it.
+    by: String,
+    /// The consumer with its depths as they are after the write.
+    consumer: DiscoveredConsumer,
 }
 
 /// `POST /api/consumers/{queue}/replay` with a [`Selection`]: back to the
@@ -124,25 +480,121 @@ async fn messages(
 async fn replay(
     State(console): State<Arc<Console>>,
     Path(queue): Path<String>,
+    operator: Option<Extension<Operator>>,
     selection: Result<Json<Selection>, JsonRejection>,
-) -> Result<Json<DeadLetterReport>, ApiError> {
-    console.write(&queue, selection, Write::Replay).await
+) -> Result<Json<WriteOutcome>, ApiError> {
+    let selection = read_selection(selection)?;
+    console
+        .write(&queue, operator, Write::Replay(selection))
+        .await
 }
 
 /// `POST /api/consumers/{queue}/discard` with a [`Selection`]: removed for good.
 async fn discard(
     State(console): State<Arc<Console>>,
     Path(queue): Path<String>,
+    operator: Option<Extension<Operator>>,
     selection: Result<Json<Selection>, JsonRejection>,
-) -> Result<Json<DeadLetterReport>, ApiError> {
-    console.write(&queue, selection, Write::Discard).await
+) -> Result<Json<WriteOutcome>, ApiError> {
+    let selection = read_selection(selection)?;
+    console
+        .write(&queue, operator, Write::Discard(selection))
+        .await
+}
+
+/// The body of an edit: the message and what changes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EditRequest {
+    message_id: String,
+    /// The new body, as text; absent to keep it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    body: Option<String>,
+    /// User headers to set, as text.
+    #[serde(default)]
+    set_headers: BTreeMap<String, String>,
+    /// User headers to remove.
+    #[serde(default)]
+    remove_headers: Vec<String>,
+}
+
+impl EditRequest {
+    fn edit(&self) -> Result<MessageEdit, String> {
+        let mut edit = MessageEdit::default();
+        if let Some(body) = &self.body {
+            edit = edit.body(body.as_bytes().to_vec());
+        }
+        for (name, value) in &self.set_headers {
+            edit = edit.set_header(name, value)?;
+        }
+        for name in &self.remove_headers {
+            edit = edit.remove_header(name)?;
+        }
+        if edit.is_empty() {
+            return Err("the edit changes nothing: replay the message instead".into());
+        }
+        Ok(edit)
+    }
+}
+
+/// `POST /api/consumers/{queue}/edit`: replays one message with a new body
+/// or headers; its history entry keeps the originals.
+async fn edit(
+    State(console): State<Arc<Console>>,
+    Path(queue): Path<String>,
+    operator: Option<Extension<Operator>>,
+    request: Result<Json<EditRequest>, JsonRejection>,
+) -> Result<Json<WriteOutcome>, ApiError> {
+    let Json(request) = request.map_err(|e| {
+        ApiError::bad_request(format!(
+            "{}; send {{\"message_id\": \"<id>\", \"body\": \"…\", \"set_headers\": {{}}, \"remove_headers\": []}}",
+            e.body_text()
+        ))
+    })?;
+    console.write(&queue, operator, Write::Edit(request)).await
+}
+
+fn read_selection(
+    selection: Result<Json<Selection>, JsonRejection>,
+) -> Result<Selection, ApiError> {
+    selection.map(|Json(s)| s).map_err(|e| {
+        ApiError::bad_request(format!(
+            "{}; send {{\"group\": \"<id>\"}}, {{\"message_id\": \"<id>\"}}, {{\"message_ids\": [\"<id>\", …]}} or {{\"matching\": {{\"text\": \"…\", \"failed_after\": \"…\", \"failed_before\": \"…\", \"group\": \"…\"}}}}",
+            e.body_text()
+        ))
+    })
 }
 
 /// A change to a dead-letter queue.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Write {
-    Replay,
-    Discard,
+    Replay(Selection),
+    Discard(Selection),
+    Edit(EditRequest),
+}
+
+impl Write {
+    fn action(&self) -> &'static str {
+        match self {
+            Write::Replay(_) => "replay",
+            Write::Discard(_) => "discard",
+            Write::Edit(_) => "edit",
+        }
+    }
+
+    fn selection(&self) -> serde_json::Value {
+        match self {
+            Write::Replay(s) | Write::Discard(s) => serde_json::to_value(s),
+            Write::Edit(e) => serde_json::to_value(e),
+        }
+        .unwrap_or(serde_json::Value::Null)
+    }
+}
+
+fn to_value(value: &impl Serialize) -> Result<Arc<serde_json::Value>, ApiError> {
+    serde_json::to_value(value)
+        .map(Arc::new)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
 impl Console {
@@ -152,10 +604,9 @@ impl Console {
             .map_err(ApiError::broker)
     }
 
-    /// The dead-letter queue of the consumer whose work queue is `queue`.
-    async fn dlq(&self, queue: &str) -> Result<Dlq, ApiError> {
-        let consumer = self
-            .discover()
+    /// The consumer whose work queue is `queue`.
+    async fn consumer(&self, queue: &str) -> Result<DiscoveredConsumer, ApiError> {
+        self.discover()
             .await?
             .into_iter()
             .find(|c| c.queue == queue)
@@ -163,40 +614,177 @@ impl Console {
                 ApiError::not_found(format!(
                     "no consumer with the work queue `{queue}` was found"
                 ))
-            })?;
-        Dlq::connect(&self.amqp_url, &consumer.spec)
+            })
+    }
+
+    /// The consumer whose work queue is `queue`, and its dead-letter queue.
+    async fn dlq(&self, queue: &str) -> Result<(DiscoveredConsumer, Dlq), ApiError> {
+        let consumer = self.consumer(queue).await?;
+        let dlq = Dlq::connect(&self.amqp_url, &consumer.spec)
             .await
-            .map_err(ApiError::broker)
+            .map_err(ApiError::broker)?;
+        Ok((consumer, dlq))
+    }
+
+    /// Held while a pass runs over the dead-letter queue of `queue`.
+    async fn lock(&self, queue: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+            Arc::clone(locks.entry(queue.to_owned()).or_default())
+        };
+        lock.lock_owned().await
+    }
+
+    /// The connection for depths and tiers, opened on first use.
+    async fn reader(&self) -> Result<Arc<dyn Connection>, ApiError> {
+        let mut reader = self.reader.lock().await;
+        if let Some(connection) = &*reader {
+            return Ok(Arc::clone(connection));
+        }
+        let connection = rabbit_backoff::connect(&self.amqp_url)
+            .await
+            .map_err(ApiError::broker)?;
+        *reader = Some(Arc::clone(&connection));
+        Ok(connection)
+    }
+
+    /// Drops the reader's connection after an error, so that the next read
+    /// opens a new one.
+    async fn forget_reader(&self) {
+        if let Some(connection) = self.reader.lock().await.take() {
+            connection.close().await;
+        }
+    }
+
+    async fn refresh_depths(&self, consumer: &mut DiscoveredConsumer) -> Result<(), ApiError> {
+        let connection = self.reader().await?;
+        let passing = self
+            .locks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&consumer.queue)
+            .is_some_and(|lock| lock.try_lock().is_err());
+        if let Err(e) = depths::refresh(&connection, consumer, &self.remembered, passing).await {
+            self.forget_reader().await;
+            return Err(ApiError::broker(e));
+        }
+        Ok(())
     }
 
     async fn write(
         &self,
         queue: &str,
-        selection: Result<Json<Selection>, JsonRejection>,
+        operator: Option<Extension<Operator>>,
         write: Write,
-    ) -> Result<Json<DeadLetterReport>, ApiError> {
+    ) -> Result<Json<WriteOutcome>, ApiError> {
         // The guard refuses writes to a read-only console already; this is
         // the second lock on the same door.
         if self.access == Access::ReadOnly {
             return Err(ApiError::new(
-                axum::http::StatusCode::FORBIDDEN,
+                StatusCode::FORBIDDEN,
                 guard::Refusal::ReadOnly.message(),
             ));
         }
-        let Json(selection) = selection.map_err(|e| {
-            ApiError::bad_request(format!(
-                "{}; send {{\"group\": \"<id>\"}} or {{\"message_id\": \"<id>\"}}",
-                e.body_text()
-            ))
-        })?;
-        let _one_at_a_time = self.scans.lock().await;
-        let dlq = self.dlq(queue).await?;
-        let filter = selection.filter();
+        let Some(Extension(Operator(who))) = operator else {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                guard::Refusal::MissingToken.message(),
+            ));
+        };
+        let outcome = self.apply(queue, &who, &write).await;
+        let entry = AuditEntry {
+            at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            who: who.clone(),
+            action: write.action().to_owned(),
+            queue: queue.to_owned(),
+            selection: write.selection(),
+            count: outcome.as_ref().map_or(0, |(r, _)| r.matched.len()),
+            message_ids: outcome.as_ref().map_or_else(
+                |_| Vec::new(),
+                |(r, _)| {
+                    r.matched
+                        .iter()
+                        .filter_map(|m| m.message_id.clone())
+                        .take(IDS_LISTED)
+                        .collect()
+                },
+            ),
+            error: match &outcome {
+                Err(e) => Some(e.message().to_owned()),
+                Ok((r, _)) if !r.skipped.is_empty() => Some(format!(
+                    "{} left in place: {}",
+                    r.skipped.len(),
+                    r.skipped
+                        .iter()
+                        .map(|s| s.reason.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )),
+                Ok(_) => None,
+            },
+        };
+        if let Some(log) = &self.audit
+            && let Err(e) = log.record(&entry).await
+        {
+            // The write is done; the operator must learn that it is not on record.
+            eprintln!("rabbit-backoff console: {e}");
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("done, but not recorded in the audit log: {e}"),
+            ));
+        }
+        let (report, mut consumer) = outcome?;
+        self.refresh_depths(&mut consumer).await?;
+        Ok(Json(WriteOutcome {
+            report,
+            by: who,
+            consumer,
+        }))
+    }
+
+    /// Runs the write over the queue; the report and the consumer.
+    async fn apply(
+        &self,
+        queue: &str,
+        who: &str,
+        write: &Write,
+    ) -> Result<(DeadLetterReport, DiscoveredConsumer), ApiError> {
+        let (filter, options) = match write {
+            Write::Replay(selection) | Write::Discard(selection) => (
+                selection.filter().map_err(ApiError::bad_request)?,
+                ReplayOptions {
+                    by: Some(who.to_owned()),
+                    ..ReplayOptions::default()
+                },
+            ),
+            Write::Edit(request) => (
+                DeadLetterFilter::default()
+                    .message_id(request.message_id.clone())
+                    .limit(1),
+                ReplayOptions {
+                    by: Some(who.to_owned()),
+                    edit: Some(request.edit().map_err(ApiError::bad_request)?),
+                    ..ReplayOptions::default()
+                },
+            ),
+        };
+        let _one_at_a_time = self.lock(queue).await;
+        let (consumer, dlq) = self.dlq(queue).await?;
         let report = match write {
-            Write::Replay => dlq.replay(&filter, &ReplayOptions::default()).await,
-            Write::Discard => dlq.discard(&filter).await,
+            Write::Discard(_) => dlq.discard(&filter).await,
+            Write::Replay(_) | Write::Edit(_) => dlq.replay(&filter, &options).await,
         };
         dlq.close().await;
-        Ok(Json(report.map_err(ApiError::broker)?))
+        let report = report.map_err(ApiError::broker)?;
+        if let Write::Edit(request) = write
+            && report.matched.is_empty()
+            && report.skipped.is_empty()
+        {
+            return Err(ApiError::not_found(format!(
+                "no message with the id `{}` in the dead-letter queue",
+                request.message_id
+            )));
+        }
+        Ok((report, consumer))
     }
 }

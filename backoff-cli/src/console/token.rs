@@ -1,9 +1,17 @@
-//! The secret that write actions carry: `Authorization: Bearer <token>`.
+//! The secrets that write actions carry: `Authorization: Bearer <token>`,
+//! each with the name of the operator it belongs to, for the audit.
 
 use std::fmt;
 
-/// The environment variable that sets the token.
+/// The environment variable that sets one token, for an operator named
+/// [`DEFAULT_OPERATOR`].
 pub const TOKEN_VARIABLE: &str = "RABBIT_BACKOFF_CONSOLE_TOKEN";
+
+/// The environment variable that sets named tokens: `alice:<token>,bob:<token>`.
+pub const TOKENS_VARIABLE: &str = "RABBIT_BACKOFF_CONSOLE_TOKENS";
+
+/// The name the audit gives to the holder of the single token.
+pub const DEFAULT_OPERATOR: &str = "operator";
 
 /// The fewest characters a token set by the operator may have.
 const MIN_LEN: usize = 16;
@@ -25,22 +33,11 @@ pub struct Token {
 }
 
 impl Token {
-    /// The token of [`TOKEN_VARIABLE`], or a random one when it is unset.
-    pub fn from_env_or_random() -> Result<Token, String> {
-        match std::env::var(TOKEN_VARIABLE) {
-            Ok(secret) => Token::given(secret),
-            Err(std::env::VarError::NotPresent) => Token::random(),
-            Err(std::env::VarError::NotUnicode(_)) => {
-                Err(format!("{TOKEN_VARIABLE} is not valid UTF-8"))
-            }
-        }
-    }
-
     /// A token the operator chose: at least 16 printable ASCII characters.
     pub fn given(secret: String) -> Result<Token, String> {
         if secret.chars().count() < MIN_LEN || !secret.chars().all(|c| c.is_ascii_graphic()) {
             return Err(format!(
-                "{TOKEN_VARIABLE} must be at least {MIN_LEN} printable ASCII characters without spaces (e.g. `openssl rand -hex 16`)"
+                "a token must be at least {MIN_LEN} printable ASCII characters without spaces (e.g. `openssl rand -hex 16`)"
             ));
         }
         Ok(Token {
@@ -84,6 +81,113 @@ impl fmt::Debug for Token {
     }
 }
 
+/// The console's tokens, each with its operator's name.
+#[derive(Debug, Clone)]
+pub struct Tokens {
+    named: Vec<(String, Token)>,
+}
+
+impl Tokens {
+    /// The tokens of [`TOKENS_VARIABLE`] and [`TOKEN_VARIABLE`], or one
+    /// random token when neither is set.
+    pub fn from_env_or_random() -> Result<Tokens, String> {
+        let mut named = match std::env::var(TOKENS_VARIABLE) {
+            Ok(list) => parse_named(&list)?,
+            Err(std::env::VarError::NotPresent) => Vec::new(),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(format!("{TOKENS_VARIABLE} is not valid UTF-8"));
+            }
+        };
+        match std::env::var(TOKEN_VARIABLE) {
+            Ok(secret) => named.push((
+                DEFAULT_OPERATOR.to_owned(),
+                Token::given(secret).map_err(|e| format!("{TOKEN_VARIABLE}: {e}"))?,
+            )),
+            Err(std::env::VarError::NotPresent) => {}
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(format!("{TOKEN_VARIABLE} is not valid UTF-8"));
+            }
+        }
+        if named.is_empty() {
+            named.push((DEFAULT_OPERATOR.to_owned(), Token::random()?));
+        }
+        Ok(Tokens { named })
+    }
+
+    /// These tokens (at least one).
+    #[cfg(test)]
+    pub fn new(named: Vec<(String, Token)>) -> Tokens {
+        assert!(!named.is_empty(), "a console needs at least one token");
+        Tokens { named }
+    }
+
+    /// Where they came from: [`TokenSource::Generated`] only for the random
+    /// token drawn when none was set.
+    pub fn source(&self) -> TokenSource {
+        self.named[0].1.source()
+    }
+
+    /// The generated token, to print once.
+    pub fn generated(&self) -> Option<&str> {
+        (self.source() == TokenSource::Generated).then(|| self.named[0].1.reveal())
+    }
+
+    /// The operators' names.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.named.iter().map(|(name, _)| name.as_str())
+    }
+
+    /// The name of the operator whose token `candidate` is. Every token is
+    /// compared, in constant time each, whichever matches.
+    pub fn operator(&self, candidate: &str) -> Option<&str> {
+        let mut found = None;
+        for (name, token) in &self.named {
+            if token.matches(candidate) && found.is_none() {
+                found = Some(name.as_str());
+            }
+        }
+        found
+    }
+}
+
+/// `alice:<token>,bob:<token>`.
+fn parse_named(list: &str) -> Result<Vec<(String, Token)>, String> {
+    let mut named: Vec<(String, Token)> = Vec::new();
+    for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let (name, secret) = entry.split_once(':').ok_or_else(|| {
+            format!(
+                "{TOKENS_VARIABLE}: write NAME:TOKEN entries separated by commas (alice:…,bob:…)"
+            )
+        })?;
+        let name = name.trim();
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._@-".contains(c))
+        {
+            return Err(format!(
+                "{TOKENS_VARIABLE}: `{name}` is not a name (1 to 64 letters, digits, or . _ @ -)"
+            ));
+        }
+        if named.iter().any(|(n, _)| n == name) {
+            return Err(format!("{TOKENS_VARIABLE}: `{name}` is named twice"));
+        }
+        let token = Token::given(secret.trim().to_owned())
+            .map_err(|e| format!("{TOKENS_VARIABLE}, token of `{name}`: {e}"))?;
+        if named.iter().any(|(_, t)| t.matches(token.reveal())) {
+            return Err(format!(
+                "{TOKENS_VARIABLE}: `{name}` has the token of another operator"
+            ));
+        }
+        named.push((name.to_owned(), token));
+    }
+    if named.is_empty() {
+        return Err(format!("{TOKENS_VARIABLE} is set but names no token"));
+    }
+    Ok(named)
+}
+
 /// Compares every byte whatever the differences found so far.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
@@ -111,6 +215,30 @@ mod tests {
         assert!(!a.matches(""));
         assert!(!a.matches(&a.reveal()[..31]));
         assert!(!format!("{a:?}").contains(a.reveal()));
+    }
+
+    #[test]
+    fn names_the_operator_of_each_token() {
+        let tokens =
+            Tokens::new(parse_named("alice:aaaaaaaaaaaaaaaa1, bob:bbbbbbbbbbbbbbbb2").unwrap());
+        assert_eq!(tokens.operator("aaaaaaaaaaaaaaaa1"), Some("alice"));
+        assert_eq!(tokens.operator("bbbbbbbbbbbbbbbb2"), Some("bob"));
+        assert_eq!(tokens.operator("bbbbbbbbbbbbbbbb3"), None);
+        assert_eq!(tokens.names().collect::<Vec<_>>(), ["alice", "bob"]);
+        assert!(tokens.generated().is_none());
+        for bad in [
+            "alice",
+            "alice:short",
+            ":aaaaaaaaaaaaaaaa1",
+            "a b:aaaaaaaaaaaaaaaa1",
+            "alice:aaaaaaaaaaaaaaaa1,alice:bbbbbbbbbbbbbbbb2",
+            "alice:aaaaaaaaaaaaaaaa1,bob:aaaaaaaaaaaaaaaa1",
+            " , ",
+        ] {
+            assert!(parse_named(bad).is_err(), "{bad}");
+        }
+        let error = parse_named("alice:short").unwrap_err();
+        assert!(!error.contains("short\""), "{error}");
     }
 
     #[test]

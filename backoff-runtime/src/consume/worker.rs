@@ -461,7 +461,10 @@ impl<C: Consumer> Worker<C> {
                 next_count,
             } => {
                 let count = (headers::RETRY_COUNT, HeaderValue::Int(next_count.into()));
-                let properties = copy_properties(&handled.ctx, &[count]);
+                // When the copy enters its tier, so that its due time can be shown.
+                let now = now_rfc3339();
+                let entered = (headers::RETRIED_AT, HeaderValue::Str(&now));
+                let properties = copy_properties(&handled.ctx, &[count, entered]);
                 let target = self.retry_target(delay_ms);
                 if self.copy_then_ack(&handled, &target, properties).await {
                     self.meters.retried(delay_ms);

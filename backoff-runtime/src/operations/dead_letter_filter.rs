@@ -1,6 +1,8 @@
+use std::collections::BTreeSet;
 use std::time::SystemTime;
 
 use regex::Regex;
+use regex::bytes::{Regex as BytesRegex, RegexBuilder};
 
 use crate::DeadLetterMessage;
 
@@ -13,6 +15,7 @@ use crate::DeadLetterMessage;
 /// let filter = DeadLetterFilter::default()
 ///     .error("timeout|unavailable")?
 ///     .min_count(3)
+///     .text("tenant-42")
 ///     .limit(100);
 /// # Ok::<(), regex::Error>(())
 /// ```
@@ -35,6 +38,12 @@ pub struct DeadLetterFilter {
     pub group: Option<String>,
     /// With this `message_id` property.
     pub message_id: Option<String>,
+    /// With one of these `message_id` properties.
+    pub message_ids: Option<BTreeSet<String>>,
+    /// Found in the error, a header's name or value, the `message_id`, the
+    /// `correlation_id` or the body ([`text`](Self::text) builds it: the
+    /// text itself, case-insensitive).
+    pub text: Option<BytesRegex>,
     /// At most this many messages.
     pub limit: Option<usize>,
 }
@@ -83,14 +92,55 @@ impl DeadLetterFilter {
         self
     }
 
+    /// Only messages with one of these `message_id`s.
+    pub fn message_ids(mut self, ids: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.message_ids = Some(ids.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Only messages where `text` is found, ignoring case: in `x-error`, in
+    /// another header's name or value, in the `message_id` or
+    /// `correlation_id`, or anywhere in the body. Blank text selects
+    /// everything.
+    pub fn text(mut self, text: &str) -> Self {
+        self.text = (!text.is_empty()).then(|| {
+            RegexBuilder::new(&regex::escape(text))
+                .case_insensitive(true)
+                .build()
+                .expect("an escaped literal is a valid pattern")
+        });
+        self
+    }
+
     /// At most `limit` messages.
     pub fn limit(mut self, limit: usize) -> Self {
         self.limit = Some(limit);
         self
     }
 
-    /// Whether `message` meets every criterion (the limit aside).
+    /// Whether `message` meets every criterion (the limit aside); the text is
+    /// looked for in the start of the body that its summary holds. A pass
+    /// over the queue uses [`matches_with_body`](Self::matches_with_body).
     pub fn matches(&self, message: &DeadLetterMessage) -> bool {
+        self.matches_with_body(message, message.body_preview.as_bytes())
+    }
+
+    /// Whether `message`, whose whole body is `body`, meets every criterion
+    /// (the limit aside).
+    pub fn matches_with_body(&self, message: &DeadLetterMessage, body: &[u8]) -> bool {
+        if let Some(text) = &self.text
+            && !text_found(text, message, body)
+        {
+            return false;
+        }
+        if self.message_ids.as_ref().is_some_and(|ids| {
+            !message
+                .message_id
+                .as_ref()
+                .is_some_and(|id| ids.contains(id))
+        }) {
+            return false;
+        }
         if self.group.as_ref().is_some_and(|id| *id != message.group)
             || self
                 .message_id
@@ -133,6 +183,19 @@ impl DeadLetterFilter {
         }
         true
     }
+}
+
+/// Whether `text` is found in the message's error, headers, ids or body.
+fn text_found(text: &BytesRegex, message: &DeadLetterMessage, body: &[u8]) -> bool {
+    let found = |s: &str| text.is_match(s.as_bytes());
+    message.error.as_deref().is_some_and(found)
+        || message.message_id.as_deref().is_some_and(found)
+        || message.correlation_id.as_deref().is_some_and(found)
+        || message
+            .headers
+            .iter()
+            .any(|(name, value)| found(name) || found(value))
+        || text.is_match(body)
 }
 
 #[cfg(test)]
@@ -228,5 +291,47 @@ mod tests {
         };
         assert!(!DeadLetterFilter::default().after(UNIX_EPOCH).matches(&odd));
         assert!(DeadLetterFilter::default().min_count(1).matches(&odd));
+    }
+
+    #[test]
+    fn finds_text_in_the_error_headers_ids_and_whole_body_ignoring_case() {
+        let mut m = articles();
+        m.headers.insert("tenant".into(), "Acme-42".into());
+        let body = b"{\"order\": 17, \"note\": \"far past the preview: NEEDLE\"}";
+        let found = |text: &str| {
+            DeadLetterFilter::default()
+                .text(text)
+                .matches_with_body(&m, body)
+        };
+        assert!(found("DATABASE"), "the error");
+        assert!(found("acme-42"), "a header's value");
+        assert!(found("tenant"), "a header's name");
+        assert!(found("m-1"), "the message id");
+        assert!(found("needle"), "the whole body");
+        assert!(!found("haystack"));
+        assert!(found(""), "blank text selects everything");
+        // Regex syntax is text like any other.
+        assert!(!found("m.1"));
+        assert!(
+            !DeadLetterFilter::default().text("needle").matches(&m),
+            "a summary's preview holds no such text"
+        );
+    }
+
+    #[test]
+    fn filters_by_several_message_ids() {
+        let m = articles();
+        assert!(
+            DeadLetterFilter::default()
+                .message_ids(["m-0", "m-1"])
+                .matches(&m)
+        );
+        assert!(
+            !DeadLetterFilter::default()
+                .message_ids(["m-0", "m-2"])
+                .matches(&m)
+        );
+        let empty: [&str; 0] = [];
+        assert!(!DeadLetterFilter::default().message_ids(empty).matches(&m));
     }
 }

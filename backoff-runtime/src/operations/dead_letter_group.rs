@@ -33,9 +33,26 @@ pub struct DeadLetterGroup {
 }
 
 /// Collects groups from dead letters one at a time, in constant memory per
-/// group (not per message).
+/// group (not per message): what [`Dlq::groups`](crate::Dlq::groups) does,
+/// for a caller that gathers more in the same [`Dlq::visit`](crate::Dlq::visit).
+///
+/// ```no_run
+/// # async fn demo(dlq: rabbit_backoff_runtime::Dlq) -> Result<(), rabbit_backoff_runtime::Error> {
+/// use rabbit_backoff_runtime::{DeadLetterFilter, GroupTally};
+///
+/// let mut tally = GroupTally::default();
+/// let mut largest = 0;
+/// dlq.visit(&DeadLetterFilter::default(), &mut |_, message| {
+///     tally.add(message);
+///     largest = largest.max(message.body_len);
+///     Ok(())
+/// })
+/// .await?;
+/// println!("{} groups, largest body {largest} bytes", tally.into_groups().len());
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Default)]
-pub(crate) struct GroupTally {
+pub struct GroupTally {
     groups: HashMap<String, Tally>,
 }
 
@@ -50,7 +67,7 @@ struct Tally {
 
 impl GroupTally {
     /// Counts `message` in its group.
-    pub(crate) fn add(&mut self, message: &DeadLetterMessage) {
+    pub fn add(&mut self, message: &DeadLetterMessage) {
         let seen = self.groups.len();
         let tally = self
             .groups
@@ -92,7 +109,7 @@ impl GroupTally {
     }
 
     /// The groups, largest first (then in the order they were first seen).
-    pub(crate) fn into_groups(self) -> Vec<DeadLetterGroup> {
+    pub fn into_groups(self) -> Vec<DeadLetterGroup> {
         let mut tallies: Vec<Tally> = self.groups.into_values().collect();
         tallies.sort_by(|a, b| b.group.count.cmp(&a.group.count).then(a.seen.cmp(&b.seen)));
         tallies.into_iter().map(|t| t.group).collect()

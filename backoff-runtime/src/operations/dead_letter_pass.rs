@@ -400,12 +400,7 @@ impl Rotation {
         }
         let batch = std::mem::take(&mut self.batch);
         let sends = batch.iter().filter(|(_, kept)| *kept).map(|(delivery, _)| {
-            channel.send(
-                "",
-                queue,
-                &delivery.data,
-                delivery.properties.clone(),
-            )
+            channel.send("", queue, &delivery.data, delivery.properties.clone())
         });
         let mut pending = join_all(sends).await.into_iter();
         for (delivery, kept) in batch {
@@ -678,7 +673,6 @@ fn sentinel_of(delivery: &Delivery) -> Option<String> {
         _ => None,
     }
 }
-
 
 /// A pass id: unique enough to tell one pass's sentinel from another's.
 fn pass_id() -> String {

@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::operations::dead_letter_group::{DeadLetterGroup, GroupTally};
 use crate::operations::dead_letter_pass::Pass;
 use crate::operations::dead_letter_record::DeadLetterRecord;
+use crate::operations::message_edit::MessageEdit;
 use crate::operations::status::inspect_queue;
 use crate::settle::copy::{now_rfc3339, republish_properties};
 use crate::settle::publish::confirm_channel;
@@ -36,6 +37,12 @@ pub struct ReplayOptions {
     pub rate: Option<f64>,
     /// Only report what would move.
     pub dry_run: bool,
+    /// Who asked, written into each copy's `x-replay-history` entry as
+    /// `x-replayed-by`.
+    pub by: Option<String>,
+    /// A change made to each copy (meant for one message), the original
+    /// kept in its history entry.
+    pub edit: Option<MessageEdit>,
 }
 
 /// What an operation did.
@@ -376,7 +383,7 @@ impl Dlq {
             };
             position += 1;
             let summary = DeadLetterMessage::of(&delivery, position - 1);
-            if limit_reached || !filter.matches(&summary) {
+            if limit_reached || !filter.matches_with_body(&summary, &delivery.data) {
                 pass.keep(delivery).await?;
                 continue;
             }
@@ -459,7 +466,25 @@ impl Dlq {
             replay_target(original_queue.as_deref(), &self.names.queue);
         let exchange = options.to_exchange.clone().unwrap_or(default_exchange);
         let routing_key = options.to_routing_key.clone().unwrap_or(default_key);
-        let properties = replay_properties(&delivery.properties, &now_rfc3339());
+        let mut entry = Vec::new();
+        if let Some(by) = &options.by {
+            entry.push((
+                ShortString::from(headers::REPLAYED_BY),
+                AMQPValue::LongString(LongString::from(by.as_bytes())),
+            ));
+        }
+        let (properties, body) = match &options.edit {
+            Some(edit) => {
+                let (properties, body, replaced) = edit.apply(&delivery.properties, &delivery.data);
+                entry.extend(replaced);
+                (properties, std::borrow::Cow::Owned(body))
+            }
+            None => (
+                delivery.properties.clone(),
+                std::borrow::Cow::Borrowed(&delivery.data[..]),
+            ),
+        };
+        let properties = replay_properties_with(&properties, &now_rfc3339(), entry);
         let target = Target {
             exchange: &exchange,
             routing_key: &routing_key,
@@ -489,7 +514,7 @@ impl Dlq {
         );
         link_trace(&span, delivery.properties.headers().as_ref());
         settler
-            .publish(&target, &delivery.data, properties)
+            .publish(&target, &body, properties)
             .instrument(span)
             .await
             .map_err(|failure| Error::Publish {
@@ -520,7 +545,18 @@ pub struct ExportReport {
 /// entry of `x-replay-history`, which keeps the newest
 /// [`REPLAY_HISTORY_LIMIT`](rabbit_backoff_core::REPLAY_HISTORY_LIMIT) entries;
 /// `x-replay-count` counts every replay; `x-retry-count` starts again at 0.
+#[cfg(test)]
 pub(crate) fn replay_properties(original: &BasicProperties, replayed_at: &str) -> BasicProperties {
+    replay_properties_with(original, replayed_at, Vec::new())
+}
+
+/// [`replay_properties`] with more fields in the new history entry (who
+/// replayed it, what an edit replaced).
+pub(crate) fn replay_properties_with(
+    original: &BasicProperties,
+    replayed_at: &str,
+    more: Vec<(ShortString, AMQPValue)>,
+) -> BasicProperties {
     let mut table = original.headers().clone().unwrap_or_default();
     let mut entry = FieldTable::default();
     for name in FAILURE_HEADERS {
@@ -532,6 +568,9 @@ pub(crate) fn replay_properties(original: &BasicProperties, replayed_at: &str) -
         ShortString::from(REPLAYED_AT),
         AMQPValue::LongString(LongString::from(replayed_at.as_bytes())),
     );
+    for (name, value) in more {
+        entry.insert(name, value);
+    }
     let earlier: &[AMQPValue] = match table.inner().get(REPLAY_HISTORY) {
         Some(AMQPValue::FieldArray(items)) => items.as_slice(),
         _ => &[],

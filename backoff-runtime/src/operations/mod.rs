@@ -6,5 +6,7 @@ pub(crate) mod dead_letter_message;
 pub(crate) mod dead_letter_pass;
 pub(crate) mod dead_letter_record;
 pub(crate) mod dlq;
+pub(crate) mod message_edit;
 pub(crate) mod publisher;
+pub(crate) mod retry_tier;
 pub(crate) mod status;
