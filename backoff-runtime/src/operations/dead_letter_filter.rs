@@ -2,7 +2,7 @@ use std::time::SystemTime;
 
 use regex::Regex;
 
-use crate::DeadLetterMessage;
+use crate::operations::dead_letter_message::DeadLetterMessage;
 
 /// Which dead letters an operation applies to. Every criterion set must hold;
 /// an empty filter matches everything.

@@ -42,9 +42,11 @@ use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::{MAX_HEADER_DEPTH, QueueDecl, headers::PASS_SENTINEL};
 
-use crate::Error;
-use crate::settle::frame_fit::{Released, header_depth};
-use crate::settle::publish::{PERSISTENT, channel_error, confirm_channel};
+use crate::transport::deep_drop::Released;
+use crate::transport::error::{Error, channel_error};
+use crate::transport::open::confirm_channel;
+use crate::transport::shape::header_depth;
+use crate::transport::values::PERSISTENT;
 use crate::transport::{
     Channel, Confirm, Connection, Delivery, NOT_FOUND, PendingConfirm, QueueInfo, TransportError,
 };

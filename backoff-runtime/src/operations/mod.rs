@@ -1,4 +1,4 @@
-//! Operating failures: dead-letter operations, status, and publishing.
+//! Operating failures: dead-letter operations and status.
 
 pub(crate) mod dead_letter_filter;
 pub(crate) mod dead_letter_group;
@@ -6,5 +6,4 @@ pub(crate) mod dead_letter_message;
 pub(crate) mod dead_letter_pass;
 pub(crate) mod dead_letter_record;
 pub(crate) mod dlq;
-pub(crate) mod publisher;
 pub(crate) mod status;

@@ -1,12 +1,11 @@
 //! One publish, confirmed: the only way the framework puts a message on the broker.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::BasicProperties;
 
-use crate::transport::{Channel, Confirm, Connection, TransportError};
-use crate::{Error, PublishFailure};
+use crate::transport::error::PublishFailure;
+use crate::transport::{Channel, Confirm};
 
 /// Publishes with `mandatory` and awaits the broker's confirm of this very
 /// message (not of every outstanding one), so concurrent publishes on one
@@ -28,30 +27,3 @@ pub(crate) async fn publish_confirmed(
         Ok(Ok(Confirm::Nack)) => Err(PublishFailure::Nacked),
     }
 }
-
-/// A new channel in confirm mode; errors name `queue`.
-pub(crate) async fn confirm_channel(
-    connection: &dyn Connection,
-    queue: &str,
-) -> Result<Arc<dyn Channel>, Error> {
-    connection
-        .open_channel()
-        .await
-        .map_err(channel_error(queue, "opening a channel"))
-}
-
-/// Maps a transport error to [`Error::Channel`] naming the queue and the action.
-pub(crate) fn channel_error(
-    queue: &str,
-    action: &'static str,
-) -> impl FnOnce(TransportError) -> Error {
-    let queue = queue.to_owned();
-    move |source| Error::Channel {
-        action,
-        queue,
-        source,
-    }
-}
-
-/// `delivery_mode` of a persistent message.
-pub(crate) const PERSISTENT: u8 = 2;

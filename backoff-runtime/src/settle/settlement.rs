@@ -1,28 +1,24 @@
 //! Settling deliveries on one channel: ack, requeue (at once or after a
-//! pause), reject into the dead-letter exchange, and republish-then-ack. The
-//! consumer loop and the dead-letter replay both settle through here.
+//! pause), reject into the dead-letter exchange, and publishing a copy,
+//! confirmed. A consumer's decisions and the dead-letter replay both settle
+//! through here.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use lapin::BasicProperties;
 use rabbit_backoff_core::header_limit;
+use tracing::Instrument;
 
-use crate::PublishFailure;
 use crate::settle::frame_fit::{TooLarge, fit_to_frame};
 use crate::settle::publish::publish_confirmed;
 use crate::settle::trace_context::{publish_span, traced};
+use crate::transport::error::PublishFailure;
 use crate::transport::{Acker, Channel, Connection, Lost};
-use tracing::Instrument;
 
 /// How long a message whose republish failed is held before it is requeued,
 /// so that a broken retry or dead-letter route never turns into a hot loop.
 pub(crate) const REQUEUE_PAUSE: Duration = Duration::from_secs(1);
-
-/// What to do when a copy came back unroutable, before the original is
-/// requeued: declare (or check) the topology again.
-pub(crate) type Repair = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// Where a copy goes: the exchange and routing key it is published with, the
 /// queue they lead to, and the room a copy leaves there for the headers the
@@ -46,7 +42,6 @@ pub(crate) struct Settler {
     connection: Arc<dyn Connection>,
     frame_max: u32,
     confirm_timeout: Duration,
-    repair: Option<Repair>,
     /// The connection's loss: no pause is worth waiting then.
     lost: Lost,
 }
@@ -56,7 +51,6 @@ impl Settler {
         channel: Arc<dyn Channel>,
         connection: Arc<dyn Connection>,
         confirm_timeout: Duration,
-        repair: Option<Repair>,
     ) -> Self {
         Settler {
             copies: Mutex::new((Arc::clone(&channel), 0)),
@@ -65,7 +59,6 @@ impl Settler {
             lost: connection.lost(),
             connection,
             confirm_timeout,
-            repair,
         }
     }
 
@@ -196,35 +189,6 @@ impl Settler {
         published
     }
 
-    /// Publishes the copy, then acks the original once the broker confirmed
-    /// it; otherwise gives the original back after a pause (repairing the
-    /// topology first when the copy was unroutable). True when confirmed.
-    pub(crate) async fn republish_then_ack(
-        &self,
-        acker: &Acker,
-        target: &Target<'_>,
-        body: &[u8],
-        properties: BasicProperties,
-    ) -> bool {
-        match self.publish(target, body, properties).await {
-            Ok(()) => {
-                self.ack(acker).await;
-                true
-            }
-            Err(failure) => {
-                tracing::error!(
-                    "republish to {} failed ({failure}); requeueing the original",
-                    target.queue
-                );
-                if let (PublishFailure::Unroutable, Some(repair)) = (&failure, &self.repair) {
-                    repair().await;
-                }
-                self.requeue_after_pause(acker).await;
-                false
-            }
-        }
-    }
-
     /// Closes the channel (every unsettled delivery returns to its queue)
     /// and the one copies went to, when another.
     pub(crate) async fn close(&self) {
@@ -261,12 +225,7 @@ mod tests {
             arguments: Vec::new(),
         };
         channel.declare_queue(&queue).await.unwrap();
-        let settler = Settler::new(
-            Arc::clone(&channel),
-            connection,
-            Duration::from_secs(5),
-            None,
-        );
+        let settler = Settler::new(Arc::clone(&channel), connection, Duration::from_secs(5));
         let copy = || settler.publish(&TARGET, b"x", BasicProperties::default());
 
         broker.nack_publishes_to("q", 1);

@@ -20,8 +20,8 @@ use super::{
     Acker, Channel, Confirm, Connection, Deliveries, Delivery, Lost, LostSignal, PendingConfirm,
     QueueInfo, Settle, Transport, TransportError,
 };
-use crate::error::redact;
 use crate::transport::deep_drop::drop_deep;
+use crate::transport::error::redact;
 use crate::transport::values::arguments_table;
 
 /// The largest frame the runtime negotiates, whatever the broker offers: the

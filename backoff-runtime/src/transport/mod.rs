@@ -16,7 +16,11 @@
 pub mod amqp;
 pub(crate) mod declare;
 pub(crate) mod deep_drop;
+pub(crate) mod error;
+pub(crate) mod inspect;
 pub mod lost;
+pub(crate) mod open;
+pub(crate) mod shape;
 pub(crate) mod values;
 
 pub use amqp::AmqpTransport;

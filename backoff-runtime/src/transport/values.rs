@@ -4,7 +4,7 @@
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::{Argument, HeaderValue};
 
-use crate::Error;
+use super::error::Error;
 
 /// The core's view of an AMQP value.
 pub(crate) fn header_view(value: &AMQPValue) -> HeaderValue<'_> {
@@ -48,6 +48,9 @@ pub(crate) fn amqp_value(value: &HeaderValue<'_>) -> AMQPValue {
         HeaderValue::Other(_) => AMQPValue::Void,
     }
 }
+
+/// `delivery_mode` of a persistent message.
+pub(crate) const PERSISTENT: u8 = 2;
 
 /// Queue arguments as an AMQP table.
 pub(crate) fn arguments_table(arguments: &[(String, Argument)]) -> Result<FieldTable, Error> {

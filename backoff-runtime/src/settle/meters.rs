@@ -8,6 +8,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
 use rabbit_backoff_core::DeadLetterReason;
 
+use crate::settle::clock;
+
 /// Messages whose handler succeeded, by consumer.
 pub const HANDLED: &str = "rabbit_backoff_messages_handled_total";
 /// Messages republished to a retry tier, by consumer and tier (`delay`).
@@ -106,7 +108,7 @@ impl Meters {
         let Some(published) = timestamp.map(|s| UNIX_EPOCH + Duration::from_secs(s)) else {
             return;
         };
-        if let Ok(age) = crate::settle::clock::now().duration_since(published) {
+        if let Ok(age) = clock::now().duration_since(published) {
             self.critical_time.record(age.as_secs_f64());
         }
     }

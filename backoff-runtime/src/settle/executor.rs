@@ -1,0 +1,307 @@
+//! What a decision does: the broker actions that carry out `backoff-core`'s
+//! [`Decision`] for one handled delivery of a consumer. The target queue of
+//! a retry or dead letter, the copy's headers, fitting it into a frame (and
+//! what to do when it cannot fit), republish-then-ack, reject, requeue, and
+//! the metrics of each outcome.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lapin::BasicProperties;
+use rabbit_backoff_core::{
+    ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, HeaderValue,
+    Topology, broker_headroom, header_limit, headers, truncate_error,
+};
+
+use crate::settle::copy::{copy_properties, now_rfc3339, republish_properties};
+use crate::settle::frame_fit::{TooLarge, without_largest_headers};
+use crate::settle::meters::Meters;
+use crate::settle::settlement::{Settler, Target};
+use crate::transport::declare::establish_topology;
+use crate::transport::error::PublishFailure;
+use crate::transport::shape::content_header_len;
+use crate::transport::{Acker, Channel, Connection};
+
+/// A handled delivery, as settling it needs it: its acker, and the rest
+/// borrowed from where the handler saw it.
+pub(crate) struct Original<'a> {
+    pub(crate) acker: Acker,
+    pub(crate) body: &'a [u8],
+    pub(crate) properties: &'a BasicProperties,
+    pub(crate) exchange: &'a str,
+    pub(crate) routing_key: &'a str,
+    pub(crate) retry_count: u32,
+    /// The handler's error (empty on success).
+    pub(crate) error: &'a str,
+}
+
+/// Carries out one consumer's decisions on its channel.
+pub(crate) struct Executor {
+    settler: Settler,
+    pub(crate) meters: Meters,
+    spec: ConsumerSpec,
+    topology: Topology,
+    /// The delay of each retry queue of `topology.retry_queues`, in order.
+    retry_delays: Vec<u64>,
+    dead_letter_routing_key: String,
+    /// Where the topology is declared again when a copy is unroutable.
+    connection: Arc<dyn Connection>,
+}
+
+impl Executor {
+    /// The executor of `spec`'s consumer, settling on `channel`.
+    pub(crate) fn new(
+        channel: Arc<dyn Channel>,
+        connection: &Arc<dyn Connection>,
+        confirm_timeout: Duration,
+        spec: &ConsumerSpec,
+    ) -> Self {
+        let tiers: Vec<u64> = spec
+            .delays
+            .as_millis()
+            .iter()
+            .chain(spec.ladders.iter().flatten())
+            .copied()
+            .collect();
+        Executor {
+            settler: Settler::new(channel, Arc::clone(connection), confirm_timeout),
+            meters: Meters::new(&spec.queue, &tiers),
+            topology: Topology::of(spec),
+            retry_delays: spec.retry_delays(),
+            dead_letter_routing_key: spec.names().dead_letter_routing_key,
+            connection: Arc::clone(connection),
+            spec: spec.clone(),
+        }
+    }
+
+    /// The consumer's channel.
+    pub(crate) fn channel(&self) -> &dyn Channel {
+        self.settler.channel()
+    }
+
+    /// Carries out `decision` for `original`.
+    pub(crate) async fn execute(&self, original: Original<'_>, decision: Decision) {
+        let error = original.error;
+        match decision {
+            Decision::Ack => {
+                if self.settler.ack(&original.acker).await {
+                    self.meters.handled.increment(1);
+                    self.meters.settled(*original.properties.timestamp());
+                    tracing::debug!("handled; acked");
+                }
+            }
+            Decision::Discard => {
+                if self.settler.ack(&original.acker).await {
+                    self.meters.discarded.increment(1);
+                    tracing::info!(
+                        error,
+                        "failed; discarded (the error says the message is obsolete)"
+                    );
+                }
+            }
+            Decision::Retry {
+                delay_ms,
+                next_count,
+            } => {
+                let count = (headers::RETRY_COUNT, HeaderValue::Int(next_count.into()));
+                let properties = copy_properties(original.properties, &[count]);
+                let target = self.retry_target(delay_ms);
+                if self.copy_then_ack(&original, &target, properties).await {
+                    self.meters.retried(delay_ms);
+                    tracing::warn!(
+                        error,
+                        "failed (transient); retry {next_count}/{} in {}",
+                        self.spec.delays.len(),
+                        target.queue,
+                    );
+                }
+            }
+            Decision::DeadLetter { reason } => {
+                let dead_letter = self.dead_letter(&original, reason, error.to_owned());
+                let properties = copy_properties(original.properties, &dead_letter.headers());
+                if self
+                    .copy_then_ack(&original, &self.dead_letter_target(), properties)
+                    .await
+                {
+                    self.meters.dead_lettered(reason);
+                    self.meters.settled(*original.properties.timestamp());
+                    tracing::warn!(
+                        error,
+                        "failed ({reason}); dead-lettered to {}",
+                        self.topology.dead_letter_queue.name
+                    );
+                }
+            }
+        }
+    }
+
+    /// The retry queue of a tier of `delay_ms`: its own, or with jitter one
+    /// of its sub-queues at random.
+    fn retry_target(&self, delay_ms: u64) -> Target<'_> {
+        let ms = self.spec.jittered(delay_ms, fastrand::f64());
+        // Every delay a decision can return has a declared queue; the
+        // consumer's first tier is the safe fallback.
+        let index = self.retry_delays.iter().position(|&d| d == ms).unwrap_or(0);
+        let queue = &self.topology.retry_queues[index].name;
+        let exchange = &self.topology.retry_exchange.name;
+        Target {
+            exchange,
+            // Each retry queue is bound to the retry exchange with its own name.
+            routing_key: queue,
+            queue,
+            // It dead-letters the copy back when the delay is over.
+            headroom: broker_headroom(queue, exchange, queue),
+        }
+    }
+
+    fn dead_letter_target(&self) -> Target<'_> {
+        let names = &self.topology;
+        Target {
+            exchange: &names.dead_letter_exchange.name,
+            routing_key: &self.dead_letter_routing_key,
+            queue: &names.dead_letter_queue.name,
+            headroom: DEAD_LETTER_HEADROOM,
+        }
+    }
+
+    /// The failure headers of a dead letter of `original`.
+    fn dead_letter(
+        &self,
+        original: &Original<'_>,
+        reason: DeadLetterReason,
+        error: String,
+    ) -> DeadLetter {
+        DeadLetter {
+            reason,
+            retry_count: original.retry_count,
+            error,
+            failed_at: now_rfc3339(),
+            queue: self.spec.queue.clone(),
+            exchange: original.exchange.to_owned(),
+            routing_key: original.routing_key.to_owned(),
+        }
+    }
+
+    /// Publishes the copy, shrunk to fit one frame with room for what the
+    /// broker adds, and acks the original once confirmed. True when confirmed.
+    async fn copy_then_ack(
+        &self,
+        original: &Original<'_>,
+        target: &Target<'_>,
+        properties: BasicProperties,
+    ) -> bool {
+        match self.settler.fit(properties, target) {
+            Ok(properties) => self.republish_then_ack(original, target, properties).await,
+            Err(too_large) => {
+                Box::pin(self.settle_oversized(original, too_large)).await;
+                false
+            }
+        }
+    }
+
+    /// Publishes the copy, then acks the original once the broker confirmed
+    /// it; otherwise gives the original back after a pause (declaring the
+    /// topology again first when the copy was unroutable). True when
+    /// confirmed.
+    async fn republish_then_ack(
+        &self,
+        original: &Original<'_>,
+        target: &Target<'_>,
+        properties: BasicProperties,
+    ) -> bool {
+        match self
+            .settler
+            .publish(target, original.body, properties)
+            .await
+        {
+            Ok(()) => {
+                self.settler.ack(&original.acker).await;
+                true
+            }
+            Err(failure) => {
+                tracing::error!(
+                    "republish to {} failed ({failure}); requeueing the original",
+                    target.queue
+                );
+                if let PublishFailure::Unroutable = failure {
+                    self.repair().await;
+                }
+                self.settler.requeue_after_pause(&original.acker).await;
+                false
+            }
+        }
+    }
+
+    /// Declares (or, with `declare = "passive"`, checks) the topology again:
+    /// an unroutable copy means a retry or dead-letter queue or its binding
+    /// is gone.
+    async fn repair(&self) {
+        let queue = &self.topology.work_queue.name;
+        match establish_topology(&*self.connection, &self.topology, self.spec.declare).await {
+            Ok(()) => tracing::warn!("topology of {queue} declared or checked again"),
+            Err(e) => tracing::error!("the topology of {queue} again: {e}"),
+        }
+    }
+
+    /// No copy of this delivery with its own headers fits. When the broker
+    /// can still dead-letter it (adding `x-death`) within the frame, reject
+    /// it into the dead-letter queue as it is; otherwise dead-letter a copy
+    /// without its largest headers, which `x-dropped-headers` names.
+    async fn settle_oversized(&self, original: &Original<'_>, too_large: TooLarge) {
+        let frame_max = self.settler.frame_max();
+        let size = content_header_len(original.properties);
+        let headroom = broker_headroom(&self.spec.queue, original.exchange, original.routing_key);
+        let why = format!(
+            "a copy would need {} bytes of properties and headers, more than the {} allowed \
+             in a frame of {frame_max}, even with the framework's own headers shrunk",
+            too_large.size, too_large.limit
+        );
+        if size + headroom <= header_limit(frame_max) {
+            return self.reject(&original.acker, &why).await;
+        }
+        let error = format!(
+            "{why}; the message itself takes {size} bytes, too close to the frame for the \
+             broker to dead-letter it either. Its failure: {}",
+            original.error
+        );
+        let dead_letter = self.dead_letter(
+            original,
+            DeadLetterReason::Oversized,
+            truncate_error(&error),
+        );
+        let properties = republish_properties(original.properties, &dead_letter.headers());
+        let target = self.dead_letter_target();
+        match without_largest_headers(properties, self.settler.copy_limit(&target)) {
+            Some((properties, dropped)) => {
+                if self.republish_then_ack(original, &target, properties).await {
+                    self.meters.dead_lettered(DeadLetterReason::Oversized);
+                    tracing::error!(
+                        "{why}; dead-lettered to {} without the headers {}",
+                        target.queue,
+                        dropped.join(", ")
+                    );
+                }
+            }
+            None => self.reject(&original.acker, &why).await,
+        }
+    }
+
+    /// Rejects a delivery without requeue, so that its queue's dead-letter
+    /// exchange moves it to the dead-letter queue inside the broker, as it
+    /// is; `why` is logged at ERROR.
+    pub(crate) async fn reject(&self, acker: &Acker, why: &str) {
+        let dead_letter_queue = &self.topology.dead_letter_queue.name;
+        self.settler.reject(acker, why, dead_letter_queue).await;
+    }
+
+    /// Gives a delivery that was never started back to its queue at once.
+    pub(crate) async fn requeue_now(&self, acker: &Acker) {
+        self.settler.requeue_now(acker).await;
+    }
+
+    /// Closes the consumer's channel (every unsettled delivery returns to
+    /// its queue) and the one copies went to, when another.
+    pub(crate) async fn close(&self) {
+        self.settler.close().await;
+    }
+}
