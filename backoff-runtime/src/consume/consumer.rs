@@ -14,8 +14,8 @@ use crate::consume::state::StateRequirement;
 /// this trait. Implement it by hand when the spec is only known at run time.
 ///
 /// ```
-/// use rabbit_backoff_runtime::{Consumer, Context};
-/// use rabbit_backoff_core::{Classify, ConsumerSpec, ErrorClass};
+/// use rabbit_backoff::{Consumer, Context};
+/// use rabbit_backoff::{Classify, ConsumerSpec, ErrorClass};
 ///
 /// #[derive(Debug)]
 /// struct Unavailable;

@@ -13,7 +13,7 @@ use crate::consume::state::{State, StateMap};
 /// [`Context::builder`]:
 ///
 /// ```
-/// use rabbit_backoff_runtime::Context;
+/// use rabbit_backoff::Context;
 ///
 /// struct Db;
 /// let ctx = Context::builder("orders")

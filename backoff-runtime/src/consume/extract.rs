@@ -11,7 +11,7 @@ use crate::consume::state::{State, StateRequirement};
 /// your own extractors (a tenant read from a header, a tracing handle).
 ///
 /// ```
-/// use rabbit_backoff_runtime::{Context, FromContext};
+/// use rabbit_backoff::{Context, FromContext};
 ///
 /// /// The `tenant` header, or "default".
 /// struct Tenant(String);

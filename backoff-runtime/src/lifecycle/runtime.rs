@@ -30,8 +30,8 @@ pub fn amqp_url_from_env() -> String {
 /// and run-time overrides.
 ///
 /// ```no_run
-/// # use rabbit_backoff_runtime::{Consumer, Runtime};
-/// # async fn demo(process_order: impl Consumer) -> Result<(), rabbit_backoff_runtime::Error> {
+/// # use rabbit_backoff::{Consumer, Runtime};
+/// # async fn demo(process_order: impl Consumer) -> Result<(), rabbit_backoff::Error> {
 /// Runtime::builder()
 ///     .uri("amqp://guest:guest@127.0.0.1:5672/%2f")
 ///     .consumer_with(process_order, |spec| spec.prefetch = 50)
@@ -362,7 +362,7 @@ impl RuntimeBuilder {
     /// A concurrency that was not set explicitly follows a changed prefetch.
     ///
     /// ```no_run
-    /// # use rabbit_backoff_runtime::{Consumer, Runtime};
+    /// # use rabbit_backoff::{Consumer, Runtime};
     /// # fn demo(process_order: impl Consumer) -> Result<(), Box<dyn std::error::Error>> {
     /// let runtime = Runtime::builder()
     ///     .consumer_with(process_order, |spec| {

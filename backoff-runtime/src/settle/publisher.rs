@@ -22,13 +22,13 @@ use crate::transport::{Channel, Connection, Transport};
 /// A message to publish: a JSON body with its properties.
 ///
 /// ```
-/// use rabbit_backoff_runtime::Outgoing;
+/// use rabbit_backoff::Outgoing;
 ///
 /// let message = Outgoing::json(&serde_json::json!({"id": 7}))?
 ///     .message_id("order-7")
 ///     .correlation_id("checkout-42")
 ///     .header("tenant", "acme");
-/// # Ok::<(), rabbit_backoff_runtime::Error>(())
+/// # Ok::<(), rabbit_backoff::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Outgoing {
@@ -87,8 +87,8 @@ impl Outgoing {
 /// Publishes persistent messages and waits for the broker's confirm of each.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), rabbit_backoff_runtime::Error> {
-/// use rabbit_backoff_runtime::{Outgoing, Publisher};
+/// # async fn demo() -> Result<(), rabbit_backoff::Error> {
+/// use rabbit_backoff::{Outgoing, Publisher};
 ///
 /// let publisher = Publisher::connect("amqp://guest:guest@127.0.0.1:5672/%2f").await?;
 /// let id = publisher.publish("orders", "orders", Outgoing::json(&serde_json::json!({"id": 1}))?).await?;
