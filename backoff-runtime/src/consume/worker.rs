@@ -6,6 +6,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use rabbit_backoff_core::{
@@ -18,6 +19,7 @@ use crate::consume::consumer::Consumer;
 use crate::consume::context::Context;
 use crate::consume::shutdown::ShutdownHandle;
 use crate::consume::state::StateMap;
+use crate::settle::acks::ACK_LINGER;
 use crate::settle::copy::{retry_count_of, since_first_failure};
 use crate::settle::executor::{Executor, Original};
 use crate::settle::trace_context::continue_trace;
@@ -136,22 +138,34 @@ impl<C: Consumer> Worker<C> {
             consumer_tag,
             mut stream,
         } = deliveries;
+        let acks = &self.executor.acks;
         let mut in_flight = FuturesUnordered::new();
+        // Deliveries handed back while stopping, and flushes of
+        // acknowledgements that waited long enough: polled beside the
+        // handlers, never awaited in the loop, which would stop polling a
+        // handler whose settling they wait for.
+        let mut chores: FuturesUnordered<BoxFuture<'_, ()>> = FuturesUnordered::new();
+        let linger = tokio::time::sleep(ACK_LINGER);
+        tokio::pin!(linger);
+        let mut lingering = false;
         let mut failure = None;
         let mut stream_done = false;
         let mut stopping = false;
         let mut tripped = None;
         let stop = self.env.shutdown.wait();
         tokio::pin!(stop);
-        while !(stream_done && in_flight.is_empty()) {
+        while !(stream_done && in_flight.is_empty() && chores.is_empty()) {
             let stop_consuming = tokio::select! {
                 next = stream.next(), if !stream_done && (stopping || in_flight.len() < self.spec.effective_concurrency()) => {
                     match next {
-                        Some(Ok(delivery)) if stopping => {
-                            self.executor.requeue_now(&delivery.acker).await;
-                            release(delivery);
+                        Some(Ok(delivery)) => {
+                            acks.received(delivery.acker.delivery_tag());
+                            if stopping {
+                                chores.push(Box::pin(self.hand_back(delivery)));
+                            } else {
+                                in_flight.push(self.process(delivery));
+                            }
                         }
-                        Some(Ok(delivery)) => in_flight.push(self.process(delivery)),
                         Some(Err(e)) => {
                             failure.get_or_insert(e);
                             stream_done = true;
@@ -160,7 +174,17 @@ impl<C: Consumer> Worker<C> {
                     }
                     false
                 }
+                Some(()) = chores.next(), if !chores.is_empty() => false,
+                () = &mut linger, if lingering => {
+                    lingering = false;
+                    chores.push(Box::pin(acks.flush()));
+                    false
+                }
                 Some(failed) = in_flight.next(), if !in_flight.is_empty() => {
+                    if !lingering && acks.waiting() > 0 {
+                        linger.as_mut().reset(tokio::time::Instant::now() + ACK_LINGER);
+                        lingering = true;
+                    }
                     match breaker.as_deref_mut().map(|b| b.record(failed)) {
                         Some(BreakerAction::Pause(pause)) if !stopping => {
                             tracing::warn!(
@@ -185,6 +209,8 @@ impl<C: Consumer> Worker<C> {
                 }
             }
         }
+        // What finished is acknowledged before pausing or closing.
+        acks.flush().await;
         match tripped {
             Some(pause) if !self.env.shutdown.is_shutdown() && failure.is_none() => {
                 Consumed::Tripped(pause)
@@ -214,7 +240,13 @@ impl<C: Consumer> Worker<C> {
             let succeeded = match probe {
                 // Nothing waits: consume again, and let the breaker judge.
                 None => true,
-                Some(delivery) => !self.process(delivery).await,
+                Some(delivery) => {
+                    let acks = &self.executor.acks;
+                    acks.received(delivery.acker.delivery_tag());
+                    let failed = self.process(delivery).await;
+                    acks.flush().await;
+                    !failed
+                }
             };
             match breaker.probed(succeeded) {
                 BreakerAction::Pause(again) => {
@@ -242,6 +274,12 @@ impl<C: Consumer> Worker<C> {
             Some(source) => Error::Consume { queue, source },
             None => Error::Cancelled { queue },
         })
+    }
+
+    /// Gives a delivery that arrived while stopping back to its queue at once.
+    async fn hand_back(&self, delivery: Delivery) {
+        self.executor.requeue_now(&delivery.acker).await;
+        release(delivery);
     }
 
     fn report(&self, paused: Option<&str>) {
@@ -331,7 +369,6 @@ impl<C: Consumer> Worker<C> {
                 Outcome::Undecodable { error } => (false, error.as_str()),
             };
             let original = Original {
-                acker,
                 body: &data,
                 properties: &ctx.properties,
                 exchange: &ctx.exchange,
@@ -339,7 +376,7 @@ impl<C: Consumer> Worker<C> {
                 retry_count: ctx.retry_count,
                 error,
             };
-            self.executor.execute(original, decision).await;
+            self.executor.execute(acker, &original, decision).await;
             failed_transiently
         }
         .instrument(span)

@@ -305,7 +305,10 @@ mod tests {
 
     struct NoSettle;
     impl Settle for NoSettle {
-        fn ack(&self) -> BoxFuture<'_, Result<(), crate::transport::TransportError>> {
+        fn delivery_tag(&self) -> u64 {
+            1
+        }
+        fn ack(&self, _: bool) -> BoxFuture<'_, Result<(), crate::transport::TransportError>> {
             Box::pin(async { Ok(()) })
         }
         fn nack(&self, _: bool) -> BoxFuture<'_, Result<(), crate::transport::TransportError>> {

@@ -2,7 +2,8 @@
 //! [`Decision`] for one handled delivery of a consumer. The target queue of
 //! a retry or dead letter, the copy's headers, fitting it into a frame (and
 //! what to do when it cannot fit), republish-then-ack, reject, requeue, and
-//! the metrics of each outcome.
+//! the metrics of each outcome. Every delivery of the consumer's channel is
+//! settled through its [`Acks`], which coalesces the acknowledgements.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use rabbit_backoff_core::{
     Topology, broker_headroom, header_limit, headers, truncate_error,
 };
 
+use crate::settle::acks::Acks;
 use crate::settle::copy::{copy_properties, now_rfc3339, republish_properties};
 use crate::settle::frame_fit::{TooLarge, without_largest_headers};
 use crate::settle::meters::Meters;
@@ -22,10 +24,13 @@ use crate::transport::error::PublishFailure;
 use crate::transport::shape::content_header_len;
 use crate::transport::{Acker, Channel, Connection};
 
-/// A handled delivery, as settling it needs it: its acker, and the rest
-/// borrowed from where the handler saw it.
+/// How long a message whose republish failed is held before it is requeued,
+/// so that a broken retry or dead-letter route never turns into a hot loop.
+pub(crate) const REQUEUE_PAUSE: Duration = Duration::from_secs(1);
+
+/// A handled delivery, as settling it needs it, borrowed from where the
+/// handler saw it.
 pub(crate) struct Original<'a> {
-    pub(crate) acker: Acker,
     pub(crate) body: &'a [u8],
     pub(crate) properties: &'a BasicProperties,
     pub(crate) exchange: &'a str,
@@ -38,6 +43,8 @@ pub(crate) struct Original<'a> {
 /// Carries out one consumer's decisions on its channel.
 pub(crate) struct Executor {
     settler: Settler,
+    /// The acknowledgements of the consumer's channel.
+    pub(crate) acks: Acks,
     pub(crate) meters: Meters,
     spec: ConsumerSpec,
     topology: Topology,
@@ -65,6 +72,7 @@ impl Executor {
             .collect();
         Executor {
             settler: Settler::new(channel, Arc::clone(connection), confirm_timeout),
+            acks: Acks::new(ack_batch(spec.prefetch)),
             meters: Meters::new(&spec.queue, &tiers),
             topology: Topology::of(spec),
             retry_delays: spec.retry_delays(),
@@ -79,25 +87,23 @@ impl Executor {
         self.settler.channel()
     }
 
-    /// Carries out `decision` for `original`.
-    pub(crate) async fn execute(&self, original: Original<'_>, decision: Decision) {
+    /// Carries out `decision` for `original`, settled through `acker`.
+    pub(crate) async fn execute(&self, acker: Acker, original: &Original<'_>, decision: Decision) {
         let error = original.error;
         match decision {
             Decision::Ack => {
-                if self.settler.ack(&original.acker).await {
-                    self.meters.handled.increment(1);
-                    self.meters.settled(*original.properties.timestamp());
-                    tracing::debug!("handled; acked");
-                }
+                self.acks.ack(acker).await;
+                self.meters.handled.increment(1);
+                self.meters.settled(*original.properties.timestamp());
+                tracing::debug!("handled; acked");
             }
             Decision::Discard => {
-                if self.settler.ack(&original.acker).await {
-                    self.meters.discarded.increment(1);
-                    tracing::info!(
-                        error,
-                        "failed; discarded (the error says the message is obsolete)"
-                    );
-                }
+                self.acks.ack(acker).await;
+                self.meters.discarded.increment(1);
+                tracing::info!(
+                    error,
+                    "failed; discarded (the error says the message is obsolete)"
+                );
             }
             Decision::Retry {
                 delay_ms,
@@ -106,7 +112,10 @@ impl Executor {
                 let count = (headers::RETRY_COUNT, HeaderValue::Int(next_count.into()));
                 let properties = copy_properties(original.properties, &[count]);
                 let target = self.retry_target(delay_ms);
-                if self.copy_then_ack(&original, &target, properties).await {
+                if self
+                    .copy_then_ack(acker, original, &target, properties)
+                    .await
+                {
                     self.meters.retried(delay_ms);
                     tracing::warn!(
                         error,
@@ -117,19 +126,16 @@ impl Executor {
                 }
             }
             Decision::DeadLetter { reason } => {
-                let dead_letter = self.dead_letter(&original, reason, error.to_owned());
+                let dead_letter = self.dead_letter(original, reason, error.to_owned());
                 let properties = copy_properties(original.properties, &dead_letter.headers());
+                let target = self.dead_letter_target();
                 if self
-                    .copy_then_ack(&original, &self.dead_letter_target(), properties)
+                    .copy_then_ack(acker, original, &target, properties)
                     .await
                 {
                     self.meters.dead_lettered(reason);
                     self.meters.settled(*original.properties.timestamp());
-                    tracing::warn!(
-                        error,
-                        "failed ({reason}); dead-lettered to {}",
-                        self.topology.dead_letter_queue.name
-                    );
+                    tracing::warn!(error, "failed ({reason}); dead-lettered to {}", target.queue);
                 }
             }
         }
@@ -186,14 +192,18 @@ impl Executor {
     /// broker adds, and acks the original once confirmed. True when confirmed.
     async fn copy_then_ack(
         &self,
+        acker: Acker,
         original: &Original<'_>,
         target: &Target<'_>,
         properties: BasicProperties,
     ) -> bool {
         match self.settler.fit(properties, target) {
-            Ok(properties) => self.republish_then_ack(original, target, properties).await,
+            Ok(properties) => {
+                self.republish_then_ack(acker, original, target, properties)
+                    .await
+            }
             Err(too_large) => {
-                Box::pin(self.settle_oversized(original, too_large)).await;
+                Box::pin(self.settle_oversized(acker, original, too_large)).await;
                 false
             }
         }
@@ -205,6 +215,7 @@ impl Executor {
     /// confirmed.
     async fn republish_then_ack(
         &self,
+        acker: Acker,
         original: &Original<'_>,
         target: &Target<'_>,
         properties: BasicProperties,
@@ -215,7 +226,7 @@ impl Executor {
             .await
         {
             Ok(()) => {
-                self.settler.ack(&original.acker).await;
+                self.acks.ack(acker).await;
                 true
             }
             Err(failure) => {
@@ -226,7 +237,7 @@ impl Executor {
                 if let PublishFailure::Unroutable = failure {
                     self.repair().await;
                 }
-                self.settler.requeue_after_pause(&original.acker).await;
+                self.requeue_after_pause(&acker).await;
                 false
             }
         }
@@ -247,7 +258,7 @@ impl Executor {
     /// can still dead-letter it (adding `x-death`) within the frame, reject
     /// it into the dead-letter queue as it is; otherwise dead-letter a copy
     /// without its largest headers, which `x-dropped-headers` names.
-    async fn settle_oversized(&self, original: &Original<'_>, too_large: TooLarge) {
+    async fn settle_oversized(&self, acker: Acker, original: &Original<'_>, too_large: TooLarge) {
         let frame_max = self.settler.frame_max();
         let size = content_header_len(original.properties);
         let headroom = broker_headroom(&self.spec.queue, original.exchange, original.routing_key);
@@ -257,23 +268,23 @@ impl Executor {
             too_large.size, too_large.limit
         );
         if size + headroom <= header_limit(frame_max) {
-            return self.reject(&original.acker, &why).await;
+            return self.reject(&acker, &why).await;
         }
         let error = format!(
             "{why}; the message itself takes {size} bytes, too close to the frame for the \
              broker to dead-letter it either. Its failure: {}",
             original.error
         );
-        let dead_letter = self.dead_letter(
-            original,
-            DeadLetterReason::Oversized,
-            truncate_error(&error),
-        );
+        let dead_letter =
+            self.dead_letter(original, DeadLetterReason::Oversized, truncate_error(&error));
         let properties = republish_properties(original.properties, &dead_letter.headers());
         let target = self.dead_letter_target();
         match without_largest_headers(properties, self.settler.copy_limit(&target)) {
             Some((properties, dropped)) => {
-                if self.republish_then_ack(original, &target, properties).await {
+                if self
+                    .republish_then_ack(acker, original, &target, properties)
+                    .await
+                {
                     self.meters.dead_lettered(DeadLetterReason::Oversized);
                     tracing::error!(
                         "{why}; dead-lettered to {} without the headers {}",
@@ -282,7 +293,7 @@ impl Executor {
                     );
                 }
             }
-            None => self.reject(&original.acker, &why).await,
+            None => self.reject(&acker, &why).await,
         }
     }
 
@@ -290,18 +301,48 @@ impl Executor {
     /// exchange moves it to the dead-letter queue inside the broker, as it
     /// is; `why` is logged at ERROR.
     pub(crate) async fn reject(&self, acker: &Acker, why: &str) {
-        let dead_letter_queue = &self.topology.dead_letter_queue.name;
-        self.settler.reject(acker, why, dead_letter_queue).await;
+        tracing::error!(
+            "{why}; rejected without a copy: the broker dead-letters it to {} as it is",
+            self.topology.dead_letter_queue.name
+        );
+        if let Err(e) = self.acks.nack(acker, false).await {
+            tracing::warn!("not rejected ({e}); the broker will redeliver the message");
+        }
     }
 
     /// Gives a delivery that was never started back to its queue at once.
     pub(crate) async fn requeue_now(&self, acker: &Acker) {
-        self.settler.requeue_now(acker).await;
+        if let Err(e) = self.acks.nack(acker, true).await {
+            tracing::debug!("returning an unstarted delivery: {e}; the broker will redeliver it");
+        }
     }
 
-    /// Closes the consumer's channel (every unsettled delivery returns to
-    /// its queue) and the one copies went to, when another.
+    /// Gives a delivery back to its queue after [`REQUEUE_PAUSE`], so that a
+    /// failure that repeats cannot become a hot loop. Without the pause when
+    /// the connection is lost: the broker returns the delivery by itself, and
+    /// the consumer can reconnect at once.
+    async fn requeue_after_pause(&self, acker: &Acker) {
+        tokio::select! {
+            _ = tokio::time::sleep(REQUEUE_PAUSE) => {}
+            _ = self.settler.lost().wait() => {}
+        }
+        if let Err(e) = self.acks.nack(acker, true).await {
+            tracing::warn!("not requeued ({e}); the broker will redeliver the message");
+        }
+    }
+
+    /// Acknowledges what finished, then closes the consumer's channel
+    /// (every unsettled delivery returns to its queue) and the one copies
+    /// went to, when another.
     pub(crate) async fn close(&self) {
+        self.acks.flush().await;
         self.settler.close().await;
     }
+}
+
+/// How many finished deliveries wait to be acknowledged together: half the
+/// prefetch window, so that the broker keeps sending while they wait (see
+/// PERFORMANCE.md, "Coalesced acknowledgements").
+fn ack_batch(prefetch: u16) -> usize {
+    usize::from(prefetch / 2).max(1)
 }

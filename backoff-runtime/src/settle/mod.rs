@@ -5,6 +5,7 @@
 //!
 //! [`Publisher`]: crate::Publisher
 
+pub(crate) mod acks;
 pub(crate) mod clock;
 pub(crate) mod copy;
 pub(crate) mod executor;

@@ -1,7 +1,6 @@
-//! Settling deliveries on one channel: ack, requeue (at once or after a
-//! pause), reject into the dead-letter exchange, and publishing a copy,
-//! confirmed. A consumer's decisions and the dead-letter replay both settle
-//! through here.
+//! Publishing copies of deliveries, confirmed, on a channel that is
+//! replaced when the broker refuses one, and fitting them into a frame. A
+//! consumer's decisions and the dead-letter replay both publish through here.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,11 +13,7 @@ use crate::settle::frame_fit::{TooLarge, fit_to_frame};
 use crate::settle::publish::publish_confirmed;
 use crate::settle::trace_context::{publish_span, traced};
 use crate::transport::error::PublishFailure;
-use crate::transport::{Acker, Channel, Connection, Lost};
-
-/// How long a message whose republish failed is held before it is requeued,
-/// so that a broken retry or dead-letter route never turns into a hot loop.
-pub(crate) const REQUEUE_PAUSE: Duration = Duration::from_secs(1);
+use crate::transport::{Channel, Connection, Lost};
 
 /// Where a copy goes: the exchange and routing key it is published with, the
 /// queue they lead to, and the room a copy leaves there for the headers the
@@ -30,7 +25,7 @@ pub(crate) struct Target<'a> {
     pub(crate) headroom: usize,
 }
 
-/// Settles the deliveries of one channel.
+/// Publishes the copies of one channel's deliveries.
 pub(crate) struct Settler {
     /// The channel it was made with: it publishes copies too, until the
     /// broker refuses one there.
@@ -103,48 +98,9 @@ impl Settler {
         self.frame_max
     }
 
-    /// Acks; `false` when the channel is gone (the broker then redelivers).
-    pub(crate) async fn ack(&self, acker: &Acker) -> bool {
-        match acker.ack().await {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::warn!("not acked ({e}); the broker will redeliver the message");
-                false
-            }
-        }
-    }
-
-    /// Gives a delivery that was never started back to its queue at once.
-    pub(crate) async fn requeue_now(&self, acker: &Acker) {
-        if let Err(e) = acker.requeue().await {
-            tracing::debug!("returning an unstarted delivery: {e}; the broker will redeliver it");
-        }
-    }
-
-    /// Gives a delivery back to its queue after [`REQUEUE_PAUSE`], so that a
-    /// failure that repeats cannot become a hot loop. Without the pause when
-    /// the connection is lost: the broker returns the delivery by itself, and
-    /// the consumer can reconnect at once.
-    pub(crate) async fn requeue_after_pause(&self, acker: &Acker) {
-        tokio::select! {
-            _ = tokio::time::sleep(REQUEUE_PAUSE) => {}
-            _ = self.lost.wait() => {}
-        }
-        if let Err(e) = acker.requeue().await {
-            tracing::warn!("not requeued ({e}); the broker will redeliver the message");
-        }
-    }
-
-    /// Rejects a delivery without requeue, so that its queue's dead-letter
-    /// exchange moves it to the dead-letter queue inside the broker, as it
-    /// is, with `x-death` saying `rejected`; `why` is logged at ERROR.
-    pub(crate) async fn reject(&self, acker: &Acker, why: &str, dead_letter_queue: &str) {
-        tracing::error!(
-            "{why}; rejected without a copy: the broker dead-letters it to {dead_letter_queue} as it is"
-        );
-        if let Err(e) = acker.reject().await {
-            tracing::warn!("not rejected ({e}); the broker will redeliver the message");
-        }
+    /// The connection's loss.
+    pub(crate) fn lost(&self) -> &Lost {
+        &self.lost
     }
 
     /// The most content header a copy to `target` may take: the frame, less

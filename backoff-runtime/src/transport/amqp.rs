@@ -510,17 +510,21 @@ fn delivery(d: lapin::message::Delivery, lost: &Lost) -> Delivery {
         redelivered: d.redelivered,
         properties: d.properties,
         data: d.data,
-        acker: Acker::new(LapinAcker(d.acker, lost.clone())),
+        acker: Acker::new(LapinAcker(d.acker, lost.clone(), d.delivery_tag)),
     }
 }
 
-/// Settles a lapin delivery, giving up when its connection is lost.
-struct LapinAcker(lapin::Acker, Lost);
+/// Settles a lapin delivery (of this tag), giving up when its connection is lost.
+struct LapinAcker(lapin::Acker, Lost, u64);
 
 impl Settle for LapinAcker {
-    fn ack(&self) -> BoxFuture<'_, Result<(), TransportError>> {
+    fn delivery_tag(&self) -> u64 {
+        self.2
+    }
+
+    fn ack(&self, multiple: bool) -> BoxFuture<'_, Result<(), TransportError>> {
         Box::pin(self.1.or_fail(async move {
-            match self.0.ack(BasicAckOptions::default()).await {
+            match self.0.ack(BasicAckOptions { multiple }).await {
                 Ok(true) => Ok(()),
                 Ok(false) => Err(TransportError::Closed("the channel is closed".into())),
                 Err(e) => Err(transport_error(e)),

@@ -236,8 +236,13 @@ impl fmt::Debug for Delivery {
 
 /// How a delivery is settled; each implementation provides its own.
 pub trait Settle: Send + Sync + 'static {
-    /// Acknowledges the delivery.
-    fn ack(&self) -> BoxFuture<'_, Result<(), TransportError>>;
+    /// The delivery's tag: the deliveries of one channel are numbered from
+    /// 1, in the order the broker sent them.
+    fn delivery_tag(&self) -> u64;
+    /// Acknowledges the delivery; with `multiple`, every unacknowledged
+    /// delivery of its channel with a smaller tag as well (`basic.ack` with
+    /// `multiple`, one frame for many deliveries).
+    fn ack(&self, multiple: bool) -> BoxFuture<'_, Result<(), TransportError>>;
     /// Returns it: to its queue when `requeue` (with `redelivered` set), or
     /// dead-letters it through its queue's dead-letter exchange otherwise.
     fn nack(&self, requeue: bool) -> BoxFuture<'_, Result<(), TransportError>>;
@@ -253,10 +258,22 @@ impl Acker {
         Acker(Box::new(settle))
     }
 
+    /// The delivery's tag on its channel.
+    pub fn delivery_tag(&self) -> u64 {
+        self.0.delivery_tag()
+    }
+
     /// Acknowledges the delivery. An error: the channel is gone, and the
     /// broker will redeliver the message.
     pub async fn ack(&self) -> Result<(), TransportError> {
-        self.0.ack().await
+        self.0.ack(false).await
+    }
+
+    /// Acknowledges the delivery and every unacknowledged delivery of its
+    /// channel with a smaller tag, in one `basic.ack` with `multiple`. A
+    /// delivery nacked before is not acknowledged again.
+    pub async fn ack_multiple(&self) -> Result<(), TransportError> {
+        self.0.ack(true).await
     }
 
     /// Returns the delivery to its queue, marked redelivered.
