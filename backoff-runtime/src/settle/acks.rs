@@ -323,7 +323,11 @@ mod tests {
         );
         acks.ack(wire.acker(5)).await;
         acks.flush().await;
-        assert_eq!(wire.sent(), [multiple(5)], "3 is nacked already: 5's run passes it");
+        assert_eq!(
+            wire.sent(),
+            [multiple(5)],
+            "3 is nacked already: 5's run passes it"
+        );
     }
 
     #[tokio::test]

@@ -135,7 +135,11 @@ impl Executor {
                 {
                     self.meters.dead_lettered(reason);
                     self.meters.settled(*original.properties.timestamp());
-                    tracing::warn!(error, "failed ({reason}); dead-lettered to {}", target.queue);
+                    tracing::warn!(
+                        error,
+                        "failed ({reason}); dead-lettered to {}",
+                        target.queue
+                    );
                 }
             }
         }
@@ -275,8 +279,11 @@ impl Executor {
              broker to dead-letter it either. Its failure: {}",
             original.error
         );
-        let dead_letter =
-            self.dead_letter(original, DeadLetterReason::Oversized, truncate_error(&error));
+        let dead_letter = self.dead_letter(
+            original,
+            DeadLetterReason::Oversized,
+            truncate_error(&error),
+        );
         let properties = republish_properties(original.properties, &dead_letter.headers());
         let target = self.dead_letter_target();
         match without_largest_headers(properties, self.settler.copy_limit(&target)) {
