@@ -60,7 +60,7 @@ pub use rabbit_backoff_runtime::{meters, transport};
 /// An in-memory RabbitMQ with virtual time, for testing consumers without a
 /// broker (feature `testing`): see the README's "Testing your consumers".
 #[cfg(feature = "testing")]
-pub use rabbit_backoff_runtime::transport::memory as testing;
+pub use rabbit_backoff_testing as testing;
 
 /// Health over HTTP (feature `http`).
 #[cfg(feature = "http")]
