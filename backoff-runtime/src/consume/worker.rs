@@ -2,16 +2,17 @@
 //! delivery is decoded, handled, decided on (by `backoff-core`) and settled.
 
 use std::any::Any;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
+use futures_util::future::{BoxFuture, Either};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use rabbit_backoff_core::{
-    Attempt, Breaker, BreakerAction, Classify, ConsumerSpec, MAX_HEADER_DEPTH, Outcome, Verdict,
-    decide, truncate_error,
+    Attempt, Breaker, BreakerAction, Classify, ConsumerSpec, MAX_ERROR_LEN, MAX_HEADER_DEPTH,
+    Outcome, RetryCount, Verdict, decide, truncate_error,
 };
 use tracing::Instrument;
 
@@ -163,7 +164,7 @@ impl<C: Consumer> Worker<C> {
                             if stopping {
                                 chores.push(Box::pin(self.hand_back(delivery)));
                             } else {
-                                in_flight.push(self.process(delivery));
+                                                                in_flight.push(self.process(delivery));
                             }
                         }
                         Some(Err(e)) => {
@@ -290,15 +291,23 @@ impl<C: Consumer> Worker<C> {
 
     /// One delivery: decode and run the handler, `decide`, settle. True when
     /// it failed transiently (what the circuit breaker counts).
-    async fn process(&self, delivery: Delivery) -> bool {
-        let meters = &self.executor.meters;
-        meters.in_flight.increment(1.0);
-        let failed_transiently = self.process_one(delivery).await;
-        meters.in_flight.decrement(1.0);
-        failed_transiently
+    ///
+    /// Not an `async fn`, nor are the two below: each takes the delivery
+    /// apart before its future exists, so that the future (one per delivery
+    /// in flight) holds each part once.
+    fn process(&self, delivery: Delivery) -> impl Future<Output = bool> + Send + '_ {
+        let in_flight = &self.executor.meters.in_flight;
+        in_flight.increment(1.0);
+        // A combinator, not an `async` block: awaiting the future from a
+        // block would hold it twice.
+        self.process_one(delivery).map(move |failed_transiently| {
+            in_flight.decrement(1.0);
+            failed_transiently
+        })
     }
 
-    async fn process_one(&self, delivery: Delivery) -> bool {
+    /// The delivery in its span.
+    fn process_one(&self, delivery: Delivery) -> impl Future<Output = bool> + Send + '_ {
         let retry = retry_count_of(&delivery.properties);
         let message_id = delivery
             .properties
@@ -321,40 +330,59 @@ impl<C: Consumer> Worker<C> {
             messaging.message.id = message_id,
         );
         continue_trace(&span, delivery.properties.headers().as_ref());
-        async move {
-            if let Some(warning) = &retry.warning {
-                tracing::warn!("{warning}");
-            }
-            let depth = header_depth(&delivery.properties);
-            if depth > MAX_HEADER_DEPTH {
-                // Neither the handler nor a copy touches it: both would recurse
-                // through the headers on a task's stack.
+        // Without a subscriber that records it, the span is not entered at
+        // every poll.
+        if span.is_disabled() {
+            Either::Left(self.handle(delivery, retry))
+        } else {
+            let _entered = span.enter();
+            Either::Right(self.handle(delivery, retry).instrument(span.clone()))
+        }
+    }
+
+    /// Runs the handler, `decide`s, and has the executor carry out the
+    /// decision.
+    fn handle(
+        &self,
+        delivery: Delivery,
+        retry: RetryCount,
+    ) -> Either<impl Future<Output = bool> + Send + '_, BoxFuture<'_, bool>> {
+        if let Some(warning) = &retry.warning {
+            tracing::warn!("{warning}");
+        }
+        let depth = header_depth(&delivery.properties);
+        if depth > MAX_HEADER_DEPTH {
+            // Neither the handler nor a copy touches it: both would recurse
+            // through the headers on a task's stack.
+            return Either::Right(Box::pin(async move {
                 let why = format!("headers nest {depth} levels deep, more than {MAX_HEADER_DEPTH}");
                 self.executor.reject(&delivery.acker, &why).await;
                 drop_deep(delivery);
-                return false;
-            }
-            let attempt = Attempt {
-                count: retry.count,
-                since_first_failure: since_first_failure(&delivery.properties),
-            };
-            let Delivery {
-                exchange,
-                routing_key,
-                redelivered,
-                properties,
-                data,
-                acker,
-            } = delivery;
-            let ctx = Context {
-                queue: Arc::clone(&self.queue),
-                exchange,
-                routing_key,
-                redelivered,
-                retry_count: retry.count,
-                properties,
-                state: Arc::clone(&self.env.state),
-            };
+                false
+            }));
+        }
+        let attempt = Attempt {
+            count: retry.count,
+            since_first_failure: since_first_failure(&delivery.properties),
+        };
+        let Delivery {
+            exchange,
+            routing_key,
+            redelivered,
+            properties,
+            data,
+            acker,
+        } = delivery;
+        let ctx = Context {
+            queue: Arc::clone(&self.queue),
+            exchange,
+            routing_key,
+            redelivered,
+            retry_count: retry.count,
+            properties,
+            state: Arc::clone(&self.env.state),
+        };
+        Either::Left(async move {
             let outcome = self.run_handler(&data, &ctx).await;
             let decision = decide(self.spec.policy(), attempt, &outcome);
             let (failed_transiently, error) = match &outcome {
@@ -378,9 +406,7 @@ impl<C: Consumer> Worker<C> {
             };
             self.executor.execute(acker, &original, decision).await;
             failed_transiently
-        }
-        .instrument(span)
-        .await
+        })
     }
 
     /// Decodes the body and runs the handler (with its timeout, catching a
@@ -402,7 +428,8 @@ impl<C: Consumer> Worker<C> {
                 self.spec.immediate,
                 pause.as_millis()
             );
-            tokio::time::sleep(pause).await;
+            // Rare: on the heap, not in every delivery's future.
+            Box::pin(tokio::time::sleep(pause)).await;
             self.executor.meters.immediate_retries.increment(1);
             outcome = self.call(data, ctx).await;
         }
@@ -441,13 +468,23 @@ impl<C: Consumer> Worker<C> {
             Some(Ok(Ok(()))) => Outcome::Success,
             Some(Ok(Err(e))) => Outcome::Failed {
                 verdict: e.verdict(),
-                error: truncate_error(&e.to_string()),
+                error: bounded(e.to_string()),
             },
             Some(Err(panic)) => Outcome::Failed {
                 verdict: Verdict::Retry,
-                error: truncate_error(&panic_message(panic.as_ref())),
+                error: bounded(panic_message(panic.as_ref())),
             },
         }
+    }
+}
+
+/// `error`, cut to the size `x-error` allows when it is longer (see
+/// [`truncate_error`]); not copied when it fits.
+fn bounded(error: String) -> String {
+    if error.len() <= MAX_ERROR_LEN {
+        error
+    } else {
+        truncate_error(&error)
     }
 }
 

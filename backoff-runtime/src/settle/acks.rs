@@ -152,7 +152,9 @@ impl Acks {
             }
         };
         match unknown {
-            None => self.flush().await,
+            // Once a batch: on the heap, so that every delivery's future
+            // does not carry a flush's room.
+            None => Box::pin(self.flush()).await,
             Some(acker) => report(acker.ack().await),
         }
     }

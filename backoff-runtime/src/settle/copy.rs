@@ -8,7 +8,7 @@ use lapin::BasicProperties;
 use lapin::types::ShortString;
 use rabbit_backoff_core::{HeaderValue, RetryCount, headers, parse_failed_at, read_retry_count};
 
-use crate::settle::clock;
+use crate::settle::clock::{self, Stamp};
 use crate::transport::values::{PERSISTENT, amqp_value, header_view};
 
 /// Reads `x-retry-count` from a delivery's properties.
@@ -32,9 +32,17 @@ pub fn republish_properties(
     original: &BasicProperties,
     set: &[(&'static str, HeaderValue<'_>)],
 ) -> BasicProperties {
+    copy_with(original, set.iter().cloned())
+}
+
+/// [`republish_properties`] with the headers of `set`.
+fn copy_with<'v>(
+    original: &BasicProperties,
+    set: impl IntoIterator<Item = (&'static str, HeaderValue<'v>)>,
+) -> BasicProperties {
     let mut table = original.headers().clone().unwrap_or_default();
     for (name, value) in set {
-        table.insert(ShortString::from(*name), amqp_value(value));
+        table.insert(ShortString::from(name), amqp_value(&value));
     }
     let mut p = BasicProperties::default()
         .with_delivery_mode(PERSISTENT)
@@ -70,8 +78,8 @@ pub fn republish_properties(
 }
 
 /// Now, RFC 3339 in UTC with milliseconds, for `x-failed-at` and `x-replayed-at`.
-pub(crate) fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(clock::now()).to_string()
+pub(crate) fn now_rfc3339() -> Stamp {
+    Stamp::now()
 }
 
 /// How long ago the message first failed, from `x-first-failed-at`.
@@ -88,24 +96,23 @@ pub(crate) fn since_first_failure(properties: &BasicProperties) -> Option<Durati
     Some(clock::now().duration_since(first).unwrap_or_default())
 }
 
-/// The properties of a copy: the original's, with `set` and, on a first
-/// failure, `x-first-failed-at` (a copy of a message that failed before
-/// keeps the one it carries).
-pub(crate) fn copy_properties(
-    original: &BasicProperties,
-    set: &[(&'static str, HeaderValue<'_>)],
-) -> BasicProperties {
+/// The properties of a retry copy: the original's, with `x-retry-count` of
+/// `next_count` and, on a first failure, `x-first-failed-at` (a copy of a
+/// message that failed before keeps the one it carries).
+pub(crate) fn retry_properties(original: &BasicProperties, next_count: u32) -> BasicProperties {
+    let count = (headers::RETRY_COUNT, HeaderValue::Int(next_count.into()));
     let known = original
         .headers()
         .as_ref()
         .is_some_and(|h| h.contains_key(headers::FIRST_FAILED_AT));
     if known {
-        return republish_properties(original, set);
+        return copy_with(original, [count]);
     }
     let now = now_rfc3339();
-    let mut all = set.to_vec();
-    all.push((headers::FIRST_FAILED_AT, HeaderValue::Str(&now)));
-    republish_properties(original, &all)
+    copy_with(
+        original,
+        [count, (headers::FIRST_FAILED_AT, HeaderValue::Str(&now))],
+    )
 }
 
 #[cfg(test)]

@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use lapin::BasicProperties;
 use rabbit_backoff_core::{
-    ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, HeaderValue,
-    Topology, broker_headroom, header_limit, headers, truncate_error,
+    ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, Topology,
+    broker_headroom, header_limit, truncate_error,
 };
 
 use crate::settle::acks::Acks;
-use crate::settle::copy::{copy_properties, now_rfc3339, republish_properties};
+use crate::settle::copy::{now_rfc3339, republish_properties, retry_properties};
 use crate::settle::frame_fit::{TooLarge, without_largest_headers};
 use crate::settle::meters::Meters;
 use crate::settle::settlement::{Settler, Target};
@@ -38,6 +38,13 @@ pub(crate) struct Original<'a> {
     pub(crate) retry_count: u32,
     /// The handler's error (empty on success).
     pub(crate) error: &'a str,
+}
+
+/// A decision that publishes a copy, and what it says.
+#[derive(Clone, Copy)]
+enum CopyKind {
+    Retry { delay_ms: u64, next_count: u32 },
+    DeadLetter(DeadLetterReason),
 }
 
 /// Carries out one consumer's decisions on its channel.
@@ -90,12 +97,13 @@ impl Executor {
     /// Carries out `decision` for `original`, settled through `acker`.
     pub(crate) async fn execute(&self, acker: Acker, original: &Original<'_>, decision: Decision) {
         let error = original.error;
-        match decision {
+        let (copy, target) = match decision {
             Decision::Ack => {
                 self.acks.ack(acker).await;
                 self.meters.handled.increment(1);
                 self.meters.settled(*original.properties.timestamp());
                 tracing::debug!("handled; acked");
+                return;
             }
             Decision::Discard => {
                 self.acks.ack(acker).await;
@@ -104,43 +112,46 @@ impl Executor {
                     error,
                     "failed; discarded (the error says the message is obsolete)"
                 );
+                return;
             }
             Decision::Retry {
                 delay_ms,
                 next_count,
-            } => {
-                let count = (headers::RETRY_COUNT, HeaderValue::Int(next_count.into()));
-                let properties = copy_properties(original.properties, &[count]);
-                let target = self.retry_target(delay_ms);
-                if self
-                    .copy_then_ack(acker, original, &target, properties)
-                    .await
-                {
-                    self.meters.retried(delay_ms);
-                    tracing::warn!(
-                        error,
-                        "failed (transient); retry {next_count}/{} in {}",
-                        self.spec.delays.len(),
-                        target.queue,
-                    );
-                }
-            }
+            } => (
+                CopyKind::Retry {
+                    delay_ms,
+                    next_count,
+                },
+                self.retry_target(delay_ms),
+            ),
             Decision::DeadLetter { reason } => {
-                let dead_letter = self.dead_letter(original, reason, error.to_owned());
-                let properties = copy_properties(original.properties, &dead_letter.headers());
-                let target = self.dead_letter_target();
-                if self
-                    .copy_then_ack(acker, original, &target, properties)
-                    .await
-                {
-                    self.meters.dead_lettered(reason);
-                    self.meters.settled(*original.properties.timestamp());
-                    tracing::warn!(
-                        error,
-                        "failed ({reason}); dead-lettered to {}",
-                        target.queue
-                    );
-                }
+                (CopyKind::DeadLetter(reason), self.dead_letter_target())
+            }
+        };
+        if !self.copy_then_ack(acker, original, &target, copy).await {
+            return;
+        }
+        match copy {
+            CopyKind::Retry {
+                delay_ms,
+                next_count,
+            } => {
+                self.meters.retried(delay_ms);
+                tracing::warn!(
+                    error,
+                    "failed (transient); retry {next_count}/{} in {}",
+                    self.spec.delays.len(),
+                    target.queue,
+                );
+            }
+            CopyKind::DeadLetter(reason) => {
+                self.meters.dead_lettered(reason);
+                self.meters.settled(*original.properties.timestamp());
+                tracing::warn!(
+                    error,
+                    "failed ({reason}); dead-lettered to {}",
+                    target.queue
+                );
             }
         }
     }
@@ -175,76 +186,101 @@ impl Executor {
     }
 
     /// The failure headers of a dead letter of `original`.
-    fn dead_letter(
-        &self,
-        original: &Original<'_>,
+    fn dead_letter<'a>(
+        &'a self,
+        original: &Original<'a>,
         reason: DeadLetterReason,
-        error: String,
-    ) -> DeadLetter {
+        error: &'a str,
+        failed_at: &'a str,
+    ) -> DeadLetter<'a> {
         DeadLetter {
             reason,
             retry_count: original.retry_count,
             error,
-            failed_at: now_rfc3339(),
-            queue: self.spec.queue.clone(),
-            exchange: original.exchange.to_owned(),
-            routing_key: original.routing_key.to_owned(),
+            failed_at,
+            queue: &self.spec.queue,
+            exchange: original.exchange,
+            routing_key: original.routing_key,
         }
     }
 
     /// Publishes the copy, shrunk to fit one frame with room for what the
-    /// broker adds, and acks the original once confirmed. True when confirmed.
+    /// broker adds, and acks the original once confirmed. True when
+    /// confirmed.
+    ///
+    /// The copy's properties are built here, not passed in: a value an
+    /// `async fn` takes stays in its future for the whole of it, so the
+    /// properties would be held once by each layer they went through.
     async fn copy_then_ack(
         &self,
         acker: Acker,
         original: &Original<'_>,
         target: &Target<'_>,
-        properties: BasicProperties,
+        copy: CopyKind,
     ) -> bool {
-        match self.settler.fit(properties, target) {
+        let fitted = {
+            let properties = match copy {
+                CopyKind::Retry { next_count, .. } => {
+                    retry_properties(original.properties, next_count)
+                }
+                CopyKind::DeadLetter(reason) => {
+                    let failed_at = now_rfc3339();
+                    let dead_letter =
+                        self.dead_letter(original, reason, original.error, &failed_at);
+                    // A dead letter at the first failure carries no
+                    // `x-first-failed-at`: it would say what `x-failed-at` says.
+                    republish_properties(original.properties, &dead_letter.headers())
+                }
+            };
+            self.settler.fit(properties, target)
+        };
+        let published = match fitted {
             Ok(properties) => {
-                self.republish_then_ack(acker, original, target, properties)
+                self.settler
+                    .publish(target, original.body, properties)
                     .await
             }
             Err(too_large) => {
                 Box::pin(self.settle_oversized(acker, original, too_large)).await;
-                false
+                return false;
             }
-        }
+        };
+        self.acked_or_requeued(acker, target, published).await
     }
 
-    /// Publishes the copy, then acks the original once the broker confirmed
-    /// it; otherwise gives the original back after a pause (declaring the
-    /// topology again first when the copy was unroutable). True when
-    /// confirmed.
-    async fn republish_then_ack(
+    /// After a copy's publish: acks the original once the broker confirmed
+    /// it, or gives it back after a pause (declaring the topology again
+    /// first when the copy was unroutable). True when confirmed.
+    async fn acked_or_requeued(
         &self,
         acker: Acker,
-        original: &Original<'_>,
         target: &Target<'_>,
-        properties: BasicProperties,
+        published: Result<(), PublishFailure>,
     ) -> bool {
-        match self
-            .settler
-            .publish(target, original.body, properties)
-            .await
-        {
+        match published {
             Ok(()) => {
                 self.acks.ack(acker).await;
                 true
             }
             Err(failure) => {
-                tracing::error!(
-                    "republish to {} failed ({failure}); requeueing the original",
-                    target.queue
-                );
-                if let PublishFailure::Unroutable = failure {
-                    self.repair().await;
-                }
-                self.requeue_after_pause(&acker).await;
+                Box::pin(self.copy_failed(acker, target, failure)).await;
                 false
             }
         }
+    }
+
+    /// The copy was not taken: the original goes back to its queue, after
+    /// a pause (and after declaring the topology again, when the copy was
+    /// unroutable).
+    async fn copy_failed(&self, acker: Acker, target: &Target<'_>, failure: PublishFailure) {
+        tracing::error!(
+            "republish to {} failed ({failure}); requeueing the original",
+            target.queue
+        );
+        if let PublishFailure::Unroutable = failure {
+            self.repair().await;
+        }
+        self.requeue_after_pause(&acker).await;
     }
 
     /// Declares (or, with `declare = "passive"`, checks) the topology again:
@@ -279,19 +315,18 @@ impl Executor {
              broker to dead-letter it either. Its failure: {}",
             original.error
         );
-        let dead_letter = self.dead_letter(
-            original,
-            DeadLetterReason::Oversized,
-            truncate_error(&error),
-        );
+        let (error, failed_at) = (truncate_error(&error), now_rfc3339());
+        let dead_letter =
+            self.dead_letter(original, DeadLetterReason::Oversized, &error, &failed_at);
         let properties = republish_properties(original.properties, &dead_letter.headers());
         let target = self.dead_letter_target();
         match without_largest_headers(properties, self.settler.copy_limit(&target)) {
             Some((properties, dropped)) => {
-                if self
-                    .republish_then_ack(acker, original, &target, properties)
-                    .await
-                {
+                let published = self
+                    .settler
+                    .publish(&target, original.body, properties)
+                    .await;
+                if self.acked_or_requeued(acker, &target, published).await {
                     self.meters.dead_lettered(DeadLetterReason::Oversized);
                     tracing::error!(
                         "{why}; dead-lettered to {} without the headers {}",

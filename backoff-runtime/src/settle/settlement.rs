@@ -127,20 +127,22 @@ impl Settler {
         properties: BasicProperties,
     ) -> Result<(), PublishFailure> {
         let span = publish_span(target.exchange, target.routing_key);
-        let properties = traced(&span, properties);
         let (channel, generation) = self.copy_channel();
         let published = publish_confirmed(
             &*channel,
             target.exchange,
             target.routing_key,
             body,
-            properties,
+            traced(&span, properties),
             self.confirm_timeout,
-        )
-        .instrument(span)
-        .await;
+        );
+        let published = if span.is_disabled() {
+            published.await
+        } else {
+            published.instrument(span).await
+        };
         if let Err(PublishFailure::Nacked) = published {
-            self.replace_copy_channel(generation).await;
+            Box::pin(self.replace_copy_channel(generation)).await;
         }
         published
     }

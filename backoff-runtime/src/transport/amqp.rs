@@ -269,6 +269,33 @@ impl AmqpChannel {
     }
 }
 
+impl AmqpChannel {
+    /// Publishes with `mandatory`; resolves once the message is handed to
+    /// the connection, with its confirmation to await.
+    async fn basic_publish(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        body: &[u8],
+        properties: BasicProperties,
+    ) -> Result<lapin::PublisherConfirm, TransportError> {
+        let options = BasicPublishOptions {
+            mandatory: true,
+            ..BasicPublishOptions::default()
+        };
+        self.inner
+            .basic_publish(
+                short(exchange)?,
+                short(routing_key)?,
+                options,
+                body,
+                properties,
+            )
+            .await
+            .map_err(transport_error)
+    }
+}
+
 fn durable_queue(passive: bool) -> QueueDeclareOptions {
     QueueDeclareOptions {
         durable: !passive,
@@ -432,10 +459,12 @@ impl Channel for AmqpChannel {
         body: &'a [u8],
         properties: BasicProperties,
     ) -> BoxFuture<'a, Result<Confirm, TransportError>> {
-        Box::pin(async move {
-            self.send(exchange, routing_key, body, properties)
-                .await?
-                .await
+        // One future for the publish and its confirmation.
+        self.guarded(async move {
+            let confirm = self
+                .basic_publish(exchange, routing_key, body, properties)
+                .await?;
+            Ok(confirmation(confirm.await.map_err(transport_error)?))
         })
     }
 
@@ -447,21 +476,9 @@ impl Channel for AmqpChannel {
         properties: BasicProperties,
     ) -> BoxFuture<'a, Result<PendingConfirm, TransportError>> {
         self.guarded(async move {
-            let options = BasicPublishOptions {
-                mandatory: true,
-                ..BasicPublishOptions::default()
-            };
             let confirm = self
-                .inner
-                .basic_publish(
-                    short(exchange)?,
-                    short(routing_key)?,
-                    options,
-                    body,
-                    properties,
-                )
-                .await
-                .map_err(transport_error)?;
+                .basic_publish(exchange, routing_key, body, properties)
+                .await?;
             let lost = self.lost.clone();
             let pending: PendingConfirm = Box::pin(async move {
                 lost.or_fail(async { Ok(confirmation(confirm.await.map_err(transport_error)?)) })
@@ -505,8 +522,8 @@ fn queue_info(queue: &lapin::Queue) -> QueueInfo {
 
 fn delivery(d: lapin::message::Delivery, lost: &Lost) -> Delivery {
     Delivery {
-        exchange: d.exchange.to_string(),
-        routing_key: d.routing_key.to_string(),
+        exchange: d.exchange.into(),
+        routing_key: d.routing_key.into(),
         redelivered: d.redelivered,
         properties: d.properties,
         data: d.data,

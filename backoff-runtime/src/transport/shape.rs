@@ -20,10 +20,14 @@ pub(crate) struct Shape {
 /// 4-byte length and every entry.
 pub(crate) fn table_shape(table: &FieldTable) -> Shape {
     let mut len = 4;
+    // Only nested values wait to be walked: a flat table allocates nothing.
     let mut pending = Vec::new();
     for (name, value) in table.inner() {
         len += 1 + name.as_str().len();
-        pending.push((value, 1));
+        match value {
+            AMQPValue::FieldTable(_) | AMQPValue::FieldArray(_) => pending.push((value, 1)),
+            scalar => len += 1 + scalar_len(scalar),
+        }
     }
     let values = walk(pending);
     Shape {
