@@ -175,10 +175,17 @@ impl<C: Consumer> Worker<C> {
                     }
                     false
                 }
-                Some(()) = chores.next(), if !chores.is_empty() => false,
+                                Some(()) = chores.next(), if !chores.is_empty() => {
+                    // A lingering flush may leave some held back: look again later.
+                    if !lingering && acks.waiting() > 0 {
+                        linger.as_mut().reset(tokio::time::Instant::now() + ACK_LINGER);
+                        lingering = true;
+                    }
+                    false
+                }
                 () = &mut linger, if lingering => {
                     lingering = false;
-                    chores.push(Box::pin(acks.flush()));
+                    chores.push(Box::pin(acks.flush_lingering()));
                     false
                 }
                 Some(failed) = in_flight.next(), if !in_flight.is_empty() => {

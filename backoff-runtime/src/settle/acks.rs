@@ -1,14 +1,16 @@
 //! Coalesced acknowledgements for one consumer's channel.
 //!
 //! A finished delivery is not acknowledged on its own: its tag waits, and
-//! once [`batch`](Acks::new) tags wait (or the consumer's loop sees the
-//! oldest waiting longer than its linger, see [`ACK_LINGER`]) one
-//! `basic.ack` with `multiple` acknowledges the longest run of finished
-//! tags from the oldest delivery the channel still holds. A delivery still
-//! being handled, or whose copy awaits the broker's confirm, ends the run:
-//! a multiple ack never covers it. Finished tags after it are acknowledged
-//! one by one when the batch is flushed, so that a slow message never holds
-//! the others (and the prefetch window) back.
+//! once [`batch`](Acks::new) tags wait, one `basic.ack` with `multiple`
+//! acknowledges the longest run of finished tags from the oldest delivery
+//! the channel still holds. A delivery still being handled, or whose copy
+//! awaits the broker's confirm, ends the run: a multiple ack never covers
+//! it. Finished tags after it wait for it to finish, unless a whole batch
+//! of them waits: then they are acknowledged one by one, so that a slow
+//! message never holds the others (and the prefetch window) back. When the
+//! consumer's loop sees tags waiting longer than its linger
+//! ([`ACK_LINGER`]), the run is acknowledged, and so are those held back
+//! for that long.
 //!
 //! A requeue or a reject flushes what waits first, then goes out; until it
 //! has gone out its tag ends every run, so no multiple ack covers a tag
@@ -41,6 +43,19 @@ struct Ledger {
     slots: VecDeque<(u64, Slot)>,
     /// How many of them are [`Slot::Finished`].
     finished: usize,
+    /// Since when finished deliveries wait behind an open one.
+    held_since: Option<tokio::time::Instant>,
+}
+
+/// What a flush acknowledges besides the run from the oldest delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    /// The deliveries held back by an open one, when at least this many are.
+    AtLeast(usize),
+    /// Those that have been held back for [`ACK_LINGER`] already.
+    Lingering,
+    /// All of them.
+    All,
 }
 
 impl Ledger {
@@ -48,18 +63,35 @@ impl Ledger {
         self.slots.binary_search_by_key(&tag, |(t, _)| *t).ok()
     }
 
-    /// Takes every finished delivery: the longest run from the oldest,
-    /// acknowledged by its last with `multiple`, and those after an open
-    /// one, each on its own.
-    fn take(&mut self) -> Flush {
+    /// Takes the longest run of finished deliveries from the oldest,
+    /// acknowledged by its last with `multiple`; and, as `held` says, those
+    /// that wait after an open one, each on its own.
+    fn take(&mut self, held: Held) -> Flush {
         let mut flush = Flush::default();
         while let Some((_, slot)) = self.slots.front() {
             if matches!(slot, Slot::Open) {
                 break;
             }
             if let Some((_, Slot::Finished(acker))) = self.slots.pop_front() {
+                self.finished -= 1;
                 flush.run = Some(acker);
             }
+        }
+        let now = tokio::time::Instant::now();
+        let singles = match held {
+            Held::AtLeast(n) => self.finished >= n,
+            Held::Lingering => self
+                .held_since
+                .is_some_and(|since| now.duration_since(since) >= ACK_LINGER),
+            Held::All => true,
+        };
+        if !singles {
+            if self.finished == 0 {
+                self.held_since = None;
+            } else {
+                self.held_since.get_or_insert(now);
+            }
+            return flush;
         }
         for (_, slot) in self.slots.iter_mut() {
             if let Slot::Finished(_) = slot
@@ -69,6 +101,7 @@ impl Ledger {
             }
         }
         self.finished = 0;
+        self.held_since = None;
         flush
     }
 }
@@ -153,16 +186,30 @@ impl Acks {
         };
         match unknown {
             // Once a batch: on the heap, so that every delivery's future
-            // does not carry a flush's room.
-            None => Box::pin(self.flush()).await,
+            // does not carry a flush's room. Those held back by an open
+            // delivery wait for it, for the next batch, unless a whole
+            // batch waits so.
+            None => Box::pin(self.send(Held::AtLeast(self.batch))).await,
             Some(acker) => report(acker.ack().await),
         }
     }
 
     /// Acknowledges every finished delivery now.
     pub(crate) async fn flush(&self) {
+        self.send(Held::All).await;
+    }
+
+    /// Acknowledges what finished and lingered: the run from the oldest,
+    /// and those held back by an open delivery for [`ACK_LINGER`] or more
+    /// (an open one that finishes soon takes them into its run).
+    pub(crate) async fn flush_lingering(&self) {
+        self.send(Held::Lingering).await;
+    }
+
+    /// Acknowledges the run from the oldest, and those held back as `held` says.
+    async fn send(&self, held: Held) {
         let _sending = self.sending.lock().await;
-        let flush = self.ledger().take();
+        let flush = self.ledger().take(held);
         flush.send().await;
     }
 
@@ -170,7 +217,7 @@ impl Acks {
     /// dead-letter exchange, after acknowledging what finished before.
     pub(crate) async fn nack(&self, acker: &Acker, requeue: bool) -> Result<(), TransportError> {
         let _sending = self.sending.lock().await;
-        let flush = self.ledger().take();
+        let flush = self.ledger().take(Held::All);
         flush.send().await;
         let tag = acker.delivery_tag();
         let nacked = if requeue {
@@ -288,19 +335,48 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn out_of_order_finishes_ack_the_run_before_the_open_tag_and_the_rest_singly() {
+    async fn out_of_order_finishes_ack_the_run_before_the_open_tag_and_the_rest_wait_for_it() {
         let wire = Wire::default();
-        let acks = acks(4, 1..=6);
+        let acks = acks(4, 1..=8);
         for tag in [2, 1, 4, 5] {
             acks.ack(wire.acker(tag)).await;
         }
-        // 3 is still open: 1–2 go as a run, 4 and 5 on their own.
-        assert_eq!(wire.sent(), [multiple(2), single(4), single(5)]);
+        // 3 is still open: 1–2 go as a run; 4 and 5 wait for it.
+        assert_eq!(wire.sent(), [multiple(2)]);
+        assert_eq!(acks.waiting(), 2);
         acks.ack(wire.acker(3)).await;
         acks.ack(wire.acker(6)).await;
-        acks.flush().await;
-        // 3's run passes the 4 and 5 already acked.
+        // A batch again: 3's run takes 4 to 6.
         assert_eq!(wire.sent(), [multiple(6)]);
+        assert_eq!(acks.waiting(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_whole_batch_held_back_by_an_open_tag_is_acked_singly() {
+        let wire = Wire::default();
+        let acks = acks(3, 1..=5);
+        for tag in [2, 3] {
+            acks.ack(wire.acker(tag)).await;
+        }
+        assert_eq!(wire.sent(), []);
+        acks.ack(wire.acker(4)).await;
+        // 1 is open and holds three back: they go one by one.
+        assert_eq!(wire.sent(), [single(2), single(3), single(4)]);
+        acks.ack(wire.acker(1)).await;
+        acks.ack(wire.acker(5)).await;
+        acks.flush().await;
+        // 1's run passes those acked already.
+        assert_eq!(wire.sent(), [multiple(5)]);
+    }
+
+    #[tokio::test]
+    async fn a_flush_acks_those_held_back_too() {
+        let wire = Wire::default();
+        let acks = acks(10, 1..=3);
+        acks.ack(wire.acker(2)).await;
+        acks.ack(wire.acker(3)).await;
+        acks.flush().await;
+        assert_eq!(wire.sent(), [single(2), single(3)]);
     }
 
     #[tokio::test]

@@ -98,7 +98,7 @@ pub(crate) fn traced(
     span: &tracing::Span,
     properties: lapin::BasicProperties,
 ) -> lapin::BasicProperties {
-    if !span.context().span().span_context().is_valid() {
+    if span.is_disabled() || !span.context().span().span_context().is_valid() {
         return properties;
     }
     let mut headers = properties.headers().clone().unwrap_or_default();

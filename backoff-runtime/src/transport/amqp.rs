@@ -596,6 +596,8 @@ fn confirmation(confirmation: Confirmation) -> Confirm {
 /// be settled, and handling them would only make duplicates.
 struct UntilLost<S> {
     deliveries: S,
+    watch: Lost,
+    /// Waits for the loss while no delivery is ready; `None` once ended.
     lost: Option<BoxFuture<'static, String>>,
 }
 
@@ -603,6 +605,7 @@ impl<S> UntilLost<S> {
     fn new(deliveries: S, lost: Lost) -> Self {
         UntilLost {
             deliveries,
+            watch: lost.clone(),
             lost: Some(Box::pin(async move { lost.wait().await })),
         }
     }
@@ -619,14 +622,22 @@ where
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
         use std::task::Poll;
-        let Some(lost) = self.lost.as_mut() else {
+        if self.lost.is_none() {
             return Poll::Ready(None);
-        };
-        if let Poll::Ready(reason) = lost.as_mut().poll(cx) {
-            self.lost = None;
-            return Poll::Ready(Some(Err(Lost::error(&reason))));
         }
-        self.deliveries.poll_next_unpin(cx)
+        let reason = match self.watch.reason() {
+            Some(reason) => reason,
+            None => match self.deliveries.poll_next_unpin(cx) {
+                // Waiting for a delivery: wait for the loss too.
+                Poll::Pending => match self.lost.as_mut().map(|lost| lost.as_mut().poll(cx)) {
+                    Some(Poll::Ready(reason)) => reason,
+                    _ => return Poll::Pending,
+                },
+                ready => return ready,
+            },
+        };
+        self.lost = None;
+        Poll::Ready(Some(Err(Lost::error(&reason))))
     }
 }
 

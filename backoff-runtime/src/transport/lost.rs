@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
+use std::task::Poll;
 
 use tokio::sync::Notify;
 
@@ -104,17 +105,26 @@ impl Lost {
         &self,
         operation: impl Future<Output = Result<T, TransportError>>,
     ) -> Result<T, TransportError> {
-        if self.loss.is_none() {
+        let Some(loss) = &self.loss else {
             return operation.await;
-        }
-        if let Some(reason) = self.why() {
+        };
+        if let Some(reason) = loss.reason.get() {
             return Err(Self::error(reason));
         }
-        tokio::select! {
-            biased;
-            result = operation => result,
-            reason = self.wait() => Err(Self::error(&reason)),
-        }
+        let mut operation = std::pin::pin!(operation);
+        // Registered for the loss only once the operation has to wait.
+        let mut declared = std::pin::pin!(loss.declared.notified());
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(result) = operation.as_mut().poll(cx) {
+                return Poll::Ready(result);
+            }
+            let _ = declared.as_mut().poll(cx);
+            match loss.reason.get() {
+                Some(reason) => Poll::Ready(Err(Self::error(reason))),
+                None => Poll::Pending,
+            }
+        })
+        .await
     }
 }
 
