@@ -23,7 +23,7 @@ use crate::consume::state::StateMap;
 use crate::settle::acks::ACK_LINGER;
 use crate::settle::copy::{retry_count_of, since_first_failure};
 use crate::settle::executor::{Executor, Original};
-use crate::settle::trace_context::continue_trace;
+use crate::settle::trace_context::delivery_span;
 use crate::transport::deep_drop::{drop_deep, release};
 use crate::transport::error::{Error, channel_error};
 use crate::transport::open::confirm_channel;
@@ -114,7 +114,7 @@ impl<C: Consumer> Worker<C> {
                 return self.finish(None).await;
             }
             self.report(None);
-            self.executor.meters.breaker_open.set(0.0);
+            self.executor.meters.breaker_open(false);
             deliveries = self
                 .executor
                 .channel()
@@ -201,7 +201,7 @@ impl<C: Consumer> Worker<C> {
                                 pause.as_millis()
                             );
                             tripped = Some(pause);
-                            self.executor.meters.breaker_open.set(1.0);
+                            self.executor.meters.breaker_open(true);
                             true
                         }
                         _ => false,
@@ -303,12 +303,12 @@ impl<C: Consumer> Worker<C> {
     /// apart before its future exists, so that the future (one per delivery
     /// in flight) holds each part once.
     fn process(&self, delivery: Delivery) -> impl Future<Output = bool> + Send + '_ {
-        let in_flight = &self.executor.meters.in_flight;
-        in_flight.increment(1.0);
+        let meters = &self.executor.meters;
+        meters.in_flight(true);
         // A combinator, not an `async` block: awaiting the future from a
         // block would hold it twice.
         self.process_one(delivery).map(move |failed_transiently| {
-            in_flight.decrement(1.0);
+            meters.in_flight(false);
             failed_transiently
         })
     }
@@ -316,27 +316,7 @@ impl<C: Consumer> Worker<C> {
     /// The delivery in its span.
     fn process_one(&self, delivery: Delivery) -> impl Future<Output = bool> + Send + '_ {
         let retry = retry_count_of(&delivery.properties);
-        let message_id = delivery
-            .properties
-            .message_id()
-            .as_ref()
-            .map_or("-", |s| s.as_str());
-        // `queue`, `message_id` and `attempt` for logs; the rest for
-        // OpenTelemetry's messaging conventions.
-        let span = tracing::info_span!(
-            "delivery",
-            queue = %self.queue,
-            message_id,
-            attempt = retry.count.saturating_add(1),
-            otel.name = %format_args!("{} process", self.queue),
-            otel.kind = "consumer",
-            messaging.system = "rabbitmq",
-            messaging.operation.type = "process",
-            messaging.destination.name = %self.queue,
-            messaging.rabbitmq.destination.routing_key = delivery.routing_key.as_str(),
-            messaging.message.id = message_id,
-        );
-        continue_trace(&span, delivery.properties.headers().as_ref());
+        let span = delivery_span(&self.queue, &delivery, retry.count);
         // Without a subscriber that records it, the span is not entered at
         // every poll.
         if span.is_disabled() {
@@ -437,7 +417,7 @@ impl<C: Consumer> Worker<C> {
             );
             // Rare: on the heap, not in every delivery's future.
             Box::pin(tokio::time::sleep(pause)).await;
-            self.executor.meters.immediate_retries.increment(1);
+            self.executor.meters.immediate_retry();
             outcome = self.call(data, ctx).await;
         }
         outcome
@@ -455,15 +435,12 @@ impl<C: Consumer> Worker<C> {
             }
         };
         let handled = AssertUnwindSafe(self.consumer.handle(message, ctx)).catch_unwind();
-        let started = tokio::time::Instant::now();
+        let timer = self.executor.meters.handler_started();
         let result = match self.spec.handler_timeout {
             None => Some(handled.await),
             Some(limit) => tokio::time::timeout(limit, handled).await.ok(),
         };
-        self.executor
-            .meters
-            .handler_duration
-            .record(started.elapsed().as_secs_f64());
+        self.executor.meters.handler_ended(timer);
         match result {
             None => Outcome::Failed {
                 verdict: Verdict::Retry,

@@ -100,14 +100,13 @@ impl Executor {
         let (copy, target) = match decision {
             Decision::Ack => {
                 self.acks.ack(acker).await;
-                self.meters.handled.increment(1);
-                self.meters.settled(*original.properties.timestamp());
+                self.meters.handled(*original.properties.timestamp());
                 tracing::debug!("handled; acked");
                 return;
             }
             Decision::Discard => {
                 self.acks.ack(acker).await;
-                self.meters.discarded.increment(1);
+                self.meters.discarded();
                 tracing::info!(
                     error,
                     "failed; discarded (the error says the message is obsolete)"
@@ -145,8 +144,8 @@ impl Executor {
                 );
             }
             CopyKind::DeadLetter(reason) => {
-                self.meters.dead_lettered(reason);
-                self.meters.settled(*original.properties.timestamp());
+                self.meters
+                    .dead_lettered(reason, *original.properties.timestamp());
                 tracing::warn!(
                     error,
                     "failed ({reason}); dead-lettered to {}",
@@ -327,7 +326,10 @@ impl Executor {
                     .publish(&target, original.body, properties)
                     .await;
                 if self.acked_or_requeued(acker, &target, published).await {
-                    self.meters.dead_lettered(DeadLetterReason::Oversized);
+                    self.meters.dead_lettered(
+                        DeadLetterReason::Oversized,
+                        *original.properties.timestamp(),
+                    );
                     tracing::error!(
                         "{why}; dead-lettered to {} without the headers {}",
                         target.queue,
