@@ -5,12 +5,13 @@
 //! acknowledges the longest run of finished tags from the oldest delivery
 //! the channel still holds. A delivery still being handled, or whose copy
 //! awaits the broker's confirm, ends the run: a multiple ack never covers
-//! it. Finished tags after it wait for it to finish, unless a whole batch
-//! of them waits: then they are acknowledged one by one, so that a slow
-//! message never holds the others (and the prefetch window) back. When the
-//! consumer's loop sees tags waiting longer than its linger
-//! ([`ACK_LINGER`]), the run is acknowledged, and so are those held back
-//! for that long.
+//! it. Finished tags after it wait for it to finish and join its run;
+//! when the consumer's loop sees tags waiting longer than its linger
+//! ([`ACK_LINGER`]), the run is acknowledged, and those held back for that
+//! long are acknowledged one by one, so that a slow message never holds the
+//! others (and the prefetch window) back for longer. (Acknowledging them
+//! one by one as soon as a batch of them waits cost more than it saved:
+//! see PERFORMANCE.md, "Coalesced acknowledgements".)
 //!
 //! A requeue or a reject flushes what waits first, then goes out; until it
 //! has gone out its tag ends every run, so no multiple ack covers a tag
@@ -50,8 +51,9 @@ struct Ledger {
 /// What a flush acknowledges besides the run from the oldest delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Held {
-    /// The deliveries held back by an open one, when at least this many are.
-    AtLeast(usize),
+    /// None of those held back by an open delivery: it takes them into its
+    /// run once it finishes.
+    None,
     /// Those that have been held back for [`ACK_LINGER`] already.
     Lingering,
     /// All of them.
@@ -79,7 +81,7 @@ impl Ledger {
         }
         let now = tokio::time::Instant::now();
         let singles = match held {
-            Held::AtLeast(n) => self.finished >= n,
+            Held::None => false,
             Held::Lingering => self
                 .held_since
                 .is_some_and(|since| now.duration_since(since) >= ACK_LINGER),
@@ -187,9 +189,8 @@ impl Acks {
         match unknown {
             // Once a batch: on the heap, so that every delivery's future
             // does not carry a flush's room. Those held back by an open
-            // delivery wait for it, for the next batch, unless a whole
-            // batch waits so.
-            None => Box::pin(self.send(Held::AtLeast(self.batch))).await,
+            // delivery wait for it (or for the linger).
+            None => Box::pin(self.send(Held::None)).await,
             Some(acker) => report(acker.ack().await),
         }
     }
@@ -351,16 +352,19 @@ mod tests {
         assert_eq!(acks.waiting(), 0);
     }
 
-    #[tokio::test]
-    async fn a_whole_batch_held_back_by_an_open_tag_is_acked_singly() {
+    #[tokio::test(start_paused = true)]
+    async fn those_held_back_by_an_open_tag_are_acked_singly_once_they_linger() {
         let wire = Wire::default();
         let acks = acks(3, 1..=5);
-        for tag in [2, 3] {
+        for tag in [2, 3, 4] {
             acks.ack(wire.acker(tag)).await;
         }
+        // 1 is open: a full batch waits behind it.
         assert_eq!(wire.sent(), []);
-        acks.ack(wire.acker(4)).await;
-        // 1 is open and holds three back: they go one by one.
+        acks.flush_lingering().await;
+        assert_eq!(wire.sent(), [], "held back for no time yet");
+        tokio::time::advance(ACK_LINGER).await;
+        acks.flush_lingering().await;
         assert_eq!(wire.sent(), [single(2), single(3), single(4)]);
         acks.ack(wire.acker(1)).await;
         acks.ack(wire.acker(5)).await;
