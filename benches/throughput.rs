@@ -17,7 +17,9 @@
 //! `BENCH_SIDES=framework,article` to run only some of `framework`, `article`
 //! and `full` (ratios are printed against each baseline that ran), or
 //! `guarded` too (`article` through the runtime's frame guard),
-//! `BENCH_PREFETCH` (default 50), `BENCH_MEMORY=0` to skip the memory check,
+//! `BENCH_PREFETCH` (default: the framework's default prefetch; a list such
+//! as `1,10,50` measures each and prints the curve), `BENCH_MEMORY=0` to
+//! skip the memory check,
 //! `BENCH_TARGETS=single-classic,single-quorum,cluster-quorum` to measure
 //! on several brokers and queue types in one run, a table each (default
 //! `single-classic`: the local broker, `AMQP_URL`, classic queues;
@@ -694,9 +696,27 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 }
 
 /// One target's table: every scenario, every side.
-async fn table(target: &Target, sides: &[Side], n: usize, reps: usize, prefetch: u16, only: &str) {
+/// One line of a table: a scenario's median throughput and CPU per message
+/// on one side.
+struct Row {
+    scenario: &'static str,
+    side: Side,
+    rate: f64,
+    cpu_us: f64,
+}
+
+/// One target's table at one prefetch: every scenario, every side.
+async fn table(
+    target: &Target,
+    sides: &[Side],
+    n: usize,
+    reps: usize,
+    prefetch: u16,
+    only: &str,
+) -> Vec<Row> {
+    let mut rows = Vec::new();
     println!(
-        "\n{} ({} queues at {})",
+        "\n{} ({} queues at {}), prefetch {prefetch}",
         target.name,
         target.queue_type.as_str(),
         target
@@ -757,8 +777,44 @@ async fn table(target: &Target, sides: &[Side], n: usize, reps: usize, prefetch:
                 samples[i].2,
                 ratio
             );
+            rows.push(Row {
+                scenario: scenario.name,
+                side: *side,
+                rate: rate.0,
+                cpu_us: cpu,
+            });
         }
         println!("     ({})", scenario.what);
+    }
+    rows
+}
+
+/// Throughput and CPU per message against the prefetch, scenario by
+/// scenario and side by side, from the tables measured.
+fn curve(measured: &[(u16, Vec<Row>)], sides: &[Side]) {
+    println!("\nprefetch curve (median msg/s, CPU µs/msg):");
+    let scenarios: Vec<&str> = SCENARIOS
+        .iter()
+        .map(|s| s.name)
+        .filter(|name| {
+            measured
+                .iter()
+                .any(|(_, rows)| rows.iter().any(|r| r.scenario == *name))
+        })
+        .collect();
+    for scenario in scenarios {
+        for side in sides {
+            print!("{scenario:<4} {:<10}", side.name());
+            for (prefetch, rows) in measured {
+                if let Some(row) = rows
+                    .iter()
+                    .find(|r| r.scenario == scenario && r.side == *side)
+                {
+                    print!("  p{prefetch}: {:>6.0} {:>5.1}", row.rate, row.cpu_us);
+                }
+            }
+            println!();
+        }
     }
 }
 
@@ -766,7 +822,18 @@ fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let n = if full { env_or("BENCH_N", 10_000) } else { 300 };
     let reps = if full { env_or("BENCH_REPS", 3) } else { 1 };
-    let prefetch: u16 = env_or("BENCH_PREFETCH", 50);
+    // The framework's default prefetch unless told: one value, or a list
+    // for a curve.
+    let default_prefetch = ConsumerSpec::new("bench", "1ms".parse().expect("a delay")).prefetch;
+    let prefetches: Vec<u16> = env_or("BENCH_PREFETCH", default_prefetch.to_string())
+        .split(',')
+        .map(|p| {
+            p.trim()
+                .parse()
+                .expect("BENCH_PREFETCH: numbers, comma-separated")
+        })
+        .collect();
+    let prefetch = prefetches[0];
     let only: String = env_or("BENCH_SCENARIOS", String::new());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -799,12 +866,23 @@ fn main() {
     assert!(!targets.is_empty(), "BENCH_TARGETS names no target");
     rt.block_on(async {
         let names: Vec<&str> = sides.iter().map(|s| s.name()).collect();
-        println!(
-            "{n} messages a run, {reps} runs a side, prefetch = concurrency = {prefetch}, sides {} alternating",
+                println!(
+            "{n} messages a run, {reps} runs a side, prefetch = concurrency = {}, sides {} alternating",
+            prefetches
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
             names.join(", ")
         );
         for target in &targets {
-            table(target, &sides, n, reps, prefetch, &only).await;
+            let mut measured = Vec::new();
+            for &prefetch in &prefetches {
+                measured.push((prefetch, table(target, &sides, n, reps, prefetch, &only).await));
+            }
+            if prefetches.len() > 1 {
+                curve(&measured, &sides);
+            }
         }
 
         // The rest on the default target only.

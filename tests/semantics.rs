@@ -10,13 +10,15 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::proxy::Proxy;
 use common::seam::OnBroker;
 use common::*;
 use rabbit_backoff::lapin::BasicProperties;
 use rabbit_backoff::lapin::types::{AMQPValue, FieldTable};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::transport::{AmqpTransport, Transport};
-use rabbit_backoff::{ConsumerSpec, Error, Jitter, Topology};
+use rabbit_backoff::{Consumer, ConsumerSpec, Error, Jitter, Topology};
+use serde::{Deserialize, Serialize};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -26,6 +28,25 @@ struct Backend {
     /// Whether what a case declares must be deleted afterwards (a shared,
     /// real broker).
     shared: bool,
+    /// The in-memory broker, to kill its connections.
+    memory: Option<rabbit_backoff::testing::TestBroker>,
+}
+
+/// Kills the connections of a [`Backend::killable`] transport.
+enum Killer {
+    Proxy(Proxy),
+    Memory(rabbit_backoff::testing::TestBroker),
+}
+
+impl Killer {
+    /// Kills every connection made so far, as a dead node or a broken link
+    /// does; new ones can be made.
+    fn kill(&self) {
+        match self {
+            Killer::Proxy(proxy) => proxy.kill(),
+            Killer::Memory(broker) => broker.close_connections(),
+        }
+    }
 }
 
 impl Backend {
@@ -33,13 +54,44 @@ impl Backend {
         Backend {
             transport: Arc::new(AmqpTransport::new(url())),
             shared: true,
+            memory: None,
         }
     }
 
     fn in_memory() -> Self {
+        let broker = rabbit_backoff::testing::TestBroker::new();
         Backend {
-            transport: Arc::new(rabbit_backoff::testing::TestBroker::new()),
+            transport: Arc::new(broker.clone()),
             shared: false,
+            memory: Some(broker),
+        }
+    }
+
+    /// The same broker through a transport whose connections the killer
+    /// kills (on RabbitMQ, through a proxy of the test's own).
+    async fn killable(&self) -> (Backend, Killer) {
+        match &self.memory {
+            Some(broker) => (
+                Backend::in_memory_of(broker),
+                Killer::Memory(broker.clone()),
+            ),
+            None => {
+                let proxy = Proxy::start(&url()).await;
+                let backend = Backend {
+                    transport: Arc::new(AmqpTransport::new(proxy.url())),
+                    shared: true,
+                    memory: None,
+                };
+                (backend, Killer::Proxy(proxy))
+            }
+        }
+    }
+
+    fn in_memory_of(broker: &rabbit_backoff::testing::TestBroker) -> Self {
+        Backend {
+            transport: Arc::new(broker.clone()),
+            shared: false,
+            memory: Some(broker.clone()),
         }
     }
 }
@@ -69,22 +121,44 @@ impl Harness {
         name: &str,
         configure: impl FnOnce(&mut ConsumerSpec),
     ) -> Self {
+        Self::start_with(backend, name, process_job, configure).await
+    }
+
+    /// The paced consumer instead of the scriptable one.
+    async fn paced(
+        backend: &Backend,
+        name: &str,
+        configure: impl FnOnce(&mut ConsumerSpec),
+    ) -> Self {
+        Self::start_with(backend, name, paced, configure).await
+    }
+
+    async fn start_with<C: Consumer>(
+        backend: &Backend,
+        name: &str,
+        consumer: C,
+        configure: impl FnOnce(&mut ConsumerSpec),
+    ) -> Self {
         let queue = unique(name);
         let journal = Journal::default();
-        let builder =
-            Runtime::builder()
-                .state(journal.clone())
-                .consumer_with(process_job, |spec| {
-                    spec.queue = queue.clone();
-                    configure(spec);
-                });
+        let builder = Runtime::builder()
+            .state(journal.clone())
+            .consumer_with(consumer, |spec| {
+                spec.queue = queue.clone();
+                configure(spec);
+            });
         let on = OnBroker::start(Arc::clone(&backend.transport), backend.shared, builder).await;
         Harness { on, journal }
     }
 
     /// Publishes a job to the consumer's work exchange, confirmed.
-    async fn publish(&self, job: &Job, properties: BasicProperties) {
+    async fn publish<T: Serialize>(&self, job: &T, properties: BasicProperties) {
         self.on.publish_json(job, properties).await;
+    }
+
+    /// How many times step `id` was handled.
+    fn handled(&self, id: u64) -> usize {
+        self.journal.calls_for(id).len()
     }
 
     async fn stop(self) {
@@ -626,6 +700,229 @@ async fn dead_letter_passes_past_their_window_keep_the_order(backend: Backend) {
     }
 }
 
+/// A step of the paced consumer: it takes `millis`, then succeeds (or
+/// fails transiently, for `Fail::Transient`).
+#[derive(Debug, Serialize, Deserialize)]
+struct Step {
+    id: u64,
+    millis: u64,
+    fail: Fail,
+}
+
+impl Step {
+    fn ok(id: u64, millis: u64) -> Self {
+        Step {
+            id,
+            millis,
+            fail: Fail::None,
+        }
+    }
+
+    fn transient(id: u64) -> Self {
+        Step {
+            id,
+            millis: 0,
+            fail: Fail::Transient,
+        }
+    }
+}
+
+#[backoff_consumer(queue = "placeholder", delays = "100ms")]
+async fn paced(step: Step, ctx: &Context, journal: State<Journal>) -> Result<(), JobError> {
+    journal.0.lock().unwrap().push(Seen::of(step.id, ctx));
+    tokio::time::sleep(Duration::from_millis(step.millis)).await;
+    match step.fail {
+        Fail::Transient => Err(JobError::Unavailable(step.id)),
+        _ => Ok(()),
+    }
+}
+
+/// Headers that nest more levels than a consumer accepts: it rejects the
+/// delivery, and the broker dead-letters it as it is.
+fn too_deep() -> BasicProperties {
+    let mut table = FieldTable::default();
+    for _ in 0..rabbit_backoff::MAX_HEADER_DEPTH + 4 {
+        let mut outer = FieldTable::default();
+        outer.insert("a".into(), AMQPValue::FieldTable(table));
+        table = outer;
+    }
+    props().with_headers(table)
+}
+
+/// Deliveries that finish in the reverse order of their tags are each
+/// acknowledged once, and no acknowledgement covers one still being handled
+/// (the broker would close the channel on a tag acknowledged twice).
+async fn out_of_order_completions_are_acked_once_each(backend: Backend) {
+    let mut h = Harness::paced(&backend, "sem-order", |s| s.prefetch = 10).await;
+    let health = h.health();
+    for id in 0..10u64 {
+        h.publish(&Step::ok(id, (10 - id) * 40), props()).await;
+    }
+    eventually("every step", WAIT, || (0..10).all(|id| h.handled(id) > 0)).await;
+    h.stop_consumer().await;
+    assert_eq!(h.depth(&h.spec.queue).await, 0, "every step acked");
+    for id in 0..10 {
+        assert_eq!(h.handled(id), 1, "step {id} handled once");
+    }
+    assert_eq!(health.reconnects(), 0, "the channel never failed");
+    h.stop().await;
+}
+
+/// A requeue (a retry copy the broker refuses) and a reject (headers nested
+/// too deep) among deliveries that succeed: each goes out after the
+/// acknowledgements of what finished before it, and no acknowledgement
+/// covers it, so the requeued one is back in its queue and the rejected one
+/// in the dead-letter queue, dead-lettered by the broker.
+async fn a_requeue_and_a_reject_in_the_middle_of_a_run(backend: Backend) {
+    use rabbit_backoff::Argument;
+    let queue = unique("sem-run");
+    let mut spec = paced.spec();
+    spec.queue = queue.clone();
+    let mut topology = Topology::of(&spec);
+    let refusing = &mut topology.retry_queues[0].arguments;
+    refusing.push(("x-max-length".into(), Argument::Int(0)));
+    refusing.push(("x-overflow".into(), Argument::Str("reject-publish".into())));
+    let _cleanup = backend.shared.then(|| Cleanup::of(&spec));
+    declare_as_operator(&backend, &topology).await;
+    let mut h = Harness::start_with(&backend, "sem-run", paced, |s| {
+        s.queue = queue.clone();
+        s.prefetch = 10;
+        s.declare = rabbit_backoff::DeclareMode::Passive;
+    })
+    .await;
+    let health = h.health();
+    h.publish(&Step::ok(0, 50), props()).await;
+    h.publish(&Step::transient(1), props()).await;
+    h.publish(&Step::ok(2, 0), too_deep()).await;
+    h.publish(&Step::ok(3, 50), props()).await;
+    h.publish(&Step::ok(4, 50), props()).await;
+    eventually("the run, and step 1 requeued", WAIT, || {
+        [0, 3, 4].iter().all(|&id| h.handled(id) == 1) && h.handled(1) >= 2
+    })
+    .await;
+    let rejected = h.next_dead_letter().await;
+    h.stop_consumer().await;
+    let step: Step = serde_json::from_slice(&rejected.data).unwrap();
+    assert_eq!(step.id, 2);
+    // Its headers, too deep for the framework, come set aside in one flat
+    // header (as the frame guard hands them over): the broker's x-death is
+    // among the entries, with the reason.
+    let Some(AMQPValue::ByteArray(packed)) =
+        header(&rejected.properties, rabbit_backoff::headers::DEEP_HEADERS)
+    else {
+        panic!(
+            "the deep headers set aside: {:?}",
+            rejected.properties.headers()
+        );
+    };
+    let entries = rabbit_backoff::deep_headers::entries(packed.as_slice()).expect("packed");
+    let death = entries
+        .iter()
+        .find(|e| e.name == "x-death")
+        .expect("dead-lettered by the broker, with x-death");
+    assert!(
+        death.value.windows(8).any(|w| w == b"rejected"),
+        "x-death says rejected"
+    );
+    assert_eq!(h.handled(2), 0, "never handled");
+    for id in [0, 3, 4] {
+        assert_eq!(h.handled(id), 1, "step {id} acked once");
+    }
+    assert!(h.journal.calls_for(1).iter().all(|s| s.retry_count == 0));
+    assert_eq!(h.depth(&queue).await, 1, "step 1 is back in its queue");
+    assert_eq!(h.depth(&topology.dead_letter_queue.name).await, 0);
+    assert_eq!(health.reconnects(), 0, "the channel never failed");
+    h.stop().await;
+}
+
+/// A shutdown while one delivery is being handled, some have finished and
+/// more wait prefetched: what finished and the one in flight are
+/// acknowledged, the prefetched ones return to the queue, nothing else.
+async fn shutdown_in_the_middle_of_a_run_acks_exactly_what_finished(backend: Backend) {
+    let mut h = Harness::paced(&backend, "sem-shutdown", |s| {
+        s.prefetch = 10;
+        s.concurrency = Some(1);
+    })
+    .await;
+    for id in 0..10u64 {
+        let millis = if id == 4 { 1_000 } else { 10 };
+        h.publish(&Step::ok(id, millis), props()).await;
+    }
+    eventually("step 4 started", WAIT, || h.handled(4) == 1).await;
+    h.stop_consumer().await;
+    for id in 0..5 {
+        assert_eq!(h.handled(id), 1, "step {id} handled once");
+    }
+    for id in 5..10 {
+        assert_eq!(h.handled(id), 0, "step {id} never started");
+    }
+    assert_eq!(
+        h.depth(&h.spec.queue).await,
+        5,
+        "the five that never started, and nothing that finished"
+    );
+    h.stop().await;
+}
+
+/// The connection dies while one delivery is being handled and the ones
+/// after it have finished: those were acknowledged (each on its own, since
+/// the one before them was still open), the open one was not and comes
+/// back once the consumer has reconnected.
+async fn a_killed_connection_redelivers_exactly_what_had_not_finished(backend: Backend) {
+    let (through, killer) = backend.killable().await;
+    let h = Harness::paced(&through, "sem-killed", |s| s.prefetch = 10).await;
+    h.publish(&Step::ok(0, 2_000), props()).await;
+    for id in 1..=6u64 {
+        h.publish(&Step::ok(id, 0), props()).await;
+    }
+    eventually("steps 1 to 6", WAIT, || {
+        (1..=6).all(|id| h.handled(id) == 1)
+    })
+    .await;
+    // Longer than acknowledgements wait to be coalesced.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(h.handled(0), 1, "step 0 is still being handled");
+    killer.kill();
+    eventually("step 0 again, after the reconnection", WAIT, || {
+        h.handled(0) == 2
+    })
+    .await;
+    // The test's own channel went through the killed transport: look with
+    // a new one.
+    let connection = backend.transport.connect().await.expect("connect");
+    let channel = connection.open_channel().await.expect("a channel");
+    let queue = h.spec.queue.clone();
+    eventually_async("step 0 acked the second time", || async {
+        let queue = channel.check_queue(&queue).await.expect("the queue");
+        queue.messages == 0 && h.handled(0) == 2
+    })
+    .await;
+    for id in 1..=6 {
+        assert_eq!(h.handled(id), 1, "step {id} was acked before the kill");
+    }
+    let calls = h.journal.calls_for(0);
+    assert_eq!(calls.len(), 2, "redelivered once");
+    channel.close().await;
+    connection.close().await;
+    drop(killer);
+    h.stop().await;
+}
+
+/// Waits until an asynchronous condition holds.
+async fn eventually_async<F: std::future::Future<Output = bool>>(
+    what: &str,
+    mut condition: impl FnMut() -> F,
+) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !condition().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 macro_rules! on_every_broker {
     ($($case:ident),* $(,)?) => {
         /// Against the real RabbitMQ at `AMQP_URL`.
@@ -668,4 +965,8 @@ on_every_broker!(
     a_hung_handler_times_out_and_is_retried,
     many_messages_with_mixed_outcomes_are_all_accounted_for,
     dead_letter_passes_past_their_window_keep_the_order,
+    out_of_order_completions_are_acked_once_each,
+    a_requeue_and_a_reject_in_the_middle_of_a_run,
+    shutdown_in_the_middle_of_a_run_acks_exactly_what_finished,
+    a_killed_connection_redelivers_exactly_what_had_not_finished,
 );

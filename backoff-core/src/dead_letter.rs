@@ -88,44 +88,60 @@ pub fn truncate_error_to(error: &str, max: usize) -> String {
 }
 
 /// The headers a dead-lettered message carries, on top of all its original
-/// headers and properties.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeadLetter {
+/// headers and properties. It borrows its text, so that a copy's headers are
+/// written straight from where the failure was seen.
+///
+/// ```
+/// use rabbit_backoff_core::{DeadLetter, DeadLetterReason, HeaderValue};
+///
+/// let dead_letter = DeadLetter {
+///     reason: DeadLetterReason::Permanent,
+///     retry_count: 0,
+///     error: "order 7 not found",
+///     failed_at: "2026-01-01T00:00:00.000Z",
+///     queue: "orders",
+///     exchange: "orders",
+///     routing_key: "orders",
+/// };
+/// assert!(dead_letter.headers().contains(&("x-error", HeaderValue::Str("order 7 not found"))));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadLetter<'a> {
     /// Why it was dead-lettered.
     pub reason: DeadLetterReason,
     /// The retry tiers it went through (`x-retry-count`).
     pub retry_count: u32,
     /// The error, already bounded by [`truncate_error`].
-    pub error: String,
+    pub error: &'a str,
     /// When, RFC 3339 in UTC.
-    pub failed_at: String,
+    pub failed_at: &'a str,
     /// The work queue it failed in.
-    pub queue: String,
+    pub queue: &'a str,
     /// The exchange of the failed delivery.
-    pub exchange: String,
+    pub exchange: &'a str,
     /// The routing key of the failed delivery.
-    pub routing_key: String,
+    pub routing_key: &'a str,
 }
 
-impl DeadLetter {
+impl<'a> DeadLetter<'a> {
     /// The headers to set, as name and value.
-    pub fn headers(&self) -> [(&'static str, HeaderValue<'_>); 7] {
+    pub fn headers(&self) -> [(&'static str, HeaderValue<'a>); 7] {
         [
             (
                 headers::RETRY_COUNT,
                 HeaderValue::Int(self.retry_count.into()),
             ),
-            (headers::ERROR, HeaderValue::Str(&self.error)),
-            (headers::FAILED_AT, HeaderValue::Str(&self.failed_at)),
+            (headers::ERROR, HeaderValue::Str(self.error)),
+            (headers::FAILED_AT, HeaderValue::Str(self.failed_at)),
             (
                 headers::DEAD_LETTER_REASON,
                 HeaderValue::Str(self.reason.as_str()),
             ),
-            (headers::ORIGINAL_QUEUE, HeaderValue::Str(&self.queue)),
-            (headers::ORIGINAL_EXCHANGE, HeaderValue::Str(&self.exchange)),
+            (headers::ORIGINAL_QUEUE, HeaderValue::Str(self.queue)),
+            (headers::ORIGINAL_EXCHANGE, HeaderValue::Str(self.exchange)),
             (
                 headers::ORIGINAL_ROUTING_KEY,
-                HeaderValue::Str(&self.routing_key),
+                HeaderValue::Str(self.routing_key),
             ),
         ]
     }
@@ -158,11 +174,11 @@ mod tests {
         let dl = DeadLetter {
             reason: DeadLetterReason::Exhausted,
             retry_count: 3,
-            error: "db down".into(),
-            failed_at: "2026-01-01T00:00:00Z".into(),
-            queue: "orders".into(),
-            exchange: "orders".into(),
-            routing_key: "orders".into(),
+            error: "db down",
+            failed_at: "2026-01-01T00:00:00Z",
+            queue: "orders",
+            exchange: "orders",
+            routing_key: "orders",
         };
         let h = dl.headers();
         assert!(h.contains(&("x-retry-count", HeaderValue::Int(3))));

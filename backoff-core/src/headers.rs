@@ -27,8 +27,10 @@ pub const REPLAY_COUNT: &str = "x-replay-count";
 /// The user headers a dead-letter copy had to leave out to fit in one frame,
 /// each as `name (N bytes)`.
 pub const DROPPED_HEADERS: &str = "x-dropped-headers";
-/// When the message first failed, RFC 3339 in UTC: set on the first retry or
-/// dead-letter copy and kept on every later one, for `max_age`.
+/// When the message first failed, RFC 3339 in UTC: set on the first retry
+/// copy and kept on every later one (dead letters included), for `max_age`.
+/// A message dead-lettered at its first failure does not carry it: its
+/// `x-failed-at` says the same.
 pub const FIRST_FAILED_AT: &str = "x-first-failed-at";
 /// When a retry copy was published to its retry tier, RFC 3339 in UTC: the
 /// tier's delay counts from then, so the copy is due back in its work queue

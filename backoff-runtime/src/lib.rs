@@ -6,17 +6,18 @@
 //!
 //! The modules are its layers, each using only those below it:
 //! - `transport`: what the framework asks of a broker ([`transport::Transport`]),
-//!   over lapin, and declaring a topology;
-//! - `settle`: ack, requeue, republish-then-ack, the framework's headers and
-//!   fitting copies into a frame;
-//! - `consume`: the loop per consumer, its context, state and extractors;
-//! - `operations`: dead-letter operations, status, the publisher;
-//! - `lifecycle`: the builder, supervision, health and shutdown.
+//!   over lapin, declaring a topology, inspecting queues, and the errors;
+//! - `settle`: what a decision does (ack, requeue, reject, republish-then-ack,
+//!   the framework's headers, fitting copies into a frame), its metrics, and
+//!   publishing with confirms;
+//! - `consume`: the loop per consumer, its context, state, extractors and
+//!   shutdown;
+//! - `operations`: dead-letter operations and status;
+//! - `lifecycle`: the builder, supervision and health.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 mod consume;
-mod error;
 mod lifecycle;
 mod operations;
 mod settle;
@@ -25,14 +26,14 @@ pub mod transport;
 pub use consume::consumer::Consumer;
 pub use consume::context::{Context, ContextBuilder};
 pub use consume::extract::FromContext;
-pub use consume::meters;
+pub use consume::shutdown::ShutdownHandle;
 pub use consume::state::{State, StateRequirement};
-pub use error::{Error, MissingObject, PublishFailure};
 pub use lifecycle::health::{Health, HealthWatch};
 #[cfg(feature = "http")]
 pub use lifecycle::http;
-pub use lifecycle::runtime::{RunningRuntime, Runtime, RuntimeBuilder, connect};
-pub use lifecycle::shutdown::ShutdownHandle;
+pub use lifecycle::runtime::{
+    DEFAULT_AMQP_URL, RunningRuntime, Runtime, RuntimeBuilder, amqp_url_from_env, connect,
+};
 pub use operations::dead_letter_filter::DeadLetterFilter;
 pub use operations::dead_letter_group::{DeadLetterGroup, GroupTally};
 pub use operations::dead_letter_message::{BODY_PREVIEW_LEN, DeadLetterMessage};
@@ -42,10 +43,12 @@ pub use operations::dead_letter_record::{
 };
 pub use operations::dlq::{DeadLetterReport, Dlq, ExportReport, ReplayOptions, SkippedMessage};
 pub use operations::message_edit::MessageEdit;
-pub use operations::publisher::{Outgoing, Publisher};
 pub use operations::retry_tier::{TierListing, WaitingMessage, list_retry_tier};
 pub use operations::status::{ConsumerStatus, QueueStatus, status};
+pub use settle::meters;
+pub use settle::publisher::{Outgoing, Publisher};
 pub use transport::declare::{check_topology, declare_topology};
+pub use transport::error::{Error, MissingObject, PublishFailure};
 
 /// The runtime's per-message work that needs no I/O, for benchmarks. Not a
 /// stable API.
@@ -57,11 +60,3 @@ pub mod __hot_path {
 
 /// Re-exported so that users need not depend on lapin for headers and values.
 pub use lapin;
-
-/// The default broker address: `amqp://guest:guest@127.0.0.1:5672/%2f`.
-pub const DEFAULT_AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
-
-/// The broker address from `AMQP_URL`, or [`DEFAULT_AMQP_URL`].
-pub fn amqp_url_from_env() -> String {
-    std::env::var("AMQP_URL").unwrap_or_else(|_| DEFAULT_AMQP_URL.to_owned())
-}

@@ -23,6 +23,7 @@ use rabbit_backoff_runtime::transport::{
 };
 
 use crate::broker::BrokerShared;
+use crate::deep_headers::as_delivered;
 use crate::lock::lock;
 use crate::queue::{ConsumerSlot, Queue, Recipient, Settlement};
 use crate::queue_config::QueueKind;
@@ -170,6 +171,9 @@ fn delivery_of(
             AMQPValue::LongLongInt(i64::from(message.delivery_count)),
         );
         properties = properties.with_headers(headers);
+    }
+    if let Some(set_aside) = as_delivered(&properties) {
+        properties = set_aside;
     }
     Delivery {
         exchange: message.exchange.clone(),

@@ -73,6 +73,7 @@ mod broker;
 mod channel;
 mod connection;
 mod death;
+mod deep_headers;
 mod exchange;
 mod lock;
 mod message;

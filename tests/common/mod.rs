@@ -2,6 +2,7 @@
 //! cleanup that runs even when a test fails, and a scriptable test consumer.
 #![allow(dead_code)]
 
+pub mod proxy;
 pub mod seam;
 
 use std::sync::{Arc, Mutex};
@@ -285,6 +286,28 @@ pub struct Seen {
     pub at: tokio::time::Instant,
 }
 
+impl Seen {
+    /// The call of a handler for job `id`, as it saw the delivery.
+    pub fn of(id: u64, ctx: &Context) -> Seen {
+        Seen {
+            id,
+            retry_count: ctx.retry_count(),
+            message_id: ctx.message_id().map(str::to_owned),
+            correlation_id: ctx.correlation_id().map(str::to_owned),
+            content_type: ctx
+                .properties()
+                .content_type()
+                .as_ref()
+                .map(|s| s.to_string()),
+            tenant: ctx.header_str("tenant").map(str::to_owned),
+            came_from: last_death_queue(ctx),
+            exchange: ctx.exchange().to_owned(),
+            routing_key: ctx.routing_key().to_owned(),
+            at: tokio::time::Instant::now(),
+        }
+    }
+}
+
 /// Every call of the handler, shared with the test.
 #[derive(Default, Clone)]
 pub struct Journal(pub Arc<Mutex<Vec<Seen>>>);
@@ -322,22 +345,7 @@ fn last_death_queue(ctx: &Context) -> Option<String> {
 
 #[backoff_consumer(queue = "placeholder", delays = "100ms,200ms,300ms")]
 pub async fn process_job(job: Job, ctx: &Context, journal: State<Journal>) -> Result<(), JobError> {
-    journal.0.lock().unwrap().push(Seen {
-        id: job.id,
-        retry_count: ctx.retry_count(),
-        message_id: ctx.message_id().map(str::to_owned),
-        correlation_id: ctx.correlation_id().map(str::to_owned),
-        content_type: ctx
-            .properties()
-            .content_type()
-            .as_ref()
-            .map(|s| s.to_string()),
-        tenant: ctx.header_str("tenant").map(str::to_owned),
-        came_from: last_death_queue(ctx),
-        exchange: ctx.exchange().to_owned(),
-        routing_key: ctx.routing_key().to_owned(),
-        at: tokio::time::Instant::now(),
-    });
+    journal.0.lock().unwrap().push(Seen::of(job.id, ctx));
     let failing = job.attempts.is_none_or(|n| ctx.retry_count() < n);
     match job.fail {
         Fail::None => Ok(()),

@@ -4,7 +4,8 @@ use std::future::Future;
 use rabbit_backoff_core::{Classify, ConsumerSpec};
 use serde::de::DeserializeOwned;
 
-use crate::{Context, StateRequirement};
+use crate::consume::context::Context;
+use crate::consume::state::StateRequirement;
 
 /// A message handler with its queue and retry schedule.
 ///

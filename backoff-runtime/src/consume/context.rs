@@ -4,8 +4,7 @@ use std::sync::Arc;
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 
-use crate::State;
-use crate::consume::state::StateMap;
+use crate::consume::state::{State, StateMap};
 
 /// What a handler can know about the delivery it handles, and the shared state
 /// registered on the builder.

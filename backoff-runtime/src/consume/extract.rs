@@ -3,7 +3,8 @@
 
 use std::any::Any;
 
-use crate::{Context, State, StateRequirement};
+use crate::consume::context::Context;
+use crate::consume::state::{State, StateRequirement};
 
 /// A handler parameter taken from the delivery's [`Context`]: `&Context`
 /// itself, or a [`State<T>`] registered with the runtime. Implement it for

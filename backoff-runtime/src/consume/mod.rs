@@ -1,8 +1,9 @@
-//! Consuming: the loop per consumer, the handler's context and state.
+//! Consuming: the loop per consumer, the handler's context and state, and
+//! the shutdown it watches.
 
 pub(crate) mod consumer;
 pub(crate) mod context;
 pub(crate) mod extract;
-pub mod meters;
+pub(crate) mod shutdown;
 pub(crate) mod state;
 pub(crate) mod worker;

@@ -1,36 +1,40 @@
 //! The consumer loop: one per consumer, on its own confirm channel. Each
 //! delivery is decoded, handled, decided on (by `backoff-core`) and settled.
 
+use std::any::Any;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-
 use std::time::Duration;
 
+use futures_util::future::{BoxFuture, Either};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use rabbit_backoff_core::{
-    Attempt, Breaker, BreakerAction, Classify, ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter,
-    DeadLetterReason, Decision, HeaderValue, Outcome, Topology, Verdict, broker_headroom, decide,
-    header_limit, headers, parse_failed_at, truncate_error,
+    Attempt, Breaker, BreakerAction, Classify, ConsumerSpec, MAX_ERROR_LEN, Outcome, RetryCount,
+    Verdict, decide, truncate_error,
 };
 use tracing::Instrument;
 
-use crate::consume::meters::Meters;
+use crate::consume::consumer::Consumer;
+use crate::consume::context::Context;
+use crate::consume::shutdown::ShutdownHandle;
 use crate::consume::state::StateMap;
-use crate::settle::clock;
-use crate::settle::copy::{now_rfc3339, panic_message, republish_properties, retry_count_of};
-use crate::settle::frame_fit::{TooLarge, content_header_len, without_largest_headers};
-use crate::settle::publish::{channel_error, confirm_channel};
-use crate::settle::settlement::{Repair, Settler, Target};
-use crate::settle::trace_context::continue_trace;
-use crate::transport::declare::establish_topology;
+use crate::settle::acks::ACK_LINGER;
+use crate::settle::copy::{retry_count_of, since_first_failure};
+use crate::settle::executor::{Executor, Original};
+use crate::settle::trace_context::delivery_span;
+use crate::transport::error::{Error, channel_error};
 use crate::transport::frame_guard::SetAside;
-use crate::transport::values::header_view;
-use crate::transport::{Acker, Connection, Deliveries, Delivery, TransportError};
-use crate::{Consumer, Context, Error, Health, ShutdownHandle};
+use crate::transport::open::confirm_channel;
+use crate::transport::{Connection, Deliveries, Delivery, TransportError};
 
 /// The first pause of an immediate retry; the n-th waits n times as long.
 const IMMEDIATE_PAUSE: Duration = Duration::from_millis(50);
+
+/// Where a consumer says that its circuit breaker paused it (`Some`, with
+/// its queue) or that it consumes again (`None`).
+pub(crate) type PauseReport = Arc<dyn Fn(Option<&str>) + Send + Sync>;
 
 /// Settings shared by every worker of a runtime.
 #[derive(Clone)]
@@ -39,8 +43,7 @@ pub(crate) struct WorkerEnv {
     pub(crate) state: Arc<StateMap>,
     pub(crate) confirm_timeout: Duration,
     pub(crate) shutdown: ShutdownHandle,
-    /// Where a consumer reports a paused circuit breaker.
-    pub(crate) health: Option<tokio::sync::watch::Sender<Health>>,
+    pub(crate) paused: Option<PauseReport>,
 }
 
 /// How consuming ended.
@@ -51,34 +54,13 @@ enum Consumed {
     Tripped(Duration),
 }
 
-/// One delivery after its handler ran: what settling it needs.
-struct Handled {
-    acker: Acker,
-    body: Vec<u8>,
-    ctx: Context,
-    outcome: Outcome,
-}
-
-impl Handled {
-    fn error(&self) -> &str {
-        match &self.outcome {
-            Outcome::Success => "",
-            Outcome::Failed { error, .. } | Outcome::Undecodable { error } => error,
-        }
-    }
-}
-
-/// One consumer's running loop and what it needs to settle a delivery.
+/// One consumer's running loop.
 pub(crate) struct Worker<C: Consumer> {
     consumer: Arc<C>,
     spec: ConsumerSpec,
-    topology: Topology,
     queue: Arc<str>,
-    /// The delay of each retry queue of `topology.retry_queues`, in order.
-    retry_delays: Vec<u64>,
-    dead_letter_routing_key: String,
-    settler: Settler,
-    meters: Meters,
+    /// Carries out what `decide` says, on the consumer's channel.
+    executor: Executor,
     env: WorkerEnv,
 }
 
@@ -89,7 +71,6 @@ impl<C: Consumer> Worker<C> {
         spec: ConsumerSpec,
         env: WorkerEnv,
     ) -> Result<(Arc<Self>, Deliveries), Error> {
-        let topology = Topology::of(&spec);
         let channel = confirm_channel(&*env.connection, &spec.queue).await?;
         channel
             .qos(spec.prefetch)
@@ -99,28 +80,12 @@ impl<C: Consumer> Worker<C> {
             .consume(&spec.queue)
             .await
             .map_err(channel_error(&spec.queue, "starting to consume"))?;
-        let settler = Settler::new(
-            channel,
-            Arc::clone(&env.connection),
-            env.confirm_timeout,
-            Some(repair(&env.connection, &topology, &spec)),
-        );
-        let tiers: Vec<u64> = spec
-            .delays
-            .as_millis()
-            .iter()
-            .chain(spec.ladders.iter().flatten())
-            .copied()
-            .collect();
+        let executor = Executor::new(channel, &env.connection, env.confirm_timeout, &spec);
         let worker = Worker {
-            meters: Meters::new(&spec.queue, &tiers),
             queue: Arc::from(spec.queue.as_str()),
-            dead_letter_routing_key: spec.names().dead_letter_routing_key,
-            retry_delays: spec.retry_delays(),
             consumer,
             spec,
-            topology,
-            settler,
+            executor,
             env,
         };
         Ok((Arc::new(worker), deliveries))
@@ -147,10 +112,10 @@ impl<C: Consumer> Worker<C> {
             if !self.pause_and_probe(breaker, pause).await {
                 return self.finish(None).await;
             }
-            self.report(Health::Ready);
-            self.meters.breaker_open.set(0.0);
+            self.report(None);
+            self.executor.meters.breaker_open(false);
             deliveries = self
-                .settler
+                .executor
                 .channel()
                 .consume(&self.spec.queue)
                 .await
@@ -173,21 +138,34 @@ impl<C: Consumer> Worker<C> {
             consumer_tag,
             mut stream,
         } = deliveries;
+        let acks = &self.executor.acks;
         let mut in_flight = FuturesUnordered::new();
+        // Deliveries handed back while stopping, and flushes of
+        // acknowledgements that waited long enough: polled beside the
+        // handlers, never awaited in the loop, which would stop polling a
+        // handler whose settling they wait for.
+        let mut chores: FuturesUnordered<BoxFuture<'_, ()>> = FuturesUnordered::new();
+        let linger = tokio::time::sleep(ACK_LINGER);
+        tokio::pin!(linger);
+        let mut lingering = false;
         let mut failure = None;
         let mut stream_done = false;
         let mut stopping = false;
         let mut tripped = None;
         let stop = self.env.shutdown.wait();
         tokio::pin!(stop);
-        while !(stream_done && in_flight.is_empty()) {
+        while !(stream_done && in_flight.is_empty() && chores.is_empty()) {
             let stop_consuming = tokio::select! {
                 next = stream.next(), if !stream_done && (stopping || in_flight.len() < self.spec.effective_concurrency()) => {
                     match next {
-                        Some(Ok(delivery)) if stopping => {
-                            self.settler.requeue_now(&delivery.acker).await;
+                        Some(Ok(delivery)) => {
+                            acks.received(delivery.acker.delivery_tag());
+                            if stopping {
+                                chores.push(Box::pin(self.hand_back(delivery)));
+                            } else {
+                                                                in_flight.push(self.process(delivery));
+                            }
                         }
-                        Some(Ok(delivery)) => in_flight.push(self.process(delivery)),
                         Some(Err(e)) => {
                             failure.get_or_insert(e);
                             stream_done = true;
@@ -196,7 +174,24 @@ impl<C: Consumer> Worker<C> {
                     }
                     false
                 }
+                                Some(()) = chores.next(), if !chores.is_empty() => {
+                    // A lingering flush may leave some held back: look again later.
+                    if !lingering && acks.waiting() > 0 {
+                        linger.as_mut().reset(tokio::time::Instant::now() + ACK_LINGER);
+                        lingering = true;
+                    }
+                    false
+                }
+                () = &mut linger, if lingering => {
+                    lingering = false;
+                    chores.push(Box::pin(acks.flush_lingering()));
+                    false
+                }
                 Some(failed) = in_flight.next(), if !in_flight.is_empty() => {
+                    if !lingering && acks.waiting() > 0 {
+                        linger.as_mut().reset(tokio::time::Instant::now() + ACK_LINGER);
+                        lingering = true;
+                    }
                     match breaker.as_deref_mut().map(|b| b.record(failed)) {
                         Some(BreakerAction::Pause(pause)) if !stopping => {
                             tracing::warn!(
@@ -205,7 +200,7 @@ impl<C: Consumer> Worker<C> {
                                 pause.as_millis()
                             );
                             tripped = Some(pause);
-                            self.meters.breaker_open.set(1.0);
+                            self.executor.meters.breaker_open(true);
                             true
                         }
                         _ => false,
@@ -215,12 +210,14 @@ impl<C: Consumer> Worker<C> {
             };
             if stop_consuming && !stopping {
                 stopping = true;
-                if let Err(e) = self.settler.channel().cancel(&consumer_tag).await {
+                if let Err(e) = self.executor.channel().cancel(&consumer_tag).await {
                     tracing::debug!("cancelling the consumer of {}: {e}", self.queue);
                     stream_done = true;
                 }
             }
         }
+        // What finished is acknowledged before pausing or closing.
+        acks.flush().await;
         match tripped {
             Some(pause) if !self.env.shutdown.is_shutdown() && failure.is_none() => {
                 Consumed::Tripped(pause)
@@ -234,13 +231,13 @@ impl<C: Consumer> Worker<C> {
     async fn pause_and_probe(&self, breaker: &mut Breaker, first: Duration) -> bool {
         let mut pause = first;
         loop {
-            self.report(Health::Paused(self.spec.queue.clone()));
+            self.report(Some(&self.spec.queue));
             tokio::select! {
                 _ = self.env.shutdown.wait() => return false,
                 _ = tokio::time::sleep(pause) => {}
             }
             breaker.probing();
-            let probe = match self.settler.channel().get(&self.spec.queue).await {
+            let probe = match self.executor.channel().get(&self.spec.queue).await {
                 Ok(probe) => probe,
                 Err(e) => {
                     tracing::warn!("probing {}: {e}", self.queue);
@@ -250,7 +247,13 @@ impl<C: Consumer> Worker<C> {
             let succeeded = match probe {
                 // Nothing waits: consume again, and let the breaker judge.
                 None => true,
-                Some(delivery) => !self.process(delivery).await,
+                Some(delivery) => {
+                    let acks = &self.executor.acks;
+                    acks.received(delivery.acker.delivery_tag());
+                    let failed = self.process(delivery).await;
+                    acks.flush().await;
+                    !failed
+                }
             };
             match breaker.probed(succeeded) {
                 BreakerAction::Pause(again) => {
@@ -269,7 +272,7 @@ impl<C: Consumer> Worker<C> {
     /// Closes the channel (anything unacknowledged goes back to the queue)
     /// and says why the consumer ended.
     async fn finish(&self, failure: Option<TransportError>) -> Result<(), Error> {
-        self.settler.close().await;
+        self.executor.close().await;
         if self.env.shutdown.is_shutdown() {
             return Ok(());
         }
@@ -280,77 +283,72 @@ impl<C: Consumer> Worker<C> {
         })
     }
 
-    fn report(&self, health: Health) {
-        if let Some(sender) = &self.env.health {
-            sender.send_replace(health);
+    /// Gives a delivery that arrived while stopping back to its queue at once.
+    async fn hand_back(&self, delivery: Delivery) {
+        self.executor.requeue_now(&delivery.acker).await;
+    }
+
+    fn report(&self, paused: Option<&str>) {
+        if let Some(report) = &self.env.paused {
+            report(paused);
         }
     }
 
     /// One delivery: decode and run the handler, `decide`, settle. True when
     /// it failed transiently (what the circuit breaker counts).
-    async fn process(&self, delivery: Delivery) -> bool {
-        self.meters.in_flight.increment(1.0);
-        let failed_transiently = self.process_one(delivery).await;
-        self.meters.in_flight.decrement(1.0);
-        failed_transiently
-    }
-
-    async fn process_one(&self, delivery: Delivery) -> bool {
-        let retry = retry_count_of(&delivery.properties);
-        let message_id = delivery
-            .properties
-            .message_id()
-            .as_ref()
-            .map_or("-", |s| s.as_str());
-        // `queue`, `message_id` and `attempt` for logs; the rest for
-        // OpenTelemetry's messaging conventions.
-        let span = tracing::info_span!(
-            "delivery",
-            queue = %self.queue,
-            message_id,
-            attempt = retry.count.saturating_add(1),
-            otel.name = %format_args!("{} process", self.queue),
-            otel.kind = "consumer",
-            messaging.system = "rabbitmq",
-            messaging.operation.type = "process",
-            messaging.destination.name = %self.queue,
-            messaging.rabbitmq.destination.routing_key = delivery.routing_key.as_str(),
-            messaging.message.id = message_id,
-        );
-        continue_trace(&span, delivery.properties.headers().as_ref());
-        async move {
-            if let Some(warning) = &retry.warning {
-                tracing::warn!("{warning}");
-            }
-            if let Some(set_aside) = SetAside::of(&delivery.properties) {
-                // Headers too deep for lapin, set aside by the connection's
-                // frame guard: the broker dead-letters the intact original.
-                self.reject(&delivery.acker, &set_aside.to_string()).await;
-                return false;
-            }
-            let attempt = Attempt {
-                count: retry.count,
-                since_first_failure: since_first_failure(&delivery.properties),
-            };
-            let handled = self.run_handler(delivery, retry.count).await;
-            let decision = decide(self.spec.policy(), attempt, &handled.outcome);
-            let failed_transiently = matches!(
-                handled.outcome,
-                Outcome::Failed {
-                    verdict: Verdict::Retry | Verdict::Ladder(_) | Verdict::RetryAfter(_),
-                    ..
-                }
-            );
-            self.settle(handled, decision).await;
+    ///
+    /// Not an `async fn`, nor are the two below: each takes the delivery
+    /// apart before its future exists, so that the future (one per delivery
+    /// in flight) holds each part once.
+    fn process(&self, delivery: Delivery) -> impl Future<Output = bool> + Send + '_ {
+        let meters = &self.executor.meters;
+        meters.in_flight(true);
+        // A combinator, not an `async` block: awaiting the future from a
+        // block would hold it twice.
+        self.process_one(delivery).map(move |failed_transiently| {
+            meters.in_flight(false);
             failed_transiently
-        }
-        .instrument(span)
-        .await
+        })
     }
 
-    /// Decodes the body and runs the handler (with its timeout, catching a
-    /// panic) into an outcome.
-    async fn run_handler(&self, delivery: Delivery, retry_count: u32) -> Handled {
+    /// The delivery in its span.
+    fn process_one(&self, delivery: Delivery) -> impl Future<Output = bool> + Send + '_ {
+        let retry = retry_count_of(&delivery.properties);
+        let span = delivery_span(&self.queue, &delivery, retry.count);
+        // Without a subscriber that records it, the span is not entered at
+        // every poll.
+        if span.is_disabled() {
+            Either::Left(self.handle(delivery, retry))
+        } else {
+            let _entered = span.enter();
+            Either::Right(self.handle(delivery, retry).instrument(span.clone()))
+        }
+    }
+
+    /// Runs the handler, `decide`s, and has the executor carry out the
+    /// decision.
+    fn handle(
+        &self,
+        delivery: Delivery,
+        retry: RetryCount,
+    ) -> Either<impl Future<Output = bool> + Send + '_, BoxFuture<'_, bool>> {
+        if let Some(warning) = &retry.warning {
+            tracing::warn!("{warning}");
+        }
+        if let Some(set_aside) = SetAside::of(&delivery.properties) {
+            // Headers too deep for lapin, set aside by the connection's frame
+            // guard: the broker dead-letters the intact original.
+            return Either::Right(Box::pin(async move {
+                self.executor
+                    .reject(&delivery.acker, &set_aside.to_string())
+                    .await;
+                false
+            }));
+        }
+        let attempt = Attempt {
+            count: retry.count,
+            since_first_failure: since_first_failure(&delivery.properties),
+        };
         let Delivery {
             exchange,
             routing_key,
@@ -364,11 +362,41 @@ impl<C: Consumer> Worker<C> {
             exchange,
             routing_key,
             redelivered,
-            retry_count,
+            retry_count: retry.count,
             properties,
             state: Arc::clone(&self.env.state),
         };
-        let mut outcome = self.call(&data, &ctx).await;
+        Either::Left(async move {
+            let outcome = self.run_handler(&data, &ctx).await;
+            let decision = decide(self.spec.policy(), attempt, &outcome);
+            let (failed_transiently, error) = match &outcome {
+                Outcome::Success => (false, ""),
+                Outcome::Failed { verdict, error } => (
+                    matches!(
+                        verdict,
+                        Verdict::Retry | Verdict::Ladder(_) | Verdict::RetryAfter(_)
+                    ),
+                    error.as_str(),
+                ),
+                Outcome::Undecodable { error } => (false, error.as_str()),
+            };
+            let original = Original {
+                body: &data,
+                properties: &ctx.properties,
+                exchange: &ctx.exchange,
+                routing_key: &ctx.routing_key,
+                retry_count: ctx.retry_count,
+                error,
+            };
+            self.executor.execute(acker, &original, decision).await;
+            failed_transiently
+        })
+    }
+
+    /// Decodes the body and runs the handler (with its timeout, catching a
+    /// panic) into an outcome, with the immediate retries of the spec.
+    async fn run_handler(&self, data: &[u8], ctx: &Context) -> Outcome {
+        let mut outcome = self.call(data, ctx).await;
         // Immediate retries: in the process, after a short pause, for blips.
         for retry in 1..=self.spec.immediate {
             let Outcome::Failed { verdict, error } = &outcome else {
@@ -384,16 +412,12 @@ impl<C: Consumer> Worker<C> {
                 self.spec.immediate,
                 pause.as_millis()
             );
-            tokio::time::sleep(pause).await;
-            self.meters.immediate_retries.increment(1);
-            outcome = self.call(&data, &ctx).await;
+            // Rare: on the heap, not in every delivery's future.
+            Box::pin(tokio::time::sleep(pause)).await;
+            self.executor.meters.immediate_retry();
+            outcome = self.call(data, ctx).await;
         }
-        Handled {
-            acker,
-            body: data,
-            ctx,
-            outcome,
-        }
+        outcome
     }
 
     /// Decodes the body and runs the handler once, with its timeout,
@@ -408,14 +432,12 @@ impl<C: Consumer> Worker<C> {
             }
         };
         let handled = AssertUnwindSafe(self.consumer.handle(message, ctx)).catch_unwind();
-        let started = tokio::time::Instant::now();
+        let timer = self.executor.meters.handler_started();
         let result = match self.spec.handler_timeout {
             None => Some(handled.await),
             Some(limit) => tokio::time::timeout(limit, handled).await.ok(),
         };
-        self.meters
-            .handler_duration
-            .record(started.elapsed().as_secs_f64());
+        self.executor.meters.handler_ended(timer);
         match result {
             None => Outcome::Failed {
                 verdict: Verdict::Retry,
@@ -427,245 +449,43 @@ impl<C: Consumer> Worker<C> {
             Some(Ok(Ok(()))) => Outcome::Success,
             Some(Ok(Err(e))) => Outcome::Failed {
                 verdict: e.verdict(),
-                error: truncate_error(&e.to_string()),
+                error: bounded(e.to_string()),
             },
             Some(Err(panic)) => Outcome::Failed {
                 verdict: Verdict::Retry,
-                error: truncate_error(&panic_message(panic.as_ref())),
+                error: bounded(panic_message(panic.as_ref())),
             },
         }
     }
+}
 
-    /// Carries out the decision against the broker.
-    async fn settle(&self, handled: Handled, decision: Decision) {
-        let error = handled.error();
-        match decision {
-            Decision::Ack => {
-                if self.settler.ack(&handled.acker).await {
-                    self.meters.handled.increment(1);
-                    self.meters.settled(*handled.ctx.properties.timestamp());
-                    tracing::debug!("handled; acked");
-                }
-            }
-            Decision::Discard => {
-                if self.settler.ack(&handled.acker).await {
-                    self.meters.discarded.increment(1);
-                    tracing::info!(
-                        error,
-                        "failed; discarded (the error says the message is obsolete)"
-                    );
-                }
-            }
-            Decision::Retry {
-                delay_ms,
-                next_count,
-            } => {
-                let count = (headers::RETRY_COUNT, HeaderValue::Int(next_count.into()));
-                // When the copy enters its tier, so that its due time can be shown.
-                let now = now_rfc3339();
-                let entered = (headers::RETRIED_AT, HeaderValue::Str(&now));
-                let properties = copy_properties(&handled.ctx, &[count, entered]);
-                let target = self.retry_target(delay_ms);
-                if self.copy_then_ack(&handled, &target, properties).await {
-                    self.meters.retried(delay_ms);
-                    tracing::warn!(
-                        error,
-                        "failed (transient); retry {next_count}/{} in {}",
-                        self.spec.delays.len(),
-                        target.queue,
-                    );
-                }
-            }
-            Decision::DeadLetter { reason } => {
-                let dead_letter = self.dead_letter(&handled, reason, error.to_owned());
-                let properties = copy_properties(&handled.ctx, &dead_letter.headers());
-                if self
-                    .copy_then_ack(&handled, &self.dead_letter_target(), properties)
-                    .await
-                {
-                    self.meters.dead_lettered(reason);
-                    self.meters.settled(*handled.ctx.properties.timestamp());
-                    tracing::warn!(
-                        error,
-                        "failed ({reason}); dead-lettered to {}",
-                        self.topology.dead_letter_queue.name
-                    );
-                }
-            }
-        }
-    }
-
-    /// The retry queue of a tier of `delay_ms`: its own, or with jitter one
-    /// of its sub-queues at random.
-    fn retry_target(&self, delay_ms: u64) -> Target<'_> {
-        let ms = self.spec.jittered(delay_ms, fastrand::f64());
-        // Every delay a decision can return has a declared queue; the
-        // consumer's first tier is the safe fallback.
-        let index = self.retry_delays.iter().position(|&d| d == ms).unwrap_or(0);
-        let queue = &self.topology.retry_queues[index].name;
-        let exchange = &self.topology.retry_exchange.name;
-        Target {
-            exchange,
-            // Each retry queue is bound to the retry exchange with its own name.
-            routing_key: queue,
-            queue,
-            // It dead-letters the copy back when the delay is over.
-            headroom: broker_headroom(queue, exchange, queue),
-        }
-    }
-
-    fn dead_letter_target(&self) -> Target<'_> {
-        let names = &self.topology;
-        Target {
-            exchange: &names.dead_letter_exchange.name,
-            routing_key: &self.dead_letter_routing_key,
-            queue: &names.dead_letter_queue.name,
-            headroom: DEAD_LETTER_HEADROOM,
-        }
-    }
-
-    /// The failure headers of a dead letter of this delivery.
-    fn dead_letter(
-        &self,
-        handled: &Handled,
-        reason: DeadLetterReason,
-        error: String,
-    ) -> DeadLetter {
-        DeadLetter {
-            reason,
-            retry_count: handled.ctx.retry_count,
-            error,
-            failed_at: now_rfc3339(),
-            queue: self.spec.queue.clone(),
-            exchange: handled.ctx.exchange.clone(),
-            routing_key: handled.ctx.routing_key.clone(),
-        }
-    }
-
-    /// Publishes the copy, shrunk to fit one frame with room for what the
-    /// broker adds, and acks the original once confirmed. True when confirmed.
-    async fn copy_then_ack(
-        &self,
-        handled: &Handled,
-        target: &Target<'_>,
-        properties: lapin::BasicProperties,
-    ) -> bool {
-        match self.settler.fit(properties, target) {
-            Ok(properties) => {
-                self.settler
-                    .republish_then_ack(&handled.acker, target, &handled.body, properties)
-                    .await
-            }
-            Err(too_large) => {
-                self.settle_oversized(handled, too_large).await;
-                false
-            }
-        }
-    }
-
-    /// No copy of this delivery with its own headers fits. When the broker
-    /// can still dead-letter it (adding `x-death`) within the frame, reject
-    /// it into the dead-letter queue as it is; otherwise dead-letter a copy
-    /// without its largest headers, which `x-dropped-headers` names.
-    async fn settle_oversized(&self, handled: &Handled, too_large: TooLarge) {
-        let frame_max = self.settler.frame_max();
-        let size = content_header_len(&handled.ctx.properties);
-        let ctx = &handled.ctx;
-        let headroom = broker_headroom(&self.spec.queue, &ctx.exchange, &ctx.routing_key);
-        let why = format!(
-            "a copy would need {} bytes of properties and headers, more than the {} allowed \
-             in a frame of {frame_max}, even with the framework's own headers shrunk",
-            too_large.size, too_large.limit
-        );
-        if size + headroom <= header_limit(frame_max) {
-            return self.reject(&handled.acker, &why).await;
-        }
-        let error = format!(
-            "{why}; the message itself takes {size} bytes, too close to the frame for the \
-             broker to dead-letter it either. Its failure: {}",
-            handled.error()
-        );
-        let dead_letter =
-            self.dead_letter(handled, DeadLetterReason::Oversized, truncate_error(&error));
-        let properties = republish_properties(&ctx.properties, &dead_letter.headers());
-        let target = self.dead_letter_target();
-        match without_largest_headers(properties, self.settler.copy_limit(&target)) {
-            Some((properties, dropped)) => {
-                let (acker, body) = (&handled.acker, &handled.body);
-                if self
-                    .settler
-                    .republish_then_ack(acker, &target, body, properties)
-                    .await
-                {
-                    self.meters.dead_lettered(DeadLetterReason::Oversized);
-                    tracing::error!(
-                        "{why}; dead-lettered to {} without the headers {}",
-                        target.queue,
-                        dropped.join(", ")
-                    );
-                }
-            }
-            None => self.reject(&handled.acker, &why).await,
-        }
-    }
-
-    async fn reject(&self, acker: &Acker, why: &str) {
-        let dead_letter_queue = &self.topology.dead_letter_queue.name;
-        self.settler.reject(acker, why, dead_letter_queue).await;
+/// `error`, cut to the size `x-error` allows when it is longer (see
+/// [`truncate_error`]); not copied when it fits.
+fn bounded(error: String) -> String {
+    if error.len() <= MAX_ERROR_LEN {
+        error
+    } else {
+        truncate_error(&error)
     }
 }
 
-/// How long ago the message first failed, from `x-first-failed-at`.
-fn since_first_failure(properties: &lapin::BasicProperties) -> Option<std::time::Duration> {
-    let value = properties
-        .headers()
-        .as_ref()?
-        .inner()
-        .get(headers::FIRST_FAILED_AT)?;
-    let HeaderValue::Str(text) = header_view(value) else {
-        return None;
-    };
-    let first = parse_failed_at(text)?;
-    Some(clock::now().duration_since(first).unwrap_or_default())
+/// The message of a caught panic.
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    let text = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a non-string panic payload");
+    format!("handler panicked: {text}")
 }
 
-/// Now, for `x-first-failed-at` on the first copy of a message that had not
-/// failed before; `None` when it carries one already (the copy keeps it).
-fn first_failure(ctx: &Context) -> Option<String> {
-    let known = ctx
-        .headers()
-        .is_some_and(|h| h.contains_key(headers::FIRST_FAILED_AT));
-    (!known).then(now_rfc3339)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The properties of a copy: the original's, with `set` and, on a first
-/// failure, `x-first-failed-at`.
-fn copy_properties(
-    ctx: &Context,
-    set: &[(&'static str, HeaderValue<'_>)],
-) -> lapin::BasicProperties {
-    match first_failure(ctx) {
-        None => republish_properties(&ctx.properties, set),
-        Some(now) => {
-            let mut all = set.to_vec();
-            all.push((headers::FIRST_FAILED_AT, HeaderValue::Str(&now)));
-            republish_properties(&ctx.properties, &all)
-        }
+    #[test]
+    fn describes_panics() {
+        let caught = std::panic::catch_unwind(|| panic!("boom {}", 1)).unwrap_err();
+        assert_eq!(panic_message(caught.as_ref()), "handler panicked: boom 1");
     }
-}
-
-/// Declares (or, with `declare = "passive"`, checks) the topology again: an
-/// unroutable copy means a retry or dead-letter queue or its binding is gone.
-fn repair(connection: &Arc<dyn Connection>, topology: &Topology, spec: &ConsumerSpec) -> Repair {
-    let (connection, topology, mode) = (Arc::clone(connection), topology.clone(), spec.declare);
-    Arc::new(move || {
-        let (connection, topology) = (Arc::clone(&connection), topology.clone());
-        Box::pin(async move {
-            let queue = &topology.work_queue.name;
-            match establish_topology(&*connection, &topology, mode).await {
-                Ok(()) => tracing::warn!("topology of {queue} declared or checked again"),
-                Err(e) => tracing::error!("the topology of {queue} again: {e}"),
-            }
-        })
-    })
 }

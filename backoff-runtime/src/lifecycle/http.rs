@@ -5,7 +5,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 
-use crate::{Health, HealthWatch};
+use crate::lifecycle::health::{Health, HealthWatch};
 
 /// Routes `GET /health/ready` (200 `Ready` when every consumer consumes,
 /// 503 with the state otherwise) and `GET /health/live` (200 unless the

@@ -1,7 +1,6 @@
-//! The runtime's life: the builder, supervision, health and shutdown.
+//! The runtime's life: the builder, supervision and health.
 
 pub(crate) mod health;
 #[cfg(feature = "http")]
 pub mod http;
 pub(crate) mod runtime;
-pub(crate) mod shutdown;

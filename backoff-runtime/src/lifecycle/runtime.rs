@@ -7,12 +7,24 @@ use futures_util::future::BoxFuture;
 use rabbit_backoff_core::{ConsumerSpec, ReconnectBackoff, Topology};
 use tokio::task::JoinSet;
 
-use crate::consume::state::StateMap;
-use crate::consume::worker::{Worker, WorkerEnv};
+use crate::consume::consumer::Consumer;
+use crate::consume::shutdown::ShutdownHandle;
+use crate::consume::state::{StateMap, StateRequirement};
+use crate::consume::worker::{PauseReport, Worker, WorkerEnv};
+use crate::lifecycle::health::{Health, HealthWatch};
+use crate::settle::meters;
 use crate::transport::amqp::AmqpTransport;
 use crate::transport::declare::establish_topology;
+use crate::transport::error::Error;
 use crate::transport::{Connection, Transport};
-use crate::{Consumer, Error, Health, HealthWatch, ShutdownHandle, StateRequirement};
+
+/// The default broker address: `amqp://guest:guest@127.0.0.1:5672/%2f`.
+pub const DEFAULT_AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+/// The broker address from `AMQP_URL`, or [`DEFAULT_AMQP_URL`].
+pub fn amqp_url_from_env() -> String {
+    std::env::var("AMQP_URL").unwrap_or_else(|_| DEFAULT_AMQP_URL.to_owned())
+}
 
 /// Builds a [`Runtime`]: the broker address, the consumers, their shared state
 /// and run-time overrides.
@@ -179,7 +191,7 @@ impl Runtime {
                 Err(e) if e.is_recoverable() => {
                     failures = failures.saturating_add(1);
                     self.health.1.count_reconnect();
-                    crate::consume::meters::reconnected();
+                    meters::reconnected();
                     self.health.0.send_replace(Health::Recovering);
                     let wait = self.reconnect.delay(failures - 1, 0.5);
                     tracing::warn!("{e}; reconnecting (attempt {failures}, in about {wait:?})");
@@ -223,7 +235,7 @@ impl Runtime {
             state: Arc::clone(&self.state),
             confirm_timeout: self.confirm_timeout,
             shutdown: stop.clone(),
-            health: Some(self.health.0.clone()),
+            paused: Some(pause_report(&self.health.0)),
         };
         let mut running = JoinSet::new();
         for registration in &self.consumers {
@@ -278,6 +290,17 @@ impl Runtime {
         }
         Ok(())
     }
+}
+
+/// Turns a consumer's breaker pausing it, and resuming, into the runtime's health.
+fn pause_report(health: &tokio::sync::watch::Sender<Health>) -> PauseReport {
+    let health = health.clone();
+    Arc::new(move |paused: Option<&str>| {
+        health.send_replace(match paused {
+            Some(queue) => Health::Paused(queue.to_owned()),
+            None => Health::Ready,
+        });
+    })
 }
 
 /// Waits for every consumer task; the first error, if any.
@@ -421,7 +444,7 @@ impl RuntimeBuilder {
         Ok(Runtime {
             transport: self.transport.unwrap_or_else(|| {
                 Arc::new(AmqpTransport::new(
-                    self.uri.unwrap_or_else(crate::amqp_url_from_env),
+                    self.uri.unwrap_or_else(amqp_url_from_env),
                 ))
             }),
             consumers: self.consumers,

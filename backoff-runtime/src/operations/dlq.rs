@@ -9,20 +9,22 @@ use rabbit_backoff_core::{
 };
 use serde::Serialize;
 
+use crate::operations::dead_letter_filter::DeadLetterFilter;
 use crate::operations::dead_letter_group::{DeadLetterGroup, GroupTally};
+use crate::operations::dead_letter_message::DeadLetterMessage;
 use crate::operations::dead_letter_pass::Pass;
 use crate::operations::dead_letter_record::DeadLetterRecord;
 use crate::operations::message_edit::MessageEdit;
-use crate::operations::status::inspect_queue;
 use crate::settle::copy::{now_rfc3339, republish_properties};
-use crate::settle::publish::confirm_channel;
 use crate::settle::settlement::{Settler, Target};
 use crate::settle::trace_context::link_trace;
 use crate::transport::amqp::AmqpTransport;
+use crate::transport::error::Error;
 use crate::transport::frame_guard::SetAside;
+use crate::transport::inspect::inspect_queue;
+use crate::transport::open::confirm_channel;
 use crate::transport::values::header_view;
 use crate::transport::{Confirm, Connection, Delivery, Transport, TransportError};
-use crate::{DeadLetterFilter, DeadLetterMessage, Error};
 use tracing::Instrument;
 
 /// Where and how fast [`Dlq::replay`] moves messages.
@@ -320,7 +322,6 @@ impl Dlq {
                 confirm_channel(&*self.connection, &queue).await?,
                 Arc::clone(&self.connection),
                 self.confirm_timeout,
-                None,
             )),
             _ => None,
         };

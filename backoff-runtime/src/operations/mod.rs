@@ -1,4 +1,4 @@
-//! Operating failures: dead-letter operations, status, and publishing.
+//! Operating failures: dead-letter operations and status.
 
 pub(crate) mod dead_letter_filter;
 pub(crate) mod dead_letter_group;
@@ -7,6 +7,5 @@ pub(crate) mod dead_letter_pass;
 pub(crate) mod dead_letter_record;
 pub(crate) mod dlq;
 pub(crate) mod message_edit;
-pub(crate) mod publisher;
 pub(crate) mod retry_tier;
 pub(crate) mod status;

@@ -13,3 +13,70 @@ pub(crate) fn now() -> SystemTime {
     let skew = virtual_now.saturating_duration_since(std::time::Instant::now());
     SystemTime::now() + skew
 }
+
+/// A time written as RFC 3339 in UTC with milliseconds
+/// (`2026-01-01T00:00:00.000Z`), on the stack.
+pub(crate) struct Stamp {
+    text: [u8; STAMP_LEN],
+    len: usize,
+}
+
+/// Room for the longest stamp the clock writes (24 bytes until the year 9999).
+const STAMP_LEN: usize = 32;
+
+impl Stamp {
+    /// `time` as a stamp.
+    pub(crate) fn of(time: SystemTime) -> Self {
+        use std::fmt::Write;
+        let mut stamp = Stamp {
+            text: [0; STAMP_LEN],
+            len: 0,
+        };
+        // humantime writes at most 30 bytes; a longer one would be cut, never overflow.
+        let _ = write!(stamp, "{}", humantime::format_rfc3339_millis(time));
+        stamp
+    }
+
+    /// Now, on the framework's clock.
+    pub(crate) fn now() -> Self {
+        Self::of(now())
+    }
+}
+
+impl std::fmt::Write for Stamp {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        let Some(room) = self.text.get_mut(self.len..end) else {
+            return Err(std::fmt::Error);
+        };
+        room.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Stamp {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        // Only whole `str`s are written into it.
+        std::str::from_utf8(&self.text[..self.len]).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+
+    #[test]
+    fn a_stamp_is_rfc3339_with_milliseconds_in_utc() {
+        let time = UNIX_EPOCH + Duration::from_millis(1_767_225_600_123);
+        assert_eq!(&*Stamp::of(time), "2026-01-01T00:00:00.123Z");
+        assert_eq!(
+            &*Stamp::of(time),
+            humantime::format_rfc3339_millis(time).to_string()
+        );
+    }
+}

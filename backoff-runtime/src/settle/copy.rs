@@ -1,14 +1,15 @@
-//! The per-message work that needs no I/O: reading the retry count, building
-//! the properties of a republished copy, describing a panic.
+//! The framework's headers on a delivery and its copies: reading the retry
+//! count and the first failure's time, building the properties of a
+//! republished copy.
 
-use std::any::Any;
+use std::time::Duration;
 
 use lapin::BasicProperties;
 use lapin::types::ShortString;
-use rabbit_backoff_core::{HeaderValue, RetryCount, headers, read_retry_count};
+use rabbit_backoff_core::{HeaderValue, RetryCount, headers, parse_failed_at, read_retry_count};
 
-use crate::settle::publish::PERSISTENT;
-use crate::transport::values::{amqp_value, header_view};
+use crate::settle::clock::{self, Stamp};
+use crate::transport::values::{PERSISTENT, amqp_value, header_view};
 
 /// Reads `x-retry-count` from a delivery's properties.
 pub fn retry_count_of(properties: &BasicProperties) -> RetryCount {
@@ -31,9 +32,17 @@ pub fn republish_properties(
     original: &BasicProperties,
     set: &[(&'static str, HeaderValue<'_>)],
 ) -> BasicProperties {
+    copy_with(original, set.iter().cloned())
+}
+
+/// [`republish_properties`] with the headers of `set`.
+fn copy_with<'v>(
+    original: &BasicProperties,
+    set: impl IntoIterator<Item = (&'static str, HeaderValue<'v>)>,
+) -> BasicProperties {
     let mut table = original.headers().clone().unwrap_or_default();
     for (name, value) in set {
-        table.insert(ShortString::from(*name), amqp_value(value));
+        table.insert(ShortString::from(name), amqp_value(&value));
     }
     let mut p = BasicProperties::default()
         .with_delivery_mode(PERSISTENT)
@@ -69,18 +78,47 @@ pub fn republish_properties(
 }
 
 /// Now, RFC 3339 in UTC with milliseconds, for `x-failed-at` and `x-replayed-at`.
-pub(crate) fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(crate::settle::clock::now()).to_string()
+pub(crate) fn now_rfc3339() -> Stamp {
+    Stamp::now()
 }
 
-/// The message of a caught panic.
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
-    let text = payload
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("a non-string panic payload");
-    format!("handler panicked: {text}")
+/// How long ago the message first failed, from `x-first-failed-at`.
+pub(crate) fn since_first_failure(properties: &BasicProperties) -> Option<Duration> {
+    let value = properties
+        .headers()
+        .as_ref()?
+        .inner()
+        .get(headers::FIRST_FAILED_AT)?;
+    let HeaderValue::Str(text) = header_view(value) else {
+        return None;
+    };
+    let first = parse_failed_at(text)?;
+    Some(clock::now().duration_since(first).unwrap_or_default())
+}
+
+/// The properties of a retry copy: the original's, with `x-retry-count` of
+/// `next_count`, `x-retried-at` of now and, on a first failure, `x-first-failed-at` (a copy of a
+/// message that failed before keeps the one it carries).
+pub(crate) fn retry_properties(original: &BasicProperties, next_count: u32) -> BasicProperties {
+    let count = (headers::RETRY_COUNT, HeaderValue::Int(next_count.into()));
+    // When the copy enters its tier, so that its due time can be shown.
+    let now = now_rfc3339();
+    let entered = (headers::RETRIED_AT, HeaderValue::Str(&now));
+    let known = original
+        .headers()
+        .as_ref()
+        .is_some_and(|h| h.contains_key(headers::FIRST_FAILED_AT));
+    if known {
+        return copy_with(original, [count, entered]);
+    }
+    copy_with(
+        original,
+        [
+            count,
+            entered,
+            (headers::FIRST_FAILED_AT, HeaderValue::Str(&now)),
+        ],
+    )
 }
 
 #[cfg(test)]
@@ -144,11 +182,5 @@ mod tests {
         let h = copy.headers().as_ref().unwrap().inner();
         assert_eq!(h.get("tenant"), Some(&AMQPValue::LongString("acme".into())));
         assert_eq!(retry_count_of(&copy).count, 2);
-    }
-
-    #[test]
-    fn describes_panics() {
-        let caught = std::panic::catch_unwind(|| panic!("boom {}", 1)).unwrap_err();
-        assert_eq!(panic_message(caught.as_ref()), "handler panicked: boom 1");
     }
 }

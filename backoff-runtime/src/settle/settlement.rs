@@ -1,28 +1,19 @@
-//! Settling deliveries on one channel: ack, requeue (at once or after a
-//! pause), reject into the dead-letter exchange, and republish-then-ack. The
-//! consumer loop and the dead-letter replay both settle through here.
+//! Publishing copies of deliveries, confirmed, on a channel that is
+//! replaced when the broker refuses one, and fitting them into a frame. A
+//! consumer's decisions and the dead-letter replay both publish through here.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use lapin::BasicProperties;
 use rabbit_backoff_core::header_limit;
+use tracing::Instrument;
 
-use crate::PublishFailure;
 use crate::settle::frame_fit::{TooLarge, fit_to_frame};
 use crate::settle::publish::publish_confirmed;
 use crate::settle::trace_context::{publish_span, traced};
-use crate::transport::{Acker, Channel, Connection, Lost};
-use tracing::Instrument;
-
-/// How long a message whose republish failed is held before it is requeued,
-/// so that a broken retry or dead-letter route never turns into a hot loop.
-pub(crate) const REQUEUE_PAUSE: Duration = Duration::from_secs(1);
-
-/// What to do when a copy came back unroutable, before the original is
-/// requeued: declare (or check) the topology again.
-pub(crate) type Repair = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
+use crate::transport::error::PublishFailure;
+use crate::transport::{Channel, Connection, Lost};
 
 /// Where a copy goes: the exchange and routing key it is published with, the
 /// queue they lead to, and the room a copy leaves there for the headers the
@@ -34,7 +25,7 @@ pub(crate) struct Target<'a> {
     pub(crate) headroom: usize,
 }
 
-/// Settles the deliveries of one channel.
+/// Publishes the copies of one channel's deliveries.
 pub(crate) struct Settler {
     /// The channel it was made with: it publishes copies too, until the
     /// broker refuses one there.
@@ -46,7 +37,6 @@ pub(crate) struct Settler {
     connection: Arc<dyn Connection>,
     frame_max: u32,
     confirm_timeout: Duration,
-    repair: Option<Repair>,
     /// The connection's loss: no pause is worth waiting then.
     lost: Lost,
 }
@@ -56,7 +46,6 @@ impl Settler {
         channel: Arc<dyn Channel>,
         connection: Arc<dyn Connection>,
         confirm_timeout: Duration,
-        repair: Option<Repair>,
     ) -> Self {
         Settler {
             copies: Mutex::new((Arc::clone(&channel), 0)),
@@ -65,7 +54,6 @@ impl Settler {
             lost: connection.lost(),
             connection,
             confirm_timeout,
-            repair,
         }
     }
 
@@ -110,48 +98,9 @@ impl Settler {
         self.frame_max
     }
 
-    /// Acks; `false` when the channel is gone (the broker then redelivers).
-    pub(crate) async fn ack(&self, acker: &Acker) -> bool {
-        match acker.ack().await {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::warn!("not acked ({e}); the broker will redeliver the message");
-                false
-            }
-        }
-    }
-
-    /// Gives a delivery that was never started back to its queue at once.
-    pub(crate) async fn requeue_now(&self, acker: &Acker) {
-        if let Err(e) = acker.requeue().await {
-            tracing::debug!("returning an unstarted delivery: {e}; the broker will redeliver it");
-        }
-    }
-
-    /// Gives a delivery back to its queue after [`REQUEUE_PAUSE`], so that a
-    /// failure that repeats cannot become a hot loop. Without the pause when
-    /// the connection is lost: the broker returns the delivery by itself, and
-    /// the consumer can reconnect at once.
-    pub(crate) async fn requeue_after_pause(&self, acker: &Acker) {
-        tokio::select! {
-            _ = tokio::time::sleep(REQUEUE_PAUSE) => {}
-            _ = self.lost.wait() => {}
-        }
-        if let Err(e) = acker.requeue().await {
-            tracing::warn!("not requeued ({e}); the broker will redeliver the message");
-        }
-    }
-
-    /// Rejects a delivery without requeue, so that its queue's dead-letter
-    /// exchange moves it to the dead-letter queue inside the broker, as it
-    /// is, with `x-death` saying `rejected`; `why` is logged at ERROR.
-    pub(crate) async fn reject(&self, acker: &Acker, why: &str, dead_letter_queue: &str) {
-        tracing::error!(
-            "{why}; rejected without a copy: the broker dead-letters it to {dead_letter_queue} as it is"
-        );
-        if let Err(e) = acker.reject().await {
-            tracing::warn!("not rejected ({e}); the broker will redeliver the message");
-        }
+    /// The connection's loss.
+    pub(crate) fn lost(&self) -> &Lost {
+        &self.lost
     }
 
     /// The most content header a copy to `target` may take: the frame, less
@@ -178,51 +127,24 @@ impl Settler {
         properties: BasicProperties,
     ) -> Result<(), PublishFailure> {
         let span = publish_span(target.exchange, target.routing_key);
-        let properties = traced(&span, properties);
         let (channel, generation) = self.copy_channel();
         let published = publish_confirmed(
             &*channel,
             target.exchange,
             target.routing_key,
             body,
-            properties,
+            traced(&span, properties),
             self.confirm_timeout,
-        )
-        .instrument(span)
-        .await;
+        );
+        let published = if span.is_disabled() {
+            published.await
+        } else {
+            published.instrument(span).await
+        };
         if let Err(PublishFailure::Nacked) = published {
-            self.replace_copy_channel(generation).await;
+            Box::pin(self.replace_copy_channel(generation)).await;
         }
         published
-    }
-
-    /// Publishes the copy, then acks the original once the broker confirmed
-    /// it; otherwise gives the original back after a pause (repairing the
-    /// topology first when the copy was unroutable). True when confirmed.
-    pub(crate) async fn republish_then_ack(
-        &self,
-        acker: &Acker,
-        target: &Target<'_>,
-        body: &[u8],
-        properties: BasicProperties,
-    ) -> bool {
-        match self.publish(target, body, properties).await {
-            Ok(()) => {
-                self.ack(acker).await;
-                true
-            }
-            Err(failure) => {
-                tracing::error!(
-                    "republish to {} failed ({failure}); requeueing the original",
-                    target.queue
-                );
-                if let (PublishFailure::Unroutable, Some(repair)) = (&failure, &self.repair) {
-                    repair().await;
-                }
-                self.requeue_after_pause(acker).await;
-                false
-            }
-        }
     }
 
     /// Closes the channel (every unsettled delivery returns to its queue)

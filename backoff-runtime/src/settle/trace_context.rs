@@ -7,11 +7,15 @@
 //! The spans are `tracing` spans; with `tracing-opentelemetry`'s layer they
 //! become OpenTelemetry spans. Without a propagator and a layer installed,
 //! reading finds nothing and writing writes nothing.
+// The benchmarks' build without the call sites leaves these unused.
+#![cfg_attr(rabbit_backoff_bare, allow(unused_imports, dead_code))]
 
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use opentelemetry::propagation::{Extractor, Injector};
 use opentelemetry::trace::TraceContextExt;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use crate::transport::Delivery;
 
 /// Headers read as a carrier.
 struct Reader<'a>(&'a FieldTable);
@@ -42,8 +46,41 @@ impl Injector for Writer<'_> {
     }
 }
 
+/// The span of one delivery's processing, continuing the trace its headers
+/// carry: `queue`, `message_id` and `attempt` for logs, the rest for
+/// OpenTelemetry's messaging conventions.
+#[cfg(not(rabbit_backoff_bare))]
+pub(crate) fn delivery_span(queue: &str, delivery: &Delivery, retry_count: u32) -> tracing::Span {
+    let message_id = delivery
+        .properties
+        .message_id()
+        .as_ref()
+        .map_or("-", |s| s.as_str());
+    let span = tracing::info_span!(
+        "delivery",
+        queue,
+        message_id,
+        attempt = retry_count.saturating_add(1),
+        otel.name = %format_args!("{queue} process"),
+        otel.kind = "consumer",
+        messaging.system = "rabbitmq",
+        messaging.operation.type = "process",
+        messaging.destination.name = queue,
+        messaging.rabbitmq.destination.routing_key = delivery.routing_key.as_str(),
+        messaging.message.id = message_id,
+    );
+    continue_trace(&span, delivery.properties.headers().as_ref());
+    span
+}
+
+/// No span, in a build without the span call sites (benchmarks only).
+#[cfg(rabbit_backoff_bare)]
+pub(crate) fn delivery_span(_: &str, _: &Delivery, _: u32) -> tracing::Span {
+    tracing::Span::none()
+}
+
 /// Makes `span` continue the trace that `headers` carry, if any.
-pub(crate) fn continue_trace(span: &tracing::Span, headers: Option<&FieldTable>) {
+fn continue_trace(span: &tracing::Span, headers: Option<&FieldTable>) {
     // No subscriber records the span: nothing to continue, nothing to read.
     let Some(headers) = headers.filter(|_| !span.is_disabled()) else {
         return;
@@ -73,8 +110,15 @@ pub(crate) fn inject(span: &tracing::Span, headers: &mut FieldTable) {
     opentelemetry::global::get_text_map_propagator(|p| p.inject_context(&cx, &mut Writer(headers)));
 }
 
+/// No span, in a build without the span call sites (benchmarks only).
+#[cfg(rabbit_backoff_bare)]
+pub(crate) fn publish_span(_: &str, _: &str) -> tracing::Span {
+    tracing::Span::none()
+}
+
 /// The span of one publish, as OpenTelemetry's messaging conventions name
 /// it: `{exchange} publish`, kind producer.
+#[cfg(not(rabbit_backoff_bare))]
 pub(crate) fn publish_span(exchange: &str, routing_key: &str) -> tracing::Span {
     let destination = if exchange.is_empty() {
         "amq.default"
@@ -98,7 +142,7 @@ pub(crate) fn traced(
     span: &tracing::Span,
     properties: lapin::BasicProperties,
 ) -> lapin::BasicProperties {
-    if !span.context().span().span_context().is_valid() {
+    if span.is_disabled() || !span.context().span().span_context().is_valid() {
         return properties;
     }
     let mut headers = properties.headers().clone().unwrap_or_default();

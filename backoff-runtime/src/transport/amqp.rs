@@ -19,8 +19,8 @@ use super::{
     Acker, Channel, Confirm, Connection, Deliveries, Delivery, Lost, LostSignal, PendingConfirm,
     QueueInfo, Settle, Transport, TransportError,
 };
-use crate::error::redact;
 use crate::transport::connector::connect_node;
+use crate::transport::error::redact;
 use crate::transport::values::arguments_table;
 
 /// The largest frame the runtime negotiates, whatever the broker offers: the
@@ -256,6 +256,33 @@ impl AmqpChannel {
     }
 }
 
+impl AmqpChannel {
+    /// Publishes with `mandatory`; resolves once the message is handed to
+    /// the connection, with its confirmation to await.
+    async fn basic_publish(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        body: &[u8],
+        properties: BasicProperties,
+    ) -> Result<lapin::PublisherConfirm, TransportError> {
+        let options = BasicPublishOptions {
+            mandatory: true,
+            ..BasicPublishOptions::default()
+        };
+        self.inner
+            .basic_publish(
+                short(exchange)?,
+                short(routing_key)?,
+                options,
+                body,
+                properties,
+            )
+            .await
+            .map_err(transport_error)
+    }
+}
+
 fn durable_queue(passive: bool) -> QueueDeclareOptions {
     QueueDeclareOptions {
         durable: !passive,
@@ -419,10 +446,12 @@ impl Channel for AmqpChannel {
         body: &'a [u8],
         properties: BasicProperties,
     ) -> BoxFuture<'a, Result<Confirm, TransportError>> {
-        Box::pin(async move {
-            self.send(exchange, routing_key, body, properties)
-                .await?
-                .await
+        // One future for the publish and its confirmation.
+        self.guarded(async move {
+            let confirm = self
+                .basic_publish(exchange, routing_key, body, properties)
+                .await?;
+            Ok(confirmation(confirm.await.map_err(transport_error)?))
         })
     }
 
@@ -434,21 +463,9 @@ impl Channel for AmqpChannel {
         properties: BasicProperties,
     ) -> BoxFuture<'a, Result<PendingConfirm, TransportError>> {
         self.guarded(async move {
-            let options = BasicPublishOptions {
-                mandatory: true,
-                ..BasicPublishOptions::default()
-            };
             let confirm = self
-                .inner
-                .basic_publish(
-                    short(exchange)?,
-                    short(routing_key)?,
-                    options,
-                    body,
-                    properties,
-                )
-                .await
-                .map_err(transport_error)?;
+                .basic_publish(exchange, routing_key, body, properties)
+                .await?;
             let lost = self.lost.clone();
             let pending: PendingConfirm = Box::pin(async move {
                 lost.or_fail(async { Ok(confirmation(confirm.await.map_err(transport_error)?)) })
@@ -492,8 +509,8 @@ fn queue_info(queue: &lapin::Queue) -> QueueInfo {
 
 fn delivery(d: lapin::message::Delivery, lost: &Lost) -> Delivery {
     Delivery {
-        exchange: d.exchange.to_string(),
-        routing_key: d.routing_key.to_string(),
+        exchange: d.exchange.into(),
+        routing_key: d.routing_key.into(),
         redelivered: d.redelivered,
         properties: d.properties,
         data: d.data,
@@ -566,6 +583,8 @@ fn confirmation(confirmation: Confirmation) -> Confirm {
 /// be settled, and handling them would only make duplicates.
 struct UntilLost<S> {
     deliveries: S,
+    watch: Lost,
+    /// Waits for the loss while no delivery is ready; `None` once ended.
     lost: Option<BoxFuture<'static, String>>,
 }
 
@@ -573,6 +592,7 @@ impl<S> UntilLost<S> {
     fn new(deliveries: S, lost: Lost) -> Self {
         UntilLost {
             deliveries,
+            watch: lost.clone(),
             lost: Some(Box::pin(async move { lost.wait().await })),
         }
     }
@@ -589,13 +609,21 @@ where
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
         use std::task::Poll;
-        let Some(lost) = self.lost.as_mut() else {
+        if self.lost.is_none() {
             return Poll::Ready(None);
-        };
-        if let Poll::Ready(reason) = lost.as_mut().poll(cx) {
-            self.lost = None;
-            return Poll::Ready(Some(Err(Lost::error(&reason))));
         }
-        self.deliveries.poll_next_unpin(cx)
+        let reason = match self.watch.reason() {
+            Some(reason) => reason,
+            None => match self.deliveries.poll_next_unpin(cx) {
+                // Waiting for a delivery: wait for the loss too.
+                Poll::Pending => match self.lost.as_mut().map(|lost| lost.as_mut().poll(cx)) {
+                    Some(Poll::Ready(reason)) => reason,
+                    _ => return Poll::Pending,
+                },
+                ready => return ready,
+            },
+        };
+        self.lost = None;
+        Poll::Ready(Some(Err(Lost::error(&reason))))
     }
 }

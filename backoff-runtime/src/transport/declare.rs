@@ -1,10 +1,10 @@
+//! Declaring a consumer's topology, or checking that it exists.
+
 use rabbit_backoff_core::{DeclareMode, Topology};
 
-use crate::settle::publish::channel_error;
-use crate::transport::{Connection, PRECONDITION_FAILED, TransportError};
-
-use crate::operations::status::{exchange_exists, inspect_queue};
-use crate::{Error, MissingObject};
+use super::error::{Error, MissingObject, channel_error};
+use super::inspect::{exchange_exists, inspect_queue};
+use super::{Connection, PRECONDITION_FAILED, TransportError};
 
 /// Declares the topology, or with [`DeclareMode::Passive`] only checks it.
 pub(crate) async fn establish_topology(

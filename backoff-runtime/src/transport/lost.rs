@@ -6,92 +6,91 @@
 //! for an answer that cannot come.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::task::Poll;
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 use super::TransportError;
 
-/// Declares a connection lost; held by the connection's implementation.
-/// Its [`Lost`] watchers see the loss at once.
-#[derive(Debug, Clone)]
-pub struct LostSignal {
-    sender: Arc<watch::Sender<Option<String>>>,
+/// Why a connection was lost, once it is, and who waits for it.
+#[derive(Debug, Default)]
+struct Loss {
+    reason: OnceLock<String>,
+    declared: Notify,
 }
 
-impl Default for LostSignal {
-    fn default() -> Self {
-        Self::new()
-    }
+/// Declares a connection lost; held by the connection's implementation.
+/// Its [`Lost`] watchers see the loss at once.
+#[derive(Debug, Clone, Default)]
+pub struct LostSignal {
+    loss: Arc<Loss>,
 }
 
 impl LostSignal {
     /// A connection not lost yet.
     pub fn new() -> Self {
-        LostSignal {
-            sender: Arc::new(watch::Sender::new(None)),
-        }
+        Self::default()
     }
 
     /// Declares the connection lost, saying why; the first reason stays.
     pub fn lose(&self, why: impl Into<String>) {
-        let why = why.into();
-        self.sender.send_if_modified(|reason| {
-            if reason.is_some() {
-                return false;
-            }
-            *reason = Some(why);
-            true
-        });
+        if self.loss.reason.set(why.into()).is_ok() {
+            self.loss.declared.notify_waiters();
+        }
     }
 
     /// A watcher of this connection's loss.
     pub fn watch(&self) -> Lost {
         Lost {
-            receiver: Some(self.sender.subscribe()),
+            loss: Some(Arc::clone(&self.loss)),
         }
     }
 }
 
 /// Watches whether a connection is lost: cheap to clone into its channels,
-/// their consumers and their deliveries.
+/// their consumers and their deliveries, and to ask (one atomic load).
 #[derive(Debug, Clone, Default)]
 pub struct Lost {
     /// `None`: a connection that is never declared lost.
-    receiver: Option<watch::Receiver<Option<String>>>,
+    loss: Option<Arc<Loss>>,
 }
 
 impl Lost {
     /// A watcher that never sees a loss, for a connection that reports none.
     pub fn never() -> Self {
-        Lost { receiver: None }
+        Lost { loss: None }
+    }
+
+    fn why(&self) -> Option<&str> {
+        self.loss.as_ref()?.reason.get().map(String::as_str)
     }
 
     /// Why the connection was lost, once it is.
     pub fn reason(&self) -> Option<String> {
-        self.receiver.as_ref()?.borrow().clone()
+        self.why().map(str::to_owned)
     }
 
     /// Whether the connection is lost.
     pub fn is_lost(&self) -> bool {
-        self.reason().is_some()
+        self.why().is_some()
     }
 
     /// Resolves once the connection is lost (never, for [`Lost::never`]), with why.
     pub async fn wait(&self) -> String {
-        let Some(receiver) = &self.receiver else {
+        let Some(loss) = &self.loss else {
             return std::future::pending().await;
         };
-        let mut receiver = receiver.clone();
-        let seen = receiver
-            .wait_for(Option::is_some)
-            .await
-            .map(|reason| reason.clone().unwrap_or_default());
-        match seen {
-            Ok(reason) => reason,
-            // The connection is gone without having been declared lost: its
-            // operations end by themselves.
-            Err(_) => std::future::pending().await,
+        loop {
+            let declared = loss.declared.notified();
+            tokio::pin!(declared);
+            // Registered before looking, so that a loss declared in between
+            // still wakes it.
+            declared.as_mut().enable();
+            if let Some(reason) = loss.reason.get() {
+                return reason.clone();
+            }
+            declared.await;
         }
     }
 
@@ -106,14 +105,26 @@ impl Lost {
         &self,
         operation: impl Future<Output = Result<T, TransportError>>,
     ) -> Result<T, TransportError> {
-        if let Some(reason) = self.reason() {
-            return Err(Self::error(&reason));
+        let Some(loss) = &self.loss else {
+            return operation.await;
+        };
+        if let Some(reason) = loss.reason.get() {
+            return Err(Self::error(reason));
         }
-        tokio::select! {
-            biased;
-            reason = self.wait() => Err(Self::error(&reason)),
-            result = operation => result,
-        }
+        let mut operation = std::pin::pin!(operation);
+        // Registered for the loss only once the operation has to wait.
+        let mut declared = std::pin::pin!(loss.declared.notified());
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(result) = operation.as_mut().poll(cx) {
+                return Poll::Ready(result);
+            }
+            let _ = declared.as_mut().poll(cx);
+            match loss.reason.get() {
+                Some(reason) => Poll::Ready(Err(Self::error(reason))),
+                None => Poll::Pending,
+            }
+        })
+        .await
     }
 }
 

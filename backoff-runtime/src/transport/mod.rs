@@ -17,8 +17,12 @@
 pub mod amqp;
 mod connector;
 pub(crate) mod declare;
+pub(crate) mod error;
 pub(crate) mod frame_guard;
+pub(crate) mod inspect;
 pub mod lost;
+pub(crate) mod open;
+pub(crate) mod shape;
 #[cfg(feature = "tls")]
 mod tls;
 pub mod tls_error;

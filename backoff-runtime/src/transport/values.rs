@@ -4,7 +4,7 @@
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::{Argument, HeaderValue};
 
-use crate::Error;
+use super::error::Error;
 
 /// The core's view of an AMQP value: integers of every width as one integer,
 /// strings and UTF-8 byte arrays as text, other bytes as bytes, and the
@@ -63,6 +63,9 @@ pub(crate) fn amqp_value(value: &HeaderValue<'_>) -> AMQPValue {
         HeaderValue::Other(_) => AMQPValue::Void,
     }
 }
+
+/// `delivery_mode` of a persistent message.
+pub(crate) const PERSISTENT: u8 = 2;
 
 /// Queue arguments as an AMQP table.
 pub(crate) fn arguments_table(arguments: &[(String, Argument)]) -> Result<FieldTable, Error> {

@@ -264,3 +264,37 @@ async fn closing_a_connection_closes_its_channels_and_returns_their_deliveries()
     assert!(held.acker.ack().await.is_err());
     assert_eq!(labels(&broker, "q"), ["m"]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_multiple_ack_settles_every_earlier_delivery_but_not_a_nacked_one_or_a_later_one() {
+    let (broker, ch) = setup().await;
+    declare_plain(&ch, "q").await;
+    let consuming = open(&broker).await;
+    let mut consumer = consuming.consume("q").await.unwrap();
+    for m in ["m1", "m2", "m3", "m4", "m5"] {
+        put(&ch, "q", m).await;
+    }
+    let mut held = Vec::new();
+    for _ in 0..5 {
+        held.push(next(&mut consumer).await);
+    }
+    let tags: Vec<u64> = held.iter().map(|d| d.acker.delivery_tag()).collect();
+    assert!(tags.windows(2).all(|w| w[0] < w[1]), "{tags:?} ascend");
+    // m2 goes back first; the ack of m4 with `multiple` settles m1, m3, m4.
+    held[1].acker.requeue().await.unwrap();
+    let again = next(&mut consumer).await;
+    assert_eq!(label(&again), "m2");
+    held[3].acker.ack_multiple().await.unwrap();
+    assert_eq!(broker.unacked_count("q"), 2, "m5 and the redelivered m2");
+    assert!(
+        matches!(held[0].acker.ack().await, Err(TransportError::Closed(_))),
+        "m1 is settled already"
+    );
+    // The redelivered m2 has a later tag than m5: a multiple ack of m5
+    // leaves it.
+    held[4].acker.ack_multiple().await.unwrap();
+    assert_eq!(broker.unacked_count("q"), 1);
+    again.acker.ack().await.unwrap();
+    assert_eq!(broker.unacked_count("q"), 0);
+    assert_eq!(broker.queue_depth("q"), 0);
+}

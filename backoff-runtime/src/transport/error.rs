@@ -1,8 +1,11 @@
+//! Everything the runtime fails with: defined here, at the lowest layer that
+//! reports it, and re-exported at the crate's root.
+
 use std::time::Duration;
 
 use rabbit_backoff_core::SpecError;
 
-use crate::transport::TransportError;
+use super::TransportError;
 
 /// Everything the runtime can fail with. Each message names the queue,
 /// exchange or argument involved and says what to do.
@@ -200,6 +203,19 @@ pub enum PublishFailure {
     /// The channel or connection failed.
     #[error("{0}")]
     Channel(TransportError),
+}
+
+/// Maps a transport error to [`Error::Channel`] naming the queue and the action.
+pub(crate) fn channel_error(
+    queue: &str,
+    action: &'static str,
+) -> impl FnOnce(TransportError) -> Error {
+    let queue = queue.to_owned();
+    move |source| Error::Channel {
+        action,
+        queue,
+        source,
+    }
 }
 
 /// The address without its password, for messages and logs.

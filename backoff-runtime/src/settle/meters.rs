@@ -1,12 +1,16 @@
 //! The metrics of one consumer, through the `metrics` facade: registered once
 //! when the consumer starts, so that a message only increments handles (a
 //! no-op when no recorder is installed). Names follow Prometheus' conventions.
+// The benchmarks' build without the call sites leaves these unused.
+#![cfg_attr(rabbit_backoff_bare, allow(unused_imports, dead_code))]
 
 use std::collections::HashMap;
 use std::time::{Duration, UNIX_EPOCH};
 
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
 use rabbit_backoff_core::DeadLetterReason;
+
+use crate::settle::clock;
 
 /// Messages whose handler succeeded, by consumer.
 pub const HANDLED: &str = "rabbit_backoff_messages_handled_total";
@@ -39,23 +43,40 @@ const REASONS: [DeadLetterReason; 5] = [
 ];
 
 /// One consumer's metric handles.
+///
+/// Built with `--cfg rabbit_backoff_bare` (benchmarks only: see
+/// PERFORMANCE.md), it records nothing and reads no clock, to measure what
+/// its call sites cost when no recorder is installed.
 pub(crate) struct Meters {
-    pub(crate) handled: Counter,
-    retried: HashMap<u64, Counter>,
-    dead_lettered: Vec<(DeadLetterReason, Counter)>,
-    pub(crate) discarded: Counter,
-    pub(crate) immediate_retries: Counter,
-    pub(crate) handler_duration: Histogram,
-    critical_time: Histogram,
-    pub(crate) in_flight: Gauge,
-    pub(crate) breaker_open: Gauge,
+    #[cfg(not(rabbit_backoff_bare))]
+    handles: Handles,
 }
 
+#[cfg(not(rabbit_backoff_bare))]
+struct Handles {
+    handled: Counter,
+    retried: HashMap<u64, Counter>,
+    dead_lettered: Vec<(DeadLetterReason, Counter)>,
+    discarded: Counter,
+    immediate_retries: Counter,
+    handler_duration: Histogram,
+    critical_time: Histogram,
+    in_flight: Gauge,
+    breaker_open: Gauge,
+}
+
+/// When a handler call started, for its duration.
+pub(crate) struct HandlerTimer {
+    #[cfg(not(rabbit_backoff_bare))]
+    started: tokio::time::Instant,
+}
+
+#[cfg(not(rabbit_backoff_bare))]
 impl Meters {
     /// The handles of the consumer of `queue`, whose retry tiers wait `delays`.
     pub(crate) fn new(queue: &str, delays: &[u64]) -> Self {
         let consumer = queue.to_owned();
-        Meters {
+        let handles = Handles {
             handled: counter!(HANDLED, "consumer" => consumer.clone()),
             retried: delays
                 .iter()
@@ -83,33 +104,103 @@ impl Meters {
             critical_time: histogram!(CRITICAL_TIME, "consumer" => consumer.clone()),
             in_flight: gauge!(IN_FLIGHT, "consumer" => consumer.clone()),
             breaker_open: gauge!(BREAKER_OPEN, "consumer" => consumer),
-        }
+        };
+        Meters { handles }
+    }
+
+    /// One message handled (its handler succeeded), published at `timestamp`.
+    pub(crate) fn handled(&self, timestamp: Option<u64>) {
+        self.handles.handled.increment(1);
+        self.settled(timestamp);
+    }
+
+    /// One message discarded on a `#[discard]` error.
+    pub(crate) fn discarded(&self) {
+        self.handles.discarded.increment(1);
     }
 
     /// One retry to the tier of `delay_ms`.
     pub(crate) fn retried(&self, delay_ms: u64) {
-        if let Some(counter) = self.retried.get(&delay_ms) {
+        if let Some(counter) = self.handles.retried.get(&delay_ms) {
             counter.increment(1);
         }
     }
 
-    /// One dead letter for `reason`.
-    pub(crate) fn dead_lettered(&self, reason: DeadLetterReason) {
-        if let Some((_, counter)) = self.dead_lettered.iter().find(|(r, _)| *r == reason) {
+    /// One dead letter for `reason`, of a message published at `timestamp`.
+    pub(crate) fn dead_lettered(&self, reason: DeadLetterReason, timestamp: Option<u64>) {
+        if let Some((_, counter)) = self
+            .handles
+            .dead_lettered
+            .iter()
+            .find(|(r, _)| *r == reason)
+        {
             counter.increment(1);
         }
+        self.settled(timestamp);
+    }
+
+    /// One handler call retried in the process.
+    pub(crate) fn immediate_retry(&self) {
+        self.handles.immediate_retries.increment(1);
+    }
+
+    /// A handler call starts.
+    pub(crate) fn handler_started(&self) -> HandlerTimer {
+        HandlerTimer {
+            started: tokio::time::Instant::now(),
+        }
+    }
+
+    /// The handler call `timer` was started for has ended.
+    pub(crate) fn handler_ended(&self, timer: HandlerTimer) {
+        self.handles
+            .handler_duration
+            .record(timer.started.elapsed().as_secs_f64());
+    }
+
+    /// One more (`true`) or one fewer message being handled.
+    pub(crate) fn in_flight(&self, more: bool) {
+        if more {
+            self.handles.in_flight.increment(1.0);
+        } else {
+            self.handles.in_flight.decrement(1.0);
+        }
+    }
+
+    /// The circuit breaker holds the consumer paused (`true`), or not.
+    pub(crate) fn breaker_open(&self, open: bool) {
+        self.handles.breaker_open.set(if open { 1.0 } else { 0.0 });
     }
 
     /// The critical time of a message published at `timestamp` (seconds
-    /// since the epoch, AMQP's `timestamp` property), handled now.
-    pub(crate) fn settled(&self, timestamp: Option<u64>) {
+    /// since the epoch, AMQP's `timestamp` property), settled now.
+    fn settled(&self, timestamp: Option<u64>) {
         let Some(published) = timestamp.map(|s| UNIX_EPOCH + Duration::from_secs(s)) else {
             return;
         };
-        if let Ok(age) = crate::settle::clock::now().duration_since(published) {
-            self.critical_time.record(age.as_secs_f64());
+        if let Ok(age) = clock::now().duration_since(published) {
+            self.handles.critical_time.record(age.as_secs_f64());
         }
     }
+}
+
+#[cfg(rabbit_backoff_bare)]
+#[allow(clippy::unused_self, missing_docs)]
+impl Meters {
+    pub(crate) fn new(_: &str, _: &[u64]) -> Self {
+        Meters {}
+    }
+    pub(crate) fn handled(&self, _: Option<u64>) {}
+    pub(crate) fn discarded(&self) {}
+    pub(crate) fn retried(&self, _: u64) {}
+    pub(crate) fn dead_lettered(&self, _: DeadLetterReason, _: Option<u64>) {}
+    pub(crate) fn immediate_retry(&self) {}
+    pub(crate) fn handler_started(&self) -> HandlerTimer {
+        HandlerTimer {}
+    }
+    pub(crate) fn handler_ended(&self, _: HandlerTimer) {}
+    pub(crate) fn in_flight(&self, _: bool) {}
+    pub(crate) fn breaker_open(&self, _: bool) {}
 }
 
 /// Counts one reconnection of the runtime.

@@ -1,3 +1,5 @@
+//! Publishing typed messages with confirms: [`Publisher`] and [`Outgoing`].
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -7,13 +9,15 @@ use rabbit_backoff_core::ConsumerSpec;
 use serde::Serialize;
 use tokio::sync::Mutex;
 
-use crate::settle::publish::{PERSISTENT, confirm_channel, publish_confirmed};
+use tracing::Instrument;
+
+use crate::settle::publish::publish_confirmed;
 use crate::settle::trace_context::{publish_span, traced};
 use crate::transport::amqp::AmqpTransport;
-use crate::transport::values::short;
+use crate::transport::error::{Error, PublishFailure};
+use crate::transport::open::confirm_channel;
+use crate::transport::values::{PERSISTENT, short};
 use crate::transport::{Channel, Connection, Transport};
-use crate::{Error, PublishFailure};
-use tracing::Instrument;
 
 /// A message to publish: a JSON body with its properties.
 ///

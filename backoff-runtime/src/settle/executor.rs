@@ -1,0 +1,392 @@
+//! What a decision does: the broker actions that carry out `backoff-core`'s
+//! [`Decision`] for one handled delivery of a consumer. The target queue of
+//! a retry or dead letter, the copy's headers, fitting it into a frame (and
+//! what to do when it cannot fit), republish-then-ack, reject, requeue, and
+//! the metrics of each outcome. Every delivery of the consumer's channel is
+//! settled through its [`Acks`], which coalesces the acknowledgements.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lapin::BasicProperties;
+use rabbit_backoff_core::{
+    ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, Topology,
+    broker_headroom, header_limit, truncate_error,
+};
+
+use crate::settle::acks::Acks;
+use crate::settle::copy::{now_rfc3339, republish_properties, retry_properties};
+use crate::settle::frame_fit::{TooLarge, without_largest_headers};
+use crate::settle::meters::Meters;
+use crate::settle::settlement::{Settler, Target};
+use crate::transport::declare::establish_topology;
+use crate::transport::error::PublishFailure;
+use crate::transport::shape::content_header_len;
+use crate::transport::{Acker, Channel, Connection};
+
+/// How long a message whose republish failed is held before it is requeued,
+/// so that a broken retry or dead-letter route never turns into a hot loop.
+pub(crate) const REQUEUE_PAUSE: Duration = Duration::from_secs(1);
+
+/// A handled delivery, as settling it needs it, borrowed from where the
+/// handler saw it.
+pub(crate) struct Original<'a> {
+    pub(crate) body: &'a [u8],
+    pub(crate) properties: &'a BasicProperties,
+    pub(crate) exchange: &'a str,
+    pub(crate) routing_key: &'a str,
+    pub(crate) retry_count: u32,
+    /// The handler's error (empty on success).
+    pub(crate) error: &'a str,
+}
+
+/// A decision that publishes a copy, and what it says.
+#[derive(Clone, Copy)]
+enum CopyKind {
+    Retry { delay_ms: u64, next_count: u32 },
+    DeadLetter(DeadLetterReason),
+}
+
+/// Carries out one consumer's decisions on its channel.
+pub(crate) struct Executor {
+    settler: Settler,
+    /// The acknowledgements of the consumer's channel.
+    pub(crate) acks: Acks,
+    pub(crate) meters: Meters,
+    spec: ConsumerSpec,
+    topology: Topology,
+    /// The delay of each retry queue of `topology.retry_queues`, in order.
+    retry_delays: Vec<u64>,
+    dead_letter_routing_key: String,
+    /// Where the topology is declared again when a copy is unroutable.
+    connection: Arc<dyn Connection>,
+}
+
+impl Executor {
+    /// The executor of `spec`'s consumer, settling on `channel`.
+    pub(crate) fn new(
+        channel: Arc<dyn Channel>,
+        connection: &Arc<dyn Connection>,
+        confirm_timeout: Duration,
+        spec: &ConsumerSpec,
+    ) -> Self {
+        let tiers: Vec<u64> = spec
+            .delays
+            .as_millis()
+            .iter()
+            .chain(spec.ladders.iter().flatten())
+            .copied()
+            .collect();
+        Executor {
+            settler: Settler::new(channel, Arc::clone(connection), confirm_timeout),
+            acks: Acks::new(ack_batch(spec.prefetch)),
+            meters: Meters::new(&spec.queue, &tiers),
+            topology: Topology::of(spec),
+            retry_delays: spec.retry_delays(),
+            dead_letter_routing_key: spec.names().dead_letter_routing_key,
+            connection: Arc::clone(connection),
+            spec: spec.clone(),
+        }
+    }
+
+    /// The consumer's channel.
+    pub(crate) fn channel(&self) -> &dyn Channel {
+        self.settler.channel()
+    }
+
+    /// Carries out `decision` for `original`, settled through `acker`.
+    pub(crate) async fn execute(&self, acker: Acker, original: &Original<'_>, decision: Decision) {
+        let error = original.error;
+        let (copy, target) = match decision {
+            Decision::Ack => {
+                self.acks.ack(acker).await;
+                self.meters.handled(*original.properties.timestamp());
+                tracing::debug!("handled; acked");
+                return;
+            }
+            Decision::Discard => {
+                self.acks.ack(acker).await;
+                self.meters.discarded();
+                tracing::info!(
+                    error,
+                    "failed; discarded (the error says the message is obsolete)"
+                );
+                return;
+            }
+            Decision::Retry {
+                delay_ms,
+                next_count,
+            } => (
+                CopyKind::Retry {
+                    delay_ms,
+                    next_count,
+                },
+                self.retry_target(delay_ms),
+            ),
+            Decision::DeadLetter { reason } => {
+                (CopyKind::DeadLetter(reason), self.dead_letter_target())
+            }
+        };
+        if !self.copy_then_ack(acker, original, &target, copy).await {
+            return;
+        }
+        match copy {
+            CopyKind::Retry {
+                delay_ms,
+                next_count,
+            } => {
+                self.meters.retried(delay_ms);
+                tracing::warn!(
+                    error,
+                    "failed (transient); retry {next_count}/{} in {}",
+                    self.spec.delays.len(),
+                    target.queue,
+                );
+            }
+            CopyKind::DeadLetter(reason) => {
+                self.meters
+                    .dead_lettered(reason, *original.properties.timestamp());
+                tracing::warn!(
+                    error,
+                    "failed ({reason}); dead-lettered to {}",
+                    target.queue
+                );
+            }
+        }
+    }
+
+    /// The retry queue of a tier of `delay_ms`: its own, or with jitter one
+    /// of its sub-queues at random.
+    fn retry_target(&self, delay_ms: u64) -> Target<'_> {
+        let ms = self.spec.jittered(delay_ms, fastrand::f64());
+        // Every delay a decision can return has a declared queue; the
+        // consumer's first tier is the safe fallback.
+        let index = self.retry_delays.iter().position(|&d| d == ms).unwrap_or(0);
+        let queue = &self.topology.retry_queues[index].name;
+        let exchange = &self.topology.retry_exchange.name;
+        Target {
+            exchange,
+            // Each retry queue is bound to the retry exchange with its own name.
+            routing_key: queue,
+            queue,
+            // It dead-letters the copy back when the delay is over.
+            headroom: broker_headroom(queue, exchange, queue),
+        }
+    }
+
+    fn dead_letter_target(&self) -> Target<'_> {
+        let names = &self.topology;
+        Target {
+            exchange: &names.dead_letter_exchange.name,
+            routing_key: &self.dead_letter_routing_key,
+            queue: &names.dead_letter_queue.name,
+            headroom: DEAD_LETTER_HEADROOM,
+        }
+    }
+
+    /// The failure headers of a dead letter of `original`.
+    fn dead_letter<'a>(
+        &'a self,
+        original: &Original<'a>,
+        reason: DeadLetterReason,
+        error: &'a str,
+        failed_at: &'a str,
+    ) -> DeadLetter<'a> {
+        DeadLetter {
+            reason,
+            retry_count: original.retry_count,
+            error,
+            failed_at,
+            queue: &self.spec.queue,
+            exchange: original.exchange,
+            routing_key: original.routing_key,
+        }
+    }
+
+    /// Publishes the copy, shrunk to fit one frame with room for what the
+    /// broker adds, and acks the original once confirmed. True when
+    /// confirmed.
+    ///
+    /// The copy's properties are built here, not passed in: a value an
+    /// `async fn` takes stays in its future for the whole of it, so the
+    /// properties would be held once by each layer they went through.
+    async fn copy_then_ack(
+        &self,
+        acker: Acker,
+        original: &Original<'_>,
+        target: &Target<'_>,
+        copy: CopyKind,
+    ) -> bool {
+        let fitted = {
+            let properties = match copy {
+                CopyKind::Retry { next_count, .. } => {
+                    retry_properties(original.properties, next_count)
+                }
+                CopyKind::DeadLetter(reason) => {
+                    let failed_at = now_rfc3339();
+                    let dead_letter =
+                        self.dead_letter(original, reason, original.error, &failed_at);
+                    // A dead letter at the first failure carries no
+                    // `x-first-failed-at`: it would say what `x-failed-at` says.
+                    republish_properties(original.properties, &dead_letter.headers())
+                }
+            };
+            self.settler.fit(properties, target)
+        };
+        let published = match fitted {
+            Ok(properties) => {
+                self.settler
+                    .publish(target, original.body, properties)
+                    .await
+            }
+            Err(too_large) => {
+                Box::pin(self.settle_oversized(acker, original, too_large)).await;
+                return false;
+            }
+        };
+        self.acked_or_requeued(acker, target, published).await
+    }
+
+    /// After a copy's publish: acks the original once the broker confirmed
+    /// it, or gives it back after a pause (declaring the topology again
+    /// first when the copy was unroutable). True when confirmed.
+    async fn acked_or_requeued(
+        &self,
+        acker: Acker,
+        target: &Target<'_>,
+        published: Result<(), PublishFailure>,
+    ) -> bool {
+        match published {
+            Ok(()) => {
+                self.acks.ack(acker).await;
+                true
+            }
+            Err(failure) => {
+                Box::pin(self.copy_failed(acker, target, failure)).await;
+                false
+            }
+        }
+    }
+
+    /// The copy was not taken: the original goes back to its queue, after
+    /// a pause (and after declaring the topology again, when the copy was
+    /// unroutable).
+    async fn copy_failed(&self, acker: Acker, target: &Target<'_>, failure: PublishFailure) {
+        tracing::error!(
+            "republish to {} failed ({failure}); requeueing the original",
+            target.queue
+        );
+        if let PublishFailure::Unroutable = failure {
+            self.repair().await;
+        }
+        self.requeue_after_pause(&acker).await;
+    }
+
+    /// Declares (or, with `declare = "passive"`, checks) the topology again:
+    /// an unroutable copy means a retry or dead-letter queue or its binding
+    /// is gone.
+    async fn repair(&self) {
+        let queue = &self.topology.work_queue.name;
+        match establish_topology(&*self.connection, &self.topology, self.spec.declare).await {
+            Ok(()) => tracing::warn!("topology of {queue} declared or checked again"),
+            Err(e) => tracing::error!("the topology of {queue} again: {e}"),
+        }
+    }
+
+    /// No copy of this delivery with its own headers fits. When the broker
+    /// can still dead-letter it (adding `x-death`) within the frame, reject
+    /// it into the dead-letter queue as it is; otherwise dead-letter a copy
+    /// without its largest headers, which `x-dropped-headers` names.
+    async fn settle_oversized(&self, acker: Acker, original: &Original<'_>, too_large: TooLarge) {
+        let frame_max = self.settler.frame_max();
+        let size = content_header_len(original.properties);
+        let headroom = broker_headroom(&self.spec.queue, original.exchange, original.routing_key);
+        let why = format!(
+            "a copy would need {} bytes of properties and headers, more than the {} allowed \
+             in a frame of {frame_max}, even with the framework's own headers shrunk",
+            too_large.size, too_large.limit
+        );
+        if size + headroom <= header_limit(frame_max) {
+            return self.reject(&acker, &why).await;
+        }
+        let error = format!(
+            "{why}; the message itself takes {size} bytes, too close to the frame for the \
+             broker to dead-letter it either. Its failure: {}",
+            original.error
+        );
+        let (error, failed_at) = (truncate_error(&error), now_rfc3339());
+        let dead_letter =
+            self.dead_letter(original, DeadLetterReason::Oversized, &error, &failed_at);
+        let properties = republish_properties(original.properties, &dead_letter.headers());
+        let target = self.dead_letter_target();
+        match without_largest_headers(properties, self.settler.copy_limit(&target)) {
+            Some((properties, dropped)) => {
+                let published = self
+                    .settler
+                    .publish(&target, original.body, properties)
+                    .await;
+                if self.acked_or_requeued(acker, &target, published).await {
+                    self.meters.dead_lettered(
+                        DeadLetterReason::Oversized,
+                        *original.properties.timestamp(),
+                    );
+                    tracing::error!(
+                        "{why}; dead-lettered to {} without the headers {}",
+                        target.queue,
+                        dropped.join(", ")
+                    );
+                }
+            }
+            None => self.reject(&acker, &why).await,
+        }
+    }
+
+    /// Rejects a delivery without requeue, so that its queue's dead-letter
+    /// exchange moves it to the dead-letter queue inside the broker, as it
+    /// is; `why` is logged at ERROR.
+    pub(crate) async fn reject(&self, acker: &Acker, why: &str) {
+        tracing::error!(
+            "{why}; rejected without a copy: the broker dead-letters it to {} as it is",
+            self.topology.dead_letter_queue.name
+        );
+        if let Err(e) = self.acks.nack(acker, false).await {
+            tracing::warn!("not rejected ({e}); the broker will redeliver the message");
+        }
+    }
+
+    /// Gives a delivery that was never started back to its queue at once.
+    pub(crate) async fn requeue_now(&self, acker: &Acker) {
+        if let Err(e) = self.acks.nack(acker, true).await {
+            tracing::debug!("returning an unstarted delivery: {e}; the broker will redeliver it");
+        }
+    }
+
+    /// Gives a delivery back to its queue after [`REQUEUE_PAUSE`], so that a
+    /// failure that repeats cannot become a hot loop. Without the pause when
+    /// the connection is lost: the broker returns the delivery by itself, and
+    /// the consumer can reconnect at once.
+    async fn requeue_after_pause(&self, acker: &Acker) {
+        tokio::select! {
+            _ = tokio::time::sleep(REQUEUE_PAUSE) => {}
+            _ = self.settler.lost().wait() => {}
+        }
+        if let Err(e) = self.acks.nack(acker, true).await {
+            tracing::warn!("not requeued ({e}); the broker will redeliver the message");
+        }
+    }
+
+    /// Acknowledges what finished, then closes the consumer's channel
+    /// (every unsettled delivery returns to its queue) and the one copies
+    /// went to, when another.
+    pub(crate) async fn close(&self) {
+        self.acks.flush().await;
+        self.settler.close().await;
+    }
+}
+
+/// How many finished deliveries wait to be acknowledged together: half the
+/// prefetch window, so that the broker keeps sending while they wait (see
+/// PERFORMANCE.md, "Coalesced acknowledgements").
+fn ack_batch(prefetch: u16) -> usize {
+    usize::from(prefetch / 2).max(1)
+}
