@@ -44,7 +44,8 @@
 #![forbid(unsafe_code)]
 
 pub use rabbit_backoff_core::{
-    Argument, Classify, ConsumerSpec, DeadLetterReason, DeclareMode, Definitions, DelayError,
+    Argument, Classify, ConsumerSpec, DeadLetterReason, DeclareMode, Dedupe, DedupeKey,
+    Definitions, DelayError,
     Delays, ErrorClass, ExchangeKind, Jitter, MAX_ERROR_LEN, MAX_HEADER_DEPTH, NameOverrides,
     QueueType, REPLAY_HISTORY_LIMIT, RetryReturn, Topology, TopologyNames, headers,
     parse_failed_at,
@@ -113,6 +114,8 @@ pub use rabbit_backoff_runtime::{
 /// | `delivery_limit` | quorum work queue's `x-delivery-limit` | 20 |
 /// | `timeout` | longest a handler call may take (a transient failure past it) | none |
 /// | `declare` | `"declare"` the topology, or `"passive"`: only check that every exchange and queue exists (not their arguments), for topologies operators own | `"declare"` |
+/// | `dedupe` | drop duplicates: a delivery whose key was handled (or dead-lettered, or discarded) within this window is acked without the handler; needs [`RuntimeBuilder::dedupe_store`] | none |
+/// | `dedupe_key` | the key: `"message_id"` or `"header:<name>"` (only with `dedupe`) | `"message_id"` |
 /// | `crate` | path of this crate, when renamed | `::rabbit_backoff` |
 pub use rabbit_backoff_macros::backoff_consumer;
 

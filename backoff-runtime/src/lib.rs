@@ -41,7 +41,8 @@ pub use operations::dead_letter_record::{
     DeadLetterRecord, RecordError, RecordProperties, TypedValue,
 };
 pub use operations::dlq::{DeadLetterReport, Dlq, ExportReport, ReplayOptions, SkippedMessage};
-pub use operations::publisher::{Outgoing, Publisher};
+pub use operations::publisher::Publisher;
+pub use settle::outgoing::Outgoing;
 pub use operations::status::{ConsumerStatus, QueueStatus, status};
 pub use transport::declare::{check_topology, declare_topology};
 

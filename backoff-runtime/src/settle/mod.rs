@@ -4,6 +4,7 @@
 pub(crate) mod clock;
 pub(crate) mod copy;
 pub(crate) mod frame_fit;
+pub(crate) mod outgoing;
 pub(crate) mod publish;
 pub(crate) mod settlement;
 pub(crate) mod trace_context;
