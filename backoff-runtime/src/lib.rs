@@ -17,6 +17,7 @@
 
 mod consume;
 mod error;
+pub mod idempotency;
 mod lifecycle;
 mod operations;
 mod settle;
@@ -42,8 +43,8 @@ pub use operations::dead_letter_record::{
 };
 pub use operations::dlq::{DeadLetterReport, Dlq, ExportReport, ReplayOptions, SkippedMessage};
 pub use operations::publisher::Publisher;
-pub use settle::outgoing::Outgoing;
 pub use operations::status::{ConsumerStatus, QueueStatus, status};
+pub use settle::outgoing::Outgoing;
 pub use transport::declare::{check_topology, declare_topology};
 
 /// The runtime's per-message work that needs no I/O, for benchmarks. Not a

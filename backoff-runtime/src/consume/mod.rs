@@ -3,6 +3,7 @@
 pub(crate) mod consumer;
 pub(crate) mod context;
 pub(crate) mod extract;
+pub(crate) mod inbox;
 pub mod meters;
 pub(crate) mod state;
 pub(crate) mod worker;

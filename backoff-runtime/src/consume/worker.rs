@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
+use futures_util::future::OptionFuture;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use rabbit_backoff_core::{
@@ -15,8 +16,10 @@ use rabbit_backoff_core::{
 };
 use tracing::Instrument;
 
+use crate::consume::inbox::{Admission, Inbox};
 use crate::consume::meters::Meters;
 use crate::consume::state::StateMap;
+use crate::idempotency::{DedupeStore, HeldKey};
 use crate::settle::clock;
 use crate::settle::copy::{now_rfc3339, panic_message, republish_properties, retry_count_of};
 use crate::settle::frame_fit::{
@@ -43,6 +46,8 @@ pub(crate) struct WorkerEnv {
     pub(crate) shutdown: ShutdownHandle,
     /// Where a consumer reports a paused circuit breaker.
     pub(crate) health: Option<tokio::sync::watch::Sender<Health>>,
+    /// The inbox of the consumers with `dedupe`.
+    pub(crate) dedupe_store: Option<Arc<dyn DedupeStore>>,
 }
 
 /// How consuming ended.
@@ -81,6 +86,8 @@ pub(crate) struct Worker<C: Consumer> {
     dead_letter_routing_key: String,
     settler: Settler,
     meters: Meters,
+    /// With `dedupe`: drops duplicates before the handler.
+    inbox: Option<Inbox>,
     env: WorkerEnv,
 }
 
@@ -114,8 +121,15 @@ impl<C: Consumer> Worker<C> {
             .chain(spec.ladders.iter().flatten())
             .copied()
             .collect();
+        let inbox = Inbox::new(
+            &spec,
+            env.dedupe_store.as_ref(),
+            env.confirm_timeout,
+            env.health.clone(),
+        );
         let worker = Worker {
             meters: Meters::new(&spec.queue, &tiers),
+            inbox,
             queue: Arc::from(spec.queue.as_str()),
             dead_letter_routing_key: spec.names().dead_letter_routing_key,
             retry_delays: spec.retry_delays(),
@@ -334,11 +348,20 @@ impl<C: Consumer> Worker<C> {
                 drop_deep(delivery);
                 return false;
             }
+            let held = match &self.inbox {
+                Some(inbox) => match inbox.admit(&delivery, &self.settler).await {
+                    Admission::Run(held) => held,
+                    Admission::Settled => return false,
+                },
+                None => None,
+            };
             let attempt = Attempt {
                 count: retry.count,
                 since_first_failure: since_first_failure(&delivery.properties),
             };
-            let handled = self.run_handler(delivery, retry.count).await;
+            let handled = self
+                .run_handler(delivery, retry.count, held.as_deref())
+                .await;
             let decision = decide(self.spec.policy(), attempt, &handled.outcome);
             let failed_transiently = matches!(
                 handled.outcome,
@@ -347,7 +370,17 @@ impl<C: Consumer> Worker<C> {
                     ..
                 }
             );
-            self.settle(handled, decision).await;
+            match (&self.inbox, held) {
+                (Some(inbox), Some(held)) => {
+                    let settle = self.settle(&handled, decision);
+                    inbox
+                        .finish(held, &decision, &handled.acker, &self.settler, settle)
+                        .await
+                }
+                _ => {
+                    self.settle(&handled, decision).await;
+                }
+            }
             failed_transiently
         }
         .instrument(span)
@@ -356,7 +389,12 @@ impl<C: Consumer> Worker<C> {
 
     /// Decodes the body and runs the handler (with its timeout, catching a
     /// panic) into an outcome.
-    async fn run_handler(&self, delivery: Delivery, retry_count: u32) -> Handled {
+    async fn run_handler(
+        &self,
+        delivery: Delivery,
+        retry_count: u32,
+        held: Option<&dyn HeldKey>,
+    ) -> Handled {
         let Delivery {
             exchange,
             routing_key,
@@ -373,6 +411,8 @@ impl<C: Consumer> Worker<C> {
             retry_count,
             properties,
             state: Arc::clone(&self.env.state),
+            #[cfg(feature = "postgres")]
+            transaction: held.and_then(|held| held.transaction()),
         };
         let mut outcome = self.call(&data, &ctx).await;
         // Immediate retries: in the process, after a short pause, for blips.
@@ -391,6 +431,9 @@ impl<C: Consumer> Worker<C> {
                 pause.as_millis()
             );
             tokio::time::sleep(pause).await;
+            if let Some(Err(e)) = OptionFuture::from(held.map(|h| h.restart_attempt())).await {
+                tracing::warn!("{e}; the retry's writes may not commit");
+            }
             self.meters.immediate_retries.increment(1);
             outcome = self.call(&data, &ctx).await;
         }
@@ -442,25 +485,30 @@ impl<C: Consumer> Worker<C> {
         }
     }
 
-    /// Carries out the decision against the broker.
-    async fn settle(&self, handled: Handled, decision: Decision) {
+    /// Carries out the decision against the broker; true when done (false:
+    /// the delivery was requeued, or the broker will redeliver it).
+    async fn settle(&self, handled: &Handled, decision: Decision) -> bool {
         let error = handled.error();
         match decision {
             Decision::Ack => {
-                if self.settler.ack(&handled.acker).await {
+                let acked = self.settler.ack(&handled.acker).await;
+                if acked {
                     self.meters.handled.increment(1);
                     self.meters.settled(*handled.ctx.properties.timestamp());
                     tracing::debug!("handled; acked");
                 }
+                acked
             }
             Decision::Discard => {
-                if self.settler.ack(&handled.acker).await {
+                let acked = self.settler.ack(&handled.acker).await;
+                if acked {
                     self.meters.discarded.increment(1);
                     tracing::info!(
                         error,
                         "failed; discarded (the error says the message is obsolete)"
                     );
                 }
+                acked
             }
             Decision::Retry {
                 delay_ms,
@@ -469,7 +517,8 @@ impl<C: Consumer> Worker<C> {
                 let count = (headers::RETRY_COUNT, HeaderValue::Int(next_count.into()));
                 let properties = copy_properties(&handled.ctx, &[count]);
                 let target = self.retry_target(delay_ms);
-                if self.copy_then_ack(&handled, &target, properties).await {
+                let copied = self.copy_then_ack(handled, &target, properties).await;
+                if copied {
                     self.meters.retried(delay_ms);
                     tracing::warn!(
                         error,
@@ -478,14 +527,15 @@ impl<C: Consumer> Worker<C> {
                         target.queue,
                     );
                 }
+                copied
             }
             Decision::DeadLetter { reason } => {
-                let dead_letter = self.dead_letter(&handled, reason, error.to_owned());
+                let dead_letter = self.dead_letter(handled, reason, error.to_owned());
                 let properties = copy_properties(&handled.ctx, &dead_letter.headers());
-                if self
-                    .copy_then_ack(&handled, &self.dead_letter_target(), properties)
-                    .await
-                {
+                let copied = self
+                    .copy_then_ack(handled, &self.dead_letter_target(), properties)
+                    .await;
+                if copied {
                     self.meters.dead_lettered(reason);
                     self.meters.settled(*handled.ctx.properties.timestamp());
                     tracing::warn!(
@@ -494,6 +544,7 @@ impl<C: Consumer> Worker<C> {
                         self.topology.dead_letter_queue.name
                     );
                 }
+                copied
             }
         }
     }

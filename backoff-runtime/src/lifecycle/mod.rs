@@ -3,5 +3,6 @@
 pub(crate) mod health;
 #[cfg(feature = "http")]
 pub mod http;
+pub(crate) mod relay;
 pub(crate) mod runtime;
 pub(crate) mod shutdown;
