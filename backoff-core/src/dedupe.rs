@@ -48,9 +48,9 @@ impl FromStr for DedupeKey {
             return Ok(DedupeKey::MessageId);
         }
         match s.strip_prefix("header:") {
-            Some("") => Err(
-                "`header:` names no header; write e.g. \"header:x-idempotency-key\"".to_owned(),
-            ),
+            Some("") => {
+                Err("`header:` names no header; write e.g. \"header:x-idempotency-key\"".to_owned())
+            }
             Some(name) if name.len() > 255 => Err(format!(
                 "the header name is {} bytes long; AMQP allows at most 255",
                 name.len()
@@ -173,7 +173,12 @@ mod tests {
         ] {
             assert_eq!(key.to_string().parse::<DedupeKey>(), Ok(key));
         }
-        assert!("header:".parse::<DedupeKey>().unwrap_err().contains("names no header"));
+        assert!(
+            "header:"
+                .parse::<DedupeKey>()
+                .unwrap_err()
+                .contains("names no header")
+        );
         let long = format!("header:{}", "h".repeat(256));
         assert!(long.parse::<DedupeKey>().unwrap_err().contains("255"));
         assert!(

@@ -29,8 +29,8 @@
 mod breaker;
 mod classify;
 mod dead_letter;
-mod dedupe;
 mod decision;
+mod dedupe;
 mod definitions;
 mod delays;
 mod discovery;
@@ -53,8 +53,8 @@ pub use classify::{Classify, ErrorClass, Verdict};
 pub use dead_letter::{
     DeadLetter, DeadLetterReason, MAX_ERROR_LEN, truncate_error, truncate_error_to,
 };
-pub use dedupe::{Dedupe, DedupeKey, KeyFate, inbox_key, outbox_message_id};
 pub use decision::{Attempt, Decision, Outcome, Policy, decide};
+pub use dedupe::{Dedupe, DedupeKey, KeyFate, inbox_key, outbox_message_id};
 pub use definitions::{BindingDefinition, Definitions, ExchangeDefinition, QueueDefinition};
 pub use delays::{DelayError, Delays, MAX_DELAY_MS, MAX_TIERS, parse_duration};
 pub use discovery::{BindingListing, FoundTopology, QueueListing, discover};
