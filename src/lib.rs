@@ -45,10 +45,9 @@
 
 pub use rabbit_backoff_core::{
     Argument, Classify, ConsumerSpec, DeadLetterReason, DeclareMode, Dedupe, DedupeKey,
-    Definitions, DelayError,
-    Delays, ErrorClass, ExchangeKind, Jitter, MAX_ERROR_LEN, MAX_HEADER_DEPTH, NameOverrides,
-    QueueType, REPLAY_HISTORY_LIMIT, RetryReturn, Topology, TopologyNames, headers,
-    parse_failed_at,
+    Definitions, DelayError, Delays, ErrorClass, ExchangeKind, Jitter, MAX_ERROR_LEN,
+    MAX_HEADER_DEPTH, NameOverrides, QueueType, REPLAY_HISTORY_LIMIT, RetryReturn, Topology,
+    TopologyNames, headers, parse_failed_at,
 };
 pub use rabbit_backoff_runtime::{meters, transport};
 
