@@ -677,10 +677,7 @@ async fn table(target: &Target, sides: &[Side], n: usize, reps: usize, prefetch:
     println!(
         "\n{} ({} queues at {})",
         target.name,
-        match target.queue_type {
-            QueueType::Classic => "classic",
-            QueueType::Quorum => "quorum",
-        },
+        target.queue_type.as_str(),
         target
             .url
             .split(',')

@@ -50,11 +50,14 @@ enum OrderError {
     Invalid(String),
 }
 
-/// How each order ended, for the demo's summary.
+/// How each order ended, for the demo's summary. Only the demo (and the
+/// tests) keep them: a service runs without end, and a map that grows with
+/// every order it ever handled would grow its memory without bound.
 #[derive(Default)]
 struct Outcomes {
     settled: Mutex<BTreeMap<u64, String>>,
     tiers: usize,
+    keep: bool,
 }
 
 #[backoff_consumer(queue = "orders", delays = "5s,15s,60s")]
@@ -72,20 +75,22 @@ async fn process_order(
             order.id
         ))),
     };
-    let settled = match &result {
-        Ok(()) => Some(format!("handled on attempt {}", ctx.attempt())),
-        Err(OrderError::Invalid(_)) => Some("dead-lettered at once (permanent)".to_owned()),
-        Err(OrderError::Unavailable) if ctx.retry_count() as usize >= outcomes.tiers => Some(
-            format!("dead-lettered after {} attempts (exhausted)", ctx.attempt()),
-        ),
-        Err(OrderError::Unavailable) => None,
-    };
-    if let Some(settled) = settled {
-        outcomes
-            .settled
-            .lock()
-            .expect("not poisoned")
-            .insert(order.id, settled);
+    if outcomes.keep {
+        let settled = match &result {
+            Ok(()) => Some(format!("handled on attempt {}", ctx.attempt())),
+            Err(OrderError::Invalid(_)) => Some("dead-lettered at once (permanent)".to_owned()),
+            Err(OrderError::Unavailable) if ctx.retry_count() as usize >= outcomes.tiers => Some(
+                format!("dead-lettered after {} attempts (exhausted)", ctx.attempt()),
+            ),
+            Err(OrderError::Unavailable) => None,
+        };
+        if let Some(settled) = settled {
+            outcomes
+                .settled
+                .lock()
+                .expect("not poisoned")
+                .insert(order.id, settled);
+        }
     }
     result
 }
@@ -149,6 +154,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let outcomes = std::sync::Arc::new(Outcomes {
         tiers: spec.delays.len(),
+        keep: demo,
         ..Outcomes::default()
     });
     let runtime = Runtime::builder()
@@ -162,10 +168,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let names = spec.names();
     tracing::info!(
         "{} queue {} with retry tiers {} (dead letters in {})",
-        match spec.queue_type {
-            rabbit_backoff::QueueType::Classic => "classic",
-            rabbit_backoff::QueueType::Quorum => "quorum",
-        },
+        spec.queue_type.as_str(),
         names.queue,
         spec.delays,
         names.dead_letter_queue
@@ -248,6 +251,7 @@ mod tests {
     ) -> (std::sync::Arc<Outcomes>, rabbit_backoff::RunningRuntime) {
         let outcomes = std::sync::Arc::new(Outcomes {
             tiers: 3,
+            keep: true,
             ..Outcomes::default()
         });
         let runtime = Runtime::builder()

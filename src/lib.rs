@@ -44,12 +44,26 @@
 #![forbid(unsafe_code)]
 
 pub use rabbit_backoff_core::{
-    Argument, Classify, ConsumerSpec, DeadLetterReason, DeclareMode, Dedupe, DedupeKey,
-    Definitions, DelayError, Delays, ErrorClass, ExchangeKind, Jitter, MAX_ERROR_LEN,
-    MAX_HEADER_DEPTH, NameOverrides, QueueType, REPLAY_HISTORY_LIMIT, RetryReturn, Topology,
-    TopologyNames, headers, parse_failed_at,
+    ATTRIBUTE_KEYS, Argument, ArgumentDifference, Attempt, Binding, BindingDefinition,
+    BindingListing, BreakerSpec, BreakerState, Classify, ConsumerSpec, DeadLetter,
+    DeadLetterReason, Decision, DeclareMode, Dedupe, DedupeKey, Definitions, DelayError, Delays,
+    ErrorClass, ExchangeDecl, ExchangeDefinition, ExchangeKind, FAILURE_HEADERS, FoundTopology,
+    HeaderValue, Jitter, KeyFate, MAX_DELAY_MS, MAX_ERROR_LEN, MAX_HEADER_DEPTH,
+    MAX_JITTER_PERCENT, MAX_TIERS, NameError, NameOverrides, Outcome, Policy, QueueDecl,
+    QueueDefinition, QueueListing, QueueType, REPLAY_HISTORY, REPLAY_HISTORY_LIMIT, REPLAYED_AT,
+    ReconnectBackoff, RetryCount, RetryCountWarning, RetryReturn, SUB_QUEUES, SpecError, Topology,
+    TopologyNames, Verdict, arguments, decide, discover, fingerprint, group_id, headers, inbox_key,
+    outbox_message_id, parse_duration, parse_failed_at, read_retry_count, truncate_error,
+    validate_name,
 };
 pub use rabbit_backoff_runtime::{meters, transport};
+
+/// Dropping duplicates and publishing with the handler's effects: the
+/// inbox stores of consumers with `dedupe = "…"` (`MemoryStore`, and with the
+/// features of the same names `PostgresStore` and `RedisStore`), the handler
+/// parameter `Tx` (the PostgreSQL transaction the inbox row commits in) and
+/// the transactional outbox. See the README's "Duplicates".
+pub use rabbit_backoff_runtime::idempotency as dedupe;
 
 /// An in-memory RabbitMQ with virtual time, for testing consumers without a
 /// broker (feature `testing`): see the README's "Testing your consumers".
@@ -60,11 +74,12 @@ pub use rabbit_backoff_runtime::transport::memory as testing;
 #[cfg(feature = "http")]
 pub use rabbit_backoff_runtime::http;
 pub use rabbit_backoff_runtime::{
-    Consumer, ConsumerStatus, Context, ContextBuilder, DEFAULT_AMQP_URL, DeadLetterFilter,
-    DeadLetterMessage, DeadLetterReport, Dlq, Error, FromContext, Health, HealthWatch,
-    MissingObject, Outgoing, PublishFailure, Publisher, QueueStatus, ReplayOptions, RunningRuntime,
-    Runtime, RuntimeBuilder, ShutdownHandle, SkippedMessage, State, StateRequirement,
-    amqp_url_from_env, check_topology, connect, declare_topology, lapin, status,
+    BODY_PREVIEW_LEN, Consumer, ConsumerStatus, Context, ContextBuilder, DEFAULT_AMQP_URL,
+    DeadLetterFilter, DeadLetterGroup, DeadLetterMessage, DeadLetterRecord, DeadLetterReport, Dlq,
+    Error, ExportReport, FromContext, Health, HealthWatch, MissingObject, Outgoing, PublishFailure,
+    Publisher, QueueStatus, RecordError, RecordProperties, ReplayOptions, RunningRuntime, Runtime,
+    RuntimeBuilder, ShutdownHandle, SkippedMessage, State, StateRequirement, TypedValue,
+    amqp_url_from_env, check_topology, connect, declare_topology, is_marker_queue, lapin, status,
 };
 
 /// Turns an `async fn` handler into a consumer of the same name.
@@ -112,6 +127,10 @@ pub use rabbit_backoff_runtime::{
 /// | `queue_type` | `"classic"` or `"quorum"` | `"classic"` |
 /// | `delivery_limit` | quorum work queue's `x-delivery-limit` | 20 |
 /// | `timeout` | longest a handler call may take (a transient failure past it) | none |
+/// | `jitter` | spreads each tier over five sub-queues within ± this percentage of its delay, e.g. `"20%"` | none |
+/// | `max_age` | dead-letter a failing message (reason `expired`) once its first failure is older than this, e.g. `"1h"` | none |
+/// | `immediate` | retry a failed call this many times in the process (after 50 ms, 100 ms, …) before the message goes to a retry tier | 0 |
+/// | `breaker` | a circuit breaker, e.g. `"50% of 20, pause 30s"`: stops consuming while most recent attempts fail transiently | none |
 /// | `declare` | `"declare"` the topology, or `"passive"`: only check that every exchange and queue exists (not their arguments), for topologies operators own | `"declare"` |
 /// | `dedupe` | drop duplicates: a delivery whose key was handled (or dead-lettered, or discarded) within this window is acked without the handler; needs [`RuntimeBuilder::dedupe_store`] | none |
 /// | `dedupe_key` | the key: `"message_id"` or `"header:<name>"` (only with `dedupe`) | `"message_id"` |

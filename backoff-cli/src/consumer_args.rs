@@ -1,5 +1,5 @@
 use clap::Args;
-use rabbit_backoff_core::{
+use rabbit_backoff::{
     ConsumerSpec, Delays, ExchangeKind, Jitter, NameOverrides, QueueType, RetryReturn,
 };
 
@@ -67,15 +67,14 @@ impl ConsumerArgs {
         spec.delivery_limit = self.delivery_limit;
         spec.retry_return = self.retry_return;
         spec.jitter = self.jitter;
-        spec.names = NameOverrides {
-            exchange: self.exchange.clone(),
-            routing_key: self.work_routing_key.clone(),
-            retry_exchange: self.retry_exchange.clone(),
-            retry_queue: self.retry_queue.clone(),
-            dead_letter_exchange: self.dead_letter_exchange.clone(),
-            dead_letter_queue: self.dead_letter_queue.clone(),
-            dead_letter_routing_key: self.dead_letter_routing_key.clone(),
-        };
+        spec.names = NameOverrides::default();
+        spec.names.exchange = self.exchange.clone();
+        spec.names.routing_key = self.work_routing_key.clone();
+        spec.names.retry_exchange = self.retry_exchange.clone();
+        spec.names.retry_queue = self.retry_queue.clone();
+        spec.names.dead_letter_exchange = self.dead_letter_exchange.clone();
+        spec.names.dead_letter_queue = self.dead_letter_queue.clone();
+        spec.names.dead_letter_routing_key = self.dead_letter_routing_key.clone();
         spec.validate()
             .map_err(|e| format!("consumer `{}`: {e}", self.queue))?;
         Ok(spec)

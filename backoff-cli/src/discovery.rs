@@ -1,7 +1,7 @@
 //! Every consumer topology on the vhost, found from the management API's
-//! queues and bindings by its shape (see `rabbit_backoff_core::discover`).
+//! queues and bindings by its shape (see `rabbit_backoff::discover`).
 
-use rabbit_backoff_core::{
+use rabbit_backoff::{
     BindingListing, ConsumerSpec, Delays, FoundTopology, NameOverrides, QueueListing,
     discover as discover_topologies,
 };
@@ -76,27 +76,25 @@ pub fn discover(amqp_url: &str, management_url: &str) -> Result<Vec<DiscoveredCo
             consumers: listed.map_or(0, |q| q.consumers),
         }
     };
-    Ok(discover_topologies(
-        &listings,
-        &bindings,
-        &rabbit_backoff_runtime::is_marker_queue,
-    )
-    .into_iter()
-    .map(|found| DiscoveredConsumer {
-        queue: found.queue.clone(),
-        spec: spec_of(&found),
-        work: depth(&found.queue),
-        tiers: found
-            .retry_queues
-            .iter()
-            .map(|(name, delay_ms)| Tier {
-                depth: depth(name),
-                delay_ms: *delay_ms,
+    Ok(
+        discover_topologies(&listings, &bindings, &rabbit_backoff::is_marker_queue)
+            .into_iter()
+            .map(|found| DiscoveredConsumer {
+                queue: found.queue.clone(),
+                spec: spec_of(&found),
+                work: depth(&found.queue),
+                tiers: found
+                    .retry_queues
+                    .iter()
+                    .map(|(name, delay_ms)| Tier {
+                        depth: depth(name),
+                        delay_ms: *delay_ms,
+                    })
+                    .collect(),
+                dead_letter: depth(&found.dead_letter_queue),
             })
             .collect(),
-        dead_letter: depth(&found.dead_letter_queue),
-    })
-    .collect())
+    )
 }
 
 /// Runs [`discover`] off the async runtime (the management client
@@ -118,17 +116,15 @@ fn spec_of(found: &FoundTopology) -> ConsumerSpec {
     let delays = Delays::from_millis(
         delays
             .into_iter()
-            .take(rabbit_backoff_core::MAX_TIERS as usize)
+            .take(rabbit_backoff::MAX_TIERS as usize)
             .collect(),
     )
     .unwrap_or_else(|_| Delays::from_millis(vec![1]).expect("one delay is valid"));
     let mut spec = ConsumerSpec::new(found.queue.clone(), delays);
     spec.queue_type = found.queue_type;
     spec.retry_return = found.retry_return;
-    spec.names = NameOverrides {
-        dead_letter_exchange: Some(found.dead_letter_exchange.clone()),
-        dead_letter_queue: Some(found.dead_letter_queue.clone()),
-        ..NameOverrides::default()
-    };
+    spec.names = NameOverrides::default();
+    spec.names.dead_letter_exchange = Some(found.dead_letter_exchange.clone());
+    spec.names.dead_letter_queue = Some(found.dead_letter_queue.clone());
     spec
 }

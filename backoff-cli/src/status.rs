@@ -1,8 +1,8 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use rabbit_backoff_core::{Argument, ArgumentDifference, Topology};
-use rabbit_backoff_runtime::{ConsumerStatus, connect, status};
+use rabbit_backoff::{Argument, ArgumentDifference, Topology};
+use rabbit_backoff::{ConsumerStatus, connect, status};
 
 use crate::consumer_args::ConsumerArgs;
 use crate::{discovery, management, table};

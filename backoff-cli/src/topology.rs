@@ -1,8 +1,8 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use rabbit_backoff_core::{Argument, Definitions, Topology};
-use rabbit_backoff_runtime::{Error, check_topology, connect};
+use rabbit_backoff::{Argument, Definitions, Topology};
+use rabbit_backoff::{Error, check_topology, connect};
 
 use crate::consumer_args::ConsumerArgs;
 use crate::table;

@@ -17,7 +17,7 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
-use rabbit_backoff_core::{ConsumerSpec, Topology};
+use rabbit_backoff::{ConsumerSpec, Topology};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "console-test-token-0123456789";
@@ -65,10 +65,10 @@ struct Fixture {
 impl Fixture {
     async fn new(name: &str, dead_letters: &[DeadLetter]) -> Fixture {
         let spec = ConsumerSpec::new(unique(name), "1s,2s".parse().unwrap());
-        let connection = rabbit_backoff_runtime::connect(&url())
+        let connection = rabbit_backoff::connect(&url())
             .await
             .unwrap_or_else(|e| panic!("no RabbitMQ at {} ({e}); run scripts/test.sh", url()));
-        rabbit_backoff_runtime::declare_topology(&*connection, &Topology::of(&spec))
+        rabbit_backoff::declare_topology(&*connection, &Topology::of(&spec))
             .await
             .expect("declare the topology");
         connection.close().await;

@@ -20,7 +20,7 @@ use crate::parse_duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use rabbit_backoff_core::BreakerSpec;
+/// use rabbit_backoff::BreakerSpec;
 ///
 /// let spec: BreakerSpec = "50% of 20, pause 30s".parse()?;
 /// assert_eq!((spec.percent, spec.window, spec.pause), (50, 20, Duration::from_secs(30)));

@@ -10,6 +10,7 @@ pub enum ErrorClass {
 
 /// What a failure asks the framework to do with its message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Verdict {
     /// Retry on the consumer's ladder (`#[transient]`, the default).
     Retry,
@@ -43,7 +44,7 @@ impl From<ErrorClass> for Verdict {
 /// those marked `#[permanent]`.
 ///
 /// ```
-/// use rabbit_backoff_core::{Classify, ErrorClass};
+/// use rabbit_backoff::{Classify, ErrorClass};
 ///
 /// enum PaymentError { Timeout, CardDeclined }
 ///
@@ -64,7 +65,7 @@ impl From<ErrorClass> for Verdict {
 ///
 /// ```
 /// use std::time::Duration;
-/// use rabbit_backoff_core::{Classify, ErrorClass, Verdict};
+/// use rabbit_backoff::{Classify, ErrorClass, Verdict};
 ///
 /// struct HttpError { status: u16, retry_after: Option<Duration> }
 ///

@@ -12,6 +12,7 @@ pub const MAX_ERROR_LEN: usize = 4096;
 /// Why a message was dead-lettered (the `x-dead-letter-reason` header).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum DeadLetterReason {
     /// The handler's error was classified permanent.
     Permanent,
@@ -51,7 +52,7 @@ impl fmt::Display for DeadLetterReason {
 /// saying how much was cut.
 ///
 /// ```
-/// use rabbit_backoff_core::{truncate_error, MAX_ERROR_LEN};
+/// use rabbit_backoff::{truncate_error, MAX_ERROR_LEN};
 /// assert_eq!(truncate_error("short"), "short");
 /// let long = "é".repeat(10_000);
 /// let cut = truncate_error(&long);

@@ -103,7 +103,7 @@ impl Attempt {
 ///
 /// ```
 /// use std::time::Duration;
-/// use rabbit_backoff_core::{decide, Attempt, DeadLetterReason, Decision, Delays, Policy, Outcome, Verdict};
+/// use rabbit_backoff::{decide, Attempt, DeadLetterReason, Decision, Delays, Policy, Outcome, Verdict};
 ///
 /// let delays: Delays = "5s,15s".parse()?;
 /// let policy = Policy::new(&delays);
@@ -119,7 +119,7 @@ impl Attempt {
 /// let limited = Outcome::Failed { verdict: Verdict::RetryAfter(Duration::from_secs(7)), error: "429".into() };
 /// assert_eq!(decide(policy, Attempt::count(0), &limited), Decision::Retry { delay_ms: 15_000, next_count: 1 });
 /// assert_eq!(decide(policy, Attempt::count(2), &Outcome::Success), Decision::Ack);
-/// # Ok::<(), rabbit_backoff_core::DelayError>(())
+/// # Ok::<(), rabbit_backoff::DelayError>(())
 /// ```
 pub fn decide(policy: Policy<'_>, attempt: Attempt, outcome: &Outcome) -> Decision {
     let verdict = match outcome {

@@ -72,14 +72,14 @@ impl Definitions {
     /// The definitions of one or more topologies in `vhost`.
     ///
     /// ```
-    /// use rabbit_backoff_core::{ConsumerSpec, Definitions, Topology};
+    /// use rabbit_backoff::{ConsumerSpec, Definitions, Topology};
     ///
     /// let spec = ConsumerSpec::new("orders", "5s,15s".parse()?);
     /// let defs = Definitions::of(&[Topology::of(&spec)], "/");
     /// assert_eq!(defs.queues.len(), 4);
     /// assert_eq!(defs.exchanges.len(), 3);
     /// assert_eq!(defs.bindings.len(), 4);
-    /// # Ok::<(), rabbit_backoff_core::DelayError>(())
+    /// # Ok::<(), rabbit_backoff::DelayError>(())
     /// ```
     pub fn of(topologies: &[Topology], vhost: &str) -> Self {
         let mut definitions = Definitions {

@@ -16,13 +16,13 @@ pub const MAX_DELAY_MS: u64 = u32::MAX as u64;
 ///
 /// ```
 /// use std::time::Duration;
-/// use rabbit_backoff_core::Delays;
+/// use rabbit_backoff::Delays;
 ///
 /// let delays: Delays = "500ms, 5s, 1m, 1h".parse()?;
 /// assert_eq!(delays.len(), 4);
 /// assert_eq!(delays.get(2), Some(Duration::from_secs(60)));
 /// assert_eq!(delays.to_string(), "500ms,5s,1m,1h");
-/// # Ok::<(), rabbit_backoff_core::DelayError>(())
+/// # Ok::<(), rabbit_backoff::DelayError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Delays {
@@ -36,6 +36,7 @@ pub const MAX_TIERS: u32 = 100;
 
 /// Why a delay list was refused. Each message says what to write instead.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DelayError {
     /// No delay at all.
     #[error("the delay list is empty; write at least one delay, e.g. \"5s,15s,60s\"")]
@@ -104,9 +105,9 @@ impl Delays {
     /// Builds a schedule from milliseconds, validating it.
     ///
     /// ```
-    /// let delays = rabbit_backoff_core::Delays::from_millis(vec![100, 200])?;
+    /// let delays = rabbit_backoff::Delays::from_millis(vec![100, 200])?;
     /// assert_eq!(delays.to_string(), "100ms,200ms");
-    /// # Ok::<(), rabbit_backoff_core::DelayError>(())
+    /// # Ok::<(), rabbit_backoff::DelayError>(())
     /// ```
     pub fn from_millis(millis: Vec<u64>) -> Result<Self, DelayError> {
         if millis.is_empty() {
@@ -136,7 +137,7 @@ impl Delays {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use rabbit_backoff_core::Delays;
+    /// use rabbit_backoff::Delays;
     ///
     /// let d = Delays::exponential(Duration::from_millis(100), 2.0, 4, None)?;
     /// assert_eq!(d.as_millis(), &[100, 200, 400, 800]);
@@ -144,7 +145,7 @@ impl Delays {
     /// assert_eq!(capped.as_millis()[..7], [1_000, 3_000, 9_000, 27_000, 81_000, 243_000, 300_000]);
     /// assert_eq!(capped.len(), 10);
     /// assert_eq!(capped.to_string(), "exponential(1s, x3, 10, max 5m)");
-    /// # Ok::<(), rabbit_backoff_core::DelayError>(())
+    /// # Ok::<(), rabbit_backoff::DelayError>(())
     /// ```
     pub fn exponential(
         first: Duration,
@@ -317,8 +318,8 @@ fn parse_exponential(text: &str, args: &str) -> Result<Delays, DelayError> {
 ///
 /// ```
 /// use std::time::Duration;
-/// assert_eq!(rabbit_backoff_core::parse_duration("30s"), Ok(Duration::from_secs(30)));
-/// assert!(rabbit_backoff_core::parse_duration("0s").is_err());
+/// assert_eq!(rabbit_backoff::parse_duration("30s"), Ok(Duration::from_secs(30)));
+/// assert!(rabbit_backoff::parse_duration("0s").is_err());
 /// ```
 pub fn parse_duration(s: &str) -> Result<Duration, DelayError> {
     let item = s.trim();

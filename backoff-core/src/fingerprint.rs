@@ -8,7 +8,7 @@
 /// letter) `<hex>`, and numbers `<n>`.
 ///
 /// ```
-/// use rabbit_backoff_core::fingerprint;
+/// use rabbit_backoff::fingerprint;
 ///
 /// assert_eq!(fingerprint("order 17 not found"), "order <n> not found");
 /// assert_eq!(
@@ -97,7 +97,7 @@ fn is_hex_id(token: &str) -> bool {
 /// standard library's randomly seeded hasher).
 ///
 /// ```
-/// use rabbit_backoff_core::group_id;
+/// use rabbit_backoff::group_id;
 /// assert_eq!(group_id(Some("permanent"), "order <n> not found"), group_id(Some("permanent"), "order <n> not found"));
 /// assert_ne!(group_id(Some("permanent"), "x"), group_id(Some("exhausted"), "x"));
 /// assert_eq!(group_id(None, "").len(), 12);

@@ -21,7 +21,7 @@ pub const MAX_JITTER_PERCENT: u8 = 90;
 /// A jitter of ±`percent` around each tier's delay (`jitter = "20%"`).
 ///
 /// ```
-/// use rabbit_backoff_core::Jitter;
+/// use rabbit_backoff::Jitter;
 ///
 /// let jitter: Jitter = "20%".parse()?;
 /// assert_eq!(jitter.spread(800), vec![640, 720, 800, 880, 960]);

@@ -13,7 +13,7 @@
 //! here is unit-tested without one.
 //!
 //! ```
-//! use rabbit_backoff_core::{decide, Attempt, Decision, Delays, Outcome, Policy, Verdict};
+//! use rabbit_backoff::{decide, Attempt, Decision, Delays, Outcome, Policy, Verdict};
 //!
 //! let delays: Delays = "5s,15s,60s".parse()?;
 //! let failed = Outcome::Failed { verdict: Verdict::Retry, error: "db down".into() };
@@ -21,11 +21,12 @@
 //!     decide(Policy::new(&delays), Attempt::count(0), &failed),
 //!     Decision::Retry { delay_ms: 5_000, next_count: 1 }
 //! );
-//! # Ok::<(), rabbit_backoff_core::DelayError>(())
+//! # Ok::<(), rabbit_backoff::DelayError>(())
 //! ```
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod attribute_keys;
 mod breaker;
 mod classify;
 mod dead_letter;
@@ -48,6 +49,7 @@ mod serde_str;
 mod spec;
 mod topology;
 
+pub use attribute_keys::ATTRIBUTE_KEYS;
 pub use breaker::{Breaker, BreakerAction, BreakerSpec, BreakerState};
 pub use classify::{Classify, ErrorClass, Verdict};
 pub use dead_letter::{

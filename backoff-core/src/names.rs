@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 /// Every `None` keeps the default of the [naming scheme](TopologyNames::resolve).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
+#[non_exhaustive]
 pub struct NameOverrides {
     /// The work exchange (default: the queue name).
     pub exchange: Option<String>,
@@ -27,7 +28,7 @@ pub struct NameOverrides {
 /// Every name a consumer's topology uses, after defaults and overrides.
 ///
 /// ```
-/// use rabbit_backoff_core::{NameOverrides, TopologyNames};
+/// use rabbit_backoff::{NameOverrides, TopologyNames};
 ///
 /// let names = TopologyNames::resolve("orders", &NameOverrides::default());
 /// assert_eq!(names.retry_queue(5_000), "orders.retry_5000ms");
@@ -86,7 +87,7 @@ impl TopologyNames {
     /// Finds tiers of an older schedule that may still hold messages.
     ///
     /// ```
-    /// # use rabbit_backoff_core::{NameOverrides, TopologyNames};
+    /// # use rabbit_backoff::{NameOverrides, TopologyNames};
     /// let names = TopologyNames::resolve("orders", &NameOverrides::default());
     /// assert_eq!(names.retry_delay_of("orders.retry_250ms"), Some(250));
     /// assert_eq!(names.retry_delay_of("orders.dlq"), None);
@@ -103,6 +104,7 @@ impl TopologyNames {
 
 /// Why a name was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum NameError {
     /// An empty name.
     #[error("the {what} name is empty; write a name such as \"orders\"")]
@@ -144,7 +146,7 @@ pub enum NameError {
 /// keys may use the `amq.` prefix and may be empty only where `allow_empty`.
 ///
 /// ```
-/// use rabbit_backoff_core::validate_name;
+/// use rabbit_backoff::validate_name;
 /// assert!(validate_name("queue", "orders").is_ok());
 /// assert!(validate_name("queue", "amq.orders").is_err());
 /// ```

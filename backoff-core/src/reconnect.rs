@@ -9,7 +9,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use rabbit_backoff_core::ReconnectBackoff;
+/// use rabbit_backoff::ReconnectBackoff;
 ///
 /// let backoff = ReconnectBackoff::new(Duration::from_millis(100), Duration::from_secs(30));
 /// assert_eq!(backoff.delay(0, 0.0), Duration::from_millis(50));

@@ -8,6 +8,7 @@ use crate::{Dedupe, Delays, Jitter, NameError, NameOverrides, TopologyNames};
 /// The kind of queues a consumer declares.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum QueueType {
     /// Classic queues: the broker's default. TTL dead-letering from a retry
     /// queue back to the work queue is at-most-once inside the broker.
@@ -70,6 +71,7 @@ impl FromStr for ExchangeKind {
 /// queues' `x-dead-letter-exchange` and `x-dead-letter-routing-key`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum RetryReturn {
     /// Through the default exchange, straight to the work queue and to no
     /// other queue, whatever the type of the work exchange (the default).
@@ -96,7 +98,7 @@ impl RetryReturn {
     /// through it would deliver the message to every queue bound to it.
     ///
     /// ```
-    /// use rabbit_backoff_core::{ExchangeKind, RetryReturn};
+    /// use rabbit_backoff::{ExchangeKind, RetryReturn};
     /// assert!(RetryReturn::Exchange.check(ExchangeKind::Direct).is_ok());
     /// assert!(RetryReturn::Exchange.check(ExchangeKind::Fanout).is_err());
     /// assert!(RetryReturn::Queue.check(ExchangeKind::Fanout).is_ok());
@@ -174,6 +176,16 @@ impl FromStr for DeclareMode {
     }
 }
 
+impl QueueType {
+    /// The attribute value and the `x-queue-type` argument: `classic` or `quorum`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueType::Classic => "classic",
+            QueueType::Quorum => "quorum",
+        }
+    }
+}
+
 impl FromStr for QueueType {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -194,7 +206,7 @@ impl FromStr for QueueType {
 /// operators change it before start-up without recompiling.
 ///
 /// ```
-/// use rabbit_backoff_core::ConsumerSpec;
+/// use rabbit_backoff::ConsumerSpec;
 ///
 /// let mut spec = ConsumerSpec::new("orders", "5s,15s,60s".parse()?);
 /// spec.prefetch = 50;
@@ -203,6 +215,7 @@ impl FromStr for QueueType {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ConsumerSpec {
     /// The work queue; every default name derives from it.
     pub queue: String,
@@ -262,6 +275,7 @@ pub(crate) const DEFAULT_DELIVERY_LIMIT: u32 = 20;
 
 /// Why a [`ConsumerSpec`] was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SpecError {
     /// A bad name.
     #[error(transparent)]
@@ -324,13 +338,13 @@ impl ConsumerSpec {
     /// retry queue each.
     ///
     /// ```
-    /// use rabbit_backoff_core::ConsumerSpec;
+    /// use rabbit_backoff::ConsumerSpec;
     ///
     /// let mut spec = ConsumerSpec::new("orders", "exponential(1s, x2, 4, max 4s)".parse()?);
     /// assert_eq!(spec.retry_delays(), vec![1_000, 2_000, 4_000]);
     /// spec.jitter = Some("20%".parse().unwrap());
     /// assert_eq!(spec.retry_delays()[..5], [800, 900, 1_000, 1_100, 1_200]);
-    /// # Ok::<(), rabbit_backoff_core::DelayError>(())
+    /// # Ok::<(), rabbit_backoff::DelayError>(())
     /// ```
     pub fn retry_delays(&self) -> Vec<u64> {
         let mut delays = Vec::new();
@@ -376,14 +390,14 @@ impl ConsumerSpec {
     /// `prefetch`.
     ///
     /// ```
-    /// use rabbit_backoff_core::ConsumerSpec;
+    /// use rabbit_backoff::ConsumerSpec;
     ///
     /// let mut spec = ConsumerSpec::new("orders", "5s".parse()?);
     /// spec.prefetch = 50;
     /// assert_eq!(spec.effective_concurrency(), 50);
     /// spec.concurrency = Some(4);
     /// assert_eq!(spec.effective_concurrency(), 4);
-    /// # Ok::<(), rabbit_backoff_core::DelayError>(())
+    /// # Ok::<(), rabbit_backoff::DelayError>(())
     /// ```
     pub fn effective_concurrency(&self) -> usize {
         self.concurrency

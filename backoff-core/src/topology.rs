@@ -81,7 +81,7 @@ impl QueueDecl {
     /// A declaration with these differences fails with PRECONDITION_FAILED.
     ///
     /// ```
-    /// use rabbit_backoff_core::{Argument, ConsumerSpec, Topology};
+    /// use rabbit_backoff::{Argument, ConsumerSpec, Topology};
     ///
     /// let spec = ConsumerSpec::new("work_queue", "1s".parse()?);
     /// let retry = &Topology::of(&spec).retry_queues[0];
@@ -93,7 +93,7 @@ impl QueueDecl {
     /// let differences = retry.differences(&existing);
     /// assert_eq!(differences.len(), 2);
     /// assert_eq!(differences[0].argument, "x-dead-letter-exchange");
-    /// # Ok::<(), rabbit_backoff_core::DelayError>(())
+    /// # Ok::<(), rabbit_backoff::DelayError>(())
     /// ```
     pub fn differences(&self, actual: &[(String, Argument)]) -> Vec<ArgumentDifference> {
         let find = |list: &[(String, Argument)], key: &str| {
@@ -135,7 +135,7 @@ pub struct Binding {
 /// queues, then bindings).
 ///
 /// ```
-/// use rabbit_backoff_core::{Argument, ConsumerSpec, Topology};
+/// use rabbit_backoff::{Argument, ConsumerSpec, Topology};
 ///
 /// let spec = ConsumerSpec::new("orders", "5s,15s,60s".parse()?);
 /// let topology = Topology::of(&spec);
@@ -145,7 +145,7 @@ pub struct Binding {
 /// // Expired messages go straight back to the work queue, and only to it.
 /// assert_eq!(retry.argument("x-dead-letter-exchange"), Some(&Argument::Str("".into())));
 /// assert_eq!(retry.argument("x-dead-letter-routing-key"), Some(&Argument::Str("orders".into())));
-/// # Ok::<(), rabbit_backoff_core::DelayError>(())
+/// # Ok::<(), rabbit_backoff::DelayError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Topology {
@@ -188,7 +188,7 @@ impl Topology {
             ),
         ];
         if quorum {
-            work_args.push((arg::QUEUE_TYPE.to_owned(), s("quorum")));
+            work_args.push((arg::QUEUE_TYPE.to_owned(), s(QueueType::Quorum.as_str())));
             work_args.push((
                 arg::DELIVERY_LIMIT.to_owned(),
                 Argument::Int(i64::from(spec.delivery_limit)),
@@ -206,7 +206,7 @@ impl Topology {
                     (arg::DEAD_LETTER_ROUTING_KEY.to_owned(), s(&return_key)),
                 ];
                 if quorum {
-                    arguments.push((arg::QUEUE_TYPE.to_owned(), s("quorum")));
+                    arguments.push((arg::QUEUE_TYPE.to_owned(), s(QueueType::Quorum.as_str())));
                     arguments.push((arg::DEAD_LETTER_STRATEGY.to_owned(), s("at-least-once")));
                     arguments.push((arg::OVERFLOW.to_owned(), s("reject-publish")));
                 }
@@ -219,7 +219,7 @@ impl Topology {
 
         let mut dlq_args = Vec::new();
         if quorum {
-            dlq_args.push((arg::QUEUE_TYPE.to_owned(), s("quorum")));
+            dlq_args.push((arg::QUEUE_TYPE.to_owned(), s(QueueType::Quorum.as_str())));
         }
 
         let mut bindings = vec![Binding {
@@ -268,7 +268,7 @@ impl Topology {
     /// after [`ConsumerSpec::retry_return`].
     ///
     /// ```
-    /// use rabbit_backoff_core::{ConsumerSpec, RetryReturn, Topology};
+    /// use rabbit_backoff::{ConsumerSpec, RetryReturn, Topology};
     ///
     /// let mut spec = ConsumerSpec::new("work_queue", "1s".parse()?);
     /// // The default exchange routes by queue name: straight back to the work
@@ -278,7 +278,7 @@ impl Topology {
     /// spec.names.routing_key = Some("work".into());
     /// spec.retry_return = RetryReturn::Exchange;
     /// assert_eq!(Topology::retry_return_route(&spec), ("work_exchange".into(), "work".into()));
-    /// # Ok::<(), rabbit_backoff_core::DelayError>(())
+    /// # Ok::<(), rabbit_backoff::DelayError>(())
     /// ```
     pub fn retry_return_route(spec: &ConsumerSpec) -> (String, String) {
         let n = spec.names();

@@ -8,9 +8,7 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
-use rabbit_backoff_runtime::{
-    DeadLetterFilter, DeadLetterGroup, DeadLetterReport, Dlq, ReplayOptions,
-};
+use rabbit_backoff::{DeadLetterFilter, DeadLetterGroup, DeadLetterReport, Dlq, ReplayOptions};
 use serde::{Deserialize, Serialize};
 
 use super::api_error::ApiError;

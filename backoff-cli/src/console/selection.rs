@@ -1,6 +1,6 @@
 //! What a replay or a discard applies to: one message or one group.
 
-use rabbit_backoff_runtime::DeadLetterFilter;
+use rabbit_backoff::DeadLetterFilter;
 use serde::Deserialize;
 
 /// The body of a write: `{"group": "<id>"}` or `{"message_id": "<id>"}`.

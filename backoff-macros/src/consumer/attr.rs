@@ -5,35 +5,9 @@ use syn::parse::Parser;
 use syn::punctuated::Punctuated;
 use syn::{Expr, ExprLit, Ident, Lit, LitInt, LitStr, MetaNameValue, Token};
 
-use crate::ctxt::Ctxt;
+use rabbit_backoff_core::ATTRIBUTE_KEYS as KEYS;
 
-/// Every key the attribute accepts, in the order the help lists them.
-pub(crate) const KEYS: &[&str] = &[
-    "queue",
-    "delays",
-    "prefetch",
-    "concurrency",
-    "exchange",
-    "exchange_type",
-    "routing_key",
-    "retry_exchange",
-    "retry_queue",
-    "dead_letter_exchange",
-    "dead_letter_queue",
-    "dead_letter_routing_key",
-    "retry_return",
-    "queue_type",
-    "delivery_limit",
-    "timeout",
-    "declare",
-    "jitter",
-    "max_age",
-    "immediate",
-    "breaker",
-    "dedupe",
-    "dedupe_key",
-    "crate",
-];
+use crate::ctxt::Ctxt;
 
 /// The keys whose value is an integer literal; every other key takes a string.
 const INT_KEYS: &[&str] = &["prefetch", "concurrency", "delivery_limit", "immediate"];

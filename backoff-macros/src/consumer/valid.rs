@@ -52,15 +52,14 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
         }
     });
 
-    let names = NameOverrides {
-        exchange: name(cx, args, "exchange", "exchange"),
-        routing_key: routing_key(cx, args, "routing_key"),
-        retry_exchange: name(cx, args, "retry_exchange", "retry exchange"),
-        retry_queue: retry_queue(cx, args),
-        dead_letter_exchange: name(cx, args, "dead_letter_exchange", "dead-letter exchange"),
-        dead_letter_queue: name(cx, args, "dead_letter_queue", "dead-letter queue"),
-        dead_letter_routing_key: routing_key(cx, args, "dead_letter_routing_key"),
-    };
+    let mut names = NameOverrides::default();
+    names.exchange = name(cx, args, "exchange", "exchange");
+    names.routing_key = routing_key(cx, args, "routing_key");
+    names.retry_exchange = name(cx, args, "retry_exchange", "retry exchange");
+    names.retry_queue = retry_queue(cx, args);
+    names.dead_letter_exchange = name(cx, args, "dead_letter_exchange", "dead-letter exchange");
+    names.dead_letter_queue = name(cx, args, "dead_letter_queue", "dead-letter queue");
+    names.dead_letter_routing_key = routing_key(cx, args, "dead_letter_routing_key");
     let jitter = parsed::<Jitter>(cx, args, "jitter");
     let breaker = parsed::<BreakerSpec>(cx, args, "breaker");
     if let (Some(queue), Some(delays)) = (&queue, &delays) {

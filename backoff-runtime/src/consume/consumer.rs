@@ -13,8 +13,8 @@ use crate::{Context, StateRequirement};
 /// this trait. Implement it by hand when the spec is only known at run time.
 ///
 /// ```
-/// use rabbit_backoff_runtime::{Consumer, Context};
-/// use rabbit_backoff_core::{Classify, ConsumerSpec, ErrorClass};
+/// use rabbit_backoff::{Consumer, Context};
+/// use rabbit_backoff::{Classify, ConsumerSpec, ErrorClass};
 ///
 /// #[derive(Debug)]
 /// struct Unavailable;

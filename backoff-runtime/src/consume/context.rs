@@ -14,7 +14,7 @@ use crate::consume::state::StateMap;
 /// [`Context::builder`]:
 ///
 /// ```
-/// use rabbit_backoff_runtime::Context;
+/// use rabbit_backoff::Context;
 ///
 /// struct Db;
 /// let ctx = Context::builder("orders")

@@ -10,7 +10,7 @@ use crate::{Context, State, StateRequirement};
 /// your own extractors (a tenant read from a header, a tracing handle).
 ///
 /// ```
-/// use rabbit_backoff_runtime::{Context, FromContext};
+/// use rabbit_backoff::{Context, FromContext};
 ///
 /// /// The `tenant` header, or "default".
 /// struct Tenant(String);

@@ -19,7 +19,7 @@ const SWEEP_EVERY: u64 = 1_000;
 /// the window forgets a key. Clones share the same keys.
 ///
 /// ```
-/// use rabbit_backoff_runtime::idempotency::MemoryStore;
+/// use rabbit_backoff::dedupe::MemoryStore;
 ///
 /// let store = MemoryStore::new();
 /// assert_eq!(store.remembered(), 0);

@@ -86,8 +86,8 @@ const CLAIM: &str = "WITH lock AS (
 /// batch of at most 2000 expired keys is deleted: no cron needed.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), rabbit_backoff_runtime::idempotency::StoreError> {
-/// use rabbit_backoff_runtime::idempotency::PostgresStore;
+/// # async fn demo() -> Result<(), rabbit_backoff::dedupe::StoreError> {
+/// use rabbit_backoff::dedupe::PostgresStore;
 ///
 /// let store = PostgresStore::connect("postgres://postgres@127.0.0.1/test").await?;
 /// # Ok(()) }

@@ -46,8 +46,8 @@ static RENEW: LazyLock<Script> = LazyLock::new(|| {
 /// commands of concurrent deliveries on one connection.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), rabbit_backoff_runtime::idempotency::StoreError> {
-/// use rabbit_backoff_runtime::idempotency::RedisStore;
+/// # async fn demo() -> Result<(), rabbit_backoff::dedupe::StoreError> {
+/// use rabbit_backoff::dedupe::RedisStore;
 ///
 /// let store = RedisStore::connect("redis://127.0.0.1:6379").await?;
 /// # Ok(()) }

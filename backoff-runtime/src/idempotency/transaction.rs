@@ -55,7 +55,7 @@ impl Transaction {
 /// same transaction and sent after the commit.
 ///
 /// ```no_run
-/// use rabbit_backoff_runtime::idempotency::{Tx, sqlx};
+/// use rabbit_backoff::dedupe::{Tx, sqlx};
 ///
 /// async fn charge(payment_id: i64, tx: Tx<'_>) -> Result<(), sqlx::Error> {
 ///     sqlx::query("INSERT INTO charges (payment_id) VALUES ($1)")

@@ -32,7 +32,7 @@ pub enum Health {
 /// Watches a runtime's [`Health`]; cheap to clone.
 ///
 /// ```no_run
-/// # async fn demo(runtime: rabbit_backoff_runtime::Runtime) {
+/// # async fn demo(runtime: rabbit_backoff::Runtime) {
 /// let health = runtime.health();
 /// tokio::spawn(runtime.run());
 /// health.wait_ready().await.expect("the consumers started");

@@ -13,8 +13,8 @@ use crate::{Health, HealthWatch};
 /// their own.
 ///
 /// ```no_run
-/// # async fn demo(runtime: rabbit_backoff_runtime::Runtime) -> std::io::Result<()> {
-/// let app = rabbit_backoff_runtime::http::health_routes(runtime.health());
+/// # async fn demo(runtime: rabbit_backoff::Runtime) -> std::io::Result<()> {
+/// let app = rabbit_backoff::http::health_routes(runtime.health());
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:9464").await?;
 /// tokio::spawn(async move { axum::serve(listener, app).await });
 /// # Ok(()) }

@@ -20,8 +20,8 @@ use crate::{Consumer, Error, Health, HealthWatch, ShutdownHandle, StateRequireme
 /// and run-time overrides.
 ///
 /// ```no_run
-/// # use rabbit_backoff_runtime::{Consumer, Runtime};
-/// # async fn demo(process_order: impl Consumer) -> Result<(), rabbit_backoff_runtime::Error> {
+/// # use rabbit_backoff::{Consumer, Runtime};
+/// # async fn demo(process_order: impl Consumer) -> Result<(), rabbit_backoff::Error> {
 /// Runtime::builder()
 ///     .uri("amqp://guest:guest@127.0.0.1:5672/%2f")
 ///     .consumer_with(process_order, |spec| spec.prefetch = 50)
@@ -365,7 +365,7 @@ impl RuntimeBuilder {
     /// A concurrency that was not set explicitly follows a changed prefetch.
     ///
     /// ```no_run
-    /// # use rabbit_backoff_runtime::{Consumer, Runtime};
+    /// # use rabbit_backoff::{Consumer, Runtime};
     /// # fn demo(process_order: impl Consumer) -> Result<(), Box<dyn std::error::Error>> {
     /// let runtime = Runtime::builder()
     ///     .consumer_with(process_order, |spec| {
@@ -424,9 +424,9 @@ impl RuntimeBuilder {
     /// the broker, and with a `PostgresStore` relays the outbox.
     ///
     /// ```no_run
-    /// # use rabbit_backoff_runtime::{Consumer, Runtime};
+    /// # use rabbit_backoff::{Consumer, Runtime};
     /// # async fn demo(charge: impl Consumer) -> Result<(), Box<dyn std::error::Error>> {
-    /// use rabbit_backoff_runtime::idempotency::MemoryStore;
+    /// use rabbit_backoff::dedupe::MemoryStore;
     ///
     /// Runtime::builder()
     ///     .dedupe_store(MemoryStore::new())

@@ -8,7 +8,7 @@ use crate::DeadLetterMessage;
 /// an empty filter matches everything.
 ///
 /// ```
-/// use rabbit_backoff_runtime::DeadLetterFilter;
+/// use rabbit_backoff::DeadLetterFilter;
 ///
 /// let filter = DeadLetterFilter::default()
 ///     .error("timeout|unavailable")?

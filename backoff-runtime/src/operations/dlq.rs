@@ -68,9 +68,9 @@ pub struct SkippedMessage {
 /// messages an operation does not apply to keep their order.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), rabbit_backoff_runtime::Error> {
-/// use rabbit_backoff_core::ConsumerSpec;
-/// use rabbit_backoff_runtime::{DeadLetterFilter, Dlq, ReplayOptions};
+/// # async fn demo() -> Result<(), rabbit_backoff::Error> {
+/// use rabbit_backoff::ConsumerSpec;
+/// use rabbit_backoff::{DeadLetterFilter, Dlq, ReplayOptions};
 ///
 /// let spec = ConsumerSpec::new("orders", "5s,15s,60s".parse().unwrap());
 /// let dlq = Dlq::connect("amqp://guest:guest@127.0.0.1:5672/%2f", &spec).await?;

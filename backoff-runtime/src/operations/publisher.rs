@@ -16,8 +16,8 @@ use tracing::Instrument;
 /// Publishes persistent messages and waits for the broker's confirm of each.
 ///
 /// ```no_run
-/// # async fn demo() -> Result<(), rabbit_backoff_runtime::Error> {
-/// use rabbit_backoff_runtime::{Outgoing, Publisher};
+/// # async fn demo() -> Result<(), rabbit_backoff::Error> {
+/// use rabbit_backoff::{Outgoing, Publisher};
 ///
 /// let publisher = Publisher::connect("amqp://guest:guest@127.0.0.1:5672/%2f").await?;
 /// let id = publisher.publish("orders", "orders", Outgoing::json(&serde_json::json!({"id": 1}))?).await?;

@@ -12,13 +12,13 @@ use crate::transport::values::short;
 /// A message to publish: a JSON body with its properties.
 ///
 /// ```
-/// use rabbit_backoff_runtime::Outgoing;
+/// use rabbit_backoff::Outgoing;
 ///
 /// let message = Outgoing::json(&serde_json::json!({"id": 7}))?
 ///     .message_id("order-7")
 ///     .correlation_id("checkout-42")
 ///     .header("tenant", "acme");
-/// # Ok::<(), rabbit_backoff_runtime::Error>(())
+/// # Ok::<(), rabbit_backoff::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Outgoing {

@@ -34,8 +34,8 @@ pub const MAX_FRAME_SIZE: u32 = 131_072;
 /// `amqps://`) address.
 ///
 /// ```
-/// use rabbit_backoff_runtime::transport::amqp::AmqpTransport;
-/// use rabbit_backoff_runtime::transport::Transport;
+/// use rabbit_backoff::transport::amqp::AmqpTransport;
+/// use rabbit_backoff::transport::Transport;
 ///
 /// let transport = AmqpTransport::new("amqp://guest:secret@127.0.0.1:5672/%2f");
 /// assert_eq!(transport.describe(), "amqp://guest:***@127.0.0.1:5672/%2f");

@@ -1,0 +1,240 @@
+//! What a service gets from the published crates: the README's consumer on
+//! RabbitMQ, the README's in-memory test, a hand-written `Classify`, and a
+//! consumer that survives deeply nested headers with the lapin users get (no
+//! patch, no `RUST_MIN_STACK`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use package_check::{Db, ForeignError, Order, process_order};
+use rabbit_backoff::lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
+use rabbit_backoff::lapin::types::{AMQPValue, FieldArray, FieldTable};
+use rabbit_backoff::prelude::*;
+use rabbit_backoff::testing::TestBroker;
+use rabbit_backoff::{Dlq, Outgoing, Verdict, amqp_url_from_env};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn unique(name: &str) -> String {
+    format!("pkg-{name}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Deletes what the spec's topology declared.
+async fn delete_topology(spec: &ConsumerSpec) {
+    let connection = rabbit_backoff::lapin::Connection::connect(
+        &amqp_url_from_env(),
+        rabbit_backoff::lapin::ConnectionProperties::default(),
+    )
+    .await
+    .expect("connects to clean up");
+    let channel = connection.create_channel().await.expect("a channel");
+    let names = spec.names();
+    let mut queues = vec![names.queue.clone(), names.dead_letter_queue.clone()];
+    queues.extend(spec.retry_delays().iter().map(|&ms| names.retry_queue(ms)));
+    for queue in queues {
+        let _ = channel.queue_delete(queue.as_str().into(), QueueDeleteOptions::default()).await;
+    }
+    for exchange in [&names.exchange, &names.retry_exchange, &names.dead_letter_exchange] {
+        let _ = channel
+            .exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
+            .await;
+    }
+    let _ = connection.close(200, "done".into()).await;
+}
+
+async fn eventually(what: &str, mut done: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !done().await {
+        assert!(Instant::now() < deadline, "{what} within {WAIT:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn dead_letters(spec: &ConsumerSpec) -> usize {
+    let dlq = Dlq::connect(&amqp_url_from_env(), spec).await.expect("the DLQ");
+    let count = dlq.peek(&Default::default()).await.expect("a peek").matched.len();
+    dlq.close().await;
+    count
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_readme_consumer_handles_and_dead_letters_on_rabbitmq() {
+    let queue = unique("service");
+    let db = Arc::new(Db::default());
+    let running = Runtime::builder()
+        .uri(amqp_url_from_env())
+        .state_arc(db.clone())
+        .handle_signals(false)
+        .consumer_with(process_order, |spec| {
+            spec.queue = queue.clone();
+            spec.delays = "1s".parse().expect("delays");
+        })
+        .start()
+        .await
+        .expect("starts on RabbitMQ");
+    let mut spec = process_order.spec();
+    spec.queue = queue.clone();
+    spec.delays = "1s".parse().expect("delays");
+
+    let publisher = rabbit_backoff::Publisher::connect(&amqp_url_from_env()).await.expect("a publisher");
+    for id in [1u64, 2, 0] {
+        publisher.publish_to(&spec, &Order { id }).await.expect("published");
+    }
+    eventually("orders 1 and 2 stored", async || db.stored.lock().unwrap().len() == 2).await;
+    eventually("the invalid order dead-lettered", async || dead_letters(&spec).await == 1).await;
+    assert_eq!(*db.stored.lock().unwrap(), vec![1, 2]);
+    publisher.close().await;
+    running.stop().await.expect("stops");
+    delete_topology(&spec).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_readme_in_memory_test_plays_every_tier() {
+    #[derive(Debug, thiserror::Error, Classify)]
+    enum FlakyError {
+        #[error("always down")]
+        Down,
+    }
+    #[backoff_consumer(queue = "orders", delays = "5s,15s,60s")]
+    async fn always_failing(_order: Order) -> Result<(), FlakyError> {
+        Err(FlakyError::Down)
+    }
+
+    let broker = TestBroker::new();
+    let running = Runtime::builder()
+        .transport(broker.clone())
+        .handle_signals(false)
+        .consumer(always_failing)
+        .start()
+        .await
+        .unwrap();
+    broker.publish_json("orders", "orders", &Order { id: 7 }).await;
+    broker.run_until_idle().await;
+    let dead = broker.dead_letters("orders.dlq");
+    assert_eq!(dead[0].retry_count(), 3);
+    assert_eq!(dead[0].header_str("x-dead-letter-reason").as_deref(), Some("exhausted"));
+    running.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hand_written_verdict_is_obeyed() {
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+    #[backoff_consumer(queue = "foreign", delays = "1s,1m")]
+    async fn foreign(order: Order) -> Result<(), ForeignError> {
+        CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Err(match order.id {
+            1 => ForeignError::Obsolete,
+            2 => ForeignError::RateLimited(Duration::from_secs(30)),
+            _ => ForeignError::Other,
+        })
+    }
+    assert_eq!(ForeignError::Obsolete.verdict(), Verdict::Discard);
+
+    let broker = TestBroker::new();
+    let running = Runtime::builder()
+        .transport(broker.clone())
+        .handle_signals(false)
+        .consumer(foreign)
+        .start()
+        .await
+        .unwrap();
+    broker.publish_json("foreign", "foreign", &Order { id: 1 }).await;
+    broker.run_until_idle().await;
+    assert_eq!(CALLS.load(std::sync::atomic::Ordering::SeqCst), 1, "discarded after one call");
+    assert!(broker.dead_letters("foreign.dlq").is_empty(), "a discard is no dead letter");
+
+    // Rate limited for 30 s: the 1 m tier (the smallest that waits as long),
+    // every time, until the ladder is used up.
+    broker.publish_json("foreign", "foreign", &Order { id: 2 }).await;
+    broker.run_until_idle().await;
+    let dead = broker.dead_letters("foreign.dlq");
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].header_str("x-dead-letter-reason").as_deref(), Some("exhausted"));
+    running.stop().await.unwrap();
+}
+
+/// Headers nested `levels` deep (arrays when `arrays`), built without recursion.
+fn nested(levels: usize, arrays: bool) -> AMQPValue {
+    let mut value = AMQPValue::Boolean(true);
+    for _ in 1..levels {
+        value = if arrays {
+            AMQPValue::FieldArray(FieldArray::from(vec![value]))
+        } else {
+            let mut table = FieldTable::default();
+            table.insert("a".into(), value);
+            AMQPValue::FieldTable(table)
+        };
+    }
+    value
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deeply_nested_headers_stop_neither_the_consumer_nor_a_peek() {
+    let queue = unique("deep");
+    let db = Arc::new(Db::default());
+    let running = Runtime::builder()
+        .uri(amqp_url_from_env())
+        .state_arc(db.clone())
+        .handle_signals(false)
+        .consumer_with(process_order, |spec| {
+            spec.queue = queue.clone();
+            spec.delays = "1s".parse().expect("delays");
+        })
+        .start()
+        .await
+        .expect("starts on RabbitMQ");
+    let mut spec = process_order.spec();
+    spec.queue = queue.clone();
+    spec.delays = "1s".parse().expect("delays");
+
+    // The test's own publisher builds, encodes and drops the deep values on a
+    // thread with a large stack: the consumer under test gets no such help.
+    let publishing = spec.clone();
+    std::thread::Builder::new()
+        .stack_size(1 << 30)
+        .spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime")
+                .block_on(async move {
+                    let publisher =
+                        rabbit_backoff::Publisher::connect(&amqp_url_from_env()).await.expect("a publisher");
+                    let names = publishing.names();
+                    for (id, (levels, arrays)) in
+                        (1u64..).zip([(1_000, false), (5_000, false), (18_000, false), (25_000, true)])
+                    {
+                        let message = Outgoing::json(&Order { id })
+                            .expect("json")
+                            .header_value("deep", nested(levels, arrays));
+                        publisher
+                            .publish(&names.exchange, &names.routing_key, message)
+                            .await
+                            .expect("the broker takes a deep message");
+                    }
+                    for id in 10..60u64 {
+                        publisher.publish_to(&publishing, &Order { id }).await.expect("published");
+                    }
+                    publisher.close().await;
+                })
+        })
+        .expect("a publishing thread")
+        .join()
+        .expect("the publisher finished");
+
+    eventually("the 50 orders behind the deep ones", async || {
+        db.stored.lock().unwrap().iter().filter(|id| **id >= 10).count() == 50
+    })
+    .await;
+    eventually("the 4 deep messages in the DLQ", async || dead_letters(&spec).await == 4).await;
+    assert!(
+        db.stored.lock().unwrap().iter().all(|id| *id >= 10),
+        "the handler never saw a deep message"
+    );
+    let health = running.health();
+    assert!(health.is_ready(), "still consuming: {:?}", health.current());
+    assert_eq!(health.reconnects(), 0, "the connection was never lost");
+    running.stop().await.expect("stops");
+    delete_topology(&spec).await;
+}
