@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod seam;
+pub mod stores;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -247,10 +247,18 @@ impl DedupeStore for PostgresStore {
                 self.clean_up();
             }
             let (mut tx, claimed) = self.try_claim(&request).await?;
-            match claimed {
-                None => return Ok(Claim::InProgress),
-                Some(false) => return Ok(Claim::Duplicate),
-                Some(true) => {}
+            let not_ours = match claimed {
+                None => Some(Claim::InProgress),
+                Some(false) => Some(Claim::Duplicate),
+                Some(true) => None,
+            };
+            if let Some(answer) = not_ours {
+                // Ends it now, not when the pool next tests the connection:
+                // a duplicate's transaction holds the key's lock.
+                tx.rollback()
+                    .await
+                    .map_err(self.failed("ending a transaction"))?;
+                return Ok(answer);
             }
             if request.attempts > 1 {
                 sqlx::query(&format!("SAVEPOINT {ATTEMPT}"))
@@ -370,12 +378,12 @@ impl HeldKey for PostgresHeld {
                 attempts: 1,
             };
             let (tx, claimed) = self.store.try_claim(&request).await?;
-            if claimed == Some(true) {
-                tx.commit()
-                    .await
-                    .map_err(self.store.failed("recording a key"))?;
-            }
-            Ok(())
+            let ended = if claimed == Some(true) {
+                tx.commit().await
+            } else {
+                tx.rollback().await
+            };
+            ended.map_err(self.store.failed("recording a key"))
         })
     }
 

@@ -42,6 +42,11 @@ impl Transaction {
         self.connection.lock().await.take()
     }
 
+    /// The transaction as a handler takes it.
+    pub fn tx(&self) -> Tx<'_> {
+        Tx { transaction: self }
+    }
+
     pub(crate) fn outbox(&self) -> std::sync::MutexGuard<'_, Vec<i64>> {
         self.outbox.lock().unwrap_or_else(|e| e.into_inner())
     }
