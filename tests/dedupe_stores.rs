@@ -20,7 +20,6 @@ fn request<'a>(consumer: &'a str, key: &'a str, window: Duration) -> ClaimReques
         consumer,
         key,
         window,
-        attempts: 1,
     }
 }
 

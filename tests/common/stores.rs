@@ -65,3 +65,70 @@ impl Drop for PgCleanup {
         let _ = worker.join();
     }
 }
+
+/// A TCP proxy on a local port in front of a server, that can cut every
+/// connection and refuse new ones (the server "goes down" for the clients
+/// behind it) and come back on the same port, without touching the shared
+/// server itself.
+pub struct Proxy {
+    pub port: u16,
+    target: u16,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Proxy {
+    pub async fn start(target: u16) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let mut proxy = Proxy {
+            port,
+            target,
+            task: None,
+        };
+        proxy.task = Some(tokio::spawn(Self::serve(listener, target)));
+        proxy
+    }
+
+    async fn serve(listener: tokio::net::TcpListener, target: u16) {
+        let mut links = tokio::task::JoinSet::new();
+        while let Ok((mut client, _)) = listener.accept().await {
+            links.spawn(async move {
+                if let Ok(mut server) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            });
+        }
+    }
+
+    /// Cuts every connection and refuses new ones.
+    pub fn cut(&mut self) {
+        if let Some(task) = self.task.take() {
+            // Aborting the accept loop drops its JoinSet: every link closes.
+            task.abort();
+        }
+    }
+
+    /// Listens again on the same port.
+    pub async fn restore(&mut self) {
+        let mut tries = 0;
+        let listener = loop {
+            match tokio::net::TcpListener::bind(("127.0.0.1", self.port)).await {
+                Ok(listener) => break listener,
+                Err(e) if tries < 50 => {
+                    tries += 1;
+                    let _ = e;
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("listening again on {}: {e}", self.port),
+            }
+        };
+        self.task = Some(tokio::spawn(Self::serve(listener, self.target)));
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.cut();
+    }
+}

@@ -25,8 +25,6 @@ pub(crate) struct Inbox {
     store: Arc<dyn DedupeStore>,
     dedupe: Dedupe,
     consumer: Arc<str>,
-    /// Handler calls one claim may see (1 + immediate retries).
-    attempts: u32,
     confirm_timeout: std::time::Duration,
     skipped: Counter,
     without_key: Counter,
@@ -55,7 +53,6 @@ impl Inbox {
         Some(Inbox {
             store,
             dedupe,
-            attempts: spec.immediate.saturating_add(1),
             confirm_timeout,
             skipped: counter!(DUPLICATES_SKIPPED, "consumer" => consumer.clone()),
             without_key: counter!(WITHOUT_KEY, "consumer" => consumer.clone()),
@@ -81,7 +78,6 @@ impl Inbox {
             consumer: &self.consumer,
             key: &key,
             window: self.dedupe.window,
-            attempts: self.attempts,
         };
         match self.store.claim(request).await {
             Ok(Claim::Claimed(held)) => {

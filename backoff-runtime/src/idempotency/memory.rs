@@ -73,7 +73,7 @@ impl DedupeStore for MemoryStore {
         let now = Instant::now();
         let mut keys = self.lock();
         keys.claims += 1;
-        if keys.claims % SWEEP_EVERY == 0 {
+        if keys.claims.is_multiple_of(SWEEP_EVERY) {
             keys.entries
                 .retain(|_, e| !matches!(e, Entry::Done(until) if *until <= now));
         }
@@ -131,19 +131,19 @@ impl MemoryHeld {
         }
     }
 
-    fn done(mut self: Box<Self>) {
+    fn done(&mut self) {
         let until = Instant::now() + self.window;
         self.settle(Some(until));
     }
 }
 
 impl HeldKey for MemoryHeld {
-    fn complete(self: Box<Self>) -> BoxFuture<'static, Result<Completed, StoreError>> {
+    fn complete(mut self: Box<Self>) -> BoxFuture<'static, Result<Completed, StoreError>> {
         self.done();
         Box::pin(ready(Ok(Completed::default())))
     }
 
-    fn complete_failed(self: Box<Self>) -> BoxFuture<'static, Result<(), StoreError>> {
+    fn complete_failed(mut self: Box<Self>) -> BoxFuture<'static, Result<(), StoreError>> {
         self.done();
         Box::pin(ready(Ok(())))
     }

@@ -15,6 +15,7 @@ use tokio::sync::OnceCell;
 
 use crate::error::redact;
 use crate::idempotency::store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
+use crate::idempotency::transaction::ATTEMPT;
 use crate::idempotency::{StoreError, Transaction, outbox};
 use crate::transport::Channel;
 
@@ -32,8 +33,6 @@ const CLEANUP_EVERY: u64 = 1_000;
 const CLEANUP_BATCH: i64 = 2_000;
 /// The default interval of the outbox relay.
 const DEFAULT_RELAY_INTERVAL: Duration = Duration::from_secs(1);
-/// The savepoint an attempt's writes roll back to before an immediate retry.
-const ATTEMPT: &str = "rabbit_backoff_attempt";
 
 /// Creates the tables once, one process at a time.
 const SCHEMA: &[&str] = &[
@@ -246,7 +245,7 @@ impl DedupeStore for PostgresStore {
             if self.claims.fetch_add(1, Ordering::Relaxed) % CLEANUP_EVERY == CLEANUP_EVERY - 1 {
                 self.clean_up();
             }
-            let (mut tx, claimed) = self.try_claim(&request).await?;
+            let (tx, claimed) = self.try_claim(&request).await?;
             let not_ours = match claimed {
                 None => Some(Claim::InProgress),
                 Some(false) => Some(Claim::Duplicate),
@@ -260,17 +259,9 @@ impl DedupeStore for PostgresStore {
                     .map_err(self.failed("ending a transaction"))?;
                 return Ok(answer);
             }
-            if request.attempts > 1 {
-                sqlx::query(&format!("SAVEPOINT {ATTEMPT}"))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(self.failed("setting a savepoint"))?;
-            }
             Ok(Claim::Claimed(Box::new(PostgresHeld {
                 store: self.clone(),
                 transaction: Arc::new(Transaction::new(tx, request.key.to_owned())),
-                consumer: request.consumer.to_owned(),
-                window: request.window,
             })))
         })
     }
@@ -331,8 +322,6 @@ impl DedupeStore for PostgresStore {
 struct PostgresHeld {
     store: PostgresStore,
     transaction: Arc<Transaction>,
-    consumer: String,
-    window: Duration,
 }
 
 impl PostgresHeld {
@@ -368,22 +357,15 @@ impl HeldKey for PostgresHeld {
 
     fn complete_failed(self: Box<Self>) -> BoxFuture<'static, Result<(), StoreError>> {
         Box::pin(async move {
-            self.roll_back().await?;
-            // Records the key by itself in a new transaction; when another
-            // delivery holds it by now, that one records its own outcome.
-            let request = ClaimRequest {
-                consumer: &self.consumer,
-                key: &self.transaction.key,
-                window: self.window,
-                attempts: 1,
+            // The handler's writes go; the key's row, written before them,
+            // commits: the key stays locked throughout.
+            self.restart_attempt().await?;
+            let Some(tx) = self.transaction.take().await else {
+                return Ok(());
             };
-            let (tx, claimed) = self.store.try_claim(&request).await?;
-            let ended = if claimed == Some(true) {
-                tx.commit().await
-            } else {
-                tx.rollback().await
-            };
-            ended.map_err(self.store.failed("recording a key"))
+            tx.commit()
+                .await
+                .map_err(self.store.failed("recording a key"))
         })
     }
 
@@ -393,14 +375,17 @@ impl HeldKey for PostgresHeld {
 
     fn restart_attempt(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async move {
+            self.transaction.outbox().clear();
+            if !self.transaction.savepoint.load(Ordering::Acquire) {
+                return Ok(());
+            }
             let mut guard = self.transaction.connection.lock().await;
             if let Some(tx) = guard.as_mut() {
                 sqlx::query(&format!("ROLLBACK TO SAVEPOINT {ATTEMPT}"))
                     .execute(&mut **tx)
                     .await
-                    .map_err(self.store.failed("rolling back an attempt"))?;
+                    .map_err(self.store.failed("rolling back the handler's writes"))?;
             }
-            self.transaction.outbox().clear();
             Ok(())
         })
     }

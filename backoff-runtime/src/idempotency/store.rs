@@ -18,10 +18,6 @@ pub struct ClaimRequest<'a> {
     pub key: &'a str,
     /// How long the key is remembered once completed.
     pub window: Duration,
-    /// How many times the handler may be called under this claim (more than
-    /// 1 with `immediate` retries): a transactional store rolls each failed
-    /// call back before the next.
-    pub attempts: u32,
 }
 
 /// A store of handled keys: the inbox of every consumer with `dedupe`.

@@ -2,6 +2,7 @@
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rabbit_backoff_core::outbox_message_id;
 use sqlx::{PgConnection, Postgres};
@@ -18,7 +19,14 @@ pub struct Transaction {
     pub(crate) key: String,
     /// The outbox rows written in the current attempt.
     pub(crate) outbox: Mutex<Vec<i64>>,
+    /// Whether the handler's writes began after [`ATTEMPT`]: set on its
+    /// first use of the connection, so that a failure rolls back its writes
+    /// and keeps the claim.
+    pub(crate) savepoint: AtomicBool,
 }
+
+/// The savepoint the handler's writes follow.
+pub(crate) const ATTEMPT: &str = "rabbit_backoff_attempt";
 
 impl std::fmt::Debug for Transaction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -34,6 +42,7 @@ impl Transaction {
             connection: tokio::sync::Mutex::new(Some(transaction)),
             key,
             outbox: Mutex::new(Vec::new()),
+            savepoint: AtomicBool::new(false),
         }
     }
 
@@ -113,9 +122,16 @@ impl Tx<'_> {
     /// The transaction's connection.
     pub async fn conn(&self) -> Result<TxConnection<'_>, sqlx::Error> {
         let guard = self.transaction.connection.lock().await;
-        tokio::sync::MutexGuard::try_map(guard, Option::as_mut)
+        let mut conn = tokio::sync::MutexGuard::try_map(guard, Option::as_mut)
             .map(TxConnection)
-            .map_err(|_| sqlx::Error::Protocol("the delivery's transaction is over".into()))
+            .map_err(|_| sqlx::Error::Protocol("the delivery's transaction is over".into()))?;
+        if !self.transaction.savepoint.load(Ordering::Acquire) {
+            sqlx::query(&format!("SAVEPOINT {ATTEMPT}"))
+                .execute(&mut *conn)
+                .await?;
+            self.transaction.savepoint.store(true, Ordering::Release);
+        }
+        Ok(conn)
     }
 
     /// Stores `message` in the outbox, in this transaction: it is published
