@@ -68,7 +68,7 @@ pub use rabbit_backoff_runtime::idempotency as dedupe;
 /// An in-memory RabbitMQ with virtual time, for testing consumers without a
 /// broker (feature `testing`): see the README's "Testing your consumers".
 #[cfg(feature = "testing")]
-pub use rabbit_backoff_runtime::transport::memory as testing;
+pub use rabbit_backoff_testing as testing;
 
 /// Health over HTTP (feature `http`).
 #[cfg(feature = "http")]

@@ -3,8 +3,9 @@
 //!
 //! [`Transport`] connects; a [`Connection`] opens channels; a [`Channel`] (always
 //! in publisher-confirm mode) declares, checks, consumes, gets, publishes and
-//! closes. [`amqp`] implements it over lapin for a real RabbitMQ; the `testing`
-//! feature adds an in-memory broker with the same semantics.
+//! closes. [`amqp`] implements it over lapin for a real RabbitMQ; the
+//! `rabbit-backoff-testing` crate (`rabbit_backoff::testing`) implements it in
+//! memory, with the same semantics.
 //!
 //! A [`Connection`] says when it is [`lost`](Connection::lost): the client has
 //! seen its socket reset or its node die. Operations on it then fail at once
@@ -21,6 +22,7 @@ pub(crate) mod values;
 
 pub use amqp::AmqpTransport;
 pub use lost::{Lost, LostSignal};
+pub use values::header_view;
 
 use std::fmt;
 use std::sync::Arc;
@@ -307,6 +309,3 @@ impl TransportError {
         self.code() == Some(NOT_FOUND)
     }
 }
-
-#[cfg(feature = "testing")]
-pub mod memory;

@@ -6,8 +6,23 @@ use rabbit_backoff_core::{Argument, HeaderValue};
 
 use crate::Error;
 
-/// The core's view of an AMQP value.
-pub(crate) fn header_view(value: &AMQPValue) -> HeaderValue<'_> {
+/// The core's view of an AMQP value: integers of every width as one integer,
+/// strings and UTF-8 byte arrays as text, other bytes as bytes, and the
+/// types the framework never reads by their names. The runtime reads
+/// headers such as `x-retry-count` through it, and so does any
+/// [`Transport`](crate::transport::Transport) that wants to read them the
+/// same way.
+///
+/// ```
+/// use rabbit_backoff_core::HeaderValue;
+/// use rabbit_backoff_runtime::lapin::types::{AMQPValue, LongString};
+/// use rabbit_backoff_runtime::transport::header_view;
+///
+/// assert_eq!(header_view(&AMQPValue::ShortUInt(3)), HeaderValue::Int(3));
+/// let text = AMQPValue::LongString(LongString::from("3"));
+/// assert_eq!(header_view(&text), HeaderValue::Str("3"));
+/// ```
+pub fn header_view(value: &AMQPValue) -> HeaderValue<'_> {
     match value {
         AMQPValue::ShortShortInt(v) => HeaderValue::Int((*v).into()),
         AMQPValue::ShortShortUInt(v) => HeaderValue::Int((*v).into()),

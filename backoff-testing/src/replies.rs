@@ -8,7 +8,7 @@
 
 use rabbit_backoff_core::Argument;
 
-use crate::transport::{NOT_FOUND, PRECONDITION_FAILED, TransportError};
+use rabbit_backoff_runtime::transport::{NOT_FOUND, PRECONDITION_FAILED, TransportError};
 
 /// `ACCESS_REFUSED`.
 pub(crate) const ACCESS_REFUSED: u16 = 403;

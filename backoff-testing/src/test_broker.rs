@@ -5,21 +5,20 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::transport::values::header_view;
 use futures_util::future::BoxFuture;
 use lapin::BasicProperties;
-use lapin::types::{AMQPValue, FieldTable, ShortString};
-use rabbit_backoff_core::{Argument, headers as header_names, read_retry_count};
+use lapin::types::ShortString;
+use rabbit_backoff_core::Argument;
+use rabbit_backoff_runtime::transport::{Confirm, Connection, Transport, TransportError};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
-use super::broker::BrokerShared;
-use super::channel::MemoryConnection;
-use super::death::{self, Death};
-use super::queue::{Queue, Stored};
-use super::read;
-use crate::transport::{Confirm, Connection, Transport, TransportError};
+use crate::broker::BrokerShared;
+use crate::connection::{Connections, MemoryConnection};
+use crate::lock::read;
+use crate::message::Message;
+use crate::queue::Queue;
+use crate::still_busy::{QueueActivity, StillBusy};
 
 /// How long [`TestBroker::run_until_idle`] lets time run at most.
 pub const IDLE_LIMIT: Duration = Duration::from_secs(3600);
@@ -30,12 +29,12 @@ pub const IDLE_LIMIT: Duration = Duration::from_secs(3600);
 /// [`Transport::connect`] opens a new connection to it.
 ///
 /// ```
-/// use rabbit_backoff_runtime::transport::memory::TestBroker;
-/// use rabbit_backoff_runtime::transport::{Confirm, Transport};
-/// use rabbit_backoff_core::{ExchangeKind, QueueDecl};
+/// use rabbit_backoff::testing::TestBroker;
+/// use rabbit_backoff::transport::{Confirm, Transport};
+/// use rabbit_backoff::{ExchangeKind, QueueDecl};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-/// # async fn main() -> Result<(), rabbit_backoff_runtime::transport::TransportError> {
+/// # async fn main() -> Result<(), rabbit_backoff::transport::TransportError> {
 /// let broker = TestBroker::new();
 /// let channel = broker.connect().await?.open_channel().await?;
 /// channel.declare_exchange("orders", ExchangeKind::Direct).await?;
@@ -54,6 +53,7 @@ pub const IDLE_LIMIT: Duration = Duration::from_secs(3600);
 #[derive(Clone)]
 pub struct TestBroker {
     shared: Arc<BrokerShared>,
+    connections: Arc<Connections>,
 }
 
 impl Default for TestBroker {
@@ -73,7 +73,8 @@ impl fmt::Debug for TestBroker {
 impl Transport for TestBroker {
     fn connect(&self) -> BoxFuture<'_, Result<Arc<dyn Connection>, TransportError>> {
         Box::pin(async move {
-            Ok(Arc::new(MemoryConnection::open(&self.shared)) as Arc<dyn Connection>)
+            let connection = MemoryConnection::open(&self.shared, &self.connections);
+            Ok(Arc::new(connection) as Arc<dyn Connection>)
         })
     }
 
@@ -88,7 +89,7 @@ impl TestBroker {
     /// `amq.match`).
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// let broker = TestBroker::new();
     /// assert!(broker.exchange_exists("amq.topic"));
     /// assert!(broker.queue_names().is_empty());
@@ -96,6 +97,7 @@ impl TestBroker {
     pub fn new() -> Self {
         TestBroker {
             shared: Arc::new(BrokerShared::new()),
+            connections: Arc::default(),
         }
     }
 
@@ -108,9 +110,9 @@ impl TestBroker {
     /// `expiration` (RabbitMQ would close the channel): a mistake in the test.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::transport::Confirm;
-    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// # use rabbit_backoff::transport::Confirm;
+    /// # use rabbit_backoff::lapin::BasicProperties;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// let broker = TestBroker::new();
@@ -143,7 +145,7 @@ impl TestBroker {
     /// As [`publish`](Self::publish), and when `value` cannot be serialized.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -177,11 +179,11 @@ impl TestBroker {
     /// # Panics
     ///
     /// When RabbitMQ would refuse the declaration (see
-    /// [`Channel::declare_queue`](crate::transport::Channel::declare_queue)).
+    /// [`Channel::declare_queue`](rabbit_backoff_runtime::transport::Channel::declare_queue)).
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// use rabbit_backoff_core::Argument;
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// use rabbit_backoff::Argument;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// let broker = TestBroker::new();
@@ -207,7 +209,7 @@ impl TestBroker {
     /// When the queue does not exist, naming the queues that do.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -221,14 +223,14 @@ impl TestBroker {
     /// ```
     pub fn messages(&self, queue: &str) -> Vec<Message> {
         let queue = self.existing(queue);
-        queue.expire_due(&self.shared);
+        queue.expire_due();
         queue.snapshot().into_iter().map(Message::from).collect()
     }
 
     /// [`messages`](Self::messages), for a dead-letter queue.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -247,7 +249,7 @@ impl TestBroker {
     /// When the queue does not exist.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -257,7 +259,7 @@ impl TestBroker {
     /// ```
     pub fn queue_depth(&self, queue: &str) -> usize {
         let queue = self.existing(queue);
-        queue.expire_due(&self.shared);
+        queue.expire_due();
         queue.activity().ready
     }
 
@@ -268,7 +270,7 @@ impl TestBroker {
     /// When the queue does not exist.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -287,7 +289,7 @@ impl TestBroker {
     /// When the queue does not exist.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -306,7 +308,7 @@ impl TestBroker {
     /// When the queue does not exist.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -323,7 +325,7 @@ impl TestBroker {
     /// The names of all queues, sorted.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -341,7 +343,7 @@ impl TestBroker {
     /// The names of all exchanges but the default one, sorted.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// let broker = TestBroker::new();
     /// assert!(broker.exchange_names().contains(&"amq.direct".to_owned()));
     /// ```
@@ -358,7 +360,7 @@ impl TestBroker {
     /// Whether a queue exists.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// assert!(!TestBroker::new().queue_exists("orders"));
     /// ```
     pub fn queue_exists(&self, queue: &str) -> bool {
@@ -368,7 +370,7 @@ impl TestBroker {
     /// Whether an exchange exists (the default exchange `""` always does).
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// assert!(TestBroker::new().exchange_exists(""));
     /// ```
     pub fn exchange_exists(&self, exchange: &str) -> bool {
@@ -379,7 +381,7 @@ impl TestBroker {
     /// exist.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// assert!(TestBroker::new().queue_arguments("orders").is_none());
     /// ```
     pub fn queue_arguments(&self, queue: &str) -> Option<Vec<(String, Argument)>> {
@@ -390,7 +392,7 @@ impl TestBroker {
     /// they were made; empty when the exchange does not exist.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// assert!(TestBroker::new().bindings("amq.direct").is_empty());
     /// ```
     pub fn bindings(&self, exchange: &str) -> Vec<(String, String)> {
@@ -411,8 +413,8 @@ impl TestBroker {
     /// `reject-publish` queue).
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::transport::Confirm;
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// # use rabbit_backoff::transport::Confirm;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -432,8 +434,8 @@ impl TestBroker {
     /// [`Confirm::Returned`].
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::transport::Confirm;
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// # use rabbit_backoff::transport::Confirm;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// # let broker = TestBroker::new();
@@ -451,9 +453,9 @@ impl TestBroker {
     /// the publishing channel closes (its unsettled deliveries return).
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::transport::{Transport, TransportError};
-    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// # use rabbit_backoff::transport::{Transport, TransportError};
+    /// # use rabbit_backoff::lapin::BasicProperties;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), TransportError> {
     /// let broker = TestBroker::new();
@@ -474,10 +476,10 @@ impl TestBroker {
     /// queues, marked redelivered.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::transport::Transport;
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// # use rabbit_backoff::transport::Transport;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), rabbit_backoff_runtime::transport::TransportError> {
+    /// # async fn main() -> Result<(), rabbit_backoff::transport::TransportError> {
     /// let broker = TestBroker::new();
     /// let connection = broker.connect().await?;
     /// let channel = connection.open_channel().await?;
@@ -489,8 +491,8 @@ impl TestBroker {
     /// ```
     pub fn close_channels(&self) {
         let error = TransportError::Closed("the broker closed the channel".into());
-        for connection in self.shared.live_connections() {
-            connection.close_channels(error.clone(), &self.shared);
+        for connection in self.connections.open() {
+            connection.close_channels(error.clone());
         }
     }
 
@@ -499,10 +501,10 @@ impl TestBroker {
     /// stay. Clients must reconnect with [`Transport::connect`].
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::transport::Transport;
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// # use rabbit_backoff::transport::Transport;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() -> Result<(), rabbit_backoff_runtime::transport::TransportError> {
+    /// # async fn main() -> Result<(), rabbit_backoff::transport::TransportError> {
     /// let broker = TestBroker::new();
     /// let connection = broker.connect().await?;
     /// broker.close_connections();
@@ -515,8 +517,8 @@ impl TestBroker {
         let error = TransportError::Closed(
             "CONNECTION_FORCED - broker forced connection closure with reason 'shutdown'".into(),
         );
-        for connection in self.shared.live_connections() {
-            connection.close(error.clone(), &self.shared, true);
+        for connection in self.connections.open() {
+            connection.close(error.clone(), true);
         }
     }
 
@@ -534,8 +536,8 @@ impl TestBroker {
     /// Start consumers before calling it: a queue without consumers is idle.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// use rabbit_backoff_core::Argument;
+    /// # use rabbit_backoff::testing::TestBroker;
+    /// use rabbit_backoff::Argument;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// let broker = TestBroker::new();
@@ -562,7 +564,7 @@ impl TestBroker {
     /// ran out.
     ///
     /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
+    /// # use rabbit_backoff::testing::TestBroker;
     /// # use std::time::Duration;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
@@ -583,7 +585,7 @@ impl TestBroker {
             let mut next_deadline: Option<Instant> = None;
             let mut working = false;
             for queue in self.shared.queues() {
-                queue.expire_due(&self.shared);
+                queue.expire_due();
                 let a = queue.activity();
                 let waiting = a.next_deadline.is_some();
                 let feeding = a.ready > 0 && a.consumers > 0;
@@ -634,294 +636,5 @@ impl TestBroker {
                 self.queue_names()
             ),
         }
-    }
-}
-
-/// What [`TestBroker::run_until_idle_within`] found still going on when
-/// its time ran out.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StillBusy {
-    /// How much tokio time it let run.
-    pub waited: Duration,
-    /// The queues that were not idle, by name.
-    pub queues: Vec<QueueActivity>,
-}
-
-/// One queue that is not idle.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueueActivity {
-    /// The queue.
-    pub queue: String,
-    /// Messages ready for delivery.
-    pub ready: usize,
-    /// Deliveries out and not settled.
-    pub unacked: usize,
-    /// Ready messages with a TTL running.
-    pub waiting_for_ttl: usize,
-}
-
-impl fmt::Display for StillBusy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the test broker was still busy after {:?}:", self.waited)?;
-        for q in &self.queues {
-            write!(
-                f,
-                " {} ({} ready, {} unacked, {} waiting for their TTL);",
-                q.queue, q.ready, q.unacked, q.waiting_for_ttl
-            )?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for StillBusy {}
-
-/// A copy of a message in a queue, as [`TestBroker::messages`] shows it.
-#[derive(Debug, Clone)]
-pub struct Message {
-    exchange: String,
-    routing_key: String,
-    redelivered: bool,
-    properties: BasicProperties,
-    body: Vec<u8>,
-}
-
-impl From<Stored> for Message {
-    fn from(m: Stored) -> Self {
-        Message {
-            exchange: m.exchange,
-            routing_key: m.routing_key,
-            redelivered: m.redelivered,
-            properties: m.properties,
-            body: m.body.to_vec(),
-        }
-    }
-}
-
-impl Message {
-    /// The body.
-    ///
-    /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// # let broker = TestBroker::new();
-    /// # broker.declare_queue("q", vec![]).await;
-    /// broker.publish("", "q", b"raw", BasicProperties::default()).await;
-    /// assert_eq!(broker.messages("q")[0].body(), b"raw");
-    /// # }
-    /// ```
-    pub fn body(&self) -> &[u8] {
-        &self.body
-    }
-
-    /// The body decoded from JSON.
-    ///
-    /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// # let broker = TestBroker::new();
-    /// # broker.declare_queue("q", vec![]).await;
-    /// broker.publish_json("", "q", &[1, 2, 3]).await;
-    /// assert_eq!(broker.messages("q")[0].json::<Vec<u8>>().unwrap(), [1, 2, 3]);
-    /// # }
-    /// ```
-    pub fn json<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        serde_json::from_slice(&self.body)
-    }
-
-    /// Its properties, headers included.
-    ///
-    /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// # let broker = TestBroker::new();
-    /// # broker.declare_queue("q", vec![]).await;
-    /// broker.publish_json("", "q", "x").await;
-    /// assert_eq!(*broker.messages("q")[0].properties().delivery_mode(), Some(2));
-    /// # }
-    /// ```
-    pub fn properties(&self) -> &BasicProperties {
-        &self.properties
-    }
-
-    /// Its headers (empty when it has none).
-    ///
-    /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// # let broker = TestBroker::new();
-    /// # broker.declare_queue("q", vec![]).await;
-    /// broker.publish_json("", "q", "x").await;
-    /// assert!(broker.messages("q")[0].headers().inner().is_empty());
-    /// # }
-    /// ```
-    pub fn headers(&self) -> FieldTable {
-        self.properties.headers().clone().unwrap_or_default()
-    }
-
-    /// One header's value.
-    ///
-    /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
-    /// # use rabbit_backoff_runtime::lapin::types::{AMQPValue, FieldTable};
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// # let broker = TestBroker::new();
-    /// # broker.declare_queue("q", vec![]).await;
-    /// let mut headers = FieldTable::default();
-    /// headers.insert("x-retry-count".into(), AMQPValue::LongInt(2));
-    /// broker.publish("", "q", b"x", BasicProperties::default().with_headers(headers)).await;
-    /// assert_eq!(broker.messages("q")[0].header("x-retry-count"), Some(&AMQPValue::LongInt(2)));
-    /// # }
-    /// ```
-    pub fn header(&self, name: &str) -> Option<&AMQPValue> {
-        self.properties
-            .headers()
-            .as_ref()
-            .and_then(|h| h.inner().get(name))
-    }
-
-    /// One header's value when it is a string (short or long, UTF-8).
-    ///
-    /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
-    /// # use rabbit_backoff_runtime::lapin::types::{AMQPValue, FieldTable, LongString};
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// # let broker = TestBroker::new();
-    /// # broker.declare_queue("q", vec![]).await;
-    /// let mut headers = FieldTable::default();
-    /// headers.insert("x-error".into(), AMQPValue::LongString(LongString::from("boom")));
-    /// broker.publish("", "q", b"x", BasicProperties::default().with_headers(headers)).await;
-    /// assert_eq!(broker.messages("q")[0].header_str("x-error"), Some("boom"));
-    /// # }
-    /// ```
-    pub fn header_str(&self, name: &str) -> Option<&str> {
-        self.header(name).and_then(death::string)
-    }
-
-    /// Its `message_id`.
-    ///
-    /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// # let broker = TestBroker::new();
-    /// # broker.declare_queue("q", vec![]).await;
-    /// broker.publish("", "q", b"x", BasicProperties::default().with_message_id("m-1".into())).await;
-    /// assert_eq!(broker.messages("q")[0].message_id(), Some("m-1"));
-    /// # }
-    /// ```
-    pub fn message_id(&self) -> Option<&str> {
-        self.properties
-            .message_id()
-            .as_ref()
-            .map(ShortString::as_str)
-    }
-
-    /// The exchange it was last published (or dead-lettered) to.
-    ///
-    /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// # let broker = TestBroker::new();
-    /// # broker.declare_queue("q", vec![]).await;
-    /// broker.publish_json("", "q", "x").await;
-    /// assert_eq!(broker.messages("q")[0].exchange(), "");
-    /// # }
-    /// ```
-    pub fn exchange(&self) -> &str {
-        &self.exchange
-    }
-
-    /// The routing key it was last published (or dead-lettered) with.
-    ///
-    /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// # let broker = TestBroker::new();
-    /// # broker.declare_queue("q", vec![]).await;
-    /// broker.publish_json("", "q", "x").await;
-    /// assert_eq!(broker.messages("q")[0].routing_key(), "q");
-    /// # }
-    /// ```
-    pub fn routing_key(&self) -> &str {
-        &self.routing_key
-    }
-
-    /// Whether it was delivered before and returned unsettled.
-    ///
-    /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// # let broker = TestBroker::new();
-    /// # broker.declare_queue("q", vec![]).await;
-    /// broker.publish_json("", "q", "x").await;
-    /// assert!(!broker.messages("q")[0].redelivered());
-    /// # }
-    /// ```
-    pub fn redelivered(&self) -> bool {
-        self.redelivered
-    }
-
-    /// `x-retry-count`, read as the runtime reads it (any integer width or
-    /// a decimal string; absent or unusable → 0).
-    ///
-    /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// # use rabbit_backoff_runtime::lapin::BasicProperties;
-    /// # use rabbit_backoff_runtime::lapin::types::{AMQPValue, FieldTable, LongString};
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// # let broker = TestBroker::new();
-    /// # broker.declare_queue("q", vec![]).await;
-    /// let mut headers = FieldTable::default();
-    /// headers.insert("x-retry-count".into(), AMQPValue::LongString(LongString::from("3")));
-    /// broker.publish("", "q", b"x", BasicProperties::default().with_headers(headers)).await;
-    /// broker.publish_json("", "q", "fresh").await;
-    /// let counts: Vec<u32> = broker.messages("q").iter().map(|m| m.retry_count()).collect();
-    /// assert_eq!(counts, [3, 0]);
-    /// # }
-    /// ```
-    pub fn retry_count(&self) -> u32 {
-        let value = self.header(header_names::RETRY_COUNT).map(header_view);
-        read_retry_count(value.as_ref()).count
-    }
-
-    /// Its `x-death` entries, newest first.
-    ///
-    /// ```
-    /// # use rabbit_backoff_runtime::transport::memory::TestBroker;
-    /// use rabbit_backoff_core::Argument;
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
-    /// # async fn main() {
-    /// let broker = TestBroker::new();
-    /// broker.declare_queue("dlq", vec![]).await;
-    /// broker.declare_queue("short", vec![
-    ///     ("x-message-ttl".into(), Argument::Int(1_000)),
-    ///     ("x-dead-letter-exchange".into(), Argument::Str("".into())),
-    ///     ("x-dead-letter-routing-key".into(), Argument::Str("dlq".into())),
-    /// ]).await;
-    /// broker.publish_json("", "short", "x").await;
-    /// broker.run_until_idle().await;
-    ///
-    /// let deaths = broker.dead_letters("dlq")[0].x_death();
-    /// assert_eq!(deaths.len(), 1);
-    /// assert_eq!((deaths[0].queue.as_str(), deaths[0].reason.as_str(), deaths[0].count), ("short", "expired", 1));
-    /// # }
-    /// ```
-    pub fn x_death(&self) -> Vec<Death> {
-        death::read(self.properties.headers().as_ref())
     }
 }

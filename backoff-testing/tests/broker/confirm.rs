@@ -3,7 +3,7 @@
 use futures_util::StreamExt;
 
 use super::*;
-use crate::transport::Confirm;
+use rabbit_backoff_runtime::transport::Confirm;
 
 #[tokio::test(start_paused = true)]
 async fn confirms_say_acked_returned_or_nacked() {

@@ -18,7 +18,7 @@ pub(crate) struct Binding {
     /// Binding arguments (headers exchanges); [`Channel::bind_queue`] binds
     /// with none.
     ///
-    /// [`Channel::bind_queue`]: crate::transport::Channel::bind_queue
+    /// [`Channel::bind_queue`]: rabbit_backoff_runtime::transport::Channel::bind_queue
     pub(crate) arguments: FieldTable,
 }
 

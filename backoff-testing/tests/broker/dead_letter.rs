@@ -8,7 +8,7 @@ use rabbit_backoff_core::ExchangeKind;
 use tokio::time::sleep;
 
 use super::*;
-use crate::transport::Confirm;
+use rabbit_backoff_runtime::transport::Confirm;
 
 fn longstr(s: &str) -> AMQPValue {
     AMQPValue::LongString(LongString::from(s))

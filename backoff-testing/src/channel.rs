@@ -1,5 +1,6 @@
-//! Connections, channels and deliveries: the [`Connection`], [`Channel`] and
-//! [`Settle`] implementations of the in-memory broker.
+//! Channels and their deliveries: the [`Channel`] and [`Settle`]
+//! implementations of the in-memory broker, and the [`Recipient`] its queues
+//! deliver to.
 //!
 //! A channel keeps its unsettled deliveries by delivery tag; settling one
 //! takes it out of the channel (channel lock), then settles it in its queue
@@ -8,7 +9,7 @@
 //! with it, and its unsettled deliveries return to their queues in order.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use futures_util::future::BoxFuture;
@@ -17,89 +18,33 @@ use lapin::types::AMQPValue;
 use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 use tokio::sync::mpsc;
 
-use super::broker::BrokerShared;
-use super::lock;
-use super::queue::{ConsumerSlot, Queue, QueueKind, Settlement, Stored};
-use super::replies;
-use crate::transport::{
-    Acker, Channel, Confirm, Connection, Deliveries, Delivery, Lost, LostSignal, QueueInfo, Settle,
-    TransportError,
+use rabbit_backoff_runtime::transport::{
+    Acker, Channel, Confirm, Deliveries, Delivery, QueueInfo, Settle, TransportError,
 };
 
-/// The frame size RabbitMQ 3.10 negotiates by default.
-pub(crate) const FRAME_MAX: u32 = 131_072;
+use crate::broker::BrokerShared;
+use crate::lock::lock;
+use crate::queue::{ConsumerSlot, Queue, Recipient, Settlement};
+use crate::queue_config::QueueKind;
+use crate::replies;
+use crate::stored::Stored;
 
 /// Why a channel closed, as its later calls report it.
-pub(crate) fn channel_closed() -> TransportError {
+fn channel_closed() -> TransportError {
     TransportError::Closed("the channel is closed".into())
 }
 
-fn connection_closed() -> TransportError {
-    TransportError::Closed("the connection is closed".into())
-}
-
-/// One connection's state, shared with the broker (for forced closes).
-pub(crate) struct ConnectionShared {
-    state: Mutex<ConnectionState>,
-    /// Declared when the connection closes, by the client or the broker.
-    lost: LostSignal,
-}
-
-struct ConnectionState {
-    closed: Option<TransportError>,
-    channels: HashMap<u64, Arc<ChannelShared>>,
-}
-
-impl ConnectionShared {
-    /// Closes the connection and every channel on it with `error`.
-    pub(crate) fn close(&self, error: TransportError, broker: &Arc<BrokerShared>, forced: bool) {
-        let channels: Vec<Arc<ChannelShared>> = {
-            let mut st = lock(&self.state);
-            if st.closed.is_some() {
-                return;
-            }
-            st.closed = Some(error.clone());
-            st.channels.drain().map(|(_, c)| c).collect()
-        };
-        self.lost.lose(match &error {
-            TransportError::Closed(why) => why.clone(),
-            other => other.to_string(),
-        });
-        for channel in sorted(channels) {
-            channel.close(error.clone(), forced, broker);
-        }
-    }
-
-    /// Closes every open channel with `error`; the connection stays open.
-    pub(crate) fn close_channels(&self, error: TransportError, broker: &Arc<BrokerShared>) {
-        let channels: Vec<Arc<ChannelShared>> =
-            lock(&self.state).channels.values().cloned().collect();
-        for channel in sorted(channels) {
-            channel.close(error.clone(), true, broker);
-        }
-    }
-
-    fn forget(&self, channel: u64) {
-        lock(&self.state).channels.remove(&channel);
-    }
-}
-
-fn sorted(mut channels: Vec<Arc<ChannelShared>>) -> Vec<Arc<ChannelShared>> {
-    channels.sort_by_key(|c| c.id);
-    channels
-}
-
-/// One channel's state, shared with the queues its consumers read.
+/// One channel's state, shared with its connection and with the queues its
+/// consumers read.
 pub(crate) struct ChannelShared {
     id: u64,
-    connection: Weak<ConnectionShared>,
-    pub(crate) state: Mutex<ChannelState>,
+    state: Mutex<ChannelState>,
 }
 
 /// Under the channel's lock.
-pub(crate) struct ChannelState {
+struct ChannelState {
     /// Set once the channel is closed: what its calls now fail with.
-    pub(crate) closed: Option<TransportError>,
+    closed: Option<TransportError>,
     last_tag: u64,
     unacked: BTreeMap<u64, Unacked>,
     prefetch: u16,
@@ -116,19 +61,13 @@ struct Unacked {
 
 impl ChannelState {
     /// The next delivery tag (1, 2, …, per channel).
-    pub(crate) fn next_tag(&mut self) -> u64 {
+    fn next_tag(&mut self) -> u64 {
         self.last_tag += 1;
         self.last_tag
     }
 
     /// Remembers a delivery until it is settled or the channel closes.
-    pub(crate) fn track(
-        &mut self,
-        tag: u64,
-        queue: Arc<Queue>,
-        consumer: Option<u64>,
-        message: Stored,
-    ) {
+    fn track(&mut self, tag: u64, queue: Arc<Queue>, consumer: Option<u64>, message: Stored) {
         self.unacked.insert(
             tag,
             Unacked {
@@ -141,10 +80,29 @@ impl ChannelState {
 }
 
 impl ChannelShared {
+    /// A new, open channel with a number unique in its broker.
+    pub(crate) fn new(id: u64) -> Self {
+        ChannelShared {
+            id,
+            state: Mutex::new(ChannelState {
+                closed: None,
+                last_tag: 0,
+                unacked: BTreeMap::new(),
+                prefetch: 0,
+                consumers: HashMap::new(),
+            }),
+        }
+    }
+
+    /// Its number, unique in its broker.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Closes the channel with `error`: its consumers stop (their streams
     /// end, with `error` first when `report` is set) and its unsettled
     /// deliveries return to their queues in delivery order.
-    pub(crate) fn close(&self, error: TransportError, report: bool, broker: &Arc<BrokerShared>) {
+    pub(crate) fn close(&self, error: TransportError, report: bool) {
         let (consumers, unacked) = {
             let mut st = lock(&self.state);
             if st.closed.is_some() {
@@ -156,30 +114,52 @@ impl ChannelShared {
                 std::mem::take(&mut st.unacked),
             )
         };
-        if let Some(connection) = self.connection.upgrade() {
-            connection.forget(self.id);
-        }
         for (queue, id) in consumers.into_values() {
             queue.remove_consumer(id, report.then(|| error.clone()));
         }
         for (_, u) in unacked {
-            u.queue
-                .settle(u.consumer, u.message, Settlement::Return, broker);
+            u.queue.settle(u.consumer, u.message, Settlement::Return);
         }
     }
 
     fn closed(&self) -> Option<TransportError> {
         lock(&self.state).closed.clone()
     }
+
+    /// Whether it is closed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed().is_some()
+    }
+}
+
+impl Recipient for ChannelShared {
+    fn deliver(
+        self: Arc<Self>,
+        from: &Arc<Queue>,
+        consumer: Option<u64>,
+        take: &mut dyn FnMut() -> Option<Stored>,
+    ) -> Result<Option<Delivery>, TransportError> {
+        let mut st = lock(&self.state);
+        if let Some(error) = &st.closed {
+            return Err(error.clone());
+        }
+        let Some(message) = take() else {
+            return Ok(None);
+        };
+        let tag = st.next_tag();
+        let delivery = delivery_of(&message, from.config.kind, tag, &self);
+        st.track(tag, Arc::clone(from), consumer, message);
+        drop(st);
+        Ok(Some(delivery))
+    }
 }
 
 /// The delivery a consumer (or `get`) receives for a stored message.
-pub(crate) fn delivery_of(
+fn delivery_of(
     message: &Stored,
     kind: QueueKind,
     tag: u64,
     channel: &Arc<ChannelShared>,
-    broker: &Arc<BrokerShared>,
 ) -> Delivery {
     let mut properties = message.properties.clone();
     if kind == QueueKind::Quorum && message.delivery_count > 0 {
@@ -198,7 +178,6 @@ pub(crate) fn delivery_of(
         properties,
         data: message.body.to_vec(),
         acker: Acker::new(MemoryAcker {
-            broker: Arc::downgrade(broker),
             channel: Arc::clone(channel),
             tag,
         }),
@@ -207,7 +186,6 @@ pub(crate) fn delivery_of(
 
 /// Settles one delivery of an in-memory channel.
 struct MemoryAcker {
-    broker: Weak<BrokerShared>,
     channel: Arc<ChannelShared>,
     tag: u64,
 }
@@ -227,12 +205,7 @@ impl MemoryAcker {
                 "the delivery is already settled".into(),
             ));
         };
-        let Some(broker) = self.broker.upgrade() else {
-            return Err(TransportError::Closed("the broker is gone".into()));
-        };
-        entry
-            .queue
-            .settle(entry.consumer, entry.message, how, &broker);
+        entry.queue.settle(entry.consumer, entry.message, how);
         Ok(())
     }
 }
@@ -252,82 +225,18 @@ impl Settle for MemoryAcker {
     }
 }
 
-/// A connection to the in-memory broker.
-pub(crate) struct MemoryConnection {
-    broker: Arc<BrokerShared>,
-    shared: Arc<ConnectionShared>,
-}
-
-impl MemoryConnection {
-    pub(crate) fn open(broker: &Arc<BrokerShared>) -> Self {
-        let shared = Arc::new(ConnectionShared {
-            state: Mutex::new(ConnectionState {
-                closed: None,
-                channels: HashMap::new(),
-            }),
-            lost: LostSignal::new(),
-        });
-        lock(&broker.connections).push(Arc::downgrade(&shared));
-        MemoryConnection {
-            broker: Arc::clone(broker),
-            shared,
-        }
-    }
-}
-
-impl Connection for MemoryConnection {
-    fn open_channel(&self) -> BoxFuture<'_, Result<Arc<dyn Channel>, TransportError>> {
-        Box::pin(async move {
-            let channel = Arc::new(ChannelShared {
-                id: self.broker.next_id(),
-                connection: Arc::downgrade(&self.shared),
-                state: Mutex::new(ChannelState {
-                    closed: None,
-                    last_tag: 0,
-                    unacked: BTreeMap::new(),
-                    prefetch: 0,
-                    consumers: HashMap::new(),
-                }),
-            });
-            {
-                let mut st = lock(&self.shared.state);
-                if let Some(error) = &st.closed {
-                    return Err(error.clone());
-                }
-                st.channels.insert(channel.id, Arc::clone(&channel));
-            }
-            Ok(Arc::new(MemoryChannel {
-                broker: Arc::clone(&self.broker),
-                shared: channel,
-                _connection: Arc::clone(&self.shared),
-            }) as Arc<dyn Channel>)
-        })
-    }
-
-    fn frame_max(&self) -> u32 {
-        FRAME_MAX
-    }
-
-    fn lost(&self) -> Lost {
-        self.shared.lost.watch()
-    }
-
-    fn close(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            self.shared.close(connection_closed(), &self.broker, false);
-        })
-    }
-}
-
-/// A channel on the in-memory broker. It keeps its connection open, as a
-/// client's channel does after the connection handle is dropped.
-struct MemoryChannel {
+/// A channel on the in-memory broker.
+pub(crate) struct MemoryChannel {
     broker: Arc<BrokerShared>,
     shared: Arc<ChannelShared>,
-    _connection: Arc<ConnectionShared>,
 }
 
 impl MemoryChannel {
+    /// The channel whose state is `shared`, on `broker`.
+    pub(crate) fn new(broker: Arc<BrokerShared>, shared: Arc<ChannelShared>) -> Self {
+        MemoryChannel { broker, shared }
+    }
+
     /// Runs an operation on an open channel; a refusal closes the channel.
     fn run<T>(
         &self,
@@ -338,7 +247,7 @@ impl MemoryChannel {
         }
         operation().inspect_err(|error| {
             if matches!(error, TransportError::Refused { .. }) {
-                self.shared.close(error.clone(), true, &self.broker);
+                self.shared.close(error.clone(), true);
             }
         })
     }
@@ -420,16 +329,13 @@ impl Channel for MemoryChannel {
                         .insert(consumer_tag.clone(), (Arc::clone(&queue), id));
                     st.prefetch
                 };
-                queue.add_consumer(
-                    ConsumerSlot {
-                        id,
-                        channel: Arc::clone(&self.shared),
-                        prefetch,
-                        unacked: 0,
-                        sender,
-                    },
-                    &self.broker,
-                );
+                queue.add_consumer(ConsumerSlot {
+                    id,
+                    recipient: Arc::clone(&self.shared) as Arc<dyn Recipient>,
+                    prefetch,
+                    unacked: 0,
+                    sender,
+                });
                 // Deliveries still buffered when the channel closed went back
                 // to their queue: the stream skips them.
                 let channel = Arc::clone(&self.shared);
@@ -465,7 +371,12 @@ impl Channel for MemoryChannel {
         &'a self,
         queue: &'a str,
     ) -> BoxFuture<'a, Result<Option<Delivery>, TransportError>> {
-        Box::pin(async move { self.run(|| self.queue(queue)?.get(&self.shared, &self.broker)) })
+        Box::pin(async move {
+            self.run(|| {
+                self.queue(queue)?
+                    .get(Arc::clone(&self.shared) as Arc<dyn Recipient>)
+            })
+        })
     }
 
     fn publish<'a>(
@@ -481,7 +392,7 @@ impl Channel for MemoryChannel {
                     let error = TransportError::Closed(
                         "connection lost while publishing (TestBroker::fail_next_publishes)".into(),
                     );
-                    self.shared.close(error.clone(), true, &self.broker);
+                    self.shared.close(error.clone(), true);
                     return Err(error);
                 }
                 self.broker.publish(exchange, routing_key, body, properties)
@@ -490,6 +401,6 @@ impl Channel for MemoryChannel {
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async move { self.shared.close(channel_closed(), false, &self.broker) })
+        Box::pin(async move { self.shared.close(channel_closed(), false) })
     }
 }

@@ -1,5 +1,5 @@
-//! The broker's shared state: exchanges, queues and bindings, connections,
-//! injected faults and the clock; publishing and dead-lettering.
+//! The broker's shared state: exchanges, queues and bindings, injected
+//! faults and the clock; publishing and dead-lettering.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -11,19 +11,21 @@ use lapin::types::FieldTable;
 use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 use tokio::time::Instant;
 
-use super::channel::ConnectionShared;
-use super::death::{self, DeathEvent, Reason};
-use super::exchange::Exchange;
-use super::queue::{DeadLetter, Queue, QueueConfig, Stored, assert_equivalent};
-use super::{lock, read, replies, write};
-use crate::transport::{Confirm, QueueInfo, TransportError};
+use rabbit_backoff_runtime::transport::{Confirm, QueueInfo, TransportError};
+
+use crate::death::{self, DeathEvent, Reason};
+use crate::exchange::Exchange;
+use crate::lock::{lock, read, write};
+use crate::queue::{DeadLetter, DeadLetterRouter, Queue};
+use crate::queue_config::{QueueConfig, assert_equivalent};
+use crate::replies;
+use crate::stored::Stored;
 
 /// Everything one in-memory broker holds. Exchanges and queues live in
 /// `topology` (read-locked to route, write-locked to declare); each queue
 /// has its own lock for its messages.
 pub(crate) struct BrokerShared {
     pub(crate) topology: RwLock<Topology>,
-    pub(crate) connections: Mutex<Vec<Weak<ConnectionShared>>>,
     faults: Mutex<Faults>,
     faults_armed: AtomicBool,
     clock: Clock,
@@ -81,7 +83,6 @@ impl BrokerShared {
                 exchanges,
                 queues: HashMap::new(),
             }),
-            connections: Mutex::new(Vec::new()),
             faults: Mutex::new(Faults::default()),
             faults_armed: AtomicBool::new(false),
             clock: Clock {
@@ -150,13 +151,14 @@ impl BrokerShared {
                     )));
                 }
                 None => {
-                    let queue = Arc::new(Queue::new(name, config, decl.arguments.clone()));
+                    let router: Weak<dyn DeadLetterRouter> = Arc::downgrade(self) as Weak<Self>;
+                    let queue = Arc::new(Queue::new(name, config, decl.arguments.clone(), router));
                     topology.queues.insert(name.to_owned(), Arc::clone(&queue));
                     queue
                 }
             }
         };
-        Ok(queue.info(self))
+        Ok(queue.info())
     }
 
     pub(crate) fn bind_queue(
@@ -200,9 +202,9 @@ impl BrokerShared {
         }
     }
 
-    pub(crate) fn check_queue(self: &Arc<Self>, name: &str) -> Result<QueueInfo, TransportError> {
+    pub(crate) fn check_queue(&self, name: &str) -> Result<QueueInfo, TransportError> {
         match self.queue(name) {
-            Some(queue) => Ok(queue.info(self)),
+            Some(queue) => Ok(queue.info()),
             None => Err(replies::not_found("queue", name)),
         }
     }
@@ -238,7 +240,7 @@ impl BrokerShared {
     /// Publishes with `mandatory`, as a channel in confirm mode does, and
     /// returns the confirm. An error closes the publishing channel.
     pub(crate) fn publish(
-        self: &Arc<Self>,
+        &self,
         exchange: &str,
         routing_key: &str,
         body: &[u8],
@@ -281,7 +283,7 @@ impl BrokerShared {
                 message.clone()
             };
             if let Some(copy) = copy
-                && !queue.enqueue(copy, message_ttl, now, self, &mut dead)
+                && !queue.enqueue(copy, message_ttl, now, &mut dead)
             {
                 nack = true;
             }
@@ -294,7 +296,7 @@ impl BrokerShared {
     /// RabbitMQ 3.10 does (at most once): no dead-letter exchange, or one that
     /// does not exist, drops them; a full reject-publish queue drops them; a
     /// queue that would close a cycle with no rejection in it is skipped.
-    pub(crate) fn dead_letter(self: &Arc<Self>, dead: Vec<DeadLetter>) {
+    fn dead_letter(&self, dead: Vec<DeadLetter>) {
         if dead.is_empty() {
             return;
         }
@@ -344,7 +346,7 @@ impl BrokerShared {
             };
             for queue in targets {
                 let mut more = Vec::new();
-                queue.enqueue(copy.clone(), None, now, self, &mut more);
+                queue.enqueue(copy.clone(), None, now, &mut more);
                 work.extend(more);
             }
         }
@@ -408,12 +410,11 @@ impl BrokerShared {
     pub(crate) fn queues(&self) -> Vec<Arc<Queue>> {
         read(&self.topology).queues.values().cloned().collect()
     }
+}
 
-    /// Live connections.
-    pub(crate) fn live_connections(&self) -> Vec<Arc<ConnectionShared>> {
-        let mut connections = lock(&self.connections);
-        connections.retain(|c| c.strong_count() > 0);
-        connections.iter().filter_map(Weak::upgrade).collect()
+impl DeadLetterRouter for BrokerShared {
+    fn route_dead_letters(&self, dead: Vec<DeadLetter>) {
+        self.dead_letter(dead);
     }
 }
 

@@ -6,7 +6,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString};
 use rabbit_backoff_core::ExchangeKind;
 
 use super::*;
-use crate::transport::Confirm;
+use rabbit_backoff_runtime::transport::Confirm;
 
 async fn bound(
     channel: &Arc<dyn Channel>,

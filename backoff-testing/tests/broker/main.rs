@@ -17,8 +17,8 @@ use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use rabbit_backoff_core::{Argument, QueueDecl};
 
-use super::TestBroker;
-use crate::transport::{Channel, Deliveries, Delivery, Transport, TransportError};
+use rabbit_backoff_runtime::transport::{Channel, Deliveries, Delivery, Transport, TransportError};
+use rabbit_backoff_testing::TestBroker;
 
 /// A broker and one open channel on it.
 async fn setup() -> (TestBroker, Arc<dyn Channel>) {
@@ -88,7 +88,7 @@ async fn put(channel: &Arc<dyn Channel>, queue: &str, label: &str) {
         .expect("publish");
     assert_eq!(
         confirm,
-        crate::transport::Confirm::Ack,
+        rabbit_backoff_runtime::transport::Confirm::Ack,
         "publish {label} to {queue}"
     );
 }

@@ -4,7 +4,7 @@
 use futures_util::StreamExt;
 
 use super::*;
-use crate::transport::QueueInfo;
+use rabbit_backoff_runtime::transport::QueueInfo;
 
 #[tokio::test(start_paused = true)]
 async fn redeclaring_with_the_same_arguments_is_idempotent_and_reports_the_depth() {

@@ -225,7 +225,7 @@ pub(crate) fn string(value: &AMQPValue) -> Option<&str> {
 }
 
 /// One entry of a message's `x-death` header, as
-/// [`Message::x_death`](super::Message::x_death) reads it.
+/// [`Message::x_death`](crate::Message::x_death) reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Death {
     /// The queue the message was dead-lettered from.

@@ -3,7 +3,7 @@
 //! behaviour); run it in release mode:
 //!
 //! ```text
-//! cargo test --release -p backoff-runtime --features testing -- --ignored --nocapture throughput
+//! cargo test --release -p rabbit-backoff-testing -- --ignored --nocapture throughput
 //! ```
 
 use std::time::Instant;

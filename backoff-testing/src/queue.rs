@@ -1,223 +1,52 @@
-//! Queues: their arguments, their messages in order, expiry at the head,
-//! overflow, consumers (round robin, prefetch), returns and dead letters.
+//! Queues: their messages in order, expiry at the head, overflow,
+//! consumers (round robin, prefetch), returns and dead letters.
+//!
+//! A queue knows nothing of the broker and channels around it, only what it
+//! asks of them: a [`Recipient`] takes its deliveries (a channel, for a
+//! consumer or a `basic.get`), and a [`DeadLetterRouter`] takes its dead
+//! letters (the broker, through the dead-letter exchange).
 //!
 //! Every operation runs under the queue's own lock and never awaits. What it
-//! dead-letters is handed back to the caller, which routes it through the
-//! dead-letter exchange after the lock is released (so a queue never holds
-//! its lock while it takes another queue's). Lock order: a queue, then a
-//! channel; never the other way round.
+//! dead-letters goes to the router after the lock is released (so a queue
+//! never holds its lock while it takes another queue's). Lock order: a
+//! queue, then a channel; never the other way round.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use lapin::BasicProperties;
 use rabbit_backoff_core::Argument;
-use rabbit_backoff_core::arguments as arg;
+use rabbit_backoff_runtime::transport::{Delivery, QueueInfo, TransportError};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::broker::BrokerShared;
-use super::channel::{ChannelShared, delivery_of};
-use super::death::Reason;
-use super::lock;
-use super::replies;
-use crate::transport::{Delivery, QueueInfo, TransportError};
+use crate::death::Reason;
+use crate::lock::lock;
+use crate::queue_config::{Overflow, QueueConfig, QueueKind};
+use crate::stored::Stored;
 
-/// `classic` or `quorum`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum QueueKind {
-    Classic,
-    Quorum,
+/// Where a queue hands a message it delivers: the channel of a consumer, or
+/// of a `basic.get`.
+pub(crate) trait Recipient: Send + Sync {
+    /// Under the recipient's own lock (taken while the queue's is held):
+    /// when it is open, takes the next message with `take` and makes it a
+    /// delivery, unsettled until it comes back through [`Queue::settle`].
+    /// `None` when `take` had nothing; the recipient's error when it is
+    /// closed (then nothing is taken).
+    fn deliver(
+        self: Arc<Self>,
+        from: &Arc<Queue>,
+        consumer: Option<u64>,
+        take: &mut dyn FnMut() -> Option<Stored>,
+    ) -> Result<Option<Delivery>, TransportError>;
 }
 
-/// What a full queue (`x-max-length`) does with one more message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Overflow {
-    /// Drops (dead-letters, reason `maxlen`) from the head.
-    DropHead,
-    /// Refuses the new message: the publisher gets a nack.
-    RejectPublish,
-}
-
-/// A queue's arguments, as the broker acts on them.
-#[derive(Debug, Clone)]
-pub(crate) struct QueueConfig {
-    pub(crate) kind: QueueKind,
-    pub(crate) message_ttl: Option<Duration>,
-    pub(crate) dead_letter_exchange: Option<String>,
-    pub(crate) dead_letter_routing_key: Option<String>,
-    pub(crate) max_length: Option<usize>,
-    pub(crate) overflow: Overflow,
-    /// Quorum queues only.
-    pub(crate) delivery_limit: Option<u64>,
-}
-
-/// The arguments RabbitMQ compares when a queue is declared again, in the
-/// order it compares them (`rabbit_amqqueue:declare_args/0`); the first that
-/// differs is the one the error names. Other arguments are not compared.
-const COMPARED_ARGUMENTS: &[&str] = &[
-    "x-expires",
-    arg::MESSAGE_TTL,
-    arg::DEAD_LETTER_EXCHANGE,
-    arg::DEAD_LETTER_ROUTING_KEY,
-    arg::DEAD_LETTER_STRATEGY,
-    "x-max-length",
-    "x-max-length-bytes",
-    "x-max-in-memory-length",
-    "x-max-in-memory-bytes",
-    "x-max-priority",
-    arg::OVERFLOW,
-    "x-queue-mode",
-    "x-queue-version",
-    "x-single-active-consumer",
-    arg::QUEUE_TYPE,
-    "x-quorum-initial-group-size",
-    "x-max-age",
-    "x-stream-max-segment-size-bytes",
-    "x-initial-cluster-size",
-    "x-queue-leader-locator",
-    arg::DELIVERY_LIMIT,
-];
-
-impl QueueConfig {
-    /// Reads and validates a declaration's arguments, refusing what RabbitMQ
-    /// refuses (`PRECONDITION_FAILED - invalid arg …`).
-    pub(crate) fn parse(
-        queue: &str,
-        arguments: &[(String, Argument)],
-    ) -> Result<Self, TransportError> {
-        let find = |key: &str| arguments.iter().find(|(k, _)| k == key).map(|(_, v)| v);
-        let non_negative = |key: &str| -> Result<Option<u64>, TransportError> {
-            match find(key) {
-                None => Ok(None),
-                Some(Argument::Int(n)) if *n >= 0 => Ok(Some(*n as u64)),
-                Some(Argument::Int(n)) => Err(replies::invalid_argument(
-                    queue,
-                    key,
-                    &format!("{{value_negative,{n}}}"),
-                )),
-                Some(Argument::Str(_)) => Err(replies::invalid_argument(
-                    queue,
-                    key,
-                    "{unacceptable_type,longstr}",
-                )),
-            }
-        };
-        let string = |key: &str| -> Result<Option<String>, TransportError> {
-            match find(key) {
-                None => Ok(None),
-                Some(Argument::Str(s)) => Ok(Some(s.clone())),
-                Some(Argument::Int(_)) => Err(replies::invalid_argument(
-                    queue,
-                    key,
-                    "{unacceptable_type,long}",
-                )),
-            }
-        };
-
-        let kind = match string(arg::QUEUE_TYPE)?.as_deref() {
-            None | Some("classic") => QueueKind::Classic,
-            Some("quorum") => QueueKind::Quorum,
-            Some("stream") => {
-                return Err(TransportError::Other(
-                    "the in-memory broker has no stream queues".into(),
-                ));
-            }
-            Some(other) => {
-                return Err(replies::invalid_argument(
-                    queue,
-                    arg::QUEUE_TYPE,
-                    &format!("{{unsupported_queue_type,<<\"{other}\">>}}"),
-                ));
-            }
-        };
-        let message_ttl = non_negative(arg::MESSAGE_TTL)?.map(Duration::from_millis);
-        let dead_letter_exchange = string(arg::DEAD_LETTER_EXCHANGE)?;
-        let dead_letter_routing_key = string(arg::DEAD_LETTER_ROUTING_KEY)?;
-        if dead_letter_routing_key.is_some() && dead_letter_exchange.is_none() {
-            return Err(replies::invalid_argument(
-                queue,
-                arg::DEAD_LETTER_ROUTING_KEY,
-                "routing_key_but_no_dlx_defined",
-            ));
-        }
-        let max_length = non_negative("x-max-length")?.map(|n| n as usize);
-        let overflow = match string(arg::OVERFLOW)?.as_deref() {
-            None | Some("drop-head") => Overflow::DropHead,
-            // reject-publish-dlx also dead-letters the refused message in a
-            // classic queue; the in-memory broker only refuses it.
-            Some("reject-publish") | Some("reject-publish-dlx") => Overflow::RejectPublish,
-            Some(other) => {
-                return Err(replies::invalid_argument(
-                    queue,
-                    arg::OVERFLOW,
-                    &format!("{{invalid_overflow,<<\"{other}\">>}}"),
-                ));
-            }
-        };
-        let delivery_limit = match kind {
-            QueueKind::Quorum => non_negative(arg::DELIVERY_LIMIT)?,
-            QueueKind::Classic => None,
-        };
-        Ok(QueueConfig {
-            kind,
-            message_ttl,
-            dead_letter_exchange,
-            dead_letter_routing_key,
-            max_length,
-            overflow,
-            delivery_limit,
-        })
-    }
-}
-
-/// Compares a redeclaration with the arguments a queue was declared with,
-/// as `rabbit_misc:assert_args_equivalence/4` does.
-pub(crate) fn assert_equivalent(
-    queue: &str,
-    current: &[(String, Argument)],
-    received: &[(String, Argument)],
-) -> Result<(), TransportError> {
-    let find = |list: &'_ [(String, Argument)], key: &str| {
-        list.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
-    };
-    for key in COMPARED_ARGUMENTS {
-        let (c, r) = (find(current, key), find(received, key));
-        if c == r {
-            continue;
-        }
-        // A classic queue may be declared with or without x-queue-type.
-        let classic = Some(Argument::Str("classic".into()));
-        if *key == arg::QUEUE_TYPE && (c.is_none() && r == classic || c == classic && r.is_none()) {
-            continue;
-        }
-        return Err(replies::inequivalent_argument(
-            queue,
-            key,
-            r.as_ref(),
-            c.as_ref(),
-        ));
-    }
-    Ok(())
-}
-
-/// A message in a queue (or delivered from it and not yet settled).
-#[derive(Debug, Clone)]
-pub(crate) struct Stored {
-    /// Its position in the queue: classic queues requeue by it.
-    pub(crate) seq: u64,
-    /// The exchange it was last published or dead-lettered to.
-    pub(crate) exchange: String,
-    pub(crate) routing_key: String,
-    pub(crate) properties: BasicProperties,
-    pub(crate) body: Arc<[u8]>,
-    pub(crate) redelivered: bool,
-    /// Quorum queues: how many times it was returned.
-    pub(crate) delivery_count: u32,
-    /// When it expires at the head of the queue.
-    pub(crate) expires_at: Option<Instant>,
+/// Where a queue's dead letters go: routed through their queues'
+/// dead-letter exchanges, once the queue's lock is released.
+pub(crate) trait DeadLetterRouter: Send + Sync {
+    /// Routes `dead` (nothing to do when it is empty).
+    fn route_dead_letters(&self, dead: Vec<DeadLetter>);
 }
 
 /// A message leaving a queue for its dead-letter exchange.
@@ -240,7 +69,8 @@ pub(crate) enum Settlement {
 /// One consumer attached to a queue.
 pub(crate) struct ConsumerSlot {
     pub(crate) id: u64,
-    pub(crate) channel: Arc<ChannelShared>,
+    /// The channel it consumes on.
+    pub(crate) recipient: Arc<dyn Recipient>,
     /// At most this many unsettled deliveries (0: no limit).
     pub(crate) prefetch: u16,
     pub(crate) unacked: u32,
@@ -260,6 +90,8 @@ pub(crate) struct Queue {
     /// The arguments it was declared with, for redeclarations.
     pub(crate) arguments: Vec<(String, Argument)>,
     state: Mutex<QueueState>,
+    /// The broker that routes its dead letters; gone with it.
+    router: Weak<dyn DeadLetterRouter>,
     /// Wakes the expiry task when the head's deadline moves earlier.
     reaper_wake: Arc<Notify>,
 }
@@ -348,7 +180,7 @@ impl QueueState {
     }
 }
 
-/// What a queue is doing, for [`TestBroker::run_until_idle`](super::TestBroker::run_until_idle).
+/// What a queue is doing, for [`TestBroker::run_until_idle`](crate::TestBroker::run_until_idle).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Activity {
     pub(crate) ready: usize,
@@ -366,40 +198,56 @@ impl Drop for Queue {
 }
 
 impl Queue {
-    pub(crate) fn new(name: &str, config: QueueConfig, arguments: Vec<(String, Argument)>) -> Self {
+    pub(crate) fn new(
+        name: &str,
+        config: QueueConfig,
+        arguments: Vec<(String, Argument)>,
+        router: Weak<dyn DeadLetterRouter>,
+    ) -> Self {
         Queue {
             name: name.to_owned(),
             config,
             arguments,
             state: Mutex::new(QueueState::default()),
+            router,
             reaper_wake: Arc::new(Notify::new()),
         }
     }
 
+    /// Hands dead letters to the router (dropped when the broker is gone).
+    fn route(&self, dead: Vec<DeadLetter>) {
+        if dead.is_empty() {
+            return;
+        }
+        if let Some(router) = self.router.upgrade() {
+            router.route_dead_letters(dead);
+        }
+    }
+
     /// Ready messages and consumers, after expiring what is due at the head.
-    pub(crate) fn info(self: &Arc<Self>, broker: &Arc<BrokerShared>) -> QueueInfo {
+    pub(crate) fn info(self: &Arc<Self>) -> QueueInfo {
         let mut dead = Vec::new();
         let info = {
             let mut st = lock(&self.state);
             self.expire_heads(&mut st, Instant::now(), &mut dead);
-            self.ensure_reaper(&mut st, broker);
+            self.ensure_reaper(&mut st);
             QueueInfo {
                 messages: u32::try_from(st.len()).unwrap_or(u32::MAX),
                 consumers: u32::try_from(st.consumers.len()).unwrap_or(u32::MAX),
             }
         };
-        broker.dead_letter(dead);
+        self.route(dead);
         info
     }
 
     /// Adds a newly published or dead-lettered message. `false`: refused by
-    /// `x-overflow = reject-publish`.
+    /// `x-overflow = reject-publish`. What it dead-letters (expired or
+    /// dropped messages) joins `dead`, for the caller to route.
     pub(crate) fn enqueue(
         self: &Arc<Self>,
         mut message: Stored,
         message_ttl: Option<Duration>,
         now: Instant,
-        broker: &Arc<BrokerShared>,
         dead: &mut Vec<DeadLetter>,
     ) -> bool {
         let mut st = lock(&self.state);
@@ -418,26 +266,26 @@ impl Queue {
         st.push_back(message);
         if let Some(max) = self.config.max_length {
             // A message handed straight to a waiting consumer never counts.
-            self.dispatch(&mut st, broker, now, dead);
+            self.dispatch(&mut st, now, dead);
             while st.len() > max {
                 if let Some(dropped) = st.pop_head() {
                     dead.push(self.dead_letter(dropped, Reason::Maxlen));
                 }
             }
         }
-        self.dispatch(&mut st, broker, now, dead);
+        self.dispatch(&mut st, now, dead);
         true
     }
 
     /// Attaches a consumer and delivers what it can take.
-    pub(crate) fn add_consumer(self: &Arc<Self>, slot: ConsumerSlot, broker: &Arc<BrokerShared>) {
+    pub(crate) fn add_consumer(self: &Arc<Self>, slot: ConsumerSlot) {
         let mut dead = Vec::new();
         {
             let mut st = lock(&self.state);
             st.consumers.push(slot);
-            self.dispatch(&mut st, broker, Instant::now(), &mut dead);
+            self.dispatch(&mut st, Instant::now(), &mut dead);
         }
-        broker.dead_letter(dead);
+        self.route(dead);
     }
 
     /// Detaches a consumer: its stream ends (with `error` first, if any).
@@ -455,30 +303,20 @@ impl Queue {
     /// `basic.get`: the head, after expiring what is due, unsettled.
     pub(crate) fn get(
         self: &Arc<Self>,
-        channel: &Arc<ChannelShared>,
-        broker: &Arc<BrokerShared>,
+        recipient: Arc<dyn Recipient>,
     ) -> Result<Option<Delivery>, TransportError> {
         let mut dead = Vec::new();
         let result = {
             let mut st = lock(&self.state);
             self.expire_heads(&mut st, Instant::now(), &mut dead);
-            let mut ch = lock(&channel.state);
-            let result = if let Some(error) = &ch.closed {
-                Err(error.clone())
-            } else if let Some(message) = st.pop_head() {
-                let tag = ch.next_tag();
-                let delivery = delivery_of(&message, self.config.kind, tag, channel, broker);
-                ch.track(tag, Arc::clone(self), None, message);
+            let result = recipient.deliver(self, None, &mut || st.pop_head());
+            if let Ok(Some(_)) = result {
                 st.unacked += 1;
-                Ok(Some(delivery))
-            } else {
-                Ok(None)
-            };
-            drop(ch);
-            self.ensure_reaper(&mut st, broker);
+            }
+            self.ensure_reaper(&mut st);
             result
         };
-        broker.dead_letter(dead);
+        self.route(dead);
         result
     }
 
@@ -488,7 +326,6 @@ impl Queue {
         consumer: Option<u64>,
         mut message: Stored,
         how: Settlement,
-        broker: &Arc<BrokerShared>,
     ) {
         let mut dead = Vec::new();
         {
@@ -525,17 +362,17 @@ impl Queue {
                     }
                 }
             }
-            self.dispatch(&mut st, broker, Instant::now(), &mut dead);
+            self.dispatch(&mut st, Instant::now(), &mut dead);
         }
-        broker.dead_letter(dead);
+        self.route(dead);
     }
 
     /// Expires what is due at the head and delivers: the expiry task's step.
-    fn reap(self: &Arc<Self>, broker: &Arc<BrokerShared>) -> ReaperStep {
+    fn reap(self: &Arc<Self>) -> ReaperStep {
         let mut dead = Vec::new();
         let next = {
             let mut st = lock(&self.state);
-            self.dispatch(&mut st, broker, Instant::now(), &mut dead);
+            self.dispatch(&mut st, Instant::now(), &mut dead);
             if st.with_deadline == 0 {
                 st.reaper = None;
                 st.reaper_target = None;
@@ -548,18 +385,18 @@ impl Queue {
                 }
             }
         };
-        broker.dead_letter(dead);
+        self.route(dead);
         next
     }
 
     /// Expires what is due at the head, for a caller that is about to read.
-    pub(crate) fn expire_due(self: &Arc<Self>, broker: &Arc<BrokerShared>) {
+    pub(crate) fn expire_due(self: &Arc<Self>) {
         let mut dead = Vec::new();
         {
             let mut st = lock(&self.state);
-            self.dispatch(&mut st, broker, Instant::now(), &mut dead);
+            self.dispatch(&mut st, Instant::now(), &mut dead);
         }
-        broker.dead_letter(dead);
+        self.route(dead);
     }
 
     /// The ready messages in delivery order, not consumed.
@@ -618,13 +455,7 @@ impl Queue {
 
     /// Delivers ready messages, in order, to consumers in turn while they
     /// have room; expires the head first each time.
-    fn dispatch(
-        self: &Arc<Self>,
-        st: &mut QueueState,
-        broker: &Arc<BrokerShared>,
-        now: Instant,
-        dead: &mut Vec<DeadLetter>,
-    ) {
+    fn dispatch(self: &Arc<Self>, st: &mut QueueState, now: Instant, dead: &mut Vec<DeadLetter>) {
         loop {
             self.expire_heads(st, now, dead);
             if st.len() == 0 {
@@ -633,35 +464,32 @@ impl Queue {
             let Some(index) = st.next_consumer() else {
                 break;
             };
-            let channel = Arc::clone(&st.consumers[index].channel);
-            let mut ch = lock(&channel.state);
-            if ch.closed.is_some() {
-                drop(ch);
-                st.remove_consumer_at(index);
-                continue;
+            let slot = &st.consumers[index];
+            let (id, recipient) = (slot.id, Arc::clone(&slot.recipient));
+            match recipient.deliver(self, Some(id), &mut || st.pop_head()) {
+                Ok(Some(delivery)) => {
+                    let slot = &mut st.consumers[index];
+                    slot.unacked += 1;
+                    // A consumer whose stream was dropped still holds the
+                    // delivery, unacknowledged, until its channel closes: as
+                    // with a client.
+                    let _ = slot.sender.send(Ok(delivery));
+                    st.unacked += 1;
+                    st.cursor = index + 1;
+                }
+                Err(_closed) => {
+                    st.remove_consumer_at(index);
+                }
+                Ok(None) => break,
             }
-            let Some(message) = st.pop_head() else {
-                break;
-            };
-            let tag = ch.next_tag();
-            let delivery = delivery_of(&message, self.config.kind, tag, &channel, broker);
-            let slot = &mut st.consumers[index];
-            ch.track(tag, Arc::clone(self), Some(slot.id), message);
-            drop(ch);
-            slot.unacked += 1;
-            // A consumer whose stream was dropped still holds the delivery,
-            // unacknowledged, until its channel closes: as with a client.
-            let _ = slot.sender.send(Ok(delivery));
-            st.unacked += 1;
-            st.cursor = index + 1;
         }
-        self.ensure_reaper(st, broker);
+        self.ensure_reaper(st);
     }
 
     /// Keeps an expiry task running while the queue holds messages with a
     /// deadline, and wakes it when the head's deadline moves earlier. The
     /// task sleeps on tokio's clock, so paused time advances to it.
-    fn ensure_reaper(self: &Arc<Self>, st: &mut QueueState, broker: &Arc<BrokerShared>) {
+    fn ensure_reaper(self: &Arc<Self>, st: &mut QueueState) {
         if st.with_deadline == 0 {
             return;
         }
@@ -673,9 +501,8 @@ impl Queue {
             };
             st.reaper_target = head;
             let queue = Arc::downgrade(self);
-            let broker = Arc::downgrade(broker);
             let wake = Arc::clone(&self.reaper_wake);
-            st.reaper = Some(runtime.spawn(reaper(queue, broker, wake)));
+            st.reaper = Some(runtime.spawn(reaper(queue, wake)));
         } else if let Some(at) = head
             && st.reaper_target.is_none_or(|target| at < target)
         {
@@ -688,13 +515,16 @@ impl Queue {
 /// The expiry task of one queue: sleeps until the head's deadline (or until
 /// woken), expires, and ends when nothing in the queue has a deadline or the
 /// queue or broker is gone. It holds no strong reference while it sleeps.
-async fn reaper(queue: Weak<Queue>, broker: Weak<BrokerShared>, wake: Arc<Notify>) {
+async fn reaper(queue: Weak<Queue>, wake: Arc<Notify>) {
     loop {
         let step = {
-            let (Some(queue), Some(broker)) = (queue.upgrade(), broker.upgrade()) else {
+            let Some(queue) = queue.upgrade() else {
                 return;
             };
-            queue.reap(&broker)
+            if queue.router.strong_count() == 0 {
+                return;
+            }
+            queue.reap()
         };
         match step {
             ReaperStep::SleepUntil(deadline) => {

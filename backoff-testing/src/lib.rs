@@ -1,5 +1,6 @@
-//! An in-memory RabbitMQ for tests (feature `testing`): the same
-//! [`Transport`](crate::transport::Transport) seam as the real broker, with
+//! An in-memory RabbitMQ for tests of rabbit-backoff consumers, used as
+//! `rabbit_backoff::testing` (the facade's feature `testing`): the same
+//! [`Transport`](rabbit_backoff_runtime::transport::Transport) seam as the real broker, with
 //! RabbitMQ 3.10's semantics for everything the framework relies on, on
 //! tokio's clock.
 //!
@@ -30,13 +31,13 @@
 //! plays out a whole retry schedule (5s, 15s, 60s) in milliseconds.
 //!
 //! ```
-//! use rabbit_backoff_core::{Argument, ExchangeKind, QueueDecl};
-//! use rabbit_backoff_runtime::transport::memory::TestBroker;
-//! use rabbit_backoff_runtime::transport::Transport;
+//! use rabbit_backoff::{Argument, ExchangeKind, QueueDecl};
+//! use rabbit_backoff::testing::TestBroker;
+//! use rabbit_backoff::transport::Transport;
 //! use futures_util::StreamExt;
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
-//! # async fn main() -> Result<(), rabbit_backoff_runtime::transport::TransportError> {
+//! # async fn main() -> Result<(), rabbit_backoff::transport::TransportError> {
 //! let broker = TestBroker::new();
 //! let channel = broker.connect().await?.open_channel().await?;
 //! channel.declare_exchange("orders", ExchangeKind::Direct).await?;
@@ -65,32 +66,24 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
 mod broker;
 mod channel;
+mod connection;
 mod death;
 mod exchange;
-mod handle;
+mod lock;
+mod message;
 mod queue;
+mod queue_config;
 mod replies;
-
-#[cfg(test)]
-mod tests;
-
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+mod still_busy;
+mod stored;
+mod test_broker;
 
 pub use death::Death;
-pub use handle::{IDLE_LIMIT, Message, QueueActivity, StillBusy, TestBroker};
-
-/// Locks, ignoring poisoning: the broker's state stays consistent across a
-/// panic in a test (no critical section panics half-way through a change).
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(PoisonError::into_inner)
-}
+pub use message::Message;
+pub use still_busy::{QueueActivity, StillBusy};
+pub use test_broker::{IDLE_LIMIT, TestBroker};
