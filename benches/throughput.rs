@@ -349,6 +349,7 @@ async fn dedupe_store(side: Side, prefetch: u16) -> Arc<dyn DedupeStore> {
         Side::DedupePostgres => {
             let pool = sqlx::postgres::PgPoolOptions::new()
                 .max_connections(u32::from(prefetch))
+                .test_before_acquire(false)
                 .connect(&postgres_url())
                 .await
                 .expect("PostgreSQL answers (scripts/bench.sh starts it)");

@@ -429,6 +429,36 @@ async fn place(order: Order, tx: Tx<'_>, shop: State<Shop>) -> Result<(), OrderE
     Ok(())
 }
 
+/// Writes its effect and an outbox message, then fails the first call: its
+/// immediate retry must not find the first call's writes.
+#[backoff_consumer(queue = "orders", delays = "100ms", dedupe = "24h", immediate = 1)]
+async fn place_twice(
+    order: Order,
+    tx: Tx<'_>,
+    shop: State<Shop>,
+    calls: State<Calls>,
+) -> Result<(), OrderError> {
+    sqlx::query(&format!(
+        "INSERT INTO {} (order_id) VALUES ($1)",
+        shop.table
+    ))
+    .bind(order.id as i64)
+    .execute(&mut *tx.conn().await?)
+    .await?;
+    tx.publish("", &shop.notifications, Outgoing::json(&order)?)
+        .await?;
+    let first = {
+        let mut calls = calls.0.lock().unwrap();
+        let n = calls.entry(order.id).or_default();
+        *n += 1;
+        *n == 1
+    };
+    if first {
+        return Err(OrderError::Db(sqlx::Error::PoolTimedOut));
+    }
+    Ok(())
+}
+
 #[backoff_consumer(queue = "orders", delays = "100ms")]
 async fn place_without_dedupe(_order: Order, _tx: Tx<'_>) -> Result<(), OrderError> {
     Ok(())
@@ -728,6 +758,41 @@ async fn outbox_messages_left_by_a_process_that_died_after_its_commit_are_relaye
     assert_eq!(sent, expected, "each outbox message exactly once");
     a.stop().await.unwrap();
     b.stop().await.unwrap();
+    publisher.close().await;
+    shop.drop_table().await;
+}
+
+#[tokio::test]
+async fn an_immediate_retry_rolls_back_the_failed_calls_writes() {
+    let shop = ShopFixture::new("immediate").await;
+    let calls = Calls::default();
+    let running = Runtime::builder()
+        .uri(url())
+        .handle_signals(false)
+        .state(Shop {
+            table: shop.table.clone(),
+            notifications: shop.notifications.clone(),
+        })
+        .state(calls.clone())
+        .dedupe_store(stores::postgres().await)
+        .consumer_with(place_twice, |spec| spec.queue = shop.queue.clone())
+        .start()
+        .await
+        .unwrap();
+    let publisher = publisher().await;
+    shop.publish(&publisher, 9, false).await;
+    eventually_async("the order handled on its immediate retry", || async {
+        calls.of(9) == 2 && shop.outbox_rows().await == 0 && !shop.effects().await.is_empty()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(shop.effects().await, vec![9], "one effect row, not two");
+    assert_eq!(
+        shop.notifications().await,
+        vec![format!("{}-order-9/1", shop.queue)],
+        "one outbox message, numbered from 1 again"
+    );
+    running.stop().await.unwrap();
     publisher.close().await;
     shop.drop_table().await;
 }

@@ -116,25 +116,29 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(DEFAULT_POOL_SIZE)
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            // A claim that finds its connection broken fails and its
+            // delivery is requeued; no ping before every claim.
+            .test_before_acquire(false)
             .connect_lazy_with(options);
         let store = Self::with_address(pool, address);
-        match store.schema().await {
-            Err(StoreError::Unavailable { reason, .. })
-                if !reason.contains("error returned from database") =>
-            {
+        match store.create_tables().await {
+            Ok(()) => Ok(store),
+            // The server answered, and refused: a wrong database, user or right.
+            Err(e @ sqlx::Error::Database(_)) => Err(store.failed("creating its tables")(e)),
+            Err(e) => {
                 tracing::warn!(
-                    "the dedupe store at {} does not answer yet: {reason}",
+                    "the dedupe store at {} does not answer yet: {e}",
                     store.address
                 );
                 Ok(store)
             }
-            Err(e) => Err(e),
-            Ok(()) => Ok(store),
         }
     }
 
     /// A store on a pool of your own (its size bounds how many deliveries
-    /// are handled at once). The tables are created on first use.
+    /// are handled at once: size it to the consumers' concurrency, and
+    /// consider `test_before_acquire(false)`, which saves a round trip a
+    /// delivery). The tables are created on first use.
     pub fn from_pool(pool: PgPool) -> Self {
         let options = pool.connect_options();
         let address = format!(
@@ -188,6 +192,12 @@ impl PostgresStore {
 
     /// Creates the tables, once per store.
     async fn schema(&self) -> Result<(), StoreError> {
+        self.create_tables()
+            .await
+            .map_err(self.failed("creating its tables"))
+    }
+
+    async fn create_tables(&self) -> Result<(), sqlx::Error> {
         self.schema
             .get_or_try_init(|| async {
                 let mut tx = self.pool.begin().await?;
@@ -198,7 +208,6 @@ impl PostgresStore {
             })
             .await
             .map(|_| ())
-            .map_err(self.failed("creating its tables"))
     }
 
     /// Deletes one bounded batch of expired keys, in the background.
