@@ -15,19 +15,34 @@ use rabbit_backoff::dedupe::{
     Claim, ClaimRequest, DedupeStore, HeldKey, MemoryStore, PostgresStore, RedisStore, StoreError,
 };
 
+/// A claim for a handler that takes the store's transaction (`Tx`).
 fn request<'a>(consumer: &'a str, key: &'a str, window: Duration) -> ClaimRequest<'a> {
     ClaimRequest {
         consumer,
         key,
         window,
+        transaction: true,
+    }
+}
+
+/// A claim for a handler that does not: batched, with a lease, on PostgreSQL.
+fn without_tx(request: ClaimRequest<'_>) -> ClaimRequest<'_> {
+    ClaimRequest {
+        transaction: false,
+        ..request
     }
 }
 
 async fn claim(store: &dyn DedupeStore, consumer: &str, key: &str) -> Claim {
-    store
-        .claim(request(consumer, key, Duration::from_secs(60)))
-        .await
-        .expect("the store answers")
+    claim_as(store, consumer, key, true).await
+}
+
+async fn claim_as(store: &dyn DedupeStore, consumer: &str, key: &str, tx: bool) -> Claim {
+    let mut request = request(consumer, key, Duration::from_secs(60));
+    if !tx {
+        request = without_tx(request);
+    }
+    store.claim(request).await.expect("the store answers")
 }
 
 fn held(claim: Claim) -> Box<dyn HeldKey> {
@@ -38,44 +53,44 @@ fn held(claim: Claim) -> Box<dyn HeldKey> {
 }
 
 /// What every store guarantees.
-async fn contract(store: &dyn DedupeStore, consumer: &str) {
+async fn contract(store: &dyn DedupeStore, consumer: &str, tx: bool) {
     let other_consumer = format!("{consumer}-other");
 
     // One holder at a time; another consumer has keys of its own.
-    let first = held(claim(store, consumer, "k1").await);
+    let first = held(claim_as(store, consumer, "k1", tx).await);
     assert!(matches!(
-        claim(store, consumer, "k1").await,
+        claim_as(store, consumer, "k1", tx).await,
         Claim::InProgress
     ));
-    let theirs = held(claim(store, &other_consumer, "k1").await);
+    let theirs = held(claim_as(store, &other_consumer, "k1", tx).await);
     theirs.release().await.unwrap();
 
     // Completed: a duplicate for the window.
     first.complete().await.unwrap();
     for _ in 0..3 {
-        let again = claim(store, consumer, "k1").await;
+        let again = claim_as(store, consumer, "k1", tx).await;
         assert!(matches!(again, Claim::Duplicate), "{again:?}");
     }
 
     // Released (a transient failure): free for the retry.
-    held(claim(store, consumer, "k2").await)
+    held(claim_as(store, consumer, "k2", tx).await)
         .release()
         .await
         .unwrap();
-    let retry = held(claim(store, consumer, "k2").await);
+    let retry = held(claim_as(store, consumer, "k2", tx).await);
 
     // Completed after a failure (dead-lettered, discarded): a duplicate too.
     retry.complete_failed().await.unwrap();
     assert!(matches!(
-        claim(store, consumer, "k2").await,
+        claim_as(store, consumer, "k2", tx).await,
         Claim::Duplicate
     ));
 
     // A holder that disappears without a word frees the key.
-    drop(held(claim(store, consumer, "k3").await));
+    drop(held(claim_as(store, consumer, "k3", tx).await));
     let mut freed = false;
     for _ in 0..50 {
-        if let Claim::Claimed(again) = claim(store, consumer, "k3").await {
+        if let Claim::Claimed(again) = claim_as(store, consumer, "k3", tx).await {
             again.release().await.unwrap();
             freed = true;
             break;
@@ -86,7 +101,7 @@ async fn contract(store: &dyn DedupeStore, consumer: &str) {
 
     // Many claims of one key at once: exactly one wins.
     let claims =
-        futures_util::future::join_all((0..20).map(|_| claim(store, consumer, "k4"))).await;
+        futures_util::future::join_all((0..20).map(|_| claim_as(store, consumer, "k4", tx))).await;
     let winners = claims
         .iter()
         .filter(|c| matches!(c, Claim::Claimed(_)))
@@ -96,7 +111,7 @@ async fn contract(store: &dyn DedupeStore, consumer: &str) {
 
 #[tokio::test]
 async fn memory_store_keeps_the_contract() {
-    contract(&MemoryStore::new(), &unique("memory")).await;
+    contract(&MemoryStore::new(), &unique("memory"), true).await;
 }
 
 #[tokio::test]
@@ -105,12 +120,21 @@ async fn postgres_store_keeps_the_contract() {
     let _cleanup = PgCleanup {
         consumers: vec![consumer.clone(), format!("{consumer}-other")],
     };
-    contract(&stores::postgres().await, &consumer).await;
+    contract(&stores::postgres().await, &consumer, true).await;
+}
+
+#[tokio::test]
+async fn postgres_store_keeps_the_contract_for_handlers_without_tx() {
+    let consumer = unique("pg-lease");
+    let _cleanup = PgCleanup {
+        consumers: vec![consumer.clone(), format!("{consumer}-other")],
+    };
+    contract(&stores::postgres().await, &consumer, false).await;
 }
 
 #[tokio::test]
 async fn redis_store_keeps_the_contract() {
-    contract(&stores::redis().await, &unique("redis")).await;
+    contract(&stores::redis().await, &unique("redis"), true).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -132,8 +156,12 @@ async fn memory_store_forgets_a_key_after_its_window_on_tokios_clock() {
 }
 
 /// A real window of 1 s on each server store.
-async fn window_expires(store: &dyn DedupeStore, consumer: &str) {
+async fn window_expires(store: &dyn DedupeStore, consumer: &str, tx: bool) {
     let window = Duration::from_secs(1);
+    let request = |consumer, key, window| {
+        let request = request(consumer, key, window);
+        if tx { request } else { without_tx(request) }
+    };
     let claimed = store.claim(request(consumer, "k", window)).await.unwrap();
     held(claimed).complete().await.unwrap();
     assert!(matches!(
@@ -149,10 +177,16 @@ async fn window_expires(store: &dyn DedupeStore, consumer: &str) {
 async fn postgres_and_redis_forget_a_key_after_its_window() {
     let consumer = unique("window");
     let _cleanup = PgCleanup {
-        consumers: vec![consumer.clone()],
+        consumers: vec![consumer.clone(), format!("{consumer}-lease")],
     };
-    window_expires(&stores::postgres().await, &consumer).await;
-    window_expires(&stores::redis().await, &consumer).await;
+    window_expires(&stores::postgres().await, &consumer, true).await;
+    window_expires(
+        &stores::postgres().await,
+        &format!("{consumer}-lease"),
+        false,
+    )
+    .await;
+    window_expires(&stores::redis().await, &consumer, true).await;
 }
 
 #[tokio::test]

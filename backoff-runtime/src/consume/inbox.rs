@@ -25,6 +25,8 @@ pub(crate) struct Inbox {
     store: Arc<dyn DedupeStore>,
     dedupe: Dedupe,
     consumer: Arc<str>,
+    /// Whether the handler takes the store's transaction (`Tx`).
+    transaction: bool,
     confirm_timeout: std::time::Duration,
     skipped: Counter,
     without_key: Counter,
@@ -44,6 +46,7 @@ impl Inbox {
     /// The inbox of a consumer with `dedupe`, on the runtime's store.
     pub(crate) fn new(
         spec: &ConsumerSpec,
+        transaction: bool,
         store: Option<&Arc<dyn DedupeStore>>,
         confirm_timeout: std::time::Duration,
         health: Option<watch::Sender<Health>>,
@@ -53,6 +56,7 @@ impl Inbox {
         Some(Inbox {
             store,
             dedupe,
+            transaction,
             confirm_timeout,
             skipped: counter!(DUPLICATES_SKIPPED, "consumer" => consumer.clone()),
             without_key: counter!(WITHOUT_KEY, "consumer" => consumer.clone()),
@@ -78,6 +82,7 @@ impl Inbox {
             consumer: &self.consumer,
             key: &key,
             window: self.dedupe.window,
+            transaction: self.transaction,
         };
         match self.store.claim(request).await {
             Ok(Claim::Claimed(held)) => {

@@ -121,8 +121,11 @@ impl<C: Consumer> Worker<C> {
             .chain(spec.ladders.iter().flatten())
             .copied()
             .collect();
+        let takes_transaction = crate::idempotency::transaction_requirement()
+            .is_some_and(|tx| consumer.required_state().contains(&tx));
         let inbox = Inbox::new(
             &spec,
+            takes_transaction,
             env.dedupe_store.as_ref(),
             env.confirm_timeout,
             env.health.clone(),

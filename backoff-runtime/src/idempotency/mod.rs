@@ -16,6 +16,8 @@
 //! with the messages it publishes through the outbox.
 
 pub(crate) mod error;
+#[cfg(feature = "postgres")]
+pub(crate) mod lease_batch;
 pub(crate) mod memory;
 #[cfg(feature = "postgres")]
 pub(crate) mod outbox;

@@ -14,6 +14,7 @@ use sqlx::{PgPool, Postgres};
 use tokio::sync::OnceCell;
 
 use crate::error::redact;
+use crate::idempotency::lease_batch::Batcher;
 use crate::idempotency::store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
 use crate::idempotency::transaction::ATTEMPT;
 use crate::idempotency::{StoreError, Transaction, outbox};
@@ -43,6 +44,9 @@ const SCHEMA: &[&str] = &[
         expires_at timestamptz NOT NULL,
         PRIMARY KEY (consumer, key)
     )",
+    // The claim of a key whose handler does not take Tx (a lease); NULL
+    // once completed.
+    "ALTER TABLE rabbit_backoff_inbox ADD COLUMN IF NOT EXISTS token text",
     "CREATE INDEX IF NOT EXISTS rabbit_backoff_inbox_expires_at ON rabbit_backoff_inbox (expires_at)",
     "CREATE TABLE IF NOT EXISTS rabbit_backoff_outbox (
         id bigserial PRIMARY KEY,
@@ -66,7 +70,7 @@ const CLAIM: &str = "WITH lock AS (
     ), claimed AS (
         INSERT INTO rabbit_backoff_inbox AS inbox (consumer, key, expires_at)
         SELECT $1, $2, now() + make_interval(secs => $3) FROM lock WHERE got
-        ON CONFLICT (consumer, key) DO UPDATE SET expires_at = EXCLUDED.expires_at
+        ON CONFLICT (consumer, key) DO UPDATE SET expires_at = EXCLUDED.expires_at, token = NULL
         WHERE inbox.expires_at <= now()
         RETURNING 1
     )
@@ -99,6 +103,8 @@ pub struct PostgresStore {
     claims: Arc<AtomicU64>,
     relay_interval: Duration,
     dispatch: bool,
+    /// Claims of handlers that do not take `Tx`, started on first use.
+    batcher: Arc<std::sync::OnceLock<Arc<Batcher>>>,
 }
 
 impl PostgresStore {
@@ -158,6 +164,7 @@ impl PostgresStore {
             claims: Arc::new(AtomicU64::new(0)),
             relay_interval: DEFAULT_RELAY_INTERVAL,
             dispatch: true,
+            batcher: Arc::default(),
         }
     }
 
@@ -253,6 +260,15 @@ impl DedupeStore for PostgresStore {
         Box::pin(async move {
             if self.claims.fetch_add(1, Ordering::Relaxed) % CLEANUP_EVERY == CLEANUP_EVERY - 1 {
                 self.clean_up();
+            }
+            if !request.transaction {
+                self.schema().await?;
+                let batcher = self
+                    .batcher
+                    .get_or_init(|| Batcher::start(self.pool.clone(), Arc::clone(&self.address)));
+                return batcher
+                    .claim(request.consumer, request.key, request.window)
+                    .await;
             }
             let (tx, claimed) = self.try_claim(&request).await?;
             let not_ours = match claimed {

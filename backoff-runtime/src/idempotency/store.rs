@@ -18,6 +18,10 @@ pub struct ClaimRequest<'a> {
     pub key: &'a str,
     /// How long the key is remembered once completed.
     pub window: Duration,
+    /// Whether the handler writes in the store's transaction (takes `Tx`):
+    /// a `PostgresStore` holds a transaction through the handler for it, and
+    /// claims the other keys in batches, with a lease.
+    pub transaction: bool,
 }
 
 /// A store of handled keys: the inbox of every consumer with `dedupe`.
