@@ -200,6 +200,10 @@ fn columns<'a>(ids: impl Iterator<Item = &'a Id>) -> (Vec<String>, Vec<String>) 
 
 type ClaimOp = (Id, String, oneshot::Sender<Result<Answer, String>>);
 
+/// Per key of a claim batch: consumer, key, claimed now, completed (NULL:
+/// its row was not visible).
+type AnswerRow = (String, String, bool, Option<bool>);
+
 async fn claim(pool: &PgPool, mut claims: Vec<ClaimOp>) {
     if claims.is_empty() {
         return;
@@ -220,7 +224,7 @@ async fn claim(pool: &PgPool, mut claims: Vec<ClaimOp>) {
     // token and the window's end. The outer query sees the rows as they
     // were before the insert: a row it cannot see is one committed a moment
     // ago, answered as in progress (the delivery comes back).
-    let answers: Result<Vec<(String, String, bool, Option<bool>)>, sqlx::Error> = sqlx::query_as(
+    let answers: Result<Vec<AnswerRow>, sqlx::Error> = sqlx::query_as(
         "WITH input AS (
             SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) AS t(consumer, key, token)
         ), claimed AS (
