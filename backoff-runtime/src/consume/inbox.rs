@@ -119,7 +119,9 @@ impl Inbox {
     /// copy then acks; true when done), completing or releasing the key:
     /// - handled: the key (and in a transactional store the handler's
     ///   writes and outbox messages) commits before the ack, then the outbox
-    ///   messages are published; a failed commit requeues the delivery;
+    ///   messages are published; a failed commit requeues the delivery (a
+    ///   key that fails to record after work done outside the store is
+    ///   acked all the same);
     /// - dead-lettered or discarded: once settled, the key is completed
     ///   (the handler's writes rolled back); released if settling failed;
     /// - retried: the key is released first, for the retry to claim.
@@ -139,12 +141,19 @@ impl Inbox {
                     }
                     settle.await;
                 }
-                Err(e) => {
+                Err(e) if self.transaction => {
                     tracing::warn!(
                         "{e}; the handler's work is not committed: requeued after a pause"
                     );
                     self.report(Health::StoreUnavailable(e.to_string()));
                     settler.requeue_after_pause(delivery).await;
+                }
+                // The handler's work is done outside the store: acked, and
+                // a duplicate of it within the window would run again.
+                Err(e) => {
+                    tracing::warn!("{e}; handled, but the key is not recorded");
+                    self.report(Health::StoreUnavailable(e.to_string()));
+                    settle.await;
                 }
             },
             (KeyFate::Complete, _) => {

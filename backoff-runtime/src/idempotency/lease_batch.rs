@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use sqlx::PgPool;
-use tokio::sync::{mpsc, oneshot};
+use sqlx::postgres::PgPoolOptions;
+use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::idempotency::StoreError;
 use crate::idempotency::store::{Claim, Completed, HeldKey};
@@ -19,6 +20,8 @@ use crate::idempotency::store::{Claim, Completed, HeldKey};
 pub(crate) const LEASE: Duration = Duration::from_secs(15);
 /// The most operations one statement carries.
 const BATCH: usize = 500;
+/// The most batches sent and not yet answered.
+const IN_FLIGHT: usize = 8;
 
 /// A key of one consumer.
 type Id = (String, String);
@@ -50,8 +53,19 @@ impl Batcher {
     pub(crate) fn start(pool: PgPool, address: Arc<str>) -> Arc<Self> {
         let (ops, receiver) = mpsc::unbounded_channel();
         let held: Arc<Mutex<HashMap<String, Id>>> = Arc::default();
-        tokio::spawn(run(pool.clone(), receiver));
-        tokio::spawn(renew(pool, Arc::downgrade(&held)));
+        // Claims and releases need not wait for the disk: one lost in a
+        // server crash is a key free again, as after its lease. Completions
+        // do: they commit before the delivery's ack.
+        let options = (*pool.connect_options())
+            .clone()
+            .options([("synchronous_commit", "off")]);
+        let claims = PgPoolOptions::new()
+            .max_connections(IN_FLIGHT as u32 + 1)
+            .acquire_timeout(Duration::from_secs(5))
+            .test_before_acquire(false)
+            .connect_lazy_with(options);
+        tokio::spawn(run(pool, claims.clone(), receiver));
+        tokio::spawn(renew(claims, Arc::downgrade(&held)));
         Arc::new(Batcher { ops, held, address })
     }
 
@@ -170,8 +184,11 @@ impl Drop for LeaseHeld {
     }
 }
 
-/// Takes what waits, runs it as one statement a kind, and again.
-async fn run(pool: PgPool, mut receiver: mpsc::UnboundedReceiver<Op>) {
+/// Takes what waits and sends it as one statement a kind, without waiting
+/// for the statements before it to return (at most [`IN_FLIGHT`] at once):
+/// the more deliveries wait, the larger the next batch.
+async fn run(pool: PgPool, claims_pool: PgPool, mut receiver: mpsc::UnboundedReceiver<Op>) {
+    let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut ops = Vec::new();
     while receiver.recv_many(&mut ops, BATCH).await > 0 {
         let mut claims = Vec::new();
@@ -184,11 +201,18 @@ async fn run(pool: PgPool, mut receiver: mpsc::UnboundedReceiver<Op>) {
                 Op::Release(id, token, reply) => releases.push((id, token, reply)),
             }
         }
-        tokio::join!(
-            claim(&pool, claims),
-            complete(&pool, completes),
-            release(&pool, releases)
-        );
+        let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
+            return;
+        };
+        let (pool, claims_pool) = (pool.clone(), claims_pool.clone());
+        tokio::spawn(async move {
+            tokio::join!(
+                claim(&claims_pool, claims),
+                complete(&pool, completes),
+                release(&claims_pool, releases)
+            );
+            drop(permit);
+        });
     }
 }
 
