@@ -78,14 +78,17 @@ const CLAIM: &str = "WITH lock AS (
 
 /// An inbox and a transactional outbox on PostgreSQL (feature `postgres`).
 ///
-/// A claim opens a transaction on a pooled connection, takes the key's
-/// advisory lock and writes its row (`rabbit_backoff_inbox`); a handler
-/// taking [`Tx`](crate::idempotency::Tx) writes in that transaction, and
-/// its outbox messages (`rabbit_backoff_outbox`) too. The commit, after the
+/// For a handler taking [`Tx`](crate::idempotency::Tx), a claim opens a
+/// transaction on a pooled connection, takes the key's advisory lock and
+/// writes its row (`rabbit_backoff_inbox`); the handler writes in that
+/// transaction, and its outbox messages (`rabbit_backoff_outbox`) too. The commit, after the
 /// handler succeeded and before the ack, makes the effects, the key and the
 /// messages durable at once. A process that dies mid-handler loses its
 /// connection, and PostgreSQL rolls the transaction back and frees the key
-/// at once. The tables are created on first use. Every 1000 claims one
+/// at once. For a handler that does not take `Tx`, a claim is the key's
+/// row with a lease (15 s, renewed while the handler runs), and the claims,
+/// completions and releases of concurrent deliveries are sent together, one
+/// statement a batch. The tables are created on first use. Every 1000 claims one
 /// batch of at most 2000 expired keys is deleted: no cron needed.
 ///
 /// ```no_run
