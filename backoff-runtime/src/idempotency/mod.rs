@@ -12,7 +12,7 @@
 //!
 //! Three stores: [`MemoryStore`] (one process, tokio's clock),
 //! `RedisStore` (feature `redis`) and `PostgresStore` (feature `postgres`),
-//! whose transaction a handler can write in through [`Tx`](crate::idempotency::Tx),
+//! whose transaction a handler can write in through `Tx` (feature `postgres`),
 //! with the messages it publishes through the outbox.
 
 pub(crate) mod error;
