@@ -877,12 +877,29 @@ async fn redis_down_mid_run_requeues_and_nothing_is_handled_twice_or_lost() {
 }
 
 #[tokio::test]
-async fn a_store_down_at_start_up_is_waited_for_and_health_says_why() {
+async fn redis_down_at_start_up_is_waited_for_and_health_says_why() {
     let mut proxy = Proxy::start(6379).await;
     proxy.cut();
     let store = RedisStore::connect(&format!("redis://127.0.0.1:{}", proxy.port))
         .await
         .unwrap();
+    down_at_start_up(store, &mut proxy).await;
+}
+
+#[tokio::test]
+async fn postgres_down_at_start_up_is_waited_for_and_health_says_why() {
+    let mut proxy = Proxy::start(5432).await;
+    proxy.cut();
+    let store = PostgresStore::connect(&format!(
+        "postgres://postgres@127.0.0.1:{}/test",
+        proxy.port
+    ))
+    .await
+    .expect("the service starts while PostgreSQL is down");
+    down_at_start_up(store, &mut proxy).await;
+}
+
+async fn down_at_start_up(store: impl DedupeStore, proxy: &mut Proxy) {
     let queue = unique("down-at-start");
     let calls = Calls::default();
     let runtime = Runtime::builder()
@@ -906,6 +923,10 @@ async fn a_store_down_at_start_up_is_waited_for_and_health_says_why() {
     })
     .await
     .expect("health says the store is down");
+    let Health::StoreUnavailable(why) = health.current() else {
+        unreachable!()
+    };
+    assert!(why.contains(&proxy.port.to_string()), "{why}");
     let publisher = publisher().await;
     let names = spec.names();
     publisher
