@@ -308,3 +308,44 @@ async fn a_store_that_does_not_answer_says_so() {
         Err(StoreError::Address { .. })
     ));
 }
+
+#[tokio::test]
+async fn postgres_deletes_expired_keys_in_bounded_batches_as_it_claims() {
+    let store = stores::postgres().await.with_cleanup_every(5);
+    let consumer = unique("cleanup");
+    let _cleanup = PgCleanup {
+        consumers: vec![consumer.clone()],
+    };
+    let window = Duration::from_millis(500);
+    for n in 0..4 {
+        let key = format!("old-{n}");
+        let claimed = store.claim(request(&consumer, &key, window)).await.unwrap();
+        held(claimed).complete().await.unwrap();
+    }
+    let rows = || async {
+        let (n,): (i64,) =
+            sqlx::query_as("SELECT count(*) FROM rabbit_backoff_inbox WHERE consumer = $1")
+                .bind(&consumer)
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        n
+    };
+    assert_eq!(rows().await, 4);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    // The fifth claim sweeps, in the background: the four expired rows go,
+    // its own (in its open transaction) stays.
+    let fifth = held(
+        store
+            .claim(request(&consumer, "new", Duration::from_secs(60)))
+            .await
+            .unwrap(),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while rows().await > 0 {
+        assert!(std::time::Instant::now() < deadline, "expired keys left");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    fifth.complete().await.unwrap();
+    assert_eq!(rows().await, 1);
+}

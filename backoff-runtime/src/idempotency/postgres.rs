@@ -108,6 +108,8 @@ pub struct PostgresStore {
     dispatch: bool,
     /// Claims of handlers that do not take `Tx`, started on first use.
     batcher: Arc<std::sync::OnceLock<Arc<Batcher>>>,
+    /// Every this many claims, one batch of expired keys is deleted.
+    cleanup_every: u64,
 }
 
 impl PostgresStore {
@@ -168,6 +170,7 @@ impl PostgresStore {
             relay_interval: DEFAULT_RELAY_INTERVAL,
             dispatch: true,
             batcher: Arc::default(),
+            cleanup_every: CLEANUP_EVERY,
         }
     }
 
@@ -184,6 +187,14 @@ impl PostgresStore {
     #[doc(hidden)]
     pub fn without_dispatch(mut self) -> Self {
         self.dispatch = false;
+        self
+    }
+
+    /// Deletes a batch of expired keys every `claims` claims instead of
+    /// every 1000. For tests of the cleanup.
+    #[doc(hidden)]
+    pub fn with_cleanup_every(mut self, claims: u64) -> Self {
+        self.cleanup_every = claims.max(1);
         self
     }
 
@@ -261,7 +272,8 @@ impl PostgresStore {
 impl DedupeStore for PostgresStore {
     fn claim<'a>(&'a self, request: ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
         Box::pin(async move {
-            if self.claims.fetch_add(1, Ordering::Relaxed) % CLEANUP_EVERY == CLEANUP_EVERY - 1 {
+            let claims = self.claims.fetch_add(1, Ordering::Relaxed) + 1;
+            if claims.is_multiple_of(self.cleanup_every) {
                 self.clean_up();
             }
             if !request.transaction {
