@@ -28,6 +28,12 @@
 //! quorum queues replicated on every node, both sides connected to its
 //! first node, which leads the queues). Under `cargo test` it runs once with
 //! 300 messages, as a test.
+//!
+//! Two more sides run S1 and S4 only: the framework with `dedupe` on
+//! PostgreSQL (`dedupe=postgres`, `DATABASE_URL`, a pool as large as the
+//! concurrency) and on Redis (`dedupe=redis`, `REDIS_URL`), each message
+//! with its own `message_id`; their ratio is to the framework without
+//! dedupe.
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -41,8 +47,9 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use rabbit_backoff::dedupe::{DedupeStore, PostgresStore, RedisStore, sqlx};
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{QueueType, ShutdownHandle, Topology};
+use rabbit_backoff::{Dedupe, QueueType, ShutdownHandle, Topology};
 use rabbit_backoff_core::ConsumerSpec;
 use serde::{Deserialize, Serialize};
 
@@ -300,10 +307,21 @@ enum Side {
     /// guard: beside `article`, what the guard costs. Only when named in
     /// `BENCH_SIDES`.
     Guarded,
+    /// The framework with `dedupe` on PostgreSQL. Only when named.
+    DedupePostgres,
+    /// The framework with `dedupe` on Redis. Only when named.
+    DedupeRedis,
 }
 
 impl Side {
-    const ALL: [Side; 4] = [Side::Framework, Side::Article, Side::Full, Side::Guarded];
+    const ALL: [Side; 6] = [
+        Side::Framework,
+        Side::Article,
+        Side::Full,
+        Side::Guarded,
+        Side::DedupePostgres,
+        Side::DedupeRedis,
+    ];
     const DEFAULT: [Side; 3] = [Side::Framework, Side::Article, Side::Full];
 
     fn name(self) -> &'static str {
@@ -312,6 +330,45 @@ impl Side {
             Side::Article => "article",
             Side::Full => "full",
             Side::Guarded => "guarded",
+            Side::DedupePostgres => "dedupe=postgres",
+            Side::DedupeRedis => "dedupe=redis",
+        }
+    }
+
+    fn dedupe(self) -> bool {
+        matches!(self, Side::DedupePostgres | Side::DedupeRedis)
+    }
+
+    /// Whether it runs `scenario`: the dedupe sides run S1 and S4.
+    fn runs(self, scenario: Scenario) -> bool {
+        !self.dedupe() || matches!(scenario.name, "S1" | "S4")
+    }
+}
+
+/// How long the dedupe sides remember a key: past the end of a run.
+const DEDUPE_WINDOW: Duration = Duration::from_secs(600);
+
+fn postgres_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// The store of a dedupe side, its pool as large as the concurrency.
+async fn dedupe_store(side: Side, prefetch: u16) -> Arc<dyn DedupeStore> {
+    match side {
+        Side::DedupePostgres => {
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(u32::from(prefetch))
+                .test_before_acquire(false)
+                .connect(&postgres_url())
+                .await
+                .expect("PostgreSQL answers (scripts/bench.sh starts it)");
+            Arc::new(PostgresStore::from_pool(pool))
+        }
+        _ => {
+            let url =
+                std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned());
+            Arc::new(RedisStore::connect(&url).await.expect("Redis address"))
         }
     }
 }
@@ -503,12 +560,18 @@ async fn start(
     tally: &Arc<Tally>,
 ) -> (ShutdownHandle, tokio::task::JoinHandle<()>) {
     match side {
-        Side::Framework => {
-            let runtime = Runtime::builder()
+        Side::Framework | Side::DedupePostgres | Side::DedupeRedis => {
+            let mut builder = Runtime::builder()
                 .uri(target.url.clone())
                 .state_arc(tally.clone())
-                .handle_signals(false)
-                .consumer_with(framework, |s| *s = spec.clone())
+                .handle_signals(false);
+            let mut spec = spec.clone();
+            if side.dedupe() {
+                builder = builder.dedupe_store(dedupe_store(side, spec.prefetch).await);
+                spec.dedupe = Some(Dedupe::new(DEDUPE_WINDOW));
+            }
+            let runtime = builder
+                .consumer_with(framework, |s| *s = spec)
                 .build()
                 .expect("runtime");
             let stop = runtime.shutdown_handle();
@@ -626,6 +689,9 @@ async fn run_once(
         .sum();
     delete(&admin, &spec).await;
     let _ = admin.close(200, "".into()).await;
+    if side == Side::DedupePostgres {
+        forget_keys(&spec.queue).await;
+    }
 
     let first = *tally.first.get().expect("at least one delivery");
     let elapsed = ended - first;
@@ -634,6 +700,19 @@ async fn run_once(
         cpu_us: cpu.as_secs_f64() * 1e6 / n as f64,
         duplicates,
     }
+}
+
+/// Deletes the inbox rows of a run's consumer.
+async fn forget_keys(consumer: &str) {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(&postgres_url())
+        .await
+        .expect("PostgreSQL");
+    sqlx::query("DELETE FROM rabbit_backoff_inbox WHERE consumer = $1")
+        .bind(consumer)
+        .execute(&mut conn)
+        .await
+        .expect("delete the run's keys");
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -727,7 +806,7 @@ async fn table(
             .join(",")
     );
     println!(
-        "{:<4} {:<10} {:>10} {:>10} {:>10} {:>11} {:>6}   framework/baseline: throughput, CPU",
+        "{:<4} {:<15} {:>10} {:>10} {:>10} {:>11} {:>6}   framework/baseline: throughput, CPU",
         "", "side", "msg/s med", "min", "max", "CPU µs/msg", "dups"
     );
     for scenario in SCENARIOS {
@@ -743,6 +822,9 @@ async fn table(
                 order.reverse();
             }
             for i in order {
+                if !sides[i].runs(scenario) {
+                    continue;
+                }
                 let s = run_once(target, sides[i], scenario, n, prefetch).await;
                 samples[i].0.push(s.rate);
                 samples[i].1.push(s.cpu_us);
@@ -751,12 +833,26 @@ async fn table(
         }
         let summary: Vec<((f64, f64, f64), f64)> = samples
             .iter()
-            .map(|(rates, cpus, _)| (stats(rates), median(cpus.clone())))
+            .map(|(rates, cpus, _)| {
+                if rates.is_empty() {
+                    ((0.0, 0.0, 0.0), 0.0)
+                } else {
+                    (stats(rates), median(cpus.clone()))
+                }
+            })
             .collect();
         let framework_at = sides.iter().position(|s| *s == Side::Framework);
         for (i, side) in sides.iter().enumerate() {
+            if !side.runs(scenario) {
+                continue;
+            }
             let (rate, cpu) = summary[i];
             let ratio = match framework_at {
+                Some(f) if side.dedupe() => format!(
+                    "{:.2}x, {:.2}x of the framework without dedupe",
+                    rate.0 / summary[f].0.0,
+                    cpu / summary[f].1
+                ),
                 Some(f) if *side != Side::Framework => {
                     format!(
                         "{:.2}x, {:.2}x",
@@ -767,7 +863,7 @@ async fn table(
                 _ => String::new(),
             };
             println!(
-                "{:<4} {:<10} {:>10.0} {:>10.0} {:>10.0} {:>11.1} {:>6}   {}",
+                "{:<4} {:<15} {:>10.0} {:>10.0} {:>10.0} {:>11.1} {:>6}   {}",
                 scenario.name,
                 side.name(),
                 rate.0,
@@ -848,7 +944,7 @@ fn main() {
     };
     assert!(
         !sides.is_empty(),
-        "BENCH_SIDES names none of framework, article, full, guarded"
+        "BENCH_SIDES names none of framework, article, full, guarded, dedupe=postgres, dedupe=redis"
     );
     let targets: Vec<Target> = env_or("BENCH_TARGETS", String::from("single-classic"))
         .split(',')

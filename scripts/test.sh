@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: unit tests, compile-fail tests and integration tests
 # against a real RabbitMQ (started, or installed, when none answers) and, for
-# the web console, a real headless Chromium (installed when missing); then the
+# the web console, a real headless Chromium (installed when missing), and for
+# the dedupe stores a real PostgreSQL and Redis (likewise); then the
 # fault tests on a three-node cluster (tests/cluster.rs), started beside the
 # default node by scripts/cluster.sh and stopped again, even on failure; and
 # the amqps:// tests on a node with TLS listeners, started and stopped the
@@ -9,6 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-broker.sh
+scripts/ensure-postgres.sh
+scripts/ensure-redis.sh
 scripts/browser.sh
 cargo test --workspace --all-targets --locked "$@"
 cargo test --workspace --doc --locked

@@ -1,8 +1,8 @@
 //! What the macros' generated code names. Not public API: it may change in any release.
 
 pub use rabbit_backoff_core::{
-    BreakerSpec, Classify, ConsumerSpec, DeclareMode, Delays, ErrorClass, ExchangeKind, Jitter,
-    QueueType, RetryReturn, Verdict,
+    BreakerSpec, Classify, ConsumerSpec, DeclareMode, Dedupe, Delays, ErrorClass, ExchangeKind,
+    Jitter, QueueType, RetryReturn, Verdict,
 };
 pub use rabbit_backoff_runtime::{Consumer, Context, FromContext, State, StateRequirement};
 
@@ -32,4 +32,12 @@ pub fn exchange_kind(kind: &str) -> ExchangeKind {
     kind.parse().unwrap_or_else(|e| {
         unreachable!("#[backoff_consumer] validated the exchange type at compile time: {e}")
     })
+}
+
+/// An inbox validated at compile time: its window in milliseconds and its key.
+pub fn dedupe(window_ms: u64, key: &str) -> Dedupe {
+    let key = key.parse().unwrap_or_else(|e| {
+        unreachable!("#[backoff_consumer] validated the dedupe key at compile time: {e}")
+    });
+    Dedupe::new(std::time::Duration::from_millis(window_ms)).with_key(key)
 }

@@ -46,16 +46,24 @@
 pub use rabbit_backoff_core::{
     ATTRIBUTE_KEYS, Argument, ArgumentDifference, Attempt, Binding, BindingDefinition,
     BindingListing, BreakerSpec, BreakerState, Classify, ConsumerSpec, DeadLetter,
-    DeadLetterReason, Decision, DeclareMode, Definitions, DelayError, Delays, ErrorClass,
-    ExchangeDecl, ExchangeDefinition, ExchangeKind, FAILURE_HEADERS, FoundTopology, HeaderValue,
-    Jitter, MAX_DELAY_MS, MAX_ERROR_LEN, MAX_HEADER_DEPTH, MAX_JITTER_PERCENT, MAX_TIERS,
-    NameError, NameOverrides, Outcome, Policy, QueueDecl, QueueDefinition, QueueListing, QueueType,
-    REPLAY_HISTORY, REPLAY_HISTORY_LIMIT, REPLAYED_AT, ReconnectBackoff, RetryCount,
-    RetryCountWarning, RetryReturn, SUB_QUEUES, SpecError, Topology, TopologyNames, Verdict,
-    arguments, decide, deep_headers, discover, fingerprint, group_id, headers, parse_duration,
-    parse_failed_at, read_retry_count, truncate_error, validate_name,
+    DeadLetterReason, Decision, DeclareMode, Dedupe, DedupeKey, Definitions, DelayError, Delays,
+    ErrorClass, ExchangeDecl, ExchangeDefinition, ExchangeKind, FAILURE_HEADERS, FoundTopology,
+    HeaderValue, Jitter, KeyFate, MAX_DELAY_MS, MAX_ERROR_LEN, MAX_HEADER_DEPTH,
+    MAX_JITTER_PERCENT, MAX_TIERS, NameError, NameOverrides, Outcome, Policy, QueueDecl,
+    QueueDefinition, QueueListing, QueueType, REPLAY_HISTORY, REPLAY_HISTORY_LIMIT, REPLAYED_AT,
+    ReconnectBackoff, RetryCount, RetryCountWarning, RetryReturn, SUB_QUEUES, SpecError, Topology,
+    TopologyNames, Verdict, arguments, decide, deep_headers, discover, fingerprint, group_id,
+    headers, inbox_key, outbox_message_id, parse_duration, parse_failed_at, read_retry_count,
+    truncate_error, validate_name,
 };
 pub use rabbit_backoff_runtime::{meters, transport};
+
+/// Dropping duplicates and publishing with the handler's effects: the
+/// inbox stores of consumers with `dedupe = "…"` (`MemoryStore`, and with the
+/// features of the same names `PostgresStore` and `RedisStore`), the handler
+/// parameter `Tx` (the PostgreSQL transaction the inbox row commits in) and
+/// the transactional outbox. See the README's "Duplicates".
+pub use rabbit_backoff_runtime::idempotency as dedupe;
 
 /// An in-memory RabbitMQ with virtual time, for testing consumers without a
 /// broker (feature `testing`): see the README's "Testing your consumers".
@@ -125,6 +133,8 @@ pub use rabbit_backoff_runtime::{
 /// | `immediate` | retry a failed call this many times in the process (after 50 ms, 100 ms, …) before the message goes to a retry tier | 0 |
 /// | `breaker` | a circuit breaker, e.g. `"50% of 20, pause 30s"`: stops consuming while most recent attempts fail transiently | none |
 /// | `declare` | `"declare"` the topology, or `"passive"`: only check that every exchange and queue exists (not their arguments), for topologies operators own | `"declare"` |
+/// | `dedupe` | drop duplicates: a delivery whose key was handled (or dead-lettered, or discarded) within this window is acked without the handler; needs [`RuntimeBuilder::dedupe_store`] | none |
+/// | `dedupe_key` | the key: `"message_id"` or `"header:<name>"` (only with `dedupe`) | `"message_id"` |
 /// | `crate` | path of this crate, when renamed | `::rabbit_backoff` |
 pub use rabbit_backoff_macros::backoff_consumer;
 

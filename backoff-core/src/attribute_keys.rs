@@ -30,5 +30,7 @@ pub const ATTRIBUTE_KEYS: &[&str] = &[
     "max_age",
     "immediate",
     "breaker",
+    "dedupe",
+    "dedupe_key",
     "crate",
 ];

@@ -31,6 +31,7 @@ mod breaker;
 mod classify;
 mod dead_letter;
 mod decision;
+mod dedupe;
 pub mod deep_headers;
 mod definitions;
 mod delays;
@@ -56,6 +57,7 @@ pub use dead_letter::{
     DeadLetter, DeadLetterReason, MAX_ERROR_LEN, truncate_error, truncate_error_to,
 };
 pub use decision::{Attempt, Decision, Outcome, Policy, decide};
+pub use dedupe::{Dedupe, DedupeKey, KeyFate, inbox_key, outbox_message_id};
 pub use definitions::{BindingDefinition, Definitions, ExchangeDefinition, QueueDefinition};
 pub use delays::{DelayError, Delays, MAX_DELAY_MS, MAX_TIERS, parse_duration};
 pub use discovery::{BindingListing, FoundTopology, QueueListing, discover};

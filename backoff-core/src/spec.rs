@@ -3,7 +3,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Delays, Jitter, NameError, NameOverrides, TopologyNames};
+use crate::{Dedupe, Delays, Jitter, NameError, NameOverrides, TopologyNames};
 
 /// The kind of queues a consumer declares.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -261,6 +261,11 @@ pub struct ConsumerSpec {
     /// Stop consuming while a dependency is down (`breaker = "50% of 20,
     /// pause 30s"`); `None`: never.
     pub breaker: Option<crate::BreakerSpec>,
+    /// Drop duplicate deliveries: a key that completed within the window is
+    /// acknowledged without running the handler (`dedupe = "24h"`, with
+    /// `dedupe_key`); needs a dedupe store on the runtime. `None`: every
+    /// delivery is handled.
+    pub dedupe: Option<Dedupe>,
 }
 
 /// The default `prefetch`.
@@ -297,6 +302,9 @@ pub enum SpecError {
         /// The work exchange's type: fanout or headers.
         kind: ExchangeKind,
     },
+    /// A dedupe window of zero, which would remember no key.
+    #[error("the dedupe window is 0, so no duplicate would be dropped; set e.g. 24h, or None")]
+    ZeroDedupeWindow,
 }
 
 impl ConsumerSpec {
@@ -321,6 +329,7 @@ impl ConsumerSpec {
             max_age: None,
             immediate: 0,
             breaker: None,
+            dedupe: None,
         }
     }
 
@@ -429,6 +438,9 @@ impl ConsumerSpec {
         if let Err(e) = self.retry_return.check(self.exchange_kind) {
             problems.push(e);
         }
+        if self.dedupe.as_ref().is_some_and(|d| d.window.is_zero()) {
+            problems.push(SpecError::ZeroDedupeWindow);
+        }
         problems
     }
 }
@@ -501,5 +513,14 @@ mod tests {
         );
         assert_eq!(spec().retry_return, RetryReturn::Queue);
         assert_eq!(spec().declare, DeclareMode::Declare);
+    }
+
+    #[test]
+    fn a_zero_dedupe_window_is_refused() {
+        let mut s = spec();
+        s.dedupe = Some(Dedupe::new(std::time::Duration::from_secs(60)));
+        assert!(s.validate().is_ok());
+        s.dedupe = Some(Dedupe::new(std::time::Duration::ZERO));
+        assert_eq!(s.validate(), Err(SpecError::ZeroDedupeWindow));
     }
 }

@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod consume;
+pub mod idempotency;
 mod lifecycle;
 mod operations;
 mod settle;
@@ -46,7 +47,8 @@ pub use operations::message_edit::MessageEdit;
 pub use operations::retry_tier::{TierListing, WaitingMessage, list_retry_tier};
 pub use operations::status::{ConsumerStatus, QueueStatus, status};
 pub use settle::meters;
-pub use settle::publisher::{Outgoing, Publisher};
+pub use settle::outgoing::Outgoing;
+pub use settle::publisher::Publisher;
 pub use transport::declare::{check_topology, declare_topology};
 pub use transport::error::{Error, MissingObject, PublishFailure};
 

@@ -4,6 +4,7 @@
 
 pub mod proxy;
 pub mod seam;
+pub mod stores;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -1,5 +1,5 @@
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{DeclareMode, ExchangeKind, QueueType, RetryReturn};
+use rabbit_backoff::{DeclareMode, DedupeKey, ExchangeKind, QueueType, RetryReturn};
 
 #[derive(Debug, serde::Deserialize)]
 pub struct Order {
@@ -40,6 +40,8 @@ pub struct Db;
     max_age = "1h",
     immediate = 2,
     breaker = "50% of 20, pause 30s",
+    dedupe = "24h",
+    dedupe_key = "header:x-idempotency-key",
     crate = "::rabbit_backoff"
 )]
 pub async fn process_order(order: Order, ctx: &Context, _db: State<Db>) -> Result<(), OrderError> {
@@ -62,6 +64,9 @@ fn main() {
     assert_eq!(spec.max_age, Some(std::time::Duration::from_secs(3_600)));
     assert_eq!(spec.immediate, 2);
     assert_eq!(spec.breaker.map(|b| b.to_string()).as_deref(), Some("50% of 20, pause 30s"));
+    let dedupe = spec.dedupe.as_ref().expect("dedupe is set");
+    assert_eq!(dedupe.window, std::time::Duration::from_secs(86_400));
+    assert_eq!(dedupe.key, DedupeKey::Header("x-idempotency-key".into()));
     let names = spec.names();
     assert_eq!(names.exchange, "work_exchange");
     assert_eq!(names.routing_key, "work");

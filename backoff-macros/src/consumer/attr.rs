@@ -136,6 +136,8 @@ pub(crate) fn example(key: &str) -> &'static str {
         "max_age" => "max_age = \"1h\"",
         "immediate" => "immediate = 2",
         "breaker" => "breaker = \"50% of 20, pause 30s\"",
+        "dedupe" => "dedupe = \"24h\"",
+        "dedupe_key" => "dedupe_key = \"header:x-idempotency-key\"",
         "crate" => "crate = \"::rabbit_backoff\"",
         _ => "exchange = \"orders\"",
     }

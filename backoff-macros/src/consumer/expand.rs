@@ -72,6 +72,11 @@ pub(crate) fn expand(handler: &Handler<'_>, config: &Config) -> TokenStream {
             quote! { spec.breaker = ::std::option::Option::Some(#private::breaker(#breaker)); },
         );
     }
+    if let Some((window_ms, key)) = &config.dedupe {
+        settings.push(quote! {
+            spec.dedupe = ::core::option::Option::Some(#private::dedupe(#window_ms, #key));
+        });
+    }
     if let Some(rabbit_backoff_core::DeclareMode::Passive) = config.declare {
         settings.push(quote! { spec.declare = #private::DeclareMode::Passive; });
     }

@@ -2,8 +2,8 @@
 //! that a bad delay or name is a compile error pointing at it.
 
 use rabbit_backoff_core::{
-    BreakerSpec, DeclareMode, Delays, ExchangeKind, Jitter, NameOverrides, QueueType, RetryReturn,
-    TopologyNames, parse_duration, validate_name,
+    BreakerSpec, DeclareMode, DedupeKey, Delays, ExchangeKind, Jitter, NameOverrides, QueueType,
+    RetryReturn, TopologyNames, parse_duration, validate_name,
 };
 use syn::{LitStr, Type};
 
@@ -29,6 +29,8 @@ pub(crate) struct Config {
     pub(crate) queue_type: Option<QueueType>,
     pub(crate) retry_return: Option<RetryReturn>,
     pub(crate) declare: Option<DeclareMode>,
+    /// The dedupe window in milliseconds and the key, written back canonically.
+    pub(crate) dedupe: Option<(u64, String)>,
     pub(crate) krate: syn::Path,
     pub(crate) payload: Type,
     pub(crate) error: Type,
@@ -80,24 +82,9 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
     let prefetch = int::<u16>(cx, args, "prefetch", "between 1 and 65535");
     let concurrency = int::<usize>(cx, args, "concurrency", "at least 1");
     let delivery_limit = int::<u32>(cx, args, "delivery_limit", "at least 1");
-    let timeout_ms =
-        args.string("timeout")
-            .and_then(|arg| match parse_duration(&arg.value.value()) {
-                Ok(timeout) => Some(timeout.as_millis() as u64),
-                Err(e) => {
-                    cx.error_spanned_by(&arg.value, format!("invalid `timeout`: {e}"));
-                    None
-                }
-            });
-    let max_age_ms =
-        args.string("max_age")
-            .and_then(|arg| match parse_duration(&arg.value.value()) {
-                Ok(age) => Some(age.as_millis() as u64),
-                Err(e) => {
-                    cx.error_spanned_by(&arg.value, format!("invalid `max_age`: {e}"));
-                    None
-                }
-            });
+    let timeout_ms = duration_ms(cx, args, "timeout");
+    let max_age_ms = duration_ms(cx, args, "max_age");
+    let dedupe = dedupe(cx, args);
     // u8: at most 255 immediate retries; more than a few would hold the slot.
     let immediate = int::<u8>(cx, args, "immediate", "between 1 and 255");
     let exchange_kind = parsed::<ExchangeKind>(cx, args, "exchange_type");
@@ -153,6 +140,7 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
         queue_type,
         retry_return,
         declare,
+        dedupe,
         krate,
         payload: payload?,
         error: error?,
@@ -258,6 +246,35 @@ fn retry_queue(cx: &mut Ctxt, args: &Args) -> Option<String> {
         return None;
     }
     Some(value)
+}
+
+/// A duration key such as `timeout = "30s"`, in milliseconds.
+fn duration_ms(cx: &mut Ctxt, args: &Args, key: &str) -> Option<u64> {
+    let arg = args.string(key)?;
+    match parse_duration(&arg.value.value()) {
+        Ok(duration) => Some(duration.as_millis() as u64),
+        Err(e) => {
+            cx.error_spanned_by(&arg.value, format!("invalid `{key}`: {e}"));
+            None
+        }
+    }
+}
+
+/// `dedupe = "24h"` and `dedupe_key = "…"`, which needs `dedupe`.
+fn dedupe(cx: &mut Ctxt, args: &Args) -> Option<(u64, String)> {
+    let window = duration_ms(cx, args, "dedupe");
+    let key = parsed::<DedupeKey>(cx, args, "dedupe_key");
+    if window.is_none()
+        && args.string("dedupe").is_none()
+        && let Some(arg) = args.string("dedupe_key")
+    {
+        cx.error_spanned_by(
+            &arg.key,
+            "`dedupe_key` chooses the key of the inbox, which `dedupe` turns on; add dedupe = \"24h\" (how long a handled key is remembered)",
+        );
+        return None;
+    }
+    Some((window?, key.unwrap_or_default().to_string()))
 }
 
 fn int<T: TryFrom<u64> + PartialEq + Default>(

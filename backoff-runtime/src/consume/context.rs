@@ -35,6 +35,9 @@ pub struct Context {
     pub(crate) retry_count: u32,
     pub(crate) properties: BasicProperties,
     pub(crate) state: Arc<StateMap>,
+    /// The transaction of the delivery's inbox claim, on a transactional store.
+    #[cfg(feature = "postgres")]
+    pub(crate) transaction: Option<Arc<crate::idempotency::Transaction>>,
 }
 
 impl std::fmt::Debug for StateMap {
@@ -126,6 +129,8 @@ impl Context {
                 retry_count: 0,
                 properties: BasicProperties::default(),
                 state: Arc::new(StateMap::default()),
+                #[cfg(feature = "postgres")]
+                transaction: None,
             },
             headers: FieldTable::default(),
             state: StateMap::default(),

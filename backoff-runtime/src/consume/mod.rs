@@ -4,6 +4,7 @@
 pub(crate) mod consumer;
 pub(crate) mod context;
 pub(crate) mod extract;
+pub(crate) mod inbox;
 pub(crate) mod shutdown;
 pub(crate) mod state;
 pub(crate) mod worker;

@@ -18,8 +18,10 @@ use tracing::Instrument;
 
 use crate::consume::consumer::Consumer;
 use crate::consume::context::Context;
+use crate::consume::inbox::{Admission, Inbox, StoreReport};
 use crate::consume::shutdown::ShutdownHandle;
 use crate::consume::state::StateMap;
+use crate::idempotency::{DedupeStore, HeldKey, transaction_requirement};
 use crate::settle::acks::ACK_LINGER;
 use crate::settle::copy::{retry_count_of, since_first_failure};
 use crate::settle::executor::{Executor, Original};
@@ -44,6 +46,11 @@ pub(crate) struct WorkerEnv {
     pub(crate) confirm_timeout: Duration,
     pub(crate) shutdown: ShutdownHandle,
     pub(crate) paused: Option<PauseReport>,
+    /// Where an inbox says that its dedupe store stopped or started
+    /// answering.
+    pub(crate) store_report: Option<StoreReport>,
+    /// The inbox of the consumers with `dedupe`.
+    pub(crate) dedupe_store: Option<Arc<dyn DedupeStore>>,
 }
 
 /// How consuming ended.
@@ -61,6 +68,8 @@ pub(crate) struct Worker<C: Consumer> {
     queue: Arc<str>,
     /// Carries out what `decide` says, on the consumer's channel.
     executor: Executor,
+    /// With `dedupe`: drops duplicates before the handler.
+    inbox: Option<Inbox>,
     env: WorkerEnv,
 }
 
@@ -81,7 +90,17 @@ impl<C: Consumer> Worker<C> {
             .await
             .map_err(channel_error(&spec.queue, "starting to consume"))?;
         let executor = Executor::new(channel, &env.connection, env.confirm_timeout, &spec);
+        let takes_transaction =
+            transaction_requirement().is_some_and(|tx| consumer.required_state().contains(&tx));
+        let inbox = Inbox::new(
+            &spec,
+            takes_transaction,
+            env.dedupe_store.as_ref(),
+            env.confirm_timeout,
+            env.store_report.clone(),
+        );
         let worker = Worker {
+            inbox,
             queue: Arc::from(spec.queue.as_str()),
             consumer,
             spec,
@@ -345,6 +364,10 @@ impl<C: Consumer> Worker<C> {
                 false
             }));
         }
+        if let Some(inbox) = &self.inbox {
+            // A store's round trip costs more than the box.
+            return Either::Right(Box::pin(self.handle_deduped(inbox, delivery, retry)));
+        }
         let attempt = Attempt {
             count: retry.count,
             since_first_failure: since_first_failure(&delivery.properties),
@@ -365,21 +388,13 @@ impl<C: Consumer> Worker<C> {
             retry_count: retry.count,
             properties,
             state: Arc::clone(&self.env.state),
+            #[cfg(feature = "postgres")]
+            transaction: None,
         };
         Either::Left(async move {
-            let outcome = self.run_handler(&data, &ctx).await;
+            let outcome = self.run_handler(&data, &ctx, None).await;
             let decision = decide(self.spec.policy(), attempt, &outcome);
-            let (failed_transiently, error) = match &outcome {
-                Outcome::Success => (false, ""),
-                Outcome::Failed { verdict, error } => (
-                    matches!(
-                        verdict,
-                        Verdict::Retry | Verdict::Ladder(_) | Verdict::RetryAfter(_)
-                    ),
-                    error.as_str(),
-                ),
-                Outcome::Undecodable { error } => (false, error.as_str()),
-            };
+            let (failed_transiently, error) = failure(&outcome);
             let original = Original {
                 body: &data,
                 properties: &ctx.properties,
@@ -393,9 +408,67 @@ impl<C: Consumer> Worker<C> {
         })
     }
 
+    /// [`handle`](Self::handle) through the inbox: the key is claimed
+    /// before the handler runs (a duplicate is acked without it), and
+    /// completed or released as the decision is carried out.
+    async fn handle_deduped(&self, inbox: &Inbox, delivery: Delivery, retry: RetryCount) -> bool {
+        let (held, delivery) = match inbox.admit(delivery, &self.executor).await {
+            Admission::Run(held, delivery) => (held, delivery),
+            Admission::Settled => return false,
+        };
+        let attempt = Attempt {
+            count: retry.count,
+            since_first_failure: since_first_failure(&delivery.properties),
+        };
+        let Delivery {
+            exchange,
+            routing_key,
+            redelivered,
+            properties,
+            data,
+            acker,
+        } = delivery;
+        let ctx = Context {
+            queue: Arc::clone(&self.queue),
+            exchange,
+            routing_key,
+            redelivered,
+            retry_count: retry.count,
+            properties,
+            state: Arc::clone(&self.env.state),
+            #[cfg(feature = "postgres")]
+            transaction: held.as_ref().and_then(|held| held.transaction()),
+        };
+        let outcome = self.run_handler(&data, &ctx, held.as_deref()).await;
+        let decision = decide(self.spec.policy(), attempt, &outcome);
+        let (failed_transiently, error) = failure(&outcome);
+        let original = Original {
+            body: &data,
+            properties: &ctx.properties,
+            exchange: &ctx.exchange,
+            routing_key: &ctx.routing_key,
+            retry_count: ctx.retry_count,
+            error,
+        };
+        match held {
+            Some(held) => {
+                let settle = |acker| self.executor.execute(acker, &original, decision);
+                inbox
+                    .finish(held, &decision, acker, &self.executor, settle)
+                    .await;
+            }
+            None => {
+                self.executor.execute(acker, &original, decision).await;
+            }
+        }
+        failed_transiently
+    }
+
     /// Decodes the body and runs the handler (with its timeout, catching a
     /// panic) into an outcome, with the immediate retries of the spec.
-    async fn run_handler(&self, data: &[u8], ctx: &Context) -> Outcome {
+    /// With a held inbox key, each immediate retry starts the store's
+    /// transaction afresh.
+    async fn run_handler(&self, data: &[u8], ctx: &Context, held: Option<&dyn HeldKey>) -> Outcome {
         let mut outcome = self.call(data, ctx).await;
         // Immediate retries: in the process, after a short pause, for blips.
         for retry in 1..=self.spec.immediate {
@@ -414,6 +487,11 @@ impl<C: Consumer> Worker<C> {
             );
             // Rare: on the heap, not in every delivery's future.
             Box::pin(tokio::time::sleep(pause)).await;
+            if let Some(held) = held
+                && let Err(e) = held.restart_attempt().await
+            {
+                tracing::warn!("{e}; the retry's writes may not commit");
+            }
             self.executor.meters.immediate_retry();
             outcome = self.call(data, ctx).await;
         }
@@ -456,6 +534,22 @@ impl<C: Consumer> Worker<C> {
                 error: bounded(panic_message(panic.as_ref())),
             },
         }
+    }
+}
+
+/// Whether `outcome` is a transient failure (what the circuit breaker
+/// counts), and its error (empty on success).
+fn failure(outcome: &Outcome) -> (bool, &str) {
+    match outcome {
+        Outcome::Success => (false, ""),
+        Outcome::Failed { verdict, error } => (
+            matches!(
+                verdict,
+                Verdict::Retry | Verdict::Ladder(_) | Verdict::RetryAfter(_)
+            ),
+            error.as_str(),
+        ),
+        Outcome::Undecodable { error } => (false, error.as_str()),
     }
 }
 

@@ -16,6 +16,11 @@ pub enum Health {
     /// A consumer's circuit breaker tripped: it does not consume until a
     /// probe succeeds (the queue named here; the others keep consuming).
     Paused(String),
+    /// The dedupe store does not answer (why, here): at start-up the runtime
+    /// waits for it before consuming; while running, deliveries of the
+    /// consumers with `dedupe` are requeued after a pause, never handled
+    /// without their key, until a claim succeeds again.
+    StoreUnavailable(String),
     /// A shutdown was asked for; handlers in flight are finishing.
     Stopping,
     /// Stopped cleanly.
@@ -90,12 +95,17 @@ impl HealthWatch {
     }
 
     /// Waits until the runtime is ready (through any number of reconnection
-    /// attempts); `Err` with the state it reached instead when it stopped or
-    /// failed first.
+    /// attempts, and while the dedupe store does not answer); `Err` with the
+    /// state it reached instead when it stopped or failed first.
     pub async fn wait_ready(&self) -> Result<(), Health> {
         let mut receiver = self.receiver.clone();
         let reached = receiver
-            .wait_for(|h| !matches!(h, Health::Starting | Health::Recovering))
+            .wait_for(|h| {
+                !matches!(
+                    h,
+                    Health::Starting | Health::Recovering | Health::StoreUnavailable(_)
+                )
+            })
             .await
             .map(|h| h.clone())
             .unwrap_or(Health::Stopped);

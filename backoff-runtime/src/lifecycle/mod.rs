@@ -3,4 +3,5 @@
 pub(crate) mod health;
 #[cfg(feature = "http")]
 pub mod http;
+pub(crate) mod relay;
 pub(crate) mod runtime;

@@ -8,10 +8,13 @@ use rabbit_backoff_core::{ConsumerSpec, ReconnectBackoff, Topology};
 use tokio::task::JoinSet;
 
 use crate::consume::consumer::Consumer;
+use crate::consume::inbox::StoreReport;
 use crate::consume::shutdown::ShutdownHandle;
 use crate::consume::state::{StateMap, StateRequirement};
 use crate::consume::worker::{PauseReport, Worker, WorkerEnv};
+use crate::idempotency::{DedupeStore, transaction_requirement};
 use crate::lifecycle::health::{Health, HealthWatch};
+use crate::lifecycle::relay::relay_outbox;
 use crate::settle::meters;
 use crate::transport::amqp::AmqpTransport;
 use crate::transport::declare::establish_topology;
@@ -49,6 +52,7 @@ pub struct RuntimeBuilder {
     shutdown_grace: Duration,
     handle_signals: bool,
     reconnect: ReconnectBackoff,
+    dedupe_store: Option<Arc<dyn DedupeStore>>,
 }
 
 /// Runs consumers until shutdown: declares every topology, then consumes.
@@ -62,6 +66,8 @@ pub struct Runtime {
     shutdown_grace: Duration,
     handle_signals: bool,
     reconnect: ReconnectBackoff,
+    /// The inbox of the consumers with `dedupe`, when one of them has it.
+    dedupe_store: Option<Arc<dyn DedupeStore>>,
     shutdown: ShutdownHandle,
     health: (tokio::sync::watch::Sender<Health>, HealthWatch),
 }
@@ -127,6 +133,7 @@ impl Runtime {
             shutdown_grace: Duration::from_secs(30),
             handle_signals: true,
             reconnect: ReconnectBackoff::default(),
+            dedupe_store: None,
         }
     }
 
@@ -192,7 +199,10 @@ impl Runtime {
                     failures = failures.saturating_add(1);
                     self.health.1.count_reconnect();
                     meters::reconnected();
-                    self.health.0.send_replace(Health::Recovering);
+                    self.health.0.send_replace(match &e {
+                        Error::DedupeStore(why) => Health::StoreUnavailable(why.to_string()),
+                        _ => Health::Recovering,
+                    });
                     let wait = self.reconnect.delay(failures - 1, 0.5);
                     tracing::warn!("{e}; reconnecting (attempt {failures}, in about {wait:?})");
                 }
@@ -230,12 +240,30 @@ impl Runtime {
             let spec = registration.spec();
             establish_topology(&**connection, &Topology::of(spec), spec.declare).await?;
         }
+        if let Some(store) = &self.dedupe_store {
+            store.ping().await.map_err(Error::DedupeStore)?;
+        }
+        // Outbox messages whose process died between its commit and their
+        // dispatch: published at start, then every interval, until this
+        // connection ends.
+        let relay = self.dedupe_store.as_ref().and_then(|store| {
+            let interval = store.relay_interval()?;
+            let (store, connection) = (Arc::clone(store), Arc::clone(connection));
+            let (stop, timeout) = (stop.clone(), self.confirm_timeout);
+            Some(
+                tokio::spawn(relay_outbox(store, connection, interval, timeout, stop))
+                    .abort_handle(),
+            )
+        });
+        let _relay = relay.map(AbortOnDrop);
         let env = WorkerEnv {
             connection: Arc::clone(connection),
             state: Arc::clone(&self.state),
             confirm_timeout: self.confirm_timeout,
             shutdown: stop.clone(),
             paused: Some(pause_report(&self.health.0)),
+            store_report: Some(store_report(&self.health.0)),
+            dedupe_store: self.dedupe_store.clone(),
         };
         let mut running = JoinSet::new();
         for registration in &self.consumers {
@@ -300,6 +328,27 @@ fn pause_report(health: &tokio::sync::watch::Sender<Health>) -> PauseReport {
             Some(queue) => Health::Paused(queue.to_owned()),
             None => Health::Ready,
         });
+    })
+}
+
+/// How an inbox's store failing and answering again shows in the health:
+/// [`Health::StoreUnavailable`], then ready again.
+fn store_report(health: &tokio::sync::watch::Sender<Health>) -> StoreReport {
+    let health = health.clone();
+    Arc::new(move |down: Option<&str>| match down {
+        Some(why) => {
+            health.send_replace(Health::StoreUnavailable(why.to_owned()));
+        }
+        None => {
+            health.send_if_modified(|health| {
+                let was_down = matches!(health, Health::StoreUnavailable(_));
+                if was_down {
+                    tracing::info!("the dedupe store answers again");
+                    *health = Health::Ready;
+                }
+                was_down
+            });
+        }
     })
 }
 
@@ -414,8 +463,32 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Checks every consumer's spec, that queues are distinct and that every
-    /// `State<T>` a handler takes was registered.
+    /// The inbox of the consumers with `dedupe = "…"`: a
+    /// [`PostgresStore`](crate::idempotency), a `RedisStore` or a
+    /// [`MemoryStore`](crate::idempotency::MemoryStore). Required when a
+    /// consumer has `dedupe`; the runtime waits for it at start-up, as for
+    /// the broker, and with a `PostgresStore` relays the outbox.
+    ///
+    /// ```no_run
+    /// # use rabbit_backoff::{Consumer, Runtime};
+    /// # async fn demo(charge: impl Consumer) -> Result<(), Box<dyn std::error::Error>> {
+    /// use rabbit_backoff::dedupe::MemoryStore;
+    ///
+    /// Runtime::builder()
+    ///     .dedupe_store(MemoryStore::new())
+    ///     .consumer(charge)
+    ///     .run()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn dedupe_store(mut self, store: impl DedupeStore) -> Self {
+        self.dedupe_store = Some(Arc::new(store));
+        self
+    }
+
+    /// Checks every consumer's spec, that queues are distinct, that every
+    /// `State<T>` a handler takes was registered, and that consumers with
+    /// `dedupe` (or taking `Tx`) have a store that fits.
     pub fn build(self) -> Result<Runtime, Error> {
         if self.consumers.is_empty() {
             return Err(Error::NoConsumer);
@@ -430,9 +503,11 @@ impl RuntimeBuilder {
             if !queues.insert(spec.queue.as_str()) {
                 return Err(Error::DuplicateQueue(spec.queue.clone()));
             }
+            self.check_dedupe(spec, &registration.required_state())?;
             if let Some(missing) = registration
                 .required_state()
                 .into_iter()
+                .filter(|r| Some(*r) != transaction_requirement())
                 .find(|r| !self.state.contains(r))
             {
                 return Err(Error::MissingState {
@@ -441,6 +516,7 @@ impl RuntimeBuilder {
                 });
             }
         }
+        let uses_dedupe = self.consumers.iter().any(|c| c.spec().dedupe.is_some());
         Ok(Runtime {
             transport: self.transport.unwrap_or_else(|| {
                 Arc::new(AmqpTransport::new(
@@ -453,9 +529,38 @@ impl RuntimeBuilder {
             shutdown_grace: self.shutdown_grace,
             handle_signals: self.handle_signals,
             reconnect: self.reconnect,
+            // Only consumers with dedupe use it: no ping or relay otherwise.
+            dedupe_store: self.dedupe_store.filter(|_| uses_dedupe),
             shutdown: ShutdownHandle::new(),
             health: HealthWatch::channel(),
         })
+    }
+
+    /// A consumer with `dedupe` needs a store; one taking `Tx` needs `dedupe`
+    /// on a transactional store.
+    fn check_dedupe(
+        &self,
+        spec: &ConsumerSpec,
+        required: &[StateRequirement],
+    ) -> Result<(), Error> {
+        let queue = || spec.queue.clone();
+        if spec.dedupe.is_some() && self.dedupe_store.is_none() {
+            return Err(Error::DedupeWithoutStore { queue: queue() });
+        }
+        if transaction_requirement().is_some_and(|tx| required.contains(&tx)) {
+            let found = match (&spec.dedupe, &self.dedupe_store) {
+                (None, _) => String::from("the consumer has no dedupe"),
+                (_, Some(store)) if !store.transactional() => {
+                    format!("the store at {} has no transactions", store.describe())
+                }
+                _ => return Ok(()),
+            };
+            return Err(Error::TransactionWithoutStore {
+                queue: queue(),
+                found,
+            });
+        }
+        Ok(())
     }
 
     /// Builds, starts running in the background, and returns once every
@@ -542,4 +647,13 @@ async fn shutdown_on_signal(shutdown: ShutdownHandle) {
     }
     tracing::info!("signal received");
     shutdown.shutdown();
+}
+
+/// Aborts a background task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

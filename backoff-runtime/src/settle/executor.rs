@@ -95,14 +95,21 @@ impl Executor {
     }
 
     /// Carries out `decision` for `original`, settled through `acker`.
-    pub(crate) async fn execute(&self, acker: Acker, original: &Original<'_>, decision: Decision) {
+    /// True when settled as decided; false when the copy was not confirmed
+    /// and the delivery was requeued or rejected instead.
+    pub(crate) async fn execute(
+        &self,
+        acker: Acker,
+        original: &Original<'_>,
+        decision: Decision,
+    ) -> bool {
         let error = original.error;
         let (copy, target) = match decision {
             Decision::Ack => {
                 self.acks.ack(acker).await;
                 self.meters.handled(*original.properties.timestamp());
                 tracing::debug!("handled; acked");
-                return;
+                return true;
             }
             Decision::Discard => {
                 self.acks.ack(acker).await;
@@ -111,7 +118,7 @@ impl Executor {
                     error,
                     "failed; discarded (the error says the message is obsolete)"
                 );
-                return;
+                return true;
             }
             Decision::Retry {
                 delay_ms,
@@ -128,7 +135,7 @@ impl Executor {
             }
         };
         if !self.copy_then_ack(acker, original, &target, copy).await {
-            return;
+            return false;
         }
         match copy {
             CopyKind::Retry {
@@ -153,6 +160,7 @@ impl Executor {
                 );
             }
         }
+        true
     }
 
     /// The retry queue of a tier of `delay_ms`: its own, or with jitter one
@@ -365,7 +373,7 @@ impl Executor {
     /// failure that repeats cannot become a hot loop. Without the pause when
     /// the connection is lost: the broker returns the delivery by itself, and
     /// the consumer can reconnect at once.
-    async fn requeue_after_pause(&self, acker: &Acker) {
+    pub(crate) async fn requeue_after_pause(&self, acker: &Acker) {
         tokio::select! {
             _ = tokio::time::sleep(REQUEUE_PAUSE) => {}
             _ = self.settler.lost().wait() => {}

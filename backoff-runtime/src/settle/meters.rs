@@ -31,6 +31,12 @@ pub const CRITICAL_TIME: &str = "rabbit_backoff_critical_time_seconds";
 pub const IN_FLIGHT: &str = "rabbit_backoff_messages_in_flight";
 /// 1 while the consumer's circuit breaker holds it paused, else 0.
 pub const BREAKER_OPEN: &str = "rabbit_backoff_breaker_open";
+/// Deliveries acked without running the handler: their key completed
+/// within the dedupe window, by consumer.
+pub const DUPLICATES_SKIPPED: &str = "rabbit_backoff_duplicates_skipped_total";
+/// Deliveries of a consumer with dedupe that had no key (no `message_id`,
+/// or no such header), handled without the inbox, by consumer.
+pub const WITHOUT_KEY: &str = "rabbit_backoff_dedupe_without_key_total";
 /// Reconnections of the runtime.
 pub const RECONNECTS: &str = "rabbit_backoff_reconnects_total";
 

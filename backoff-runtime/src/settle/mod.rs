@@ -11,6 +11,7 @@ pub(crate) mod copy;
 pub(crate) mod executor;
 pub(crate) mod frame_fit;
 pub mod meters;
+pub(crate) mod outgoing;
 pub(crate) mod publish;
 pub(crate) mod publisher;
 pub(crate) mod settlement;

@@ -1,88 +1,21 @@
-//! Publishing typed messages with confirms: [`Publisher`] and [`Outgoing`].
+//! Publishing typed messages with confirms: [`Publisher`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use lapin::BasicProperties;
-use lapin::types::{AMQPValue, FieldTable, ShortString};
 use rabbit_backoff_core::ConsumerSpec;
 use serde::Serialize;
 use tokio::sync::Mutex;
 
 use tracing::Instrument;
 
+use crate::settle::outgoing::Outgoing;
 use crate::settle::publish::publish_confirmed;
 use crate::settle::trace_context::{publish_span, traced};
 use crate::transport::amqp::AmqpTransport;
 use crate::transport::error::{Error, PublishFailure};
 use crate::transport::open::confirm_channel;
-use crate::transport::values::{PERSISTENT, short};
 use crate::transport::{Channel, Connection, Transport};
-
-/// A message to publish: a JSON body with its properties.
-///
-/// ```
-/// use rabbit_backoff::Outgoing;
-///
-/// let message = Outgoing::json(&serde_json::json!({"id": 7}))?
-///     .message_id("order-7")
-///     .correlation_id("checkout-42")
-///     .header("tenant", "acme");
-/// # Ok::<(), rabbit_backoff::Error>(())
-/// ```
-#[derive(Debug, Clone)]
-pub struct Outgoing {
-    body: Vec<u8>,
-    message_id: Option<String>,
-    correlation_id: Option<String>,
-    headers: FieldTable,
-}
-
-impl Outgoing {
-    /// Encodes `payload` as JSON.
-    pub fn json<T: Serialize + ?Sized>(payload: &T) -> Result<Self, Error> {
-        Ok(Self::raw(serde_json::to_vec(payload)?))
-    }
-
-    /// A body as it is (for tests of hostile input, or other encodings).
-    pub fn raw(body: impl Into<Vec<u8>>) -> Self {
-        Outgoing {
-            body: body.into(),
-            message_id: None,
-            correlation_id: None,
-            headers: FieldTable::default(),
-        }
-    }
-
-    /// Sets `message_id` (default: a new UUID).
-    pub fn message_id(mut self, id: impl Into<String>) -> Self {
-        self.message_id = Some(id.into());
-        self
-    }
-
-    /// Sets `correlation_id`.
-    pub fn correlation_id(mut self, id: impl Into<String>) -> Self {
-        self.correlation_id = Some(id.into());
-        self
-    }
-
-    /// Sets a string header (a name over 255 bytes, which AMQP cannot carry, is ignored).
-    pub fn header(mut self, name: &str, value: impl Into<String>) -> Self {
-        if let Ok(key) = ShortString::try_new(name) {
-            self.headers
-                .insert(key, AMQPValue::LongString(value.into().into_bytes().into()));
-        }
-        self
-    }
-
-    /// Sets a header of any AMQP type (a name over 255 bytes is ignored).
-    pub fn header_value(mut self, name: &str, value: AMQPValue) -> Self {
-        if let Ok(key) = ShortString::try_new(name) {
-            self.headers.insert(key, value);
-        }
-        self
-    }
-}
 
 /// Publishes persistent messages and waits for the broker's confirm of each.
 ///
@@ -166,15 +99,9 @@ impl Publisher {
     ) -> Result<String, Error> {
         let message_id = message
             .message_id
+            .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        let mut properties = BasicProperties::default()
-            .with_delivery_mode(PERSISTENT)
-            .with_content_type("application/json".into())
-            .with_message_id(short(&message_id, "message_id")?)
-            .with_headers(message.headers);
-        if let Some(id) = message.correlation_id {
-            properties = properties.with_correlation_id(short(&id, "correlation_id")?);
-        }
+        let properties = message.properties(&message_id)?;
         let channel = self.channel().await?;
         // The message carries its publish span's trace context: its handler
         // continues the publisher's trace.

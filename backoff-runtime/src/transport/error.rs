@@ -40,6 +40,29 @@ pub enum Error {
         /// The missing type.
         type_name: &'static str,
     },
+    /// A consumer has `dedupe` but the runtime has no dedupe store.
+    #[error(
+        "consumer `{queue}` has dedupe = \"…\", but the runtime has no dedupe store; add one to the builder: .dedupe_store(rabbit_backoff::dedupe::PostgresStore::connect(\"postgres://…\").await?), RedisStore::connect(\"redis://…\") or MemoryStore::new()"
+    )]
+    DedupeWithoutStore {
+        /// The consumer's queue.
+        queue: String,
+    },
+    /// A handler takes `Tx`, the dedupe store's transaction, but its
+    /// consumer has no `dedupe` or the store has no transactions.
+    #[error(
+        "consumer `{queue}` takes Tx, the dedupe store's transaction, which needs dedupe = \"…\" on the consumer and a PostgresStore on the runtime ({found})"
+    )]
+    TransactionWithoutStore {
+        /// The consumer's queue.
+        queue: String,
+        /// What the runtime has instead.
+        found: String,
+    },
+    /// The dedupe store does not answer: the runtime waits for it before
+    /// consuming, as for the broker.
+    #[error("{0}; the consumers with dedupe wait for it")]
+    DedupeStore(crate::idempotency::StoreError),
     /// The broker could not be reached.
     #[error(
         "cannot connect to RabbitMQ at {uri}: {source}; is the broker running? (the address comes from AMQP_URL)"
@@ -182,6 +205,7 @@ impl Error {
                 | Error::Channel { .. }
                 | Error::Consume { .. }
                 | Error::Cancelled { .. }
+                | Error::DedupeStore(_)
         )
     }
 }

@@ -1,0 +1,54 @@
+//! Dropping duplicate deliveries (the inbox) and publishing with the
+//! handler's effects (the transactional outbox): the stores that remember
+//! which keys were handled, and the outbox rows and their dispatch.
+//!
+//! A consumer with `dedupe = "24h"` claims each delivery's key in the
+//! runtime's [`DedupeStore`] before its handler runs:
+//! - a key completed within the window is acknowledged without the handler;
+//! - a key another delivery holds right now is requeued after a pause;
+//! - otherwise the handler runs, and the key is completed (handled,
+//!   dead-lettered, discarded) or released (a transient failure, whose retry
+//!   runs again).
+//!
+//! Three stores: [`MemoryStore`] (one process, tokio's clock),
+//! `RedisStore` (feature `redis`) and `PostgresStore` (feature `postgres`),
+//! whose transaction a handler can write in through `Tx` (feature `postgres`),
+//! with the messages it publishes through the outbox.
+
+pub(crate) mod error;
+#[cfg(feature = "postgres")]
+pub(crate) mod lease_batch;
+pub(crate) mod memory;
+#[cfg(feature = "postgres")]
+pub(crate) mod outbox;
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
+#[cfg(feature = "redis")]
+pub(crate) mod redis;
+pub(crate) mod store;
+#[cfg(feature = "postgres")]
+pub(crate) mod transaction;
+
+pub use error::StoreError;
+pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
+#[cfg(feature = "redis")]
+pub use redis::RedisStore;
+pub use store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
+#[cfg(feature = "postgres")]
+pub use transaction::{Transaction, Tx, TxConnection};
+
+/// The PostgreSQL client the store and [`Tx`] use, re-exported so that a
+/// handler's queries use the same version.
+#[cfg(feature = "postgres")]
+pub use sqlx;
+
+/// What a handler taking `Tx` requires: checked against the consumer's
+/// dedupe and store at start-up instead of the registered state.
+pub(crate) fn transaction_requirement() -> Option<crate::StateRequirement> {
+    #[cfg(feature = "postgres")]
+    return Some(crate::StateRequirement::of::<Transaction>());
+    #[cfg(not(feature = "postgres"))]
+    None
+}
