@@ -62,3 +62,33 @@ impl<'a, T: Any + Send + Sync> FromContext<'a> for State<T> {
         Some(StateRequirement::of::<T>())
     }
 }
+
+/// The delivery's transaction in a `PostgresStore` (see [`Tx`]).
+///
+/// [`Tx`]: crate::idempotency::Tx
+#[cfg(feature = "postgres")]
+impl<'a> FromContext<'a> for crate::idempotency::Tx<'a> {
+    fn from_context(ctx: &'a Context) -> Self {
+        // The runtime checked at start-up that a consumer taking Tx has
+        // dedupe on a transactional store, so every delivery has one.
+        match ctx.transaction.as_deref() {
+            Some(transaction) => transaction.tx(),
+            None => panic!(
+                "no transaction for this delivery: a handler taking Tx needs dedupe = \"…\" and a PostgresStore"
+            ),
+        }
+    }
+
+    fn requirement() -> Option<StateRequirement> {
+        Some(StateRequirement::of::<crate::idempotency::Transaction>())
+    }
+}
+
+/// What a handler taking `Tx` requires: checked against the consumer's
+/// dedupe and store at start-up instead of the registered state.
+pub(crate) fn transaction_requirement() -> Option<StateRequirement> {
+    #[cfg(feature = "postgres")]
+    return Some(StateRequirement::of::<crate::idempotency::Transaction>());
+    #[cfg(not(feature = "postgres"))]
+    None
+}

@@ -15,7 +15,6 @@
 //! whose transaction a handler can write in through `Tx` (feature `postgres`),
 //! with the messages it publishes through the outbox.
 
-pub(crate) mod error;
 #[cfg(feature = "postgres")]
 pub(crate) mod lease_batch;
 pub(crate) mod memory;
@@ -29,7 +28,7 @@ pub(crate) mod store;
 #[cfg(feature = "postgres")]
 pub(crate) mod transaction;
 
-pub use error::StoreError;
+pub use crate::transport::store_error::StoreError;
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
@@ -43,12 +42,3 @@ pub use transaction::{Transaction, Tx, TxConnection};
 /// handler's queries use the same version.
 #[cfg(feature = "postgres")]
 pub use sqlx;
-
-/// What a handler taking `Tx` requires: checked against the consumer's
-/// dedupe and store at start-up instead of the registered state.
-pub(crate) fn transaction_requirement() -> Option<crate::StateRequirement> {
-    #[cfg(feature = "postgres")]
-    return Some(crate::StateRequirement::of::<Transaction>());
-    #[cfg(not(feature = "postgres"))]
-    None
-}

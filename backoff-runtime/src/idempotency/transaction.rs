@@ -9,7 +9,7 @@ use sqlx::{PgConnection, Postgres};
 use tokio::sync::MappedMutexGuard;
 
 use crate::idempotency::outbox;
-use crate::{Context, FromContext, Outgoing, StateRequirement};
+use crate::settle::outgoing::Outgoing;
 
 /// The transaction of one delivery's claim in a `PostgresStore`: the inbox
 /// row, the handler's writes and its outbox messages commit together.
@@ -82,23 +82,6 @@ impl Transaction {
 #[derive(Clone, Copy)]
 pub struct Tx<'a> {
     transaction: &'a Transaction,
-}
-
-impl<'a> FromContext<'a> for Tx<'a> {
-    fn from_context(ctx: &'a Context) -> Self {
-        // The runtime checked at start-up that a consumer taking Tx has
-        // dedupe on a transactional store, so every delivery has one.
-        match ctx.transaction.as_deref() {
-            Some(transaction) => Tx { transaction },
-            None => panic!(
-                "no transaction for this delivery: a handler taking Tx needs dedupe = \"…\" and a PostgresStore"
-            ),
-        }
-    }
-
-    fn requirement() -> Option<StateRequirement> {
-        Some(StateRequirement::of::<Transaction>())
-    }
 }
 
 /// The connection of a [`Tx`], locked for one query or more: use it as

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::ShutdownHandle;
+use crate::consume::shutdown::ShutdownHandle;
 use crate::idempotency::DedupeStore;
 use crate::transport::Connection;
 use crate::transport::open::confirm_channel;

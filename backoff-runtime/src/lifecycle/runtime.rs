@@ -8,11 +8,12 @@ use rabbit_backoff_core::{ConsumerSpec, ReconnectBackoff, Topology};
 use tokio::task::JoinSet;
 
 use crate::consume::consumer::Consumer;
+use crate::consume::extract::transaction_requirement;
 use crate::consume::inbox::StoreReport;
 use crate::consume::shutdown::ShutdownHandle;
 use crate::consume::state::{StateMap, StateRequirement};
 use crate::consume::worker::{PauseReport, Worker, WorkerEnv};
-use crate::idempotency::{DedupeStore, transaction_requirement};
+use crate::idempotency::DedupeStore;
 use crate::lifecycle::health::{Health, HealthWatch};
 use crate::lifecycle::relay::relay_outbox;
 use crate::settle::meters;

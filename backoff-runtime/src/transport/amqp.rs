@@ -12,7 +12,7 @@ use lapin::options::{
     QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::{FieldTable, ShortString};
-use lapin::{BasicProperties, Confirmation, ErrorKind};
+use lapin::{BasicProperties, Confirmation};
 use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 
 use super::{
@@ -21,12 +21,10 @@ use super::{
 };
 use crate::transport::connector::connect_node;
 use crate::transport::error::redact;
+use crate::transport::lapin_error::transport_error;
 use crate::transport::values::arguments_table;
 
-/// The largest frame the runtime negotiates, whatever the broker offers: the
-/// broker's default. It bounds how large the properties of one message can
-/// be.
-pub const MAX_FRAME_SIZE: u32 = 131_072;
+pub use crate::transport::frame_guard::MAX_FRAME_SIZE;
 
 /// A RabbitMQ reached at an `amqp://` (or, with the `tls` feature,
 /// `amqps://`) address.
@@ -548,22 +546,6 @@ impl Settle for LapinAcker {
                 Err(e) => Err(transport_error(e)),
             }
         }))
-    }
-}
-
-/// A lapin error as a transport error: the broker's refusals keep their
-/// reply code and words.
-pub(crate) fn transport_error(error: lapin::Error) -> TransportError {
-    match error.kind() {
-        ErrorKind::ProtocolError(amqp) => TransportError::Refused {
-            code: amqp.get_id(),
-            text: amqp.get_message().to_string(),
-        },
-        ErrorKind::InvalidChannelState(..)
-        | ErrorKind::InvalidConnectionState(..)
-        | ErrorKind::IOError(..)
-        | ErrorKind::MissingHeartbeatError => TransportError::Closed(error.to_string()),
-        _ => TransportError::Other(error.to_string()),
     }
 }
 

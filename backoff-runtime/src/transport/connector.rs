@@ -27,8 +27,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use super::TransportError;
-use super::amqp::{MAX_FRAME_SIZE, transport_error};
 use super::frame_guard::GuardedStream;
+use super::frame_guard::MAX_FRAME_SIZE;
+use super::lapin_error::transport_error;
 
 /// What lapin runs on: tokio's executor, and a reactor whose TCP stream is
 /// the guarded socket.

@@ -62,7 +62,7 @@ pub enum Error {
     /// The dedupe store does not answer: the runtime waits for it before
     /// consuming, as for the broker.
     #[error("{0}; the consumers with dedupe wait for it")]
-    DedupeStore(crate::idempotency::StoreError),
+    DedupeStore(crate::transport::store_error::StoreError),
     /// The broker could not be reached.
     #[error(
         "cannot connect to RabbitMQ at {uri}: {source}; is the broker running? (the address comes from AMQP_URL)"

@@ -55,7 +55,10 @@ use rabbit_backoff_core::deep_headers::{pack, table_depth, unpack};
 use rabbit_backoff_core::headers::DEEP_HEADERS;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::amqp::MAX_FRAME_SIZE;
+/// The largest frame the runtime negotiates, whatever the broker offers: the
+/// broker's default. It bounds how large the properties of one message can
+/// be, and what the guard holds.
+pub const MAX_FRAME_SIZE: u32 = 131_072;
 
 /// Type (1), channel (2) and payload size (4) of a frame.
 const FRAME_HEADER: usize = 7;

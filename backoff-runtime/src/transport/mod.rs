@@ -20,9 +20,11 @@ pub(crate) mod declare;
 pub(crate) mod error;
 pub(crate) mod frame_guard;
 pub(crate) mod inspect;
+pub(crate) mod lapin_error;
 pub mod lost;
 pub(crate) mod open;
 pub(crate) mod shape;
+pub(crate) mod store_error;
 #[cfg(feature = "tls")]
 mod tls;
 pub mod tls_error;

@@ -1,3 +1,6 @@
+//! Why a dedupe store could not answer: beside the runtime's other errors,
+//! which carry it.
+
 /// Why a dedupe store could not answer. The delivery that asked is requeued
 /// after a pause, never handled without its key and never lost.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
