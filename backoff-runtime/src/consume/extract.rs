@@ -5,6 +5,8 @@ use std::any::Any;
 
 use crate::consume::context::Context;
 use crate::consume::state::{State, StateRequirement};
+#[cfg(feature = "postgres")]
+use crate::idempotency::{Transaction, Tx};
 
 /// A handler parameter taken from the delivery's [`Context`]: `&Context`
 /// itself, or a [`State<T>`] registered with the runtime. Implement it for
@@ -65,9 +67,8 @@ impl<'a, T: Any + Send + Sync> FromContext<'a> for State<T> {
 
 /// The delivery's transaction in a `PostgresStore` (see [`Tx`]).
 ///
-/// [`Tx`]: crate::idempotency::Tx
 #[cfg(feature = "postgres")]
-impl<'a> FromContext<'a> for crate::idempotency::Tx<'a> {
+impl<'a> FromContext<'a> for Tx<'a> {
     fn from_context(ctx: &'a Context) -> Self {
         // The runtime checked at start-up that a consumer taking Tx has
         // dedupe on a transactional store, so every delivery has one.
@@ -80,7 +81,7 @@ impl<'a> FromContext<'a> for crate::idempotency::Tx<'a> {
     }
 
     fn requirement() -> Option<StateRequirement> {
-        Some(StateRequirement::of::<crate::idempotency::Transaction>())
+        Some(StateRequirement::of::<Transaction>())
     }
 }
 
@@ -88,7 +89,7 @@ impl<'a> FromContext<'a> for crate::idempotency::Tx<'a> {
 /// dedupe and store at start-up instead of the registered state.
 pub(crate) fn transaction_requirement() -> Option<StateRequirement> {
     #[cfg(feature = "postgres")]
-    return Some(StateRequirement::of::<crate::idempotency::Transaction>());
+    return Some(StateRequirement::of::<Transaction>());
     #[cfg(not(feature = "postgres"))]
     None
 }
