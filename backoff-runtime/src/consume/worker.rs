@@ -30,7 +30,7 @@ use crate::settle::trace_context::delivery_span;
 use crate::transport::error::{Error, channel_error};
 use crate::transport::frame_guard::SetAside;
 use crate::transport::open::confirm_channel;
-use crate::transport::{Connection, Deliveries, Delivery, TransportError};
+use crate::transport::{Acker, Connection, Deliveries, Delivery, TransportError};
 
 /// The first pause of an immediate retry; the n-th waits n times as long.
 const IMMEDIATE_PAUSE: Duration = Duration::from_millis(50);
@@ -369,8 +369,28 @@ impl<C: Consumer> Worker<C> {
             // A store's round trip costs more than the box.
             return Either::Right(Box::pin(self.handle_deduped(inbox, delivery, retry)));
         }
+        let (attempt, ctx, data, acker) = self.take_apart(delivery, retry.count, None);
+        Either::Left(async move {
+            let outcome = self.run_handler(&data, &ctx, None).await;
+            let decision = decide(self.spec.policy(), attempt, &outcome);
+            let (failed_transiently, error) = failure(&outcome);
+            let original = original(&data, &ctx, error);
+            self.executor.execute(acker, &original, decision).await;
+            failed_transiently
+        })
+    }
+
+    /// A delivery taken apart: the attempt `decide` weighs, the context its
+    /// handler sees (with the inbox claim's transaction, if any), its body
+    /// and its acker.
+    fn take_apart(
+        &self,
+        delivery: Delivery,
+        retry_count: u32,
+        #[cfg_attr(not(feature = "postgres"), allow(unused_variables))] held: Option<&dyn HeldKey>,
+    ) -> (Attempt, Context, Vec<u8>, Acker) {
         let attempt = Attempt {
-            count: retry.count,
+            count: retry_count,
             since_first_failure: since_first_failure(&delivery.properties),
         };
         let Delivery {
@@ -386,27 +406,13 @@ impl<C: Consumer> Worker<C> {
             exchange,
             routing_key,
             redelivered,
-            retry_count: retry.count,
+            retry_count,
             properties,
             state: Arc::clone(&self.env.state),
             #[cfg(feature = "postgres")]
-            transaction: None,
+            transaction: held.and_then(|held| held.transaction()),
         };
-        Either::Left(async move {
-            let outcome = self.run_handler(&data, &ctx, None).await;
-            let decision = decide(self.spec.policy(), attempt, &outcome);
-            let (failed_transiently, error) = failure(&outcome);
-            let original = Original {
-                body: &data,
-                properties: &ctx.properties,
-                exchange: &ctx.exchange,
-                routing_key: &ctx.routing_key,
-                retry_count: ctx.retry_count,
-                error,
-            };
-            self.executor.execute(acker, &original, decision).await;
-            failed_transiently
-        })
+        (attempt, ctx, data, acker)
     }
 
     /// [`handle`](Self::handle) through the inbox: the key is claimed
@@ -417,40 +423,11 @@ impl<C: Consumer> Worker<C> {
             Admission::Run(held, delivery) => (held, delivery),
             Admission::Settled => return false,
         };
-        let attempt = Attempt {
-            count: retry.count,
-            since_first_failure: since_first_failure(&delivery.properties),
-        };
-        let Delivery {
-            exchange,
-            routing_key,
-            redelivered,
-            properties,
-            data,
-            acker,
-        } = delivery;
-        let ctx = Context {
-            queue: Arc::clone(&self.queue),
-            exchange,
-            routing_key,
-            redelivered,
-            retry_count: retry.count,
-            properties,
-            state: Arc::clone(&self.env.state),
-            #[cfg(feature = "postgres")]
-            transaction: held.as_ref().and_then(|held| held.transaction()),
-        };
+        let (attempt, ctx, data, acker) = self.take_apart(delivery, retry.count, held.as_deref());
         let outcome = self.run_handler(&data, &ctx, held.as_deref()).await;
         let decision = decide(self.spec.policy(), attempt, &outcome);
         let (failed_transiently, error) = failure(&outcome);
-        let original = Original {
-            body: &data,
-            properties: &ctx.properties,
-            exchange: &ctx.exchange,
-            routing_key: &ctx.routing_key,
-            retry_count: ctx.retry_count,
-            error,
-        };
+        let original = original(&data, &ctx, error);
         match held {
             Some(held) => {
                 let settle = |acker| self.executor.execute(acker, &original, decision);
@@ -535,6 +512,18 @@ impl<C: Consumer> Worker<C> {
                 error: bounded(panic_message(panic.as_ref())),
             },
         }
+    }
+}
+
+/// A handled delivery as the executor settles it.
+fn original<'a>(body: &'a [u8], ctx: &'a Context, error: &'a str) -> Original<'a> {
+    Original {
+        body,
+        properties: &ctx.properties,
+        exchange: &ctx.exchange,
+        routing_key: &ctx.routing_key,
+        retry_count: ctx.retry_count,
+        error,
     }
 }
 
