@@ -92,7 +92,7 @@ pub fn truncate_error_to(error: &str, max: usize) -> String {
 /// written straight from where the failure was seen.
 ///
 /// ```
-/// use rabbit_backoff_core::{DeadLetter, DeadLetterReason, HeaderValue};
+/// use rabbit_backoff::{DeadLetter, DeadLetterReason, HeaderValue};
 ///
 /// let dead_letter = DeadLetter {
 ///     reason: DeadLetterReason::Permanent,

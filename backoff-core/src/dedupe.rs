@@ -13,7 +13,7 @@ use crate::Decision;
 /// Where a delivery's dedupe key comes from.
 ///
 /// ```
-/// use rabbit_backoff_core::DedupeKey;
+/// use rabbit_backoff::DedupeKey;
 ///
 /// assert_eq!("message_id".parse(), Ok(DedupeKey::MessageId));
 /// let header: DedupeKey = "header:x-idempotency-key".parse()?;
@@ -68,7 +68,7 @@ impl FromStr for DedupeKey {
 ///
 /// ```
 /// use std::time::Duration;
-/// use rabbit_backoff_core::{Dedupe, DedupeKey};
+/// use rabbit_backoff::{Dedupe, DedupeKey};
 ///
 /// let dedupe = Dedupe::new(Duration::from_secs(86_400))
 ///     .with_key("header:x-idempotency-key".parse()?);
@@ -104,7 +104,7 @@ impl Dedupe {
 /// replayed dead letter is handled again while its own duplicates are not.
 ///
 /// ```
-/// use rabbit_backoff_core::inbox_key;
+/// use rabbit_backoff::inbox_key;
 ///
 /// assert_eq!(inbox_key("order-7", 0), "order-7");
 /// assert_eq!(inbox_key("order-7", 2), "order-7#replay-2");
@@ -123,7 +123,7 @@ pub fn inbox_key(key: &str, replays: u32) -> Cow<'_, str> {
 /// published twice.
 ///
 /// ```
-/// use rabbit_backoff_core::outbox_message_id;
+/// use rabbit_backoff::outbox_message_id;
 /// assert_eq!(outbox_message_id("order-7", 1), "order-7/1");
 /// ```
 pub fn outbox_message_id(key: &str, position: u32) -> String {
@@ -144,7 +144,7 @@ impl KeyFate {
     /// The fate of a delivery's key under `decision`.
     ///
     /// ```
-    /// use rabbit_backoff_core::{DeadLetterReason, Decision, KeyFate};
+    /// use rabbit_backoff::{DeadLetterReason, Decision, KeyFate};
     ///
     /// assert_eq!(KeyFate::of(&Decision::Ack), KeyFate::Complete);
     /// assert_eq!(

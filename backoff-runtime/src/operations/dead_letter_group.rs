@@ -38,7 +38,7 @@ pub struct DeadLetterGroup {
 ///
 /// ```no_run
 /// # async fn demo(dlq: rabbit_backoff_runtime::Dlq) -> Result<(), rabbit_backoff_runtime::Error> {
-/// use rabbit_backoff_runtime::{DeadLetterFilter, GroupTally};
+/// use rabbit_backoff::{DeadLetterFilter, GroupTally};
 ///
 /// let mut tally = GroupTally::default();
 /// let mut largest = 0;

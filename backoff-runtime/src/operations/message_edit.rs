@@ -11,7 +11,7 @@ use rabbit_backoff_core::{REPLAY_HISTORY, headers};
 /// the original is lost.
 ///
 /// ```
-/// use rabbit_backoff_runtime::{MessageEdit, ReplayOptions};
+/// use rabbit_backoff::{MessageEdit, ReplayOptions};
 ///
 /// let edit = MessageEdit::default()
 ///     .body(br#"{"order": 17, "sku": "A-1"}"#.to_vec())

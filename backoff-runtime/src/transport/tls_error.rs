@@ -9,7 +9,7 @@ use std::path::PathBuf;
 /// Its `Display` says what happened and what to do:
 ///
 /// ```
-/// use rabbit_backoff_runtime::transport::TlsError;
+/// use rabbit_backoff::transport::TlsError;
 ///
 /// let error = TlsError::WrongHost {
 ///     host: "10.0.0.5".into(),

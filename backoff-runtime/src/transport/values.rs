@@ -14,9 +14,9 @@ use super::error::Error;
 /// same way.
 ///
 /// ```
-/// use rabbit_backoff_core::HeaderValue;
-/// use rabbit_backoff_runtime::lapin::types::{AMQPValue, LongString};
-/// use rabbit_backoff_runtime::transport::header_view;
+/// use rabbit_backoff::HeaderValue;
+/// use rabbit_backoff::lapin::types::{AMQPValue, LongString};
+/// use rabbit_backoff::transport::header_view;
 ///
 /// assert_eq!(header_view(&AMQPValue::ShortUInt(3)), HeaderValue::Int(3));
 /// let text = AMQPValue::LongString(LongString::from("3"));
