@@ -183,7 +183,7 @@ impl<C: Consumer> Worker<C> {
                             if stopping {
                                 chores.push(Box::pin(self.hand_back(delivery)));
                             } else {
-                                                                in_flight.push(self.process(delivery));
+                                in_flight.push(self.process(delivery));
                             }
                         }
                         Some(Err(e)) => {
@@ -194,7 +194,7 @@ impl<C: Consumer> Worker<C> {
                     }
                     false
                 }
-                                Some(()) = chores.next(), if !chores.is_empty() => {
+                Some(()) = chores.next(), if !chores.is_empty() => {
                     // A lingering flush may leave some held back: look again later.
                     if !lingering && acks.waiting() > 0 {
                         linger.as_mut().reset(tokio::time::Instant::now() + ACK_LINGER);
@@ -208,7 +208,12 @@ impl<C: Consumer> Worker<C> {
                     false
                 }
                 Some(failed) = in_flight.next(), if !in_flight.is_empty() => {
-                    if !lingering && acks.waiting() > 0 {
+                    if in_flight.is_empty() && acks.waiting() > 0 {
+                        // Nothing is being handled: no delivery can join the
+                        // run, and the broker may be waiting for these acks
+                        // to send more. Acknowledge now rather than linger.
+                        chores.push(Box::pin(acks.flush()));
+                    } else if !lingering && acks.waiting() > 0 {
                         linger.as_mut().reset(tokio::time::Instant::now() + ACK_LINGER);
                         lingering = true;
                     }

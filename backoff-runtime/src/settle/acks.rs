@@ -6,7 +6,9 @@
 //! the channel still holds. A delivery still being handled, or whose copy
 //! awaits the broker's confirm, ends the run: a multiple ack never covers
 //! it. Finished tags after it wait for it to finish and join its run;
-//! when the consumer's loop sees tags waiting longer than its linger
+//! when the consumer's loop finds nothing else being handled it flushes
+//! at once (no delivery can join the run, and the broker may be waiting
+//! for these acks to send more); when it sees tags waiting longer than its linger
 //! ([`ACK_LINGER`]), the run is acknowledged, and those held back for that
 //! long are acknowledged one by one, so that a slow message never holds the
 //! others (and the prefetch window) back for longer. (Acknowledging them
