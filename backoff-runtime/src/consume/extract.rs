@@ -81,7 +81,7 @@ impl<'a> FromContext<'a> for Tx<'a> {
     }
 
     fn requirement() -> Option<StateRequirement> {
-        Some(StateRequirement::of::<Transaction>())
+        transaction_requirement()
     }
 }
 
