@@ -168,14 +168,49 @@ impl<C: Consumer> Worker<C> {
         let linger = tokio::time::sleep(ACK_LINGER);
         tokio::pin!(linger);
         let mut lingering = false;
+        // A flush made because the window is full and nothing else is ready.
+        let mut flushing: Option<BoxFuture<'_, ()>> = None;
+        let window = usize::from(self.spec.prefetch);
         let mut failure = None;
         let mut stream_done = false;
         let mut stopping = false;
         let mut tripped = None;
         let stop = self.env.shutdown.wait();
         tokio::pin!(stop);
-        while !(stream_done && in_flight.is_empty() && chores.is_empty()) {
+        while !(stream_done && in_flight.is_empty() && chores.is_empty() && flushing.is_none()) {
+            // Every branch but the last is polled in order; the last is
+            // taken only when none of the others is ready.
             let stop_consuming = tokio::select! {
+                biased;
+                _ = &mut stop, if !stopping => true,
+                Some(failed) = in_flight.next(), if !in_flight.is_empty() => {
+                    if in_flight.is_empty() && acks.waiting() > 0 {
+                        // Nothing is being handled: no delivery can join the
+                        // run, and the broker may be waiting for these acks
+                        // to send more. Acknowledge now rather than linger.
+                        chores.push(Box::pin(acks.flush()));
+                    } else if !lingering && acks.waiting() > 0 {
+                        linger.as_mut().reset(tokio::time::Instant::now() + ACK_LINGER);
+                        lingering = true;
+                    }
+                    match breaker.as_deref_mut().map(|b| b.record(failed)) {
+                        Some(BreakerAction::Pause(pause)) if !stopping => {
+                            tracing::warn!(
+                                "circuit breaker tripped: too many transient failures; not consuming {} for {}ms",
+                                self.queue,
+                                pause.as_millis()
+                            );
+                            tripped = Some(pause);
+                            self.executor.meters.breaker_open(true);
+                            true
+                        }
+                        _ => false,
+                    }
+                }
+                () = async { flushing.as_mut().expect("a flush").await }, if flushing.is_some() => {
+                    flushing = None;
+                    false
+                }
                 next = stream.next(), if !stream_done && (stopping || in_flight.len() < self.spec.effective_concurrency()) => {
                     match next {
                         Some(Ok(delivery)) => {
@@ -207,31 +242,19 @@ impl<C: Consumer> Worker<C> {
                     chores.push(Box::pin(acks.flush_lingering()));
                     false
                 }
-                Some(failed) = in_flight.next(), if !in_flight.is_empty() => {
-                    if in_flight.is_empty() && acks.waiting() > 0 {
-                        // Nothing is being handled: no delivery can join the
-                        // run, and the broker may be waiting for these acks
-                        // to send more. Acknowledge now rather than linger.
-                        chores.push(Box::pin(acks.flush()));
-                    } else if !lingering && acks.waiting() > 0 {
-                        linger.as_mut().reset(tokio::time::Instant::now() + ACK_LINGER);
-                        lingering = true;
-                    }
-                    match breaker.as_deref_mut().map(|b| b.record(failed)) {
-                        Some(BreakerAction::Pause(pause)) if !stopping => {
-                            tracing::warn!(
-                                "circuit breaker tripped: too many transient failures; not consuming {} for {}ms",
-                                self.queue,
-                                pause.as_millis()
-                            );
-                            tripped = Some(pause);
-                            self.executor.meters.breaker_open(true);
-                            true
-                        }
-                        _ => false,
-                    }
+                () = std::future::ready(()), if flushing.is_none()
+                    && acks.waiting() > 0
+                    && in_flight.len() + acks.waiting() >= window
+                    && acks.run_ready() =>
+                {
+                    // The window is full, so the broker sends nothing more
+                    // until acks go out, and no handler is ready to finish:
+                    // acknowledge what finished now rather than at the batch
+                    // or the linger (a copy's original goes out with the
+                    // confirms that arrived together with its own).
+                    flushing = Some(Box::pin(acks.flush_run()));
+                    false
                 }
-                _ = &mut stop, if !stopping => true,
             };
             if stop_consuming && !stopping {
                 stopping = true;

@@ -8,7 +8,10 @@
 //! it. Finished tags after it wait for it to finish and join its run;
 //! when the consumer's loop finds nothing else being handled it flushes
 //! at once (no delivery can join the run, and the broker may be waiting
-//! for these acks to send more); when it sees tags waiting longer than its linger
+//! for these acks to send more); when the prefetch window is full and no
+//! handler is ready to finish, it acknowledges the run from the oldest
+//! ([`flush_run`](Acks::flush_run): the broker sends nothing until acks go
+//! out, so waiting for the batch only stalls it); when it sees tags waiting longer than its linger
 //! ([`ACK_LINGER`]), the run is acknowledged, and those held back for that
 //! long are acknowledged one by one, so that a slow message never holds the
 //! others (and the prefetch window) back for longer. (Acknowledging them
@@ -197,6 +200,22 @@ impl Acks {
         }
     }
 
+    /// Whether the oldest delivery the channel holds has finished, so that
+    /// [`flush_run`](Self::flush_run) would acknowledge something.
+    pub(crate) fn run_ready(&self) -> bool {
+        self.ledger()
+            .slots
+            .iter()
+            .find(|(_, slot)| !matches!(slot, Slot::Settled))
+            .is_some_and(|(_, slot)| matches!(slot, Slot::Finished(_)))
+    }
+
+    /// Acknowledges the run of finished deliveries from the oldest now;
+    /// those held back by an open delivery wait for it to finish.
+    pub(crate) async fn flush_run(&self) {
+        self.send(Held::None).await;
+    }
+
     /// Acknowledges every finished delivery now.
     pub(crate) async fn flush(&self) {
         self.send(Held::All).await;
@@ -373,6 +392,28 @@ mod tests {
         acks.flush().await;
         // 1's run passes those acked already.
         assert_eq!(wire.sent(), [multiple(5)]);
+    }
+
+    #[tokio::test]
+    async fn a_run_flush_acks_the_run_from_the_oldest_and_leaves_those_held_back() {
+        let wire = Wire::default();
+        let acks = acks(10, 1..=6);
+        acks.ack(wire.acker(2)).await;
+        assert!(!acks.run_ready(), "1 is open: no run starts at the oldest");
+        acks.ack(wire.acker(1)).await;
+        acks.ack(wire.acker(4)).await;
+        assert!(acks.run_ready());
+        acks.flush_run().await;
+        assert_eq!(wire.sent(), [multiple(2)], "4 waits for 3");
+        assert!(!acks.run_ready(), "3 is open now");
+        assert_eq!(acks.waiting(), 1);
+        acks.nack(&wire.acker(3), true).await.unwrap();
+        wire.sent();
+        acks.ack(wire.acker(5)).await;
+        assert!(acks.run_ready(), "3 is settled: the run starts at 5");
+        acks.flush_run().await;
+        assert_eq!(wire.sent(), [multiple(5)]);
+        assert!(!acks.run_ready(), "6 is open");
     }
 
     #[tokio::test]
