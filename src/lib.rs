@@ -115,7 +115,7 @@ pub use rabbit_backoff_runtime::{
 /// |---|---|---|
 /// | `queue` | the work queue; every default name derives from it | required |
 /// | `delays` | one retry tier per delay: `ms`, `s`, `m`, `h` | required |
-/// | `prefetch` | unacked deliveries in flight (`basic.qos`) | 10 |
+/// | `prefetch` | unacked deliveries in flight (`basic.qos`) | 50 |
 /// | `concurrency` | handlers running at once | `prefetch` |
 /// | `exchange`, `exchange_type` | the work exchange and its type | `<queue>`, `"direct"` |
 /// | `routing_key` | binding of the work queue | `<queue>` |

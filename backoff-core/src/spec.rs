@@ -209,7 +209,7 @@ impl FromStr for QueueType {
 /// use rabbit_backoff::ConsumerSpec;
 ///
 /// let mut spec = ConsumerSpec::new("orders", "5s,15s,60s".parse()?);
-/// spec.prefetch = 50;
+/// spec.prefetch = 100;
 /// spec.validate()?;
 /// assert_eq!(spec.names().dead_letter_queue, "orders.dlq");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -268,8 +268,9 @@ pub struct ConsumerSpec {
     pub dedupe: Option<Dedupe>,
 }
 
-/// The default `prefetch`.
-pub(crate) const DEFAULT_PREFETCH: u16 = 10;
+/// The default `prefetch`: the knee of the measured throughput curve (see
+/// PERFORMANCE.md, "Choosing the default prefetch").
+pub(crate) const DEFAULT_PREFETCH: u16 = 50;
 /// The default quorum `x-delivery-limit`.
 pub(crate) const DEFAULT_DELIVERY_LIMIT: u32 = 20;
 
@@ -308,7 +309,7 @@ pub enum SpecError {
 }
 
 impl ConsumerSpec {
-    /// A spec with the defaults: prefetch 10, concurrency following prefetch,
+    /// A spec with the defaults: prefetch 50, concurrency following prefetch,
     /// default names, direct work exchange, classic queues, retries returning
     /// straight to the work queue, the topology declared.
     pub fn new(queue: impl Into<String>, delays: Delays) -> Self {
@@ -456,9 +457,9 @@ mod tests {
     #[test]
     fn concurrency_follows_prefetch_unless_set() {
         let mut s = spec();
-        assert_eq!(s.effective_concurrency(), 10);
-        s.prefetch = 50;
         assert_eq!(s.effective_concurrency(), 50);
+        s.prefetch = 20;
+        assert_eq!(s.effective_concurrency(), 20);
         s.concurrency = Some(3);
         s.prefetch = 80;
         assert_eq!(s.effective_concurrency(), 3);
