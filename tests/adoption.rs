@@ -399,9 +399,9 @@ fn concurrency_follows_a_prefetch_changed_at_start_up() {
             .cloned()
             .expect("one consumer")
     };
-    assert_eq!(spec(|s| s.prefetch = 50).effective_concurrency(), 50);
+    assert_eq!(spec(|s| s.prefetch = 20).effective_concurrency(), 20);
     let explicit = spec(|s| {
-        s.prefetch = 50;
+        s.prefetch = 20;
         s.concurrency = Some(5);
     });
     assert_eq!(explicit.effective_concurrency(), 5);
@@ -551,6 +551,8 @@ async fn mixed_fleet(route: RetryReturn) {
     let running = Running::start("mixed", |spec| {
         article.configure(spec);
         spec.retry_return = route;
+        // The article loop's window, so that both take a share.
+        spec.prefetch = 10;
     })
     .await;
     let calls = Arc::new(Mutex::new(Vec::new()));

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Instructions per message under callgrind, for the sides and scenarios of
+# benches/throughput.rs, and the same for the framework built with
+# `--cfg rabbit_backoff_bare` (no metrics or span call sites) beside it: what
+# observability costs when no recorder and no subscriber are installed.
+#
+# Each side and scenario runs twice, with SMALL and LARGE messages; the
+# difference of the two totals divided by LARGE - SMALL is the cost of one
+# message, with connecting, declaring and consuming cancelled out. Only the
+# measured span of a run counts (see `measured_span_starts` in the bench).
+#
+#   scripts/bench-instructions.sh                      # S1,S2: framework, bare, article
+#   SCENARIOS=S1,S2,S3,S4 SIDES=framework,article scripts/bench-instructions.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/ensure-broker.sh
+command -v valgrind >/dev/null || {
+    echo "valgrind is missing: apt-get install valgrind" >&2
+    exit 1
+}
+
+SCENARIOS=${SCENARIOS:-S1,S2}
+SIDES=${SIDES:-framework,bare,article}
+PREFETCH=${PREFETCH:-50}
+SMALL=${SMALL:-2000}
+LARGE=${LARGE:-6000}
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+
+bench_binary() {
+    # The path of the throughput bench built in target directory $1.
+    CARGO_TARGET_DIR=$1 cargo bench --locked --bench throughput --no-run --message-format=json 2>/dev/null |
+        python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "throughput" and m.get("executable"):
+        print(m["executable"])'
+}
+
+normal=$(bench_binary target)
+bare=""
+if [[ ,$SIDES, == *,bare,* ]]; then
+    bare=$(RUSTFLAGS="--cfg rabbit_backoff_bare" bench_binary target/bare)
+fi
+
+# Total instructions of the measured span of one run.
+instructions() {
+    local binary=$1 side=$2 scenario=$3 n=$4 file=$OUT/cg.$side.$scenario.$n
+    BENCH_N=$n BENCH_REPS=1 BENCH_SIDES=$side BENCH_SCENARIOS=$scenario BENCH_PREFETCH=$PREFETCH BENCH_MEMORY=0 \
+        valgrind --tool=callgrind --zero-before='*measured_span_starts' --dump-before='*measured_span_ends' \
+        --callgrind-out-file="$file.%p" "$binary" --bench >/dev/null 2>&1
+    # The first dump, made as the measured span ends, holds its instructions.
+    grep -h '^summary:' "$file".*.1 | awk '{ print $2 }'
+}
+
+printf '%-4s %-10s %14s\n' scenario side 'instr/msg'
+IFS=, read -ra scenarios <<<"$SCENARIOS"
+IFS=, read -ra sides <<<"$SIDES"
+for scenario in "${scenarios[@]}"; do
+    for side in "${sides[@]}"; do
+        binary=$normal run_side=$side
+        if [[ $side == bare ]]; then
+            binary=$bare run_side=framework
+        fi
+        small=$(instructions "$binary" "$run_side" "$scenario" "$SMALL")
+        large=$(instructions "$binary" "$run_side" "$scenario" "$LARGE")
+        per=$(((large - small) / (LARGE - SMALL)))
+        printf '%-4s %-10s %14s\n' "$scenario" "$side" "$per"
+    done
+done
