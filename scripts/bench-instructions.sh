@@ -45,7 +45,8 @@ fi
 
 # Total instructions of the measured span of one run.
 instructions() {
-    local binary=$1 side=$2 scenario=$3 n=$4 file=$OUT/cg.$side.$scenario.$n
+    local binary=$1 side=$2 scenario=$3 n=$4
+    local file=$OUT/cg.$side.$scenario.$n
     BENCH_N=$n BENCH_REPS=1 BENCH_SIDES=$side BENCH_SCENARIOS=$scenario BENCH_PREFETCH=$PREFETCH BENCH_MEMORY=0 \
         valgrind --tool=callgrind --zero-before='*measured_span_starts' --dump-before='*measured_span_ends' \
         --callgrind-out-file="$file.%p" "$binary" --bench >/dev/null 2>&1

@@ -204,8 +204,7 @@ async fn a_redis_claim_is_renewed_while_held_and_lapses_when_its_holder_is_gone(
 
     // A holder whose process died (no renewal, no release): free once its
     // lease has run out. Another store's claim stands for it, its renewal
-    // stopped by dropping that store's runtime.
-    let other = stores::redis().await.with_lease(Duration::from_millis(600));
+    // stopped by dropping that store's runtime (where its tasks run).
     let consumer2 = consumer.clone();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -213,6 +212,7 @@ async fn a_redis_claim_is_renewed_while_held_and_lapses_when_its_holder_is_gone(
             .build()
             .unwrap();
         rt.block_on(async {
+            let other = stores::redis().await.with_lease(Duration::from_millis(600));
             let held = held(claim(&other, &consumer2, "dead").await);
             std::mem::forget(held);
         });

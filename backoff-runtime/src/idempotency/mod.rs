@@ -24,6 +24,8 @@ pub(crate) mod outbox;
 pub(crate) mod postgres;
 #[cfg(feature = "redis")]
 pub(crate) mod redis;
+#[cfg(feature = "redis")]
+pub(crate) mod redis_pipeline;
 pub(crate) mod store;
 #[cfg(feature = "postgres")]
 pub(crate) mod transaction;

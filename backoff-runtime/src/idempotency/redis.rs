@@ -1,6 +1,8 @@
-//! The inbox on Redis: a claim is a key set with `NX` and a lease that its
-//! holder renews while the handler runs; a completed key holds `done` until
-//! the window expires it (Redis' own TTL: nothing to clean up).
+//! The inbox on Redis: a claim is a key set with `NX` and a lease that is
+//! renewed while the handler runs; a completed key holds `done` until the
+//! window expires it (Redis' own TTL: nothing to clean up). Claims and
+//! completions of concurrent deliveries go out together, one pipeline a
+//! batch (`redis_pipeline.rs`).
 
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
@@ -8,17 +10,15 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Script};
-use tokio::task::AbortHandle;
 
 use crate::idempotency::StoreError;
+use crate::idempotency::redis_pipeline::{Found, Pipeliner};
 use crate::idempotency::store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
 use crate::transport::error::redact;
 
 /// How long a claim lasts unless its holder renews it: the longest a key
 /// stays blocked after its process died.
 const DEFAULT_LEASE: Duration = Duration::from_secs(15);
-/// The value of a completed key.
-const DONE: &str = "done";
 /// How long one command may take before the store counts as unavailable.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -29,21 +29,17 @@ static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
-/// Extends the lease when the key still holds this claim.
-static RENEW: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0",
-    )
-});
-
 /// An inbox on Redis (feature `redis`).
 ///
 /// Each key is `rabbit-backoff:inbox:<consumer>:<key>`. A claim sets it
 /// with `NX` and a lease (15 s by default, renewed every third of it while
 /// the handler runs), completing sets it to `done` for the window, a
 /// transient failure deletes it. The connection is a
-/// [`ConnectionManager`], which reconnects by itself and pipelines the
-/// commands of concurrent deliveries on one connection.
+/// [`ConnectionManager`], which reconnects by itself; the claims and
+/// completions of concurrent deliveries are sent together, one pipeline a
+/// batch, and one task renews every claim held. Those tasks run on the
+/// tokio runtime `connect` was called on: connect on the runtime that runs
+/// the consumers.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), rabbit_backoff::dedupe::StoreError> {
@@ -55,9 +51,9 @@ static RENEW: LazyLock<Script> = LazyLock::new(|| {
 #[derive(Clone)]
 pub struct RedisStore {
     manager: ConnectionManager,
+    pipeliner: Arc<Pipeliner>,
     address: Arc<str>,
     prefix: Arc<str>,
-    lease: Duration,
 }
 
 impl RedisStore {
@@ -84,18 +80,19 @@ impl RedisStore {
             }
         })?;
         Ok(RedisStore {
+            pipeliner: Arc::new(Pipeliner::start(manager.clone(), DEFAULT_LEASE)),
             manager,
             address: Arc::from(address),
             prefix: Arc::from("rabbit-backoff:inbox:"),
-            lease: DEFAULT_LEASE,
         })
     }
 
     /// How long a claim lasts unless renewed (default 15 s): after a
     /// process dies, its keys stay blocked this long, and their messages
     /// are requeued meanwhile.
-    pub fn with_lease(mut self, lease: Duration) -> Self {
-        self.lease = lease.max(Duration::from_millis(300));
+    pub fn with_lease(self, lease: Duration) -> Self {
+        self.pipeliner
+            .set_lease(lease.max(Duration::from_millis(300)));
         self
     }
 
@@ -110,7 +107,7 @@ impl RedisStore {
         format!("{}{}:{consumer}:{key}", self.prefix, consumer.len())
     }
 
-    fn failed(&self, action: &'static str) -> impl Fn(redis::RedisError) -> StoreError + '_ {
+    fn failed<E: ToString>(&self, action: &'static str) -> impl Fn(E) -> StoreError + '_ {
         move |e| StoreError::Unavailable {
             store: self.address.to_string(),
             action,
@@ -124,43 +121,22 @@ impl DedupeStore for RedisStore {
         Box::pin(async move {
             let key = self.key(request.consumer, request.key);
             let token = format!("claim:{}", uuid::Uuid::new_v4());
-            let mut conn = self.manager.clone();
-            let set: Option<String> = redis::cmd("SET")
-                .arg(&key)
-                .arg(&token)
-                .arg("NX")
-                .arg("PX")
-                .arg(millis(self.lease))
-                .query_async(&mut conn)
+            let found = self
+                .pipeliner
+                .claim(&key, &token)
                 .await
                 .map_err(self.failed("claiming a key"))?;
-            if set.is_none() {
-                let held: Option<String> = redis::cmd("GET")
-                    .arg(&key)
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(self.failed("reading a claimed key"))?;
-                // Gone since (released, expired): let the requeued delivery try again.
-                return Ok(match held.as_deref() {
-                    Some(DONE) => Claim::Duplicate,
-                    _ => Claim::InProgress,
-                });
-            }
-            let renewal = tokio::spawn(renew(
-                self.manager.clone(),
-                key.clone(),
-                token.clone(),
-                self.lease,
-            ))
-            .abort_handle();
-            Ok(Claim::Claimed(Box::new(RedisHeld {
-                store: self.clone(),
-                key,
-                token,
-                window: request.window,
-                renewal,
-                settled: false,
-            })))
+            Ok(match found {
+                Found::Duplicate => Claim::Duplicate,
+                Found::InProgress => Claim::InProgress,
+                Found::Claimed => Claim::Claimed(Box::new(RedisHeld {
+                    store: self.clone(),
+                    key,
+                    token,
+                    window: request.window,
+                    settled: false,
+                })),
+            })
         })
     }
 
@@ -180,57 +156,19 @@ impl DedupeStore for RedisStore {
     }
 }
 
-/// Renews the lease every third of it, for as long as the claim is held.
-async fn renew(manager: ConnectionManager, key: String, token: String, lease: Duration) {
-    let mut conn = manager;
-    loop {
-        tokio::time::sleep(lease / 3).await;
-        let renewed: Result<i64, _> = RENEW
-            .key(&key)
-            .arg(&token)
-            .arg(millis(lease))
-            .invoke_async(&mut conn)
-            .await;
-        match renewed {
-            Ok(1) => {}
-            Ok(_) => {
-                tracing::warn!("the claim of {key} lapsed while its handler ran");
-                return;
-            }
-            Err(e) => tracing::warn!("renewing the claim of {key}: {e}"),
-        }
-    }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
-}
-
 struct RedisHeld {
     store: RedisStore,
     key: String,
     token: String,
     window: Duration,
-    renewal: AbortHandle,
     settled: bool,
 }
 
 impl RedisHeld {
     fn done(mut self: Box<Self>) -> BoxFuture<'static, Result<(), StoreError>> {
         self.settled = true;
-        self.renewal.abort();
-        Box::pin(async move {
-            let mut conn = self.store.manager.clone();
-            let _: () = redis::cmd("SET")
-                .arg(&self.key)
-                .arg(DONE)
-                .arg("PX")
-                .arg(millis(self.window))
-                .query_async(&mut conn)
-                .await
-                .map_err(self.store.failed("completing a key"))?;
-            Ok(())
-        })
+        let done = self.store.pipeliner.complete(&self.key, self.window);
+        Box::pin(async move { done.await.map_err(self.store.failed("completing a key")) })
     }
 }
 
@@ -246,7 +184,7 @@ impl HeldKey for RedisHeld {
 
     fn release(mut self: Box<Self>) -> BoxFuture<'static, Result<(), StoreError>> {
         self.settled = true;
-        self.renewal.abort();
+        self.store.pipeliner.settled(&self.key);
         Box::pin(async move {
             let mut conn = self.store.manager.clone();
             let _: i64 = RELEASE
@@ -262,10 +200,10 @@ impl HeldKey for RedisHeld {
 
 impl Drop for RedisHeld {
     fn drop(&mut self) {
-        self.renewal.abort();
         if self.settled {
             return;
         }
+        self.store.pipeliner.settled(&self.key);
         // Abandoned (a shutdown past its grace): free the key now rather
         // than when the lease runs out, when a runtime is still there.
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
