@@ -146,7 +146,7 @@ impl Fixture {
 impl Drop for Fixture {
     fn drop(&mut self) {
         let topology = Topology::of(&self.spec);
-        let queues: Vec<String> = topology.queues().map(|q| q.name.clone()).collect();
+        let queues: Vec<String> = topology.every_queue().map(|q| q.name.clone()).collect();
         let exchanges: Vec<String> = topology
             .exchanges()
             .iter()
