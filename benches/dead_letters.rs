@@ -105,6 +105,10 @@ fn main() {
     }
     for row in &rows {
         println!(
+            "v{}: CPU seconds, client / broker: index read {:.1} / {:.1}, pass {:.1} / {:.1}",
+            row.version, row.index_cpu.0, row.index_cpu.1, row.pass_cpu.0, row.pass_cpu.1
+        );
+        println!(
             "v{}: declaring the dead-letter exchange, queue and binding took {:.0} ms, the index's two streams and binding {:.0} ms; broker memory during the index read peaked at {:.0} MiB",
             row.version,
             row.declare.0.as_secs_f64() * 1000.0,
@@ -146,6 +150,10 @@ struct Row {
     broker_before: Option<f64>,
     /// The broker's memory at the end of the index read.
     index_broker_peak: f64,
+    /// CPU seconds of this process and of the broker during the index
+    /// read, and during the pass.
+    index_cpu: (f64, f64),
+    pass_cpu: (f64, f64),
     broker_peak: f64,
 }
 
@@ -261,6 +269,8 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
         client_rss_mib: 0.0,
         broker_before,
         index_broker_peak: 0.0,
+        index_cpu: (0.0, 0.0),
+        pass_cpu: (0.0, 0.0),
         broker_peak: 0.0,
     };
     if ops.peek {
@@ -302,17 +312,20 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
     let mut from_index = None;
     if ops.groups {
         reset_peak_rss();
+        let cpu = cpu_seconds();
         let timed = Instant::now();
         let report = dlq
             .group_report(&DeadLetterFilter::default())
             .await
             .expect("groups");
-        row.groups = Some(timed.elapsed());
+        let took = timed.elapsed();
+        row.index_cpu = since(cpu);
+        row.groups = Some(took);
         row.index_rss_mib = peak_rss_mib();
         row.index_broker_peak = broker_memory_mib().unwrap_or(0.0);
         println!(
             "v{version}: groups from the index {:.1} s",
-            timed.elapsed().as_secs_f64()
+            took.as_secs_f64()
         );
         assert_eq!(
             report.source,
@@ -327,12 +340,14 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
     let dlq = dlq.use_index(false);
     if ops.pass {
         reset_peak_rss();
+        let cpu = cpu_seconds();
         let timed = Instant::now();
         let report = dlq
             .group_report(&DeadLetterFilter::default())
             .await
             .expect("groups");
         row.pass = Some(timed.elapsed());
+        row.pass_cpu = since(cpu);
         row.pass_rss_mib = peak_rss_mib();
         println!(
             "v{version}: groups with a pass {:.1} s",
@@ -516,4 +531,39 @@ fn broker_memory_mib() -> Option<f64> {
         .filter_map(|(_, v)| v.get("bytes").and_then(serde_json::Value::as_f64))
         .sum();
     Some(used / f64::from(1 << 20))
+}
+
+/// CPU seconds used so far by this process and by the broker (the
+/// `beam.smp` process, when it runs on this machine).
+fn cpu_seconds() -> (f64, f64) {
+    let ticks = |stat: &str| -> Option<f64> {
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let utime: f64 = fields.get(11)?.parse().ok()?;
+        let stime: f64 = fields.get(12)?.parse().ok()?;
+        Some((utime + stime) / 100.0)
+    };
+    let own = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| ticks(&s))
+        .unwrap_or(0.0);
+    let broker = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "beam.smp")
+        })
+        .filter_map(|e| {
+            std::fs::read_to_string(e.path().join("stat"))
+                .ok()
+                .and_then(|s| ticks(&s))
+        })
+        .sum();
+    (own, broker)
+}
+
+/// CPU seconds of this process and of the broker since `start`.
+fn since(start: (f64, f64)) -> (f64, f64) {
+    let now = cpu_seconds();
+    (now.0 - start.0, now.1 - start.1)
 }

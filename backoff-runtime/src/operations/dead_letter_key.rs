@@ -25,25 +25,34 @@ const KEY_HEADERS: [&str; 6] = [
 /// another format than a classic queue and gives them back converted.
 pub(crate) fn key_of(properties: &BasicProperties) -> u64 {
     let table = properties.headers().as_ref().map(|t| t.inner());
-    let mut parts: Vec<Option<Vec<u8>>> = vec![
-        properties
-            .message_id()
-            .as_ref()
-            .map(|s| s.as_str().as_bytes().to_vec()),
-        properties
-            .correlation_id()
-            .as_ref()
-            .map(|s| s.as_str().as_bytes().to_vec()),
-        properties.timestamp().map(|t| t.to_string().into_bytes()),
-    ];
-    for name in KEY_HEADERS {
-        parts.push(table.and_then(|t| t.get(name)).map(|value| {
-            let mut out = Vec::new();
-            normalized(value, &mut out);
-            out
-        }));
+    // Every part written into one buffer, each as its range (none: absent),
+    // so that a key costs one allocation.
+    let mut buffer = Vec::with_capacity(256);
+    let mut ranges: [Option<std::ops::Range<usize>>; 3 + KEY_HEADERS.len()] = Default::default();
+    let mut put = |buffer: &mut Vec<u8>, i: usize, write: &dyn Fn(&mut Vec<u8>)| {
+        let start = buffer.len();
+        write(buffer);
+        ranges[i] = Some(start..buffer.len());
+    };
+    if let Some(id) = properties.message_id() {
+        put(&mut buffer, 0, &|b| {
+            b.extend_from_slice(id.as_str().as_bytes())
+        });
     }
-    index_key(parts.iter().map(|p| p.as_deref()))
+    if let Some(id) = properties.correlation_id() {
+        put(&mut buffer, 1, &|b| {
+            b.extend_from_slice(id.as_str().as_bytes())
+        });
+    }
+    if let Some(at) = properties.timestamp() {
+        put(&mut buffer, 2, &|b| b.extend_from_slice(&at.to_le_bytes()));
+    }
+    for (i, name) in KEY_HEADERS.iter().enumerate() {
+        if let Some(value) = table.and_then(|t| t.get(*name)) {
+            put(&mut buffer, 3 + i, &|b| normalized(value, b));
+        }
+    }
+    index_key(ranges.iter().map(|r| r.clone().map(|r| &buffer[r])))
 }
 
 /// `value` as bytes that do not depend on its AMQP width or string type.
@@ -67,11 +76,11 @@ fn normalized(value: &AMQPValue, out: &mut Vec<u8>) {
             }
             out.push(b'}');
         }
-        AMQPValue::Timestamp(t) => out.extend_from_slice(t.to_string().as_bytes()),
+        AMQPValue::Timestamp(t) => out.extend_from_slice(&t.to_le_bytes()),
         other => match header_view(other) {
             HeaderValue::Str(s) => out.extend_from_slice(s.as_bytes()),
             HeaderValue::Bytes(b) => out.extend_from_slice(b),
-            HeaderValue::Int(n) => out.extend_from_slice(n.to_string().as_bytes()),
+            HeaderValue::Int(n) => out.extend_from_slice(&n.to_le_bytes()),
             HeaderValue::Float(f) => out.extend_from_slice(&f.to_bits().to_le_bytes()),
             HeaderValue::Bool(b) => out.push(u8::from(b)),
             HeaderValue::Other(kind) => out.extend_from_slice(kind.as_bytes()),
