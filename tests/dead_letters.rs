@@ -943,3 +943,35 @@ async fn the_in_memory_broker_has_no_index_and_groups_with_a_pass() {
     assert_eq!(discarded.matched.len(), 4);
     dlq.close().await;
 }
+
+#[tokio::test]
+async fn an_import_is_indexed_and_a_discard_of_everything_leaves_an_empty_index() {
+    let (spec, _cleanup) = declared("index-import").await;
+    let (connection, channel) = confirm_channel().await;
+    mixed_dead_letters(&channel, &spec, 0..6).await;
+    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let mut exported = Vec::new();
+    dlq.export(&DeadLetterFilter::default(), &mut exported)
+        .await
+        .unwrap();
+    let discarded = dlq.discard(&DeadLetterFilter::default()).await.unwrap();
+    assert_eq!(discarded.matched.len(), 6);
+    let empty = dlq
+        .group_report(&DeadLetterFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(empty.source, rabbit_backoff::GroupSource::Index);
+    assert!(empty.groups.is_empty());
+    // `dlq import` publishes through the dead-letter exchange: indexed.
+    let records = String::from_utf8(exported)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<rabbit_backoff::DeadLetterRecord>(line).unwrap())
+        .collect::<Vec<_>>();
+    assert_eq!(dlq.import(records).await.unwrap(), 6);
+    let (dlq, groups) = index_equals_pass(dlq, &spec).await;
+    assert_eq!(groups.len(), 3);
+    assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), 6);
+    dlq.close().await;
+    let _ = connection.close(200, "".into()).await;
+}
