@@ -9,21 +9,28 @@
 //! shorter run. Under `cargo test` it runs once with 3000 messages (past the
 //! window a pass holds), as a test.
 //!
+//! The dead letters go through the dead-letter exchange, as a consumer sends
+//! them, so the dead-letter index beside the queue (two streams, declared
+//! here as the framework declares them) has them too. `groups` is the
+//! library's `Dlq::group_report`, which reads the index (the run checks that
+//! it did); `pass` is the same call with `Dlq::use_index(false)`, a pass over
+//! the queue, and the run checks that both give the same groups.
+//!
 //! Side by side: `BENCH_QUEUE_VERSIONS=1,2` fills one dead-letter queue per
 //! classic queue version (`x-queue-version`, RabbitMQ 3.10+) and runs the
 //! operations over each in turn, so that their ratio is measured under the
-//! same load; `BENCH_OPS=groups` (any of `peek`, `groups`, `export`) runs
-//! only some operations; `index` adds what an index of failures in a
-//! stream would cost to write and to read (not a library operation).
+//! same load; `BENCH_OPS=groups` (any of `peek`, `groups`, `pass`,
+//! `export`) runs only some operations.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::options::{
+    BasicPublishOptions, ExchangeDeclareOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
-use rabbit_backoff::{DeadLetterFilter, Dlq};
-use rabbit_backoff_core::ConsumerSpec;
+use rabbit_backoff::{Argument, ConsumerSpec, DeadLetterFilter, Dlq, GroupSource, Topology};
 
 fn url() -> String {
     std::env::var("AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
@@ -44,9 +51,9 @@ fn main() {
                 .unwrap_or_else(|_| panic!("BENCH_QUEUE_VERSIONS: {v:?} is not 1 or 2"))
         })
         .collect();
-    let ops = std::env::var("BENCH_OPS").unwrap_or_else(|_| "peek,groups,export".to_owned());
+    let ops = std::env::var("BENCH_OPS").unwrap_or_else(|_| "peek,groups,pass,export".to_owned());
     let ops = Ops {
-        index: ops.contains("index"),
+        pass: ops.contains("pass"),
         peek: ops.contains("peek"),
         groups: ops.contains("groups"),
         export: ops.contains("export"),
@@ -68,9 +75,9 @@ fn main() {
     }
     println!();
     println!(
-        "| {n} dead letters of 1 KiB | queue version | peek --limit 5 | groups | export | client peak RSS | broker before → peak |"
+        "| {n} dead letters of 1 KiB | queue version | peek --limit 5 | groups (index) | groups (pass) | export | client peak RSS: index / pass / all | broker before → peak |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     let rate = |d: Option<Duration>| match d {
         Some(d) => format!(
             "{:.1} s ({:.0} msg/s)",
@@ -81,12 +88,15 @@ fn main() {
     };
     for row in &rows {
         println!(
-            "| | v{} | {} | {} | {} | {:.0} MiB | {} → {:.0} MiB |",
+            "| | v{} | {} | {} | {} | {} | {:.0} / {:.0} / {:.0} MiB | {} → {:.0} MiB |",
             row.version,
             row.peek
                 .map_or("-".to_owned(), |d| format!("{:.2} s", d.as_secs_f64())),
             rate(row.groups),
+            rate(row.pass),
             rate(row.export),
+            row.index_rss_mib,
+            row.pass_rss_mib,
             row.client_rss_mib,
             row.broker_before
                 .map_or("unknown".to_owned(), |m| format!("{m:.0}")),
@@ -94,15 +104,17 @@ fn main() {
         );
     }
     for row in &rows {
-        if let Some((write, read)) = row.index {
-            println!(
-                "index of {n} summaries in a stream: written in {:.1} s ({:.0} msg/s), groups read from it in {:.2} s ({:.0} msg/s)",
-                write.as_secs_f64(),
-                n as f64 / write.as_secs_f64(),
-                read.as_secs_f64(),
-                n as f64 / read.as_secs_f64()
-            );
-        }
+        println!(
+            "v{}: CPU seconds, client / broker: index read {:.1} / {:.1}, pass {:.1} / {:.1}",
+            row.version, row.index_cpu.0, row.index_cpu.1, row.pass_cpu.0, row.pass_cpu.1
+        );
+        println!(
+            "v{}: declaring the dead-letter exchange, queue and binding took {:.0} ms, the index's two streams and binding {:.0} ms; broker memory during the index read peaked at {:.0} MiB",
+            row.version,
+            row.declare.0.as_secs_f64() * 1000.0,
+            row.declare.1.as_secs_f64() * 1000.0,
+            row.index_broker_peak,
+        );
     }
     println!(
         "load average at the end: {}",
@@ -114,23 +126,34 @@ fn main() {
 
 #[derive(Clone, Copy)]
 struct Ops {
-    /// Not a library operation: the cost of an index of failures kept in a
-    /// stream beside the queue (see `index_read`).
-    index: bool,
     peek: bool,
+    /// `Dlq::group_report`: the index.
     groups: bool,
+    /// `Dlq::group_report` with `use_index(false)`: a pass.
+    pass: bool,
     export: bool,
 }
 
 /// The figures of one queue version.
 struct Row {
     version: u8,
-    index: Option<(Duration, Duration)>,
+    /// Declaring the dead-letter queue's objects, and the index's.
+    declare: (Duration, Duration),
     peek: Option<Duration>,
     groups: Option<Duration>,
+    pass: Option<Duration>,
     export: Option<Duration>,
+    /// This process's peak during the index read, the pass, and all.
+    index_rss_mib: f64,
+    pass_rss_mib: f64,
     client_rss_mib: f64,
     broker_before: Option<f64>,
+    /// The broker's memory at the end of the index read.
+    index_broker_peak: f64,
+    /// CPU seconds of this process and of the broker during the index
+    /// read, and during the pass.
+    index_cpu: (f64, f64),
+    pass_cpu: (f64, f64),
     broker_peak: f64,
 }
 
@@ -140,7 +163,9 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
     let spec = ConsumerSpec::new(queue.clone(), "1s".parse().expect("delays"));
-    let dead_letter_queue = spec.names().dead_letter_queue;
+    let names = spec.names();
+    let topology = Topology::of(&spec);
+    let dead_letter_queue = names.dead_letter_queue.clone();
     let connection = Connection::connect(&url(), ConnectionProperties::default())
         .await
         .expect("a broker at AMQP_URL (scripts/ensure-broker.sh starts one)");
@@ -153,6 +178,21 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
         durable: true,
         ..Default::default()
     };
+    // The dead-letter exchange and queue (of the queue version asked for),
+    // then the index beside it, as the framework declares it.
+    let declared = Instant::now();
+    channel
+        .exchange_declare(
+            names.dead_letter_exchange.as_str().into(),
+            lapin::ExchangeKind::Direct,
+            ExchangeDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .expect("the dead-letter exchange");
     let mut arguments = FieldTable::default();
     arguments.insert(
         "x-queue-version".into(),
@@ -162,11 +202,55 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
         .queue_declare(dead_letter_queue.as_str().into(), durable, arguments)
         .await
         .expect("the dead-letter queue");
+    channel
+        .queue_bind(
+            dead_letter_queue.as_str().into(),
+            names.dead_letter_exchange.as_str().into(),
+            names.dead_letter_routing_key.as_str().into(),
+            Default::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("the dead-letter queue's binding");
+    let declare_queue = declared.elapsed();
+    let declared = Instant::now();
+    let index = &topology.dead_letter_index;
+    for stream in index.queues() {
+        let mut arguments = FieldTable::default();
+        for (key, value) in &stream.arguments {
+            let value = match value {
+                Argument::Int(n) => AMQPValue::LongLongInt(*n),
+                Argument::Str(s) => AMQPValue::LongString(s.as_bytes().into()),
+            };
+            arguments.insert(key.as_str().into(), value);
+        }
+        channel
+            .queue_declare(stream.name.as_str().into(), durable, arguments)
+            .await
+            .expect("an index stream");
+    }
+    channel
+        .queue_bind(
+            index.binding.queue.as_str().into(),
+            index.binding.exchange.as_str().into(),
+            index.binding.routing_key.as_str().into(),
+            Default::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("the index's binding");
+    let declare_index = declared.elapsed();
 
     let started = Instant::now();
-    fill(&channel, &dead_letter_queue, n).await;
+    fill(
+        &channel,
+        &names.dead_letter_exchange,
+        &names.dead_letter_routing_key,
+        n,
+    )
+    .await;
     println!(
-        "v{version}: filled {dead_letter_queue} with {n} dead letters of 1 KiB in {:.1} s",
+        "v{version}: filled {dead_letter_queue} and its index with {n} dead letters of 1 KiB in {:.1} s",
         started.elapsed().as_secs_f64()
     );
     let broker_before = broker_memory_mib();
@@ -175,12 +259,18 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
     let dlq = Dlq::connect(&url(), &spec).await.expect("connects");
     let mut row = Row {
         version,
-        index: None,
+        declare: (declare_queue, declare_index),
         peek: None,
         groups: None,
+        pass: None,
         export: None,
+        index_rss_mib: 0.0,
+        pass_rss_mib: 0.0,
         client_rss_mib: 0.0,
         broker_before,
+        index_broker_peak: 0.0,
+        index_cpu: (0.0, 0.0),
+        pass_cpu: (0.0, 0.0),
         broker_peak: 0.0,
     };
     if ops.peek {
@@ -219,19 +309,55 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
             }
         }
     });
+    let mut from_index = None;
     if ops.groups {
+        reset_peak_rss();
+        let cpu = cpu_seconds();
         let timed = Instant::now();
-        let groups = dlq
-            .groups(&DeadLetterFilter::default())
+        let report = dlq
+            .group_report(&DeadLetterFilter::default())
             .await
             .expect("groups");
-        row.groups = Some(timed.elapsed());
-        println!("v{version}: groups {:.1} s", timed.elapsed().as_secs_f64());
-        assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), n);
-        assert_eq!(groups.len(), 3.min(n));
+        let took = timed.elapsed();
+        row.index_cpu = since(cpu);
+        row.groups = Some(took);
+        row.index_rss_mib = peak_rss_mib();
+        row.index_broker_peak = broker_memory_mib().unwrap_or(0.0);
+        println!(
+            "v{version}: groups from the index {:.1} s",
+            took.as_secs_f64()
+        );
+        assert_eq!(
+            report.source,
+            GroupSource::Index,
+            "read the index: {:?}",
+            report.fallback
+        );
+        assert_eq!(report.groups.iter().map(|g| g.count).sum::<usize>(), n);
+        assert_eq!(report.groups.len(), 3.min(n));
+        from_index = Some(report.groups);
     }
-    if ops.index {
-        row.index = Some(index_read(&connection, &dead_letter_queue, n).await);
+    let dlq = dlq.use_index(false);
+    if ops.pass {
+        reset_peak_rss();
+        let cpu = cpu_seconds();
+        let timed = Instant::now();
+        let report = dlq
+            .group_report(&DeadLetterFilter::default())
+            .await
+            .expect("groups");
+        row.pass = Some(timed.elapsed());
+        row.pass_cpu = since(cpu);
+        row.pass_rss_mib = peak_rss_mib();
+        println!(
+            "v{version}: groups with a pass {:.1} s",
+            timed.elapsed().as_secs_f64()
+        );
+        assert_eq!(report.source, GroupSource::Pass);
+        assert_eq!(report.groups.iter().map(|g| g.count).sum::<usize>(), n);
+        if let Some(from_index) = &from_index {
+            assert_eq!(&report.groups, from_index, "the index groups as a pass");
+        }
     }
     if ops.export {
         let timed = Instant::now();
@@ -251,7 +377,7 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
     }
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     row.broker_peak = sampler.await.unwrap_or(0.0);
-    row.client_rss_mib = peak_rss_mib();
+    row.client_rss_mib = peak_rss_mib().max(row.index_rss_mib).max(row.pass_rss_mib);
 
     let after = dlq
         .peek(&DeadLetterFilter::default().limit(3))
@@ -270,132 +396,33 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
     assert_eq!(after.kept, n, "nothing lost");
     dlq.close().await;
 
+    for queue in topology
+        .dead_letter_index
+        .queues()
+        .into_iter()
+        .map(|q| q.name.clone())
+        .chain([
+            dead_letter_queue.clone(),
+            format!("{dead_letter_queue}.pass"),
+        ])
+    {
+        let _ = channel
+            .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+            .await;
+    }
     let _ = channel
-        .queue_delete(
-            dead_letter_queue.as_str().into(),
-            QueueDeleteOptions::default(),
-        )
-        .await;
-    let _ = channel
-        .queue_delete(
-            format!("{dead_letter_queue}.pass").as_str().into(),
-            QueueDeleteOptions::default(),
+        .exchange_delete(
+            names.dead_letter_exchange.as_str().into(),
+            Default::default(),
         )
         .await;
     let _ = connection.close(200, "".into()).await;
     row
 }
 
-/// What an index of failures would cost, measured without one in the
-/// library: `n` compact summaries (group, reason, failed-at, message id,
-/// about 90 bytes) published to a stream queue beside the dead-letter queue,
-/// as a consumer would write one per dead letter (confirmed, in batches),
-/// then read from its first offset and tallied by group, as `groups` would.
-/// Returns the time to write and the time to read.
-async fn index_read(
-    connection: &Connection,
-    dead_letter_queue: &str,
-    n: usize,
-) -> (Duration, Duration) {
-    use futures_util::StreamExt;
-    let index = format!("{dead_letter_queue}.index");
-    let channel = connection.create_channel().await.expect("a channel");
-    channel
-        .confirm_select(Default::default())
-        .await
-        .expect("confirms");
-    let mut arguments = FieldTable::default();
-    arguments.insert(
-        "x-queue-type".into(),
-        AMQPValue::LongString("stream".as_bytes().into()),
-    );
-    channel
-        .queue_declare(
-            index.as_str().into(),
-            QueueDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            arguments,
-        )
-        .await
-        .expect("the index stream");
-    let written = Instant::now();
-    let mut pending = Vec::with_capacity(1000);
-    for i in 0..n {
-        let summary = format!(
-            r#"{{"g":"{:012x}","r":"exhausted","t":"2026-12-02T10:00:00.000Z","m":"m-{i}"}}"#,
-            i % 3
-        );
-        let confirm = channel
-            .basic_publish(
-                "".into(),
-                index.as_str().into(),
-                BasicPublishOptions::default(),
-                summary.as_bytes(),
-                BasicProperties::default().with_delivery_mode(2),
-            )
-            .await
-            .expect("publish");
-        pending.push(confirm);
-        if pending.len() == 1000 {
-            for confirm in pending.drain(..) {
-                confirm.await.expect("confirmed");
-            }
-        }
-    }
-    for confirm in pending {
-        confirm.await.expect("confirmed");
-    }
-    let write = written.elapsed();
-
-    let read = Instant::now();
-    channel
-        .basic_qos(1000, Default::default())
-        .await
-        .expect("qos");
-    let mut arguments = FieldTable::default();
-    arguments.insert(
-        "x-stream-offset".into(),
-        AMQPValue::LongString("first".as_bytes().into()),
-    );
-    let mut consumer = channel
-        .basic_consume(
-            index.as_str().into(),
-            "".into(),
-            Default::default(),
-            arguments,
-        )
-        .await
-        .expect("consume");
-    let mut groups = std::collections::HashMap::<String, usize>::new();
-    let mut seen = 0;
-    while seen < n {
-        let delivery = consumer.next().await.expect("open").expect("delivered");
-        let summary: serde_json::Value = serde_json::from_slice(&delivery.data).expect("JSON");
-        *groups
-            .entry(summary["g"].as_str().unwrap_or("").to_owned())
-            .or_default() += 1;
-        seen += 1;
-        if seen % 500 == 0 || seen == n {
-            delivery
-                .acker
-                .ack(lapin::options::BasicAckOptions { multiple: true })
-                .await
-                .expect("ack");
-        }
-    }
-    let read = read.elapsed();
-    assert_eq!(groups.values().sum::<usize>(), n);
-    let _ = channel
-        .queue_delete(index.as_str().into(), QueueDeleteOptions::default())
-        .await;
-    let _ = channel.close(200, "".into()).await;
-    (write, read)
-}
-
-/// Publishes `n` dead letters of 1 KiB, three kinds of error, confirmed in batches.
-async fn fill(channel: &lapin::Channel, queue: &str, n: usize) {
+/// Publishes `n` dead letters of 1 KiB, three kinds of error, confirmed in
+/// batches, through the dead-letter exchange as a consumer does.
+async fn fill(channel: &lapin::Channel, exchange: &str, routing_key: &str, n: usize) {
     let body = vec![b'x'; 1024];
     let mut pending = Vec::with_capacity(1000);
     for i in 0..n {
@@ -412,9 +439,12 @@ async fn fill(channel: &lapin::Channel, queue: &str, n: usize) {
         headers.insert("x-dead-letter-reason".into(), text("exhausted"));
         let confirm = channel
             .basic_publish(
-                "".into(),
-                queue.into(),
-                BasicPublishOptions::default(),
+                exchange.into(),
+                routing_key.into(),
+                BasicPublishOptions {
+                    mandatory: true,
+                    ..Default::default()
+                },
                 &body,
                 BasicProperties::default()
                     .with_delivery_mode(2)
@@ -501,4 +531,39 @@ fn broker_memory_mib() -> Option<f64> {
         .filter_map(|(_, v)| v.get("bytes").and_then(serde_json::Value::as_f64))
         .sum();
     Some(used / f64::from(1 << 20))
+}
+
+/// CPU seconds used so far by this process and by the broker (the
+/// `beam.smp` process, when it runs on this machine).
+fn cpu_seconds() -> (f64, f64) {
+    let ticks = |stat: &str| -> Option<f64> {
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let utime: f64 = fields.get(11)?.parse().ok()?;
+        let stime: f64 = fields.get(12)?.parse().ok()?;
+        Some((utime + stime) / 100.0)
+    };
+    let own = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| ticks(&s))
+        .unwrap_or(0.0);
+    let broker = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "beam.smp")
+        })
+        .filter_map(|e| {
+            std::fs::read_to_string(e.path().join("stat"))
+                .ok()
+                .and_then(|s| ticks(&s))
+        })
+        .sum();
+    (own, broker)
+}
+
+/// CPU seconds of this process and of the broker since `start`.
+fn since(start: (f64, f64)) -> (f64, f64) {
+    let now = cpu_seconds();
+    (now.0 - start.0, now.1 - start.1)
 }

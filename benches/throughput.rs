@@ -533,7 +533,7 @@ async fn depth(channel: &Channel, queue: &str) -> u32 {
 async fn delete(connection: &Connection, spec: &ConsumerSpec) {
     let topology = Topology::of(spec);
     let channel = connection.create_channel().await.expect("channel");
-    for q in topology.queues() {
+    for q in topology.every_queue() {
         let _ = channel
             .queue_delete(q.name.as_str().into(), QueueDeleteOptions::default())
             .await;

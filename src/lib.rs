@@ -46,15 +46,17 @@
 pub use rabbit_backoff_core::{
     ATTRIBUTE_KEYS, Argument, ArgumentDifference, Attempt, Binding, BindingDefinition,
     BindingListing, BreakerSpec, BreakerState, Classify, ConsumerSpec, DeadLetter,
-    DeadLetterReason, Decision, DeclareMode, Dedupe, DedupeKey, Definitions, DelayError, Delays,
-    ErrorClass, ExchangeDecl, ExchangeDefinition, ExchangeKind, FAILURE_HEADERS, FoundTopology,
-    HeaderValue, Jitter, KeyFate, MAX_DELAY_MS, MAX_ERROR_LEN, MAX_HEADER_DEPTH,
-    MAX_JITTER_PERCENT, MAX_TIERS, NameError, NameOverrides, Outcome, Policy, QueueDecl,
-    QueueDefinition, QueueListing, QueueType, REPLAY_HISTORY, REPLAY_HISTORY_LIMIT, REPLAYED_AT,
-    ReconnectBackoff, RetryCount, RetryCountWarning, RetryReturn, SUB_QUEUES, SpecError, Topology,
-    TopologyNames, Verdict, arguments, decide, deep_headers, discover, fingerprint, group_id,
-    headers, inbox_key, outbox_message_id, parse_duration, parse_failed_at, read_retry_count,
-    truncate_error, validate_name,
+    DeadLetterIndexDecl, DeadLetterReason, Decision, DeclareMode, Dedupe, DedupeKey, Definitions,
+    DelayError, Delays, ErrorClass, ExchangeDecl, ExchangeDefinition, ExchangeKind,
+    FAILURE_HEADERS, FoundTopology, HeaderValue, INDEX_MAX_BYTES, INDEX_REMOVALS_MAX_BYTES,
+    INDEX_REMOVALS_SEGMENT_BYTES, INDEX_SEGMENT_BYTES, Jitter, KeyFate, MAX_DELAY_MS,
+    MAX_ERROR_LEN, MAX_HEADER_DEPTH, MAX_JITTER_PERCENT, MAX_TIERS, NameError, NameOverrides,
+    Outcome, Policy, QueueDecl, QueueDefinition, QueueListing, QueueType, REPLAY_HISTORY,
+    REPLAY_HISTORY_LIMIT, REPLAYED_AT, ReconnectBackoff, RetryCount, RetryCountWarning,
+    RetryReturn, SUB_QUEUES, SpecError, Topology, TopologyNames, Verdict, arguments, decide,
+    deep_headers, discover, fingerprint, group_id, headers, inbox_key, index_key,
+    outbox_message_id, parse_duration, parse_failed_at, read_retry_count, truncate_error,
+    validate_name,
 };
 pub use rabbit_backoff_runtime::{meters, transport};
 
@@ -76,11 +78,12 @@ pub use rabbit_backoff_runtime::http;
 pub use rabbit_backoff_runtime::{
     BODY_PREVIEW_LEN, Consumer, ConsumerStatus, Context, ContextBuilder, DEFAULT_AMQP_URL,
     DeadLetterFilter, DeadLetterGroup, DeadLetterMessage, DeadLetterRecord, DeadLetterReport, Dlq,
-    Error, ExportReport, FromContext, GroupTally, Health, HealthWatch, MessageEdit, MissingObject,
-    Outgoing, PublishFailure, Publisher, QueueStatus, RecordError, RecordProperties, ReplayOptions,
-    RunningRuntime, Runtime, RuntimeBuilder, ShutdownHandle, SkippedMessage, State,
-    StateRequirement, TierListing, TypedValue, WaitingMessage, amqp_url_from_env, check_topology,
-    connect, declare_topology, is_marker_queue, lapin, list_retry_tier, status,
+    Error, ExportReport, FromContext, GroupReport, GroupSource, GroupTally, Health, HealthWatch,
+    IndexFallback, MessageEdit, MissingObject, Outgoing, PublishFailure, Publisher, QueueStatus,
+    RecordError, RecordProperties, ReplayOptions, RunningRuntime, Runtime, RuntimeBuilder,
+    ShutdownHandle, SkippedMessage, State, StateRequirement, TierListing, TypedValue,
+    WaitingMessage, amqp_url_from_env, check_topology, connect, declare_topology, is_marker_queue,
+    lapin, list_retry_tier, status,
 };
 
 /// Turns an `async fn` handler into a consumer of the same name.

@@ -87,6 +87,10 @@ impl Article {
         for &ms in &self.delays {
             cleanup = cleanup.queue(&self.retry_queue(ms));
         }
+        // The dead-letter index a declaring consumer adds beside its queue.
+        for stream in Topology::of(&self.spec()).dead_letter_index.queues() {
+            cleanup = cleanup.queue(&stream.name);
+        }
         cleanup
     }
 

@@ -651,3 +651,327 @@ async fn a_pass_longer_than_its_window_keeps_the_order_and_a_killed_one_is_put_r
     dlq.close().await;
     let _ = connection.close(200, "".into()).await;
 }
+
+/// Dead letters of three groups through the dead-letter exchange, as the
+/// consumer sends them: errors that differ only in their numbers, and two
+/// reasons.
+async fn mixed_dead_letters(channel: &Channel, spec: &ConsumerSpec, ids: std::ops::Range<u64>) {
+    for id in ids {
+        let (error, count) = match id % 3 {
+            0 => (format!("order {id} not found"), 0),
+            1 => (format!("payment gateway timeout after {id} ms"), 3),
+            _ => (format!("database unavailable: connection {id} refused"), 3),
+        };
+        dead_letter(channel, spec, id, &error, count).await;
+    }
+}
+
+/// The groups from the index and from a pass over the same queue, which
+/// must be equal; returns them.
+async fn index_equals_pass(
+    dlq: Dlq,
+    spec: &ConsumerSpec,
+) -> (Dlq, Vec<rabbit_backoff::DeadLetterGroup>) {
+    let from_index = dlq
+        .group_report(&DeadLetterFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        from_index.source,
+        rabbit_backoff::GroupSource::Index,
+        "{:?}",
+        from_index.fallback
+    );
+    assert_eq!(from_index.fallback, None);
+    let dlq = dlq.use_index(false);
+    let from_pass = dlq
+        .group_report(&DeadLetterFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(from_pass.source, rabbit_backoff::GroupSource::Pass);
+    assert_eq!(from_index.groups, from_pass.groups);
+    // A filter is applied to the index's entries as to the queue's messages.
+    let filter = DeadLetterFilter::default().error("timeout").unwrap();
+    let pass_filtered = dlq.groups(&filter).await.unwrap();
+    let dlq = dlq.use_index(true);
+    let filtered = dlq.group_report(&filter).await.unwrap();
+    assert_eq!(filtered.source, rabbit_backoff::GroupSource::Index);
+    assert_eq!(filtered.groups, pass_filtered);
+    let _ = spec;
+    (dlq, from_index.groups)
+}
+
+#[tokio::test]
+async fn groups_from_the_index_equal_groups_from_a_pass_before_and_after_replay_and_discard() {
+    let (spec, _cleanup) = declared("index-groups").await;
+    let (connection, channel) = confirm_channel().await;
+    mixed_dead_letters(&channel, &spec, 0..30).await;
+    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let (dlq, groups) = index_equals_pass(dlq, &spec).await;
+    assert_eq!(groups.len(), 3);
+    assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), 30);
+
+    // A replay and a discard write tombstones: the index still describes
+    // the queue. The replayed copies go to the work queue, not through the
+    // dead-letter exchange.
+    let replayed = dlq
+        .replay(
+            &DeadLetterFilter::default()
+                .error("timeout")
+                .unwrap()
+                .limit(4),
+            &ReplayOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(replayed.matched.len(), 4);
+    let discarded = dlq
+        .discard(&DeadLetterFilter::default().error("not found").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(discarded.matched.len(), 10);
+    let (dlq, groups) = index_equals_pass(dlq, &spec).await;
+    assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), 16);
+    assert_eq!(groups.len(), 2);
+
+    // New dead letters after the removals are indexed too.
+    mixed_dead_letters(&channel, &spec, 30..33).await;
+    let (dlq, groups) = index_equals_pass(dlq, &spec).await;
+    assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), 19);
+    dlq.close().await;
+    let _ = connection.close(200, "".into()).await;
+}
+
+#[tokio::test]
+async fn a_removal_without_a_tombstone_makes_groups_fall_back_to_a_pass() {
+    let (spec, _cleanup) = declared("index-fallback").await;
+    let names = spec.names();
+    let (connection, channel) = confirm_channel().await;
+    mixed_dead_letters(&channel, &spec, 0..9).await;
+    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let (dlq, _) = index_equals_pass(dlq, &spec).await;
+
+    // A basic.get (as the management UI does) takes one without a tombstone.
+    let got = channel
+        .basic_get(
+            names.dead_letter_queue.as_str().into(),
+            lapin::options::BasicGetOptions { no_ack: true },
+        )
+        .await
+        .unwrap();
+    assert!(got.is_some());
+    let report = dlq
+        .group_report(&DeadLetterFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(report.source, rabbit_backoff::GroupSource::Pass);
+    assert_eq!(
+        report.fallback,
+        Some(rabbit_backoff::IndexFallback::CountMismatch {
+            indexed: 9,
+            depth: 8
+        })
+    );
+    assert_eq!(report.groups.iter().map(|g| g.count).sum::<usize>(), 8);
+
+    // A purge leaves the index counting what is gone.
+    channel
+        .queue_purge(names.dead_letter_queue.as_str().into(), Default::default())
+        .await
+        .unwrap();
+    let report = dlq
+        .group_report(&DeadLetterFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(report.source, rabbit_backoff::GroupSource::Pass);
+    assert!(
+        matches!(
+            report.fallback,
+            Some(rabbit_backoff::IndexFallback::CountMismatch { depth: 0, .. })
+        ),
+        "{:?}",
+        report.fallback
+    );
+    assert!(report.groups.is_empty());
+    // A limited read always follows the queue.
+    let limited = dlq
+        .group_report(&DeadLetterFilter::default().limit(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        limited.fallback,
+        Some(rabbit_backoff::IndexFallback::Limited)
+    );
+    dlq.close().await;
+    let _ = connection.close(200, "".into()).await;
+}
+
+/// The broker's own dead-lettering (a reject without requeue, an expiry, a
+/// length limit) delivers "stateless" to the queues the dead-letter
+/// exchange routes to. RabbitMQ 3.10 drops such deliveries to a stream
+/// (`rabbit_stream_queue:deliver/2` skips them; rabbitmq-server#7846, in
+/// 3.11.x and 3.12, writes them): there the index misses them, and the
+/// count check must catch it. Either way the groups are the queue's.
+#[tokio::test]
+async fn the_brokers_own_dead_lettering_is_indexed_or_caught_by_the_count_check() {
+    let (spec, _cleanup) = declared("index-reject").await;
+    let names = spec.names();
+    let (connection, channel) = confirm_channel().await;
+    for id in 0..3u64 {
+        channel
+            .basic_publish(
+                "".into(),
+                names.queue.as_str().into(),
+                BasicPublishOptions::default(),
+                format!("{{\"id\":{id}}}").as_bytes(),
+                BasicProperties::default()
+                    .with_message_id(format!("r-{id}").into())
+                    .with_delivery_mode(2),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    // Rejected without requeue: the broker dead-letters them through the
+    // work queue's dead-letter exchange.
+    for _ in 0..3 {
+        let got = next_message_acked(&channel, &names.queue).await;
+        got.acker
+            .reject(lapin::options::BasicRejectOptions { requeue: false })
+            .await
+            .unwrap();
+    }
+    eventually_depth(&channel, &names.dead_letter_queue, 3).await;
+    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let report = dlq
+        .group_report(&DeadLetterFilter::default())
+        .await
+        .unwrap();
+    match report.source {
+        rabbit_backoff::GroupSource::Index => assert_eq!(report.fallback, None),
+        rabbit_backoff::GroupSource::Pass => assert_eq!(
+            report.fallback,
+            Some(rabbit_backoff::IndexFallback::CountMismatch {
+                indexed: 0,
+                depth: 3
+            }),
+            "the broker dropped its dead letters to the stream, and only those"
+        ),
+    }
+    assert_eq!(report.groups.len(), 1);
+    assert_eq!(report.groups[0].count, 3);
+    assert_eq!(report.groups[0].reason, "-");
+    let dlq = dlq.use_index(false);
+    assert_eq!(
+        dlq.groups(&DeadLetterFilter::default()).await.unwrap(),
+        report.groups
+    );
+    // Once they are gone through a pass, the index describes the queue again:
+    // a tombstone without an entry cancels nothing.
+    let dlq = dlq.use_index(true);
+    dlq.discard(&DeadLetterFilter::default()).await.unwrap();
+    mixed_dead_letters(&channel, &spec, 0..3).await;
+    let (dlq, groups) = index_equals_pass(dlq, &spec).await;
+    assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), 3);
+    dlq.close().await;
+    let _ = connection.close(200, "".into()).await;
+}
+
+/// Takes one message from `queue` for manual acknowledgement.
+async fn next_message_acked(channel: &Channel, queue: &str) -> lapin::message::BasicGetMessage {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(got) = channel
+            .basic_get(
+                queue.into(),
+                lapin::options::BasicGetOptions { no_ack: false },
+            )
+            .await
+            .unwrap()
+        {
+            return got;
+        }
+        assert!(Instant::now() < deadline, "nothing came to {queue}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_in_memory_broker_has_no_index_and_groups_with_a_pass() {
+    use rabbit_backoff::transport::Transport;
+    let broker = rabbit_backoff::testing::TestBroker::new();
+    let mut spec = process_job.spec();
+    spec.queue = "in-memory".into();
+    let connection = broker.connect().await.unwrap();
+    // Declaring the topology succeeds without the index (no streams here).
+    rabbit_backoff::declare_topology(&*connection, &Topology::of(&spec))
+        .await
+        .unwrap();
+    let names = spec.names();
+    let channel = connection.open_channel().await.unwrap();
+    for id in 0..4u64 {
+        let mut headers = FieldTable::default();
+        headers.insert(
+            "x-error".into(),
+            AMQPValue::LongString(format!("order {id} not found").into_bytes().into()),
+        );
+        let confirm = channel
+            .publish(
+                &names.dead_letter_exchange,
+                &names.dead_letter_routing_key,
+                b"{}",
+                BasicProperties::default()
+                    .with_message_id(format!("m-{id}").into())
+                    .with_headers(headers),
+            )
+            .await
+            .unwrap();
+        assert_eq!(confirm, rabbit_backoff::transport::Confirm::Ack);
+    }
+    let dlq = Dlq::with_transport(broker.clone(), &spec).await.unwrap();
+    let report = dlq
+        .group_report(&DeadLetterFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(report.source, rabbit_backoff::GroupSource::Pass);
+    assert_eq!(report.fallback, Some(rabbit_backoff::IndexFallback::Absent));
+    assert_eq!(report.groups.len(), 1);
+    assert_eq!(report.groups[0].count, 4);
+    // A discard writes no tombstone anywhere, and does not fail for it.
+    let discarded = dlq.discard(&DeadLetterFilter::default()).await.unwrap();
+    assert_eq!(discarded.matched.len(), 4);
+    dlq.close().await;
+}
+
+#[tokio::test]
+async fn an_import_is_indexed_and_a_discard_of_everything_leaves_an_empty_index() {
+    let (spec, _cleanup) = declared("index-import").await;
+    let (connection, channel) = confirm_channel().await;
+    mixed_dead_letters(&channel, &spec, 0..6).await;
+    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let mut exported = Vec::new();
+    dlq.export(&DeadLetterFilter::default(), &mut exported)
+        .await
+        .unwrap();
+    let discarded = dlq.discard(&DeadLetterFilter::default()).await.unwrap();
+    assert_eq!(discarded.matched.len(), 6);
+    let empty = dlq
+        .group_report(&DeadLetterFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(empty.source, rabbit_backoff::GroupSource::Index);
+    assert!(empty.groups.is_empty());
+    // `dlq import` publishes through the dead-letter exchange: indexed.
+    let records = String::from_utf8(exported)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str::<rabbit_backoff::DeadLetterRecord>(line).unwrap())
+        .collect::<Vec<_>>();
+    assert_eq!(dlq.import(records).await.unwrap(), 6);
+    let (dlq, groups) = index_equals_pass(dlq, &spec).await;
+    assert_eq!(groups.len(), 3);
+    assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), 6);
+    dlq.close().await;
+    let _ = connection.close(200, "".into()).await;
+}

@@ -100,7 +100,11 @@ async fn an_existing_topology_declared_by_another_client_is_adopted() {
         .exchange(&work_exchange)
         .exchange(&retry_exchange)
         .exchange(&dlx);
-    cleanup = cleanup.queue(&work_queue).queue(&dlq);
+    cleanup = cleanup
+        .queue(&work_queue)
+        .queue(&dlq)
+        .queue(&format!("{dlq}.index"))
+        .queue(&format!("{dlq}.index.removed"));
     for ms in delays {
         cleanup = cleanup.queue(&retry(ms));
     }

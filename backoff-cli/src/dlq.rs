@@ -10,6 +10,7 @@ use rabbit_backoff::{
 
 use crate::consumer_args::ConsumerArgs;
 use crate::filter_args::FilterArgs;
+use crate::sourced_groups;
 use crate::table;
 
 #[derive(Debug, Subcommand)]
@@ -158,16 +159,20 @@ async fn groups(
     json: bool,
 ) -> Result<ExitCode, String> {
     let dlq = connect(url, consumer).await?;
-    let groups = dlq.groups(filter).await;
+    let report = dlq.group_report(filter).await;
     dlq.close().await;
-    let groups = groups.map_err(|e| e.to_string())?;
+    let report = report.map_err(|e| e.to_string())?;
+    let read_from = sourced_groups::read_from(&report);
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&groups).map_err(|e| e.to_string())?
+            serde_json::to_string_pretty(&sourced_groups::sourced(&report))
+                .map_err(|e| e.to_string())?
         );
+        eprintln!("{}: {read_from}", dlq.dead_letter_queue());
         return Ok(ExitCode::SUCCESS);
     }
+    let groups = &report.groups;
     let text = |s: &Option<String>| s.clone().unwrap_or_else(|| "-".to_owned());
     let rows: Vec<Vec<String>> = groups
         .iter()
@@ -192,7 +197,7 @@ async fn groups(
     let total: usize = groups.iter().map(|g| g.count).sum();
     let plural = if groups.len() == 1 { "group" } else { "groups" };
     println!(
-        "{}: {total} dead letters in {} {plural}",
+        "{}: {total} dead letters in {} {plural} ({read_from})",
         dlq.dead_letter_queue(),
         groups.len()
     );

@@ -10,6 +10,7 @@ mod discovery;
 mod dlq;
 mod filter_args;
 mod management;
+mod sourced_groups;
 mod status;
 mod table;
 mod topology;

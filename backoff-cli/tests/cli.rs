@@ -705,6 +705,8 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
     assert_eq!(groups.len(), 2, "{groups:?}");
     for group in groups {
         assert_eq!(group["count"], 5);
+        // The fixture's queues have no dead-letter index beside them.
+        assert_eq!(group["source"], "pass");
         assert_eq!(group["id"].as_str().unwrap().len(), 12);
         assert!(
             group["first_failed_at"].as_str().unwrap() < group["last_failed_at"].as_str().unwrap()
@@ -726,6 +728,10 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
     assert_eq!(again.as_array().unwrap(), groups);
     let table = stdout(&cli(&["dlq", "groups", "--queue", q]));
     assert!(table.contains("10 dead letters in 2 groups"), "{table}");
+    assert!(
+        table.contains("read with a pass over the queue: there is no index beside the queue"),
+        "{table}"
+    );
 
     // Export everything, and one group.
     let dir = std::env::temp_dir().join(unique("export"));

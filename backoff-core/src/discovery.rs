@@ -95,9 +95,16 @@ pub fn discover(
             let key = work
                 .text(arg::DEAD_LETTER_ROUTING_KEY)
                 .unwrap_or(work.name.as_str());
+            // The dead-letter index, a stream bound beside the dead-letter
+            // queue with the same key, is not the queue.
+            let is_stream = |name: &str| {
+                queues
+                    .iter()
+                    .any(|q| q.name == name && q.text(arg::QUEUE_TYPE) == Some(arg::STREAM))
+            };
             let dead_letter_queue = route(dead_letter_exchange, key)
                 .into_iter()
-                .find(|q| *q != work.name)?;
+                .find(|q| *q != work.name && !is_stream(q))?;
             let mut retry_return = RetryReturn::Queue;
             let mut retry_queues: Vec<(String, u64)> = queues
                 .iter()
@@ -143,15 +150,16 @@ mod tests {
 
     fn listing(topology: &Topology) -> (Vec<QueueListing>, Vec<BindingListing>) {
         let queues = topology
-            .queues()
+            .every_queue()
             .map(|q| QueueListing {
                 name: q.name.clone(),
                 arguments: q.arguments.clone(),
             })
             .collect();
-        let bindings = topology
-            .bindings
-            .iter()
+        // The index's binding first: the index is still not taken for the
+        // dead-letter queue.
+        let bindings = std::iter::once(&topology.dead_letter_index.binding)
+            .chain(&topology.bindings)
             .map(|b| BindingListing {
                 exchange: b.exchange.clone(),
                 queue: b.queue.clone(),

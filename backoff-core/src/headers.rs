@@ -51,6 +51,10 @@ pub const ORIGINAL_HEADERS: &str = "x-original-headers";
 /// last dead letter, and stop when it comes round. Its value is the pass's
 /// id.
 pub const PASS_SENTINEL: &str = "x-rabbit-backoff-pass";
+/// Marks the end of a read of the dead-letter index: `dlq groups` publishes
+/// one message with this header (its value the read's id) to each index
+/// stream, and reads up to it. Readers skip every message that has it.
+pub const INDEX_MARKER: &str = "x-rabbit-backoff-index-marker";
 /// Stands for headers that nest deeper than
 /// [`MAX_HEADER_DEPTH`](crate::MAX_HEADER_DEPTH): the runtime's connection
 /// hands a delivery whose headers nest that deep to lapin with this one

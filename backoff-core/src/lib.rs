@@ -41,6 +41,7 @@ mod fingerprint;
 mod frame_fit;
 mod header_value;
 pub mod headers;
+mod index_key;
 mod jitter;
 mod names;
 mod reconnect;
@@ -69,6 +70,7 @@ pub use frame_fit::{
 };
 pub use header_value::HeaderValue;
 pub use headers::{REPLAY_HISTORY, REPLAYED_AT};
+pub use index_key::index_key;
 pub use jitter::{Jitter, MAX_JITTER_PERCENT, SUB_QUEUES};
 pub use names::{NameError, NameOverrides, TopologyNames, validate_name};
 pub use reconnect::ReconnectBackoff;
@@ -76,5 +78,7 @@ pub use replay::{FAILURE_HEADERS, REPLAY_HISTORY_LIMIT, history_overflow, replay
 pub use retry_count::{RetryCount, RetryCountWarning, read_retry_count};
 pub use spec::{ConsumerSpec, DeclareMode, ExchangeKind, QueueType, RetryReturn, SpecError};
 pub use topology::{
-    Argument, ArgumentDifference, Binding, ExchangeDecl, QueueDecl, Topology, arguments,
+    Argument, ArgumentDifference, Binding, DeadLetterIndexDecl, ExchangeDecl, INDEX_MAX_BYTES,
+    INDEX_REMOVALS_MAX_BYTES, INDEX_REMOVALS_SEGMENT_BYTES, INDEX_SEGMENT_BYTES, QueueDecl,
+    Topology, arguments,
 };

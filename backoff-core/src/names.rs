@@ -54,6 +54,12 @@ pub struct TopologyNames {
     pub dead_letter_routing_key: String,
 }
 
+/// What the dead-letter index's name adds to the dead-letter queue's.
+const INDEX_SUFFIX: &str = ".index";
+
+/// What the index's tombstone stream adds to the index's name.
+const REMOVALS_SUFFIX: &str = ".removed";
+
 /// The placeholder a retry queue pattern must contain.
 pub(crate) const MS_PLACEHOLDER: &str = "{ms}";
 
@@ -74,6 +80,26 @@ impl TopologyNames {
                 format!("{queue}.dlq"),
             ),
         }
+    }
+
+    /// The dead-letter index: a stream beside the dead-letter queue, bound to
+    /// the dead-letter exchange with the same routing key, so that the broker
+    /// writes every dead letter to both (`<dead-letter queue>.index`).
+    ///
+    /// ```
+    /// # use rabbit_backoff::{NameOverrides, TopologyNames};
+    /// let names = TopologyNames::resolve("orders", &NameOverrides::default());
+    /// assert_eq!(names.dead_letter_index(), "orders.dlq.index");
+    /// assert_eq!(names.dead_letter_index_removals(), "orders.dlq.index.removed");
+    /// ```
+    pub fn dead_letter_index(&self) -> String {
+        format!("{}{INDEX_SUFFIX}", self.dead_letter_queue)
+    }
+
+    /// The stream of the index's tombstones: what the operator tools removed
+    /// from the dead-letter queue (`<dead-letter queue>.index.removed`).
+    pub fn dead_letter_index_removals(&self) -> String {
+        format!("{}{INDEX_SUFFIX}{REMOVALS_SUFFIX}", self.dead_letter_queue)
     }
 
     /// The name of the retry queue for a delay of `ms` milliseconds.

@@ -19,7 +19,31 @@ pub mod arguments {
     pub const DEAD_LETTER_STRATEGY: &str = "x-dead-letter-strategy";
     /// What a full queue does with a new message.
     pub const OVERFLOW: &str = "x-overflow";
+    /// The most bytes a stream keeps: past it, its oldest segments go.
+    pub const MAX_LENGTH_BYTES: &str = "x-max-length-bytes";
+    /// The size of a stream's segment files, the unit its retention drops.
+    pub const STREAM_MAX_SEGMENT_SIZE_BYTES: &str = "x-stream-max-segment-size-bytes";
+    /// The `x-queue-type` of a stream.
+    pub const STREAM: &str = "stream";
 }
+
+/// The retention of the dead-letter index (`x-max-length-bytes`): 2 GiB,
+/// about 1.6 million dead letters of 1 KiB. Past it the broker drops the
+/// oldest segment, the index no longer counts what the dead-letter queue
+/// holds, and `dlq groups` reads the queue instead.
+pub const INDEX_MAX_BYTES: i64 = 2 << 30;
+
+/// The segment size of the dead-letter index: retention drops whole
+/// segments, so the index keeps between [`INDEX_MAX_BYTES`] less one segment
+/// and [`INDEX_MAX_BYTES`].
+pub const INDEX_SEGMENT_BYTES: i64 = 100 << 20;
+
+/// The retention of the index's tombstones: 128 MiB, 8 bytes per removed
+/// dead letter, more than the removals of every entry the index can hold.
+pub const INDEX_REMOVALS_MAX_BYTES: i64 = 128 << 20;
+
+/// The segment size of the index's tombstone stream.
+pub const INDEX_REMOVALS_SEGMENT_BYTES: i64 = 16 << 20;
 
 use arguments as arg;
 
@@ -131,6 +155,74 @@ pub struct Binding {
     pub routing_key: String,
 }
 
+/// The dead-letter index: two streams beside the dead-letter queue. The
+/// broker writes every dead letter to `entries` as it writes it to the
+/// dead-letter queue (one binding, the same routing key), whatever sends it:
+/// the consumer, the broker's own dead-lettering, `dlq import`. The operator
+/// tools write what they remove from the queue to `removals`. `dlq groups`
+/// reads both instead of the queue.
+///
+/// ```
+/// use rabbit_backoff::{Argument, ConsumerSpec, Topology};
+///
+/// let spec = ConsumerSpec::new("orders", "5s".parse()?);
+/// let index = Topology::of(&spec).dead_letter_index;
+/// assert_eq!(index.entries.name, "orders.dlq.index");
+/// assert_eq!(index.entries.argument("x-queue-type"), Some(&Argument::Str("stream".into())));
+/// assert_eq!(index.binding.exchange, "orders.dlx");
+/// assert_eq!(index.binding.routing_key, "orders.dlq");
+/// assert_eq!(index.removals.name, "orders.dlq.index.removed");
+/// # Ok::<(), rabbit_backoff::DelayError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetterIndexDecl {
+    /// The stream of dead letters, bound beside the dead-letter queue.
+    pub entries: QueueDecl,
+    /// The stream of tombstones, written to directly.
+    pub removals: QueueDecl,
+    /// The binding of `entries`: the dead-letter queue's exchange and key.
+    pub binding: Binding,
+}
+
+impl DeadLetterIndexDecl {
+    fn of(names: &crate::TopologyNames) -> Self {
+        let stream = |name: String, max: i64, segment: i64| QueueDecl {
+            name,
+            arguments: vec![
+                (arg::QUEUE_TYPE.to_owned(), s(arg::STREAM)),
+                (arg::MAX_LENGTH_BYTES.to_owned(), Argument::Int(max)),
+                (
+                    arg::STREAM_MAX_SEGMENT_SIZE_BYTES.to_owned(),
+                    Argument::Int(segment),
+                ),
+            ],
+        };
+        let entries = stream(
+            names.dead_letter_index(),
+            INDEX_MAX_BYTES,
+            INDEX_SEGMENT_BYTES,
+        );
+        DeadLetterIndexDecl {
+            binding: Binding {
+                queue: entries.name.clone(),
+                exchange: names.dead_letter_exchange.clone(),
+                routing_key: names.dead_letter_routing_key.clone(),
+            },
+            entries,
+            removals: stream(
+                names.dead_letter_index_removals(),
+                INDEX_REMOVALS_MAX_BYTES,
+                INDEX_REMOVALS_SEGMENT_BYTES,
+            ),
+        }
+    }
+
+    /// Its two streams.
+    pub fn queues(&self) -> [&QueueDecl; 2] {
+        [&self.entries, &self.removals]
+    }
+}
+
 /// Everything one consumer declares, in declaration order (exchanges, then
 /// queues, then bindings).
 ///
@@ -165,6 +257,11 @@ pub struct Topology {
     pub dead_letter_queue: QueueDecl,
     /// Every binding.
     pub bindings: Vec<Binding>,
+    /// The dead-letter index, declared after the rest when the broker can
+    /// (not on the in-memory broker, which has no streams); not part of
+    /// [`queues`](Self::queues) or [`bindings`](Self::bindings), which a
+    /// consumer needs and a passive declaration checks.
+    pub dead_letter_index: DeadLetterIndexDecl,
 }
 
 fn s(v: &str) -> Argument {
@@ -261,6 +358,7 @@ impl Topology {
                 arguments: dlq_args,
             },
             bindings,
+            dead_letter_index: DeadLetterIndexDecl::of(&n),
         }
     }
 
@@ -295,6 +393,21 @@ impl Topology {
             &self.retry_exchange,
             &self.dead_letter_exchange,
         ]
+    }
+
+    /// Every queue the topology may hold: [`queues`](Self::queues), then the
+    /// streams of the dead-letter index. What to delete to remove it all.
+    ///
+    /// ```
+    /// use rabbit_backoff::{ConsumerSpec, Topology};
+    ///
+    /// let topology = Topology::of(&ConsumerSpec::new("orders", "5s".parse()?));
+    /// assert_eq!(topology.queues().count(), 3);
+    /// assert_eq!(topology.every_queue().count(), 5);
+    /// # Ok::<(), rabbit_backoff::DelayError>(())
+    /// ```
+    pub fn every_queue(&self) -> impl Iterator<Item = &QueueDecl> {
+        self.queues().chain(self.dead_letter_index.queues())
     }
 
     /// The queues, in declaration order: dead-letter queue, retry queues, work queue.

@@ -43,6 +43,8 @@ pub use operations::dead_letter_record::{
     DeadLetterRecord, RecordError, RecordProperties, TypedValue,
 };
 pub use operations::dlq::{DeadLetterReport, Dlq, ExportReport, ReplayOptions, SkippedMessage};
+pub use operations::group_report::{GroupReport, GroupSource};
+pub use operations::index_fallback::IndexFallback;
 pub use operations::message_edit::MessageEdit;
 pub use operations::retry_tier::{TierListing, WaitingMessage, list_retry_tier};
 pub use operations::status::{ConsumerStatus, QueueStatus, status};

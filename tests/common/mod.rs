@@ -58,7 +58,7 @@ impl Cleanup {
     pub fn of(spec: &ConsumerSpec) -> Self {
         let topology = Topology::of(spec);
         Cleanup {
-            queues: topology.queues().map(|q| q.name.clone()).collect(),
+            queues: topology.every_queue().map(|q| q.name.clone()).collect(),
             exchanges: topology
                 .exchanges()
                 .iter()

@@ -29,6 +29,7 @@ use super::selection::{Search, Selection};
 use super::single_flight::SingleFlight;
 use super::timeline::{Chart, Timeline};
 use crate::discovery::{self, DiscoveredConsumer};
+use crate::sourced_groups;
 
 /// The most messages one listing returns.
 const MAX_LISTED: usize = 500;
@@ -176,9 +177,9 @@ async fn groups(
         .run(key, || async move {
             let _one_at_a_time = c.lock(&queue).await;
             let dlq = c.dlq(&queue).await?.1;
-            let groups = dlq.groups(&DeadLetterFilter::default()).await;
+            let report = dlq.group_report(&DeadLetterFilter::default()).await;
             dlq.close().await;
-            to_value(&groups.map_err(ApiError::broker)?)
+            to_value(&sourced_groups::sourced(&report.map_err(ApiError::broker)?))
         })
         .await?;
     Ok(Json((*shared).clone()))

@@ -11,9 +11,13 @@ use serde::Serialize;
 
 use crate::operations::dead_letter_filter::DeadLetterFilter;
 use crate::operations::dead_letter_group::{DeadLetterGroup, GroupTally};
+use crate::operations::dead_letter_index::index_groups;
 use crate::operations::dead_letter_message::DeadLetterMessage;
 use crate::operations::dead_letter_pass::Pass;
 use crate::operations::dead_letter_record::DeadLetterRecord;
+use crate::operations::dead_letter_tombstones::Tombstones;
+use crate::operations::group_report::{GroupReport, GroupSource};
+use crate::operations::index_fallback::IndexFallback;
 use crate::operations::message_edit::MessageEdit;
 use crate::settle::copy::{now_rfc3339, republish_properties};
 use crate::settle::settlement::{Settler, Target};
@@ -95,6 +99,7 @@ pub struct Dlq {
     names: TopologyNames,
     quorum: bool,
     confirm_timeout: Duration,
+    use_index: bool,
 }
 
 enum Mode<'a> {
@@ -132,6 +137,7 @@ impl Dlq {
             names: spec.names(),
             quorum: spec.queue_type == QueueType::Quorum,
             confirm_timeout: Duration::from_secs(30),
+            use_index: true,
         })
     }
 
@@ -146,16 +152,84 @@ impl Dlq {
         self.scan(filter, Mode::Peek, Sink::Collect).await
     }
 
+    /// Whether [`groups`](Self::groups) reads the dead-letter index when
+    /// there is one (the default), or always a pass over the queue.
+    ///
+    /// ```no_run
+    /// # async fn demo(spec: rabbit_backoff::ConsumerSpec) -> Result<(), rabbit_backoff::Error> {
+    /// use rabbit_backoff::{DeadLetterFilter, Dlq, GroupSource};
+    ///
+    /// let dlq = Dlq::connect("amqp://guest:guest@127.0.0.1:5672/%2f", &spec)
+    ///     .await?
+    ///     .use_index(false);
+    /// let report = dlq.group_report(&DeadLetterFilter::default()).await?;
+    /// assert_eq!(report.source, GroupSource::Pass);
+    /// # Ok(()) }
+    /// ```
+    pub fn use_index(mut self, use_index: bool) -> Self {
+        self.use_index = use_index;
+        self
+    }
+
     /// The matching messages grouped by reason and error fingerprint, largest
-    /// group first, without removing any or changing their order.
+    /// group first, without removing any or changing their order: from the
+    /// dead-letter index when it describes the queue, else from a pass
+    /// ([`group_report`](Self::group_report) says which).
     pub async fn groups(&self, filter: &DeadLetterFilter) -> Result<Vec<DeadLetterGroup>, Error> {
+        Ok(self.group_report(filter).await?.groups)
+    }
+
+    /// [`groups`](Self::groups), with where they were read from.
+    ///
+    /// The dead-letter index (two streams beside the queue, see
+    /// [`DeadLetterIndexDecl`](rabbit_backoff_core::DeadLetterIndexDecl))
+    /// is read when it exists: the entries the broker wrote as it
+    /// dead-lettered each message, less the tombstones the operator tools
+    /// wrote for what they removed, grouped as a pass groups them, without
+    /// touching the queue. Then the count check: when the live entries are
+    /// not as many as the queue's ready messages (the index's retention
+    /// dropped some; messages left without a tombstone, by a purge, a
+    /// `basic.get`, a length limit, a shovel; or arrived without the
+    /// dead-letter exchange), the index does not describe the queue, and a
+    /// pass reads it instead ([`GroupReport::fallback`] says why, and a
+    /// `tracing` line too). A filter with a `limit` is always a pass.
+    ///
+    /// The blind spot: a removal that writes no tombstone and an arrival
+    /// that writes no entry cancel out in the count, and the index then
+    /// groups the message that left instead of the one that came, until
+    /// either leaves the queue through a pass.
+    pub async fn group_report(&self, filter: &DeadLetterFilter) -> Result<GroupReport, Error> {
+        let fallback = if self.use_index {
+            match index_groups(&*self.connection, &self.names, filter).await {
+                Ok(groups) => {
+                    return Ok(GroupReport {
+                        groups,
+                        source: GroupSource::Index,
+                        fallback: None,
+                    });
+                }
+                Err(why) => why,
+            }
+        } else {
+            IndexFallback::NotAsked
+        };
+        if !matches!(fallback, IndexFallback::Absent | IndexFallback::NotAsked) {
+            tracing::info!(
+                "{}: grouping with a pass over the queue: {fallback}",
+                self.names.dead_letter_queue
+            );
+        }
         let mut tally = GroupTally::default();
         let mut add = |_: &Delivery, message: &DeadLetterMessage| {
             tally.add(message);
             Ok(())
         };
         self.scan(filter, Mode::Peek, Sink::Visit(&mut add)).await?;
-        Ok(tally.into_groups())
+        Ok(GroupReport {
+            groups: tally.into_groups(),
+            source: GroupSource::Pass,
+            fallback: Some(fallback),
+        })
     }
 
     /// Calls `visit` with each matching message, whole, and its summary,
@@ -325,8 +399,16 @@ impl Dlq {
             )),
             _ => None,
         };
+        let mut tombstones = Tombstones::new(&self.names);
         let outcome = self
-            .apply(&mut pass, settler.as_ref(), filter, &mode, &mut sink)
+            .apply(
+                &mut pass,
+                settler.as_ref(),
+                filter,
+                &mode,
+                &mut sink,
+                &mut tombstones,
+            )
             .await;
         if let Some(settler) = settler {
             settler.close().await;
@@ -336,11 +418,18 @@ impl Dlq {
             Err(e) => {
                 // Every unsettled message returns as the channel closes.
                 pass.abort().await;
+                // Some removals may have been settled: their tombstones are
+                // written; where a message came back after all, the index
+                // no longer counts what the queue holds, and reading it
+                // falls back to a pass.
+                self.write_tombstones(tombstones).await;
                 return Err(e);
             }
         };
         let total = pass.total();
-        pass.finish().await?;
+        let finished = pass.finish().await;
+        self.write_tombstones(tombstones).await;
+        finished?;
         let kept = total.saturating_sub(removed);
         self.wait_until_returned(&queue, kept).await?;
         Ok(DeadLetterReport {
@@ -360,6 +449,7 @@ impl Dlq {
         filter: &DeadLetterFilter,
         mode: &Mode<'_>,
         sink: &mut Sink<'_>,
+        tombstones: &mut Tombstones,
     ) -> Result<(Vec<DeadLetterMessage>, Vec<SkippedMessage>, usize), Error> {
         let queue = &self.names.dead_letter_queue;
         let interval = match mode {
@@ -397,6 +487,7 @@ impl Dlq {
                     pass.keep(delivery).await?;
                 }
                 Mode::Discard => {
+                    tombstones.add(&delivery.properties);
                     pass.remove(delivery).await?;
                     removed += 1;
                 }
@@ -416,6 +507,7 @@ impl Dlq {
                         pass.keep(delivery).await?;
                         continue;
                     }
+                    tombstones.add(&delivery.properties);
                     pass.remove(delivery).await?;
                     removed += 1;
                 }
@@ -425,6 +517,19 @@ impl Dlq {
             }
         }
         Ok((matched, skipped, removed))
+    }
+
+    /// Writes the tombstones of what a pass removed; a failure is logged
+    /// (the index then no longer counts what the queue holds, and reading
+    /// it falls back to a pass).
+    async fn write_tombstones(&self, tombstones: Tombstones) {
+        if let Err(e) = tombstones.write(&*self.connection).await {
+            tracing::warn!(
+                "{}: the dead-letter index's tombstones were not written ({e}); `dlq groups` \
+                 reads the queue until the index counts it again",
+                self.names.dead_letter_queue
+            );
+        }
     }
 
     /// A classic queue takes returned messages back as the channel closes;

@@ -11,13 +11,13 @@ use lapin::options::{
     BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
     QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
-use lapin::types::{FieldTable, ShortString};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Confirmation};
 use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 
 use super::{
     Acker, Channel, Confirm, Connection, Deliveries, Delivery, Lost, LostSignal, PendingConfirm,
-    QueueInfo, Settle, Transport, TransportError,
+    QueueInfo, Settle, StreamOffset, Transport, TransportError,
 };
 use crate::transport::connector::connect_node;
 use crate::transport::error::redact;
@@ -25,6 +25,9 @@ use crate::transport::lapin_error::transport_error;
 use crate::transport::values::arguments_table;
 
 pub use crate::transport::frame_guard::MAX_FRAME_SIZE;
+
+/// The consumer argument that says where a stream consumer starts.
+const STREAM_OFFSET: &str = "x-stream-offset";
 
 /// A RabbitMQ reached at an `amqp://` (or, with the `tls` feature,
 /// `amqps://`) address.
@@ -252,6 +255,35 @@ impl AmqpChannel {
     ) -> BoxFuture<'a, Result<T, TransportError>> {
         Box::pin(self.lost.or_fail(operation))
     }
+
+    /// Starts a consumer of `queue` with `arguments`, manual acknowledgement.
+    fn consume_with<'a>(
+        &'a self,
+        queue: &'a str,
+        arguments: FieldTable,
+    ) -> BoxFuture<'a, Result<Deliveries, TransportError>> {
+        self.guarded(async move {
+            let consumer = self
+                .inner
+                .basic_consume(
+                    short(queue)?,
+                    ShortString::from(""),
+                    BasicConsumeOptions::default(),
+                    arguments,
+                )
+                .await
+                .map_err(transport_error)?;
+            let consumer_tag = consumer.tag().to_string();
+            let lost = self.lost.clone();
+            let deliveries =
+                consumer.map(move |item| item.map(|d| delivery(d, &lost)).map_err(transport_error));
+            let stream = UntilLost::new(deliveries, self.lost.clone()).boxed();
+            Ok(Deliveries {
+                consumer_tag,
+                stream,
+            })
+        })
+    }
 }
 
 impl AmqpChannel {
@@ -391,27 +423,21 @@ impl Channel for AmqpChannel {
     }
 
     fn consume<'a>(&'a self, queue: &'a str) -> BoxFuture<'a, Result<Deliveries, TransportError>> {
-        self.guarded(async move {
-            let consumer = self
-                .inner
-                .basic_consume(
-                    short(queue)?,
-                    ShortString::from(""),
-                    BasicConsumeOptions::default(),
-                    FieldTable::default(),
-                )
-                .await
-                .map_err(transport_error)?;
-            let consumer_tag = consumer.tag().to_string();
-            let lost = self.lost.clone();
-            let deliveries =
-                consumer.map(move |item| item.map(|d| delivery(d, &lost)).map_err(transport_error));
-            let stream = UntilLost::new(deliveries, self.lost.clone()).boxed();
-            Ok(Deliveries {
-                consumer_tag,
-                stream,
-            })
-        })
+        self.consume_with(queue, FieldTable::default())
+    }
+
+    fn consume_stream<'a>(
+        &'a self,
+        queue: &'a str,
+        offset: StreamOffset,
+    ) -> BoxFuture<'a, Result<Deliveries, TransportError>> {
+        let mut arguments = FieldTable::default();
+        let offset = match offset {
+            StreamOffset::First => AMQPValue::LongString("first".into()),
+            StreamOffset::At(at) => AMQPValue::LongLongInt(i64::try_from(at).unwrap_or(i64::MAX)),
+        };
+        arguments.insert(ShortString::from(STREAM_OFFSET), offset);
+        self.consume_with(queue, arguments)
     }
 
     fn cancel<'a>(&'a self, consumer_tag: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {

@@ -1,6 +1,6 @@
 //! Declaring a consumer's topology, or checking that it exists.
 
-use rabbit_backoff_core::{DeclareMode, Topology};
+use rabbit_backoff_core::{DeadLetterIndexDecl, DeclareMode, Topology};
 
 use super::error::{Error, MissingObject, channel_error};
 use super::inspect::{exchange_exists, inspect_queue};
@@ -97,7 +97,55 @@ pub async fn declare_topology(
     }
     // Best effort: the declarations are done; a failing close changes nothing.
     channel.close().await;
+    declare_index(connection, &topology.dead_letter_index).await;
     Ok(())
+}
+
+/// Declares the dead-letter index beside the dead-letter queue, on a channel
+/// of its own. Never a reason for a consumer not to start: a broker without
+/// streams (the in-memory one), a refused declaration (an index declared
+/// with other arguments by an operator, which is then used as it is) or a
+/// failed binding leaves `dlq groups` reading the queue, and is logged.
+async fn declare_index(connection: &dyn Connection, index: &DeadLetterIndexDecl) {
+    let declared = async {
+        let channel = connection.open_channel().await.map_err(channel_error(
+            &index.entries.name,
+            "opening a channel to declare the dead-letter index",
+        ))?;
+        let result = async {
+            for stream in index.queues() {
+                channel
+                    .declare_queue(stream)
+                    .await
+                    .map_err(|e| declare_error("queue", &stream.name, e))?;
+            }
+            let binding = &index.binding;
+            channel
+                .bind_queue(&binding.queue, &binding.exchange, &binding.routing_key)
+                .await
+                .map_err(|e| {
+                    declare_error(
+                        "binding",
+                        &format!(
+                            "{} → {} ({})",
+                            binding.exchange, binding.queue, binding.routing_key
+                        ),
+                        e,
+                    )
+                })
+        }
+        .await;
+        channel.close().await;
+        result
+    }
+    .await;
+    if let Err(e) = declared {
+        tracing::info!(
+            "the dead-letter index {} is not declared ({e}); `dlq groups` reads the dead-letter \
+             queue instead",
+            index.entries.name
+        );
+    }
 }
 
 /// Turns PRECONDITION_FAILED into a conflict that names the argument.

@@ -25,6 +25,7 @@ pub mod lost;
 pub(crate) mod open;
 pub(crate) mod shape;
 pub(crate) mod store_error;
+pub mod stream_offset;
 #[cfg(feature = "tls")]
 mod tls;
 pub mod tls_error;
@@ -32,6 +33,7 @@ pub(crate) mod values;
 
 pub use amqp::AmqpTransport;
 pub use lost::{Lost, LostSignal};
+pub use stream_offset::StreamOffset;
 pub use tls_error::{TlsError, Trusted};
 pub use values::header_view;
 
@@ -133,6 +135,24 @@ pub trait Channel: Send + Sync + 'static {
 
     /// Starts consuming `queue`, manual acknowledgement.
     fn consume<'a>(&'a self, queue: &'a str) -> BoxFuture<'a, Result<Deliveries, TransportError>>;
+
+    /// Starts consuming the stream `queue` from `offset`, manual
+    /// acknowledgement: the messages stay in the stream, and an ack only
+    /// lets the broker send more, so set a prefetch with
+    /// [`qos`](Channel::qos) first. The default refuses: a broker without
+    /// streams (the in-memory one) has none to read.
+    fn consume_stream<'a>(
+        &'a self,
+        queue: &'a str,
+        offset: StreamOffset,
+    ) -> BoxFuture<'a, Result<Deliveries, TransportError>> {
+        let _ = offset;
+        Box::pin(async move {
+            Err(TransportError::Other(format!(
+                "'{queue}': this broker has no stream queues"
+            )))
+        })
+    }
 
     /// Stops the consumer with this tag: nothing more is delivered to it; the
     /// deliveries it holds stay unacknowledged until settled or the channel

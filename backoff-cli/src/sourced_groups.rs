@@ -1,0 +1,34 @@
+//! The groups of `dlq groups --json` and of the console's groups view: each
+//! group's fields as before, and `source`, where they were read from.
+
+use rabbit_backoff::{DeadLetterGroup, GroupReport, GroupSource};
+use serde::Serialize;
+
+/// One group with where it was read from (`"index"` or `"pass"`).
+#[derive(Serialize)]
+pub struct SourcedGroup<'a> {
+    #[serde(flatten)]
+    group: &'a DeadLetterGroup,
+    source: GroupSource,
+}
+
+/// The groups of `report`, each with its source.
+pub fn sourced(report: &GroupReport) -> Vec<SourcedGroup<'_>> {
+    report
+        .groups
+        .iter()
+        .map(|group| SourcedGroup {
+            group,
+            source: report.source,
+        })
+        .collect()
+}
+
+/// Where the groups were read from, for people: "from the index", or "with
+/// a pass over the queue" and why.
+pub fn read_from(report: &GroupReport) -> String {
+    match (&report.fallback, report.source) {
+        (None, _) | (_, GroupSource::Index) => "read from the index".to_owned(),
+        (Some(why), GroupSource::Pass) => format!("read with a pass over the queue: {why}"),
+    }
+}

@@ -1,0 +1,58 @@
+//! The groups of a dead-letter queue, and where they were read from.
+
+use serde::Serialize;
+
+use crate::operations::dead_letter_group::DeadLetterGroup;
+use crate::operations::index_fallback::IndexFallback;
+
+/// What [`Dlq::group_report`](crate::Dlq::group_report) read.
+///
+/// ```
+/// use rabbit_backoff::GroupSource;
+///
+/// assert_eq!(serde_json::to_string(&GroupSource::Index)?, "\"index\"");
+/// assert_eq!(GroupSource::Pass.as_str(), "pass");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupSource {
+    /// The dead-letter index: its streams, without touching the queue.
+    Index,
+    /// A pass over the dead-letter queue.
+    Pass,
+}
+
+impl GroupSource {
+    /// `index` or `pass`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupSource::Index => "index",
+            GroupSource::Pass => "pass",
+        }
+    }
+}
+
+/// The groups of a dead-letter queue, with where they were read from.
+///
+/// ```no_run
+/// # async fn demo(dlq: rabbit_backoff::Dlq) -> Result<(), rabbit_backoff::Error> {
+/// use rabbit_backoff::{DeadLetterFilter, GroupSource};
+///
+/// let report = dlq.group_report(&DeadLetterFilter::default()).await?;
+/// if let Some(why) = &report.fallback {
+///     println!("read the queue: {why}");
+/// }
+/// assert_eq!(report.source == GroupSource::Pass, report.fallback.is_some());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupReport {
+    /// The groups, largest first.
+    pub groups: Vec<DeadLetterGroup>,
+    /// Where they were read from.
+    pub source: GroupSource,
+    /// Why the index was not read (`None` when it was).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<IndexFallback>,
+}
