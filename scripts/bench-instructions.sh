@@ -45,8 +45,8 @@ fi
 
 # Total instructions of the measured span of one run.
 instructions() {
-    local binary=$1 side=$2 scenario=$3 n=$4
-    local file=$OUT/cg.$side.$scenario.$n
+    local binary=$1 side=$2 scenario=$3 n=$4 label=$5
+    local file=$OUT/cg.$label.$scenario.$n
     BENCH_N=$n BENCH_REPS=1 BENCH_SIDES=$side BENCH_SCENARIOS=$scenario BENCH_PREFETCH=$PREFETCH BENCH_MEMORY=0 \
         valgrind --tool=callgrind --zero-before='*measured_span_starts' --dump-before='*measured_span_ends' \
         --callgrind-out-file="$file.%p" "$binary" --bench >/dev/null 2>&1
@@ -63,8 +63,8 @@ for scenario in "${scenarios[@]}"; do
         if [[ $side == bare ]]; then
             binary=$bare run_side=framework
         fi
-        small=$(instructions "$binary" "$run_side" "$scenario" "$SMALL")
-        large=$(instructions "$binary" "$run_side" "$scenario" "$LARGE")
+        small=$(instructions "$binary" "$run_side" "$scenario" "$SMALL" "$side")
+        large=$(instructions "$binary" "$run_side" "$scenario" "$LARGE" "$side")
         per=$(((large - small) / (LARGE - SMALL)))
         printf '%-4s %-10s %14s\n' "$scenario" "$side" "$per"
     done
