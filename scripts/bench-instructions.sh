@@ -9,8 +9,15 @@
 # message, with connecting, declaring and consuming cancelled out. Only the
 # measured span of a run counts (see `measured_span_starts` in the bench).
 #
+# With SMALL=0, each run's whole span is divided by its messages instead
+# (fixed costs included, the same on every side), and REPS repeats each
+# measurement: the framework's acks coalesce by timing, so a side's count
+# moves by about 1% from run to run, which the difference of two runs
+# multiplies; for a cost of 1–2% compare several whole runs.
+#
 #   scripts/bench-instructions.sh                      # S1,S2: framework, bare, article
 #   SCENARIOS=S1,S2,S3,S4 SIDES=framework,article scripts/bench-instructions.sh
+#   SMALL=0 REPS=3 SIDES=framework,bare scripts/bench-instructions.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-broker.sh
@@ -24,6 +31,7 @@ SIDES=${SIDES:-framework,bare,article}
 PREFETCH=${PREFETCH:-50}
 SMALL=${SMALL:-2000}
 LARGE=${LARGE:-6000}
+REPS=${REPS:-1}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
@@ -63,9 +71,14 @@ for scenario in "${scenarios[@]}"; do
         if [[ $side == bare ]]; then
             binary=$bare run_side=framework
         fi
-        small=$(instructions "$binary" "$run_side" "$scenario" "$SMALL" "$side")
-        large=$(instructions "$binary" "$run_side" "$scenario" "$LARGE" "$side")
-        per=$(((large - small) / (LARGE - SMALL)))
-        printf '%-4s %-10s %14s\n' "$scenario" "$side" "$per"
+        for ((rep = 1; rep <= REPS; rep++)); do
+            small=0
+            if ((SMALL > 0)); then
+                small=$(instructions "$binary" "$run_side" "$scenario" "$SMALL" "$side.$rep")
+            fi
+            large=$(instructions "$binary" "$run_side" "$scenario" "$LARGE" "$side.$rep")
+            per=$(((large - small) / (LARGE - SMALL)))
+            printf '%-4s %-10s %14s\n' "$scenario" "$side" "$per"
+        done
     done
 done
