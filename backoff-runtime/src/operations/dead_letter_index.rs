@@ -37,6 +37,7 @@ use crate::operations::dead_letter_filter::DeadLetterFilter;
 use crate::operations::dead_letter_group::{DeadLetterGroup, GroupTally};
 use crate::operations::dead_letter_key::key_of;
 use crate::operations::dead_letter_message::DeadLetterMessage;
+use crate::operations::dead_letter_pass::pass_id;
 use crate::operations::dead_letter_tombstones::keys_in;
 use crate::operations::index_fallback::IndexFallback;
 use crate::transport::error::Error;
@@ -79,7 +80,7 @@ pub(crate) async fn index_groups(
     }
     let queue = &names.dead_letter_queue;
     let before = depth(connection, queue).await?;
-    let id = marker_id();
+    let id = pass_id();
     let channel = confirm_channel(connection, &entries)
         .await
         .map_err(unreadable)?;
@@ -233,15 +234,4 @@ fn marker_of(properties: &BasicProperties) -> Option<&[u8]> {
         AMQPValue::ByteArray(id) => Some(id.as_slice()),
         _ => Some(b""),
     }
-}
-
-/// A marker id: unique enough to tell one read's end from another's.
-fn marker_id() -> String {
-    format!(
-        "{:016x}{:08x}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64),
-        fastrand::u32(..)
-    )
 }

@@ -675,8 +675,9 @@ fn sentinel_of(delivery: &Delivery) -> Option<String> {
     }
 }
 
-/// A pass id: unique enough to tell one pass's sentinel from another's.
-fn pass_id() -> String {
+/// An id unique enough to tell one pass's sentinel, or one index read's end
+/// marker, from another's.
+pub(crate) fn pass_id() -> String {
     format!(
         "{:016x}{:08x}",
         std::time::SystemTime::now()

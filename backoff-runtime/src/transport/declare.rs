@@ -1,10 +1,10 @@
 //! Declaring a consumer's topology, or checking that it exists.
 
-use rabbit_backoff_core::{DeadLetterIndexDecl, DeclareMode, Topology};
+use rabbit_backoff_core::{Binding, DeadLetterIndexDecl, DeclareMode, Topology};
 
 use super::error::{Error, MissingObject, channel_error};
 use super::inspect::{exchange_exists, inspect_queue};
-use super::{Connection, PRECONDITION_FAILED, TransportError};
+use super::{Channel, Connection, PRECONDITION_FAILED, TransportError};
 
 /// Declares the topology, or with [`DeclareMode::Passive`] only checks it.
 pub(crate) async fn establish_topology(
@@ -81,19 +81,7 @@ pub async fn declare_topology(
             .map_err(|e| declare_error("queue", &queue.name, e))?;
     }
     for binding in &topology.bindings {
-        channel
-            .bind_queue(&binding.queue, &binding.exchange, &binding.routing_key)
-            .await
-            .map_err(|e| {
-                declare_error(
-                    "binding",
-                    &format!(
-                        "{} → {} ({})",
-                        binding.exchange, binding.queue, binding.routing_key
-                    ),
-                    e,
-                )
-            })?;
+        bind(channel.as_ref(), binding).await?;
     }
     // Best effort: the declarations are done; a failing close changes nothing.
     channel.close().await;
@@ -119,20 +107,7 @@ async fn declare_index(connection: &dyn Connection, index: &DeadLetterIndexDecl)
                     .await
                     .map_err(|e| declare_error("queue", &stream.name, e))?;
             }
-            let binding = &index.binding;
-            channel
-                .bind_queue(&binding.queue, &binding.exchange, &binding.routing_key)
-                .await
-                .map_err(|e| {
-                    declare_error(
-                        "binding",
-                        &format!(
-                            "{} → {} ({})",
-                            binding.exchange, binding.queue, binding.routing_key
-                        ),
-                        e,
-                    )
-                })
+            bind(channel.as_ref(), &index.binding).await
         }
         .await;
         channel.close().await;
@@ -146,6 +121,23 @@ async fn declare_index(connection: &dyn Connection, index: &DeadLetterIndexDecl)
             index.entries.name
         );
     }
+}
+
+/// Binds `binding`'s queue to its exchange; a refusal names both and the key.
+async fn bind(channel: &dyn Channel, binding: &Binding) -> Result<(), Error> {
+    channel
+        .bind_queue(&binding.queue, &binding.exchange, &binding.routing_key)
+        .await
+        .map_err(|e| {
+            declare_error(
+                "binding",
+                &format!(
+                    "{} → {} ({})",
+                    binding.exchange, binding.queue, binding.routing_key
+                ),
+                e,
+            )
+        })
 }
 
 /// Turns PRECONDITION_FAILED into a conflict that names the argument.
