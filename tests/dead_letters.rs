@@ -652,6 +652,73 @@ async fn a_pass_longer_than_its_window_keeps_the_order_and_a_killed_one_is_put_r
     let _ = connection.close(200, "".into()).await;
 }
 
+#[tokio::test]
+async fn a_pass_that_fails_after_coming_round_leaves_its_sentinel_for_the_next() {
+    use rabbit_backoff::transport::Transport;
+    // On the in-memory broker, so that the failure lands exactly there: the
+    // rotation has reached its sentinel and still has a batch to copy.
+    let broker = rabbit_backoff::testing::TestBroker::new();
+    let mut spec = process_job.spec();
+    spec.queue = "in-memory-rotation".into();
+    let connection = broker.connect().await.unwrap();
+    rabbit_backoff::declare_topology(&*connection, &Topology::of(&spec))
+        .await
+        .unwrap();
+    let names = spec.names();
+    let channel = connection.open_channel().await.unwrap();
+    // Past the window, and not a whole number of batches.
+    const N: u64 = 1260;
+    for id in 0..N {
+        let confirm = channel
+            .publish(
+                "",
+                &names.dead_letter_queue,
+                b"{}",
+                BasicProperties::default().with_message_id(format!("m-{id}").into()),
+            )
+            .await
+            .unwrap();
+        assert_eq!(confirm, rabbit_backoff::transport::Confirm::Ack);
+    }
+    let dlq = Dlq::with_transport(broker.clone(), &spec).await.unwrap();
+    let mut fail_after_the_last =
+        |_: &rabbit_backoff::transport::Delivery, message: &rabbit_backoff::DeadLetterMessage| {
+            if message.message_id.as_deref() == Some(&*format!("m-{}", N - 1)) {
+                broker.fail_next_publishes(1);
+            }
+            Ok(())
+        };
+    assert!(
+        dlq.visit(&DeadLetterFilter::default(), &mut fail_after_the_last)
+            .await
+            .is_err(),
+        "the pass reports the copy it could not make"
+    );
+
+    let after = order(&dlq).await;
+    let mut first_seen = Vec::new();
+    for id in &after {
+        if !first_seen.contains(id) {
+            first_seen.push(*id);
+        }
+    }
+    assert_eq!(
+        first_seen,
+        (0..N).collect::<Vec<_>>(),
+        "put right, in order"
+    );
+    let duplicates = after.len() - first_seen.len();
+    assert!(
+        duplicates <= 275,
+        "at most the copies in flight: {duplicates}"
+    );
+    assert!(
+        !broker.queue_exists(&format!("{}.pass", names.dead_letter_queue)),
+        "the marker queue is gone once the order is right"
+    );
+    dlq.close().await;
+}
+
 /// Dead letters of three groups through the dead-letter exchange, as the
 /// consumer sends them: errors that differ only in their numbers, and two
 /// reasons.

@@ -33,7 +33,11 @@
 //! its own that no multiple ack reaches: a dead pass's
 //! flag is ready again, and the next pass first moves the rest behind the
 //! copies (up to the old sentinel, with `basic.get` so as to take nothing
-//! past it), which restores the order, before it starts its own.
+//! past it), which restores the order, before it starts its own. A rotation
+//! that comes round holds its sentinel unacknowledged until every original
+//! before it is settled, and lowers its flag last, so that a pass killed at
+//! any moment leaves either its sentinel in the queue or the queue in its
+//! order (a whole round then changes nothing).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -104,6 +108,11 @@ struct Rotation {
     /// confirmation of its copy still to come (none: it was replayed or
     /// discarded, and waits only for those before it).
     in_flight: VecDeque<(Option<PendingConfirm>, Delivery)>,
+    /// The sentinel once the rotation came round to it, unacknowledged
+    /// until every original before it is settled: acking it first would
+    /// let a pass killed in between leave the rest of the queue in front of
+    /// the copies with nothing to say where the copies start.
+    sentinel: Option<Delivery>,
     /// Originals not yet sent, in order, each with whether it is kept
     /// (copied to the back); sent together once there are [`BATCH`].
     batch: Vec<(Delivery, bool)>,
@@ -221,14 +230,19 @@ impl Pass {
                 return Ok(None);
             };
             if let Some(seen) = sentinel_of(&delivery) {
-                let ours = matches!(&self.phase, Phase::Rotate(r) if r.id == seen);
-                ack(&delivery, &self.queue).await?;
-                if ours {
+                if let Phase::Rotate(rotation) = &mut self.phase
+                    && rotation.id == seen
+                {
+                    // Held until every copy before it is confirmed and its
+                    // original acked: a pass killed before then leaves its
+                    // sentinel in the queue for the next one to find.
+                    rotation.sentinel = Some(delivery);
                     self.done = true;
                     return Ok(None);
                 }
                 // A sentinel of a pass that died after its order was put
                 // right marks nothing any more.
+                ack(&delivery, &self.queue).await?;
                 continue;
             }
             self.seen += 1;
@@ -295,30 +309,50 @@ impl Pass {
 
     /// Ends the pass. A holding pass closes its channel, which puts the
     /// messages it kept back at their places; a rotating one first goes
-    /// round to its sentinel.
+    /// round to its sentinel. A rotation that fails on the way gives up as
+    /// [`abort`](Self::abort) does, and the next pass puts it right.
     pub(crate) async fn finish(mut self) -> Result<(), Error> {
-        if let Phase::Rotate(_) = self.phase {
-            while let Some(delivery) = self.next().await? {
-                self.keep(delivery).await?;
+        match self.come_round().await {
+            Ok(()) => {
+                self.channel.close().await;
+                Ok(())
             }
-            let Phase::Rotate(mut rotation) = std::mem::replace(
-                &mut self.phase,
-                Phase::Hold {
-                    held: VecDeque::new(),
-                },
-            ) else {
-                unreachable!("rotating")
-            };
-            rotation.complete(&*self.channel, &self.queue).await?;
-            let marker = marker_queue(&self.queue);
-            rotation.flag.lower(&marker).await?;
-            self.channel
-                .delete_queue(&marker)
-                .await
-                .map_err(channel_error(&marker, "deleting the pass's marker queue"))?;
+            Err(e) => {
+                self.abort().await;
+                Err(e)
+            }
         }
-        self.channel.close().await;
-        Ok(())
+    }
+
+    /// Takes a rotation round to its sentinel, settles every original, then
+    /// drops the sentinel and the flag, in that order: until the flag is
+    /// lowered, what is left in the queue tells the next pass what to do.
+    async fn come_round(&mut self) -> Result<(), Error> {
+        if !matches!(self.phase, Phase::Rotate(_)) {
+            return Ok(());
+        }
+        while let Some(delivery) = self.next().await? {
+            self.keep(delivery).await?;
+        }
+        let Phase::Rotate(rotation) = &mut self.phase else {
+            unreachable!("rotating")
+        };
+        rotation.complete(&*self.channel, &self.queue).await?;
+        rotation.drop_sentinel(&self.queue).await?;
+        let Phase::Rotate(rotation) = std::mem::replace(
+            &mut self.phase,
+            Phase::Hold {
+                held: VecDeque::new(),
+            },
+        ) else {
+            unreachable!("rotating")
+        };
+        let marker = marker_queue(&self.queue);
+        rotation.flag.lower(&marker).await?;
+        self.channel
+            .delete_queue(&marker)
+            .await
+            .map_err(channel_error(&marker, "deleting the pass's marker queue"))
     }
 
     /// Gives up: closing the channel returns every message not yet settled
@@ -344,6 +378,7 @@ impl Pass {
                 flag,
                 in_flight: VecDeque::new(),
                 batch: Vec::new(),
+                sentinel: None,
             })),
         ) else {
             unreachable!("holding")
@@ -459,6 +494,17 @@ impl Rotation {
         self.flush(channel, queue).await?;
         self.drain(queue, 0).await
     }
+
+    /// Acks the sentinel the rotation came round to, once [`complete`]
+    /// settled every original before it.
+    ///
+    /// [`complete`]: Self::complete
+    async fn drop_sentinel(&mut self, queue: &str) -> Result<(), Error> {
+        match self.sentinel.take() {
+            Some(sentinel) => ack(&sentinel, queue).await,
+            None => Ok(()),
+        }
+    }
 }
 
 /// The flag a killed rotation left ready in the marker queue, taken
@@ -524,6 +570,7 @@ async fn restore(channel: &dyn Channel, queue: &str, flag: Flag) -> Result<(), E
         flag,
         in_flight: VecDeque::new(),
         batch: Vec::new(),
+        sentinel: None,
     };
     let mut moved = 0;
     // Without a sentinel (the pass died before publishing it), a whole round
@@ -537,13 +584,14 @@ async fn restore(channel: &dyn Channel, queue: &str, flag: Flag) -> Result<(), E
             break;
         };
         if sentinel_of(&delivery).is_some() {
-            ack(&delivery, queue).await?;
+            rotation.sentinel = Some(delivery);
             break;
         }
         rotation.rotate(channel, queue, delivery).await?;
         moved += 1;
     }
     rotation.complete(channel, queue).await?;
+    rotation.drop_sentinel(queue).await?;
     let marker = marker_queue(queue);
     rotation.flag.lower(&marker).await?;
     channel
