@@ -2,6 +2,13 @@
 //! transaction: a row with a lease instead of a transaction held through the
 //! handler, and the claims, completions and releases of concurrent
 //! deliveries sent together, one statement for a whole batch.
+//!
+//! Every statement is an `INSERT … ON CONFLICT` over the batch's keys, which
+//! finds each key's row through the primary key whatever the table's
+//! statistics say. A join of the batch with the table leaves the choice to
+//! the planner, and a table never analyzed (autovacuum off, or a table
+//! created a moment ago) looked empty to it: it scanned the whole table
+//! for every batch.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,17 +27,26 @@ use crate::idempotency::store::{Claim, Completed, HeldKey};
 pub(crate) const LEASE: Duration = Duration::from_secs(15);
 /// The most operations one statement carries.
 const BATCH: usize = 500;
-/// The most batches sent and not yet answered.
-const IN_FLIGHT: usize = 8;
+/// The most batches of claims and releases sent and not yet answered.
+const IN_FLIGHT: usize = 4;
+/// The most batches of completions sent and not yet answered. Each waits
+/// for the disk (a commit's flush costs the server more than the batch's
+/// rows), so fewer in flight means larger batches and fewer flushes: the
+/// completions that finish during one flush share the next.
+const COMPLETIONS_IN_FLIGHT: usize = 2;
 
 /// A key of one consumer.
 type Id = (String, String);
 
+/// A claim or a release: statements that need not wait for the disk.
 enum Op {
-    Claim(Id, String, oneshot::Sender<Result<Answer, String>>),
-    Complete(Id, f64, oneshot::Sender<Result<(), String>>),
-    Release(Id, String, oneshot::Sender<Result<(), String>>),
+    Claim(ClaimOp),
+    Release(ReleaseOp),
 }
+
+type ClaimOp = (Id, String, oneshot::Sender<Result<Answer, String>>);
+type CompleteOp = (Id, f64, oneshot::Sender<Result<(), String>>);
+type ReleaseOp = (Id, String, oneshot::Sender<Result<(), String>>);
 
 /// What a batched claim found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +60,7 @@ pub(crate) enum Answer {
 /// whatever is waiting when a statement returns goes in the next one.
 pub(crate) struct Batcher {
     ops: mpsc::UnboundedSender<Op>,
+    completions: mpsc::UnboundedSender<CompleteOp>,
     /// The claims held now, renewed every third of the lease.
     held: Arc<Mutex<HashMap<String, Id>>>,
     address: Arc<str>,
@@ -52,6 +69,7 @@ pub(crate) struct Batcher {
 impl Batcher {
     pub(crate) fn start(pool: PgPool, address: Arc<str>) -> Arc<Self> {
         let (ops, receiver) = mpsc::unbounded_channel();
+        let (completions, completed) = mpsc::unbounded_channel();
         let held: Arc<Mutex<HashMap<String, Id>>> = Arc::default();
         // Claims and releases need not wait for the disk: one lost in a
         // server crash is a key free again, as after its lease. Completions
@@ -64,9 +82,20 @@ impl Batcher {
             .acquire_timeout(Duration::from_secs(5))
             .test_before_acquire(false)
             .connect_lazy_with(options);
-        tokio::spawn(run(pool, claims.clone(), receiver));
+        tokio::spawn(run(receiver, IN_FLIGHT, {
+            let claims = claims.clone();
+            move |ops| claim_and_release(claims.clone(), ops)
+        }));
+        tokio::spawn(run(completed, COMPLETIONS_IN_FLIGHT, move |ops| {
+            complete(pool.clone(), ops)
+        }));
         tokio::spawn(renew(claims, Arc::downgrade(&held)));
-        Arc::new(Batcher { ops, held, address })
+        Arc::new(Batcher {
+            ops,
+            completions,
+            held,
+            address,
+        })
     }
 
     fn failed(&self, action: &'static str, reason: String) -> StoreError {
@@ -88,7 +117,7 @@ impl Batcher {
         let (reply, answer) = oneshot::channel();
         let gone = || self.failed("claiming a key", "the store is shutting down".into());
         self.ops
-            .send(Op::Claim(id.clone(), token.clone(), reply))
+            .send(Op::Claim((id.clone(), token.clone(), reply)))
             .map_err(|_| gone())?;
         let answer = answer
             .await
@@ -125,19 +154,23 @@ struct LeaseHeld {
 }
 
 impl LeaseHeld {
-    fn settle(&mut self, op: Op) -> Result<(), ()> {
+    /// No longer renewed: it is completed or released.
+    fn settle(&mut self) {
         self.settled = true;
         lock(&self.batcher.held).remove(&self.token);
+    }
+
+    fn release_op(&mut self, reply: oneshot::Sender<Result<(), String>>) -> Result<(), ()> {
+        self.settle();
+        let op = Op::Release((self.id.clone(), self.token.clone(), reply));
         self.batcher.ops.send(op).map_err(|_| ())
     }
 
     fn done(mut self: Box<Self>) -> BoxFuture<'static, Result<(), StoreError>> {
         let (reply, answer) = oneshot::channel();
-        let sent = self.settle(Op::Complete(
-            self.id.clone(),
-            self.window.as_secs_f64(),
-            reply,
-        ));
+        self.settle();
+        let op = (self.id.clone(), self.window.as_secs_f64(), reply);
+        let sent = self.batcher.completions.send(op).map_err(|_| ());
         Box::pin(async move {
             let fail = |e: String| self.batcher.failed("completing a key", e);
             sent.map_err(|()| fail("the store is shutting down".into()))?;
@@ -161,7 +194,7 @@ impl HeldKey for LeaseHeld {
 
     fn release(mut self: Box<Self>) -> BoxFuture<'static, Result<(), StoreError>> {
         let (reply, answer) = oneshot::channel();
-        let sent = self.settle(Op::Release(self.id.clone(), self.token.clone(), reply));
+        let sent = self.release_op(reply);
         Box::pin(async move {
             let fail = |e: String| self.batcher.failed("releasing a key", e);
             sent.map_err(|()| fail("the store is shutting down".into()))?;
@@ -179,41 +212,49 @@ impl Drop for LeaseHeld {
             // Abandoned (a shutdown past its grace): freed now, not when
             // its lease runs out.
             let (reply, _) = oneshot::channel();
-            let _ = self.settle(Op::Release(self.id.clone(), self.token.clone(), reply));
+            let _ = self.release_op(reply);
         }
     }
 }
 
-/// Takes what waits and sends it as one statement a kind, without waiting
-/// for the statements before it to return (at most [`IN_FLIGHT`] at once):
-/// the more deliveries wait, the larger the next batch.
-async fn run(pool: PgPool, claims_pool: PgPool, mut receiver: mpsc::UnboundedReceiver<Op>) {
-    let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
+/// Takes what waits and sends it as one batch, without waiting for the
+/// batches before it to return (at most `in_flight` at once): a free slot
+/// first, then everything that waits, so that while every slot is busy the
+/// next batch grows.
+async fn run<T, F, Sent>(mut receiver: mpsc::UnboundedReceiver<T>, in_flight: usize, send: F)
+where
+    T: Send + 'static,
+    F: Fn(Vec<T>) -> Sent,
+    Sent: Future<Output = ()> + Send + 'static,
+{
+    let slots = Arc::new(Semaphore::new(in_flight));
     let mut ops = Vec::new();
-    while receiver.recv_many(&mut ops, BATCH).await > 0 {
-        let mut claims = Vec::new();
-        let mut completes = Vec::new();
-        let mut releases = Vec::new();
-        for op in ops.drain(..) {
-            match op {
-                Op::Claim(id, token, reply) => claims.push((id, token, reply)),
-                Op::Complete(id, window, reply) => completes.push((id, window, reply)),
-                Op::Release(id, token, reply) => releases.push((id, token, reply)),
-            }
-        }
-        let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
+    loop {
+        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
             return;
         };
-        let (pool, claims_pool) = (pool.clone(), claims_pool.clone());
+        if receiver.recv_many(&mut ops, BATCH).await == 0 {
+            return;
+        }
+        let sent = send(std::mem::take(&mut ops));
         tokio::spawn(async move {
-            tokio::join!(
-                claim(&claims_pool, claims),
-                complete(&pool, completes),
-                release(&claims_pool, releases)
-            );
+            sent.await;
             drop(permit);
         });
     }
+}
+
+/// The claims and the releases of a batch, one statement each, at once.
+async fn claim_and_release(pool: PgPool, ops: Vec<Op>) {
+    let mut claims = Vec::new();
+    let mut releases = Vec::new();
+    for op in ops {
+        match op {
+            Op::Claim(op) => claims.push(op),
+            Op::Release(op) => releases.push(op),
+        }
+    }
+    tokio::join!(claim(&pool, claims), release(&pool, releases));
 }
 
 /// The keys of a batch in one order, so that two batches never wait for
@@ -222,11 +263,9 @@ fn columns<'a>(ids: impl Iterator<Item = &'a Id>) -> (Vec<String>, Vec<String>) 
     ids.map(|(c, k)| (c.clone(), k.clone())).unzip()
 }
 
-type ClaimOp = (Id, String, oneshot::Sender<Result<Answer, String>>);
-
-/// Per key of a claim batch: consumer, key, claimed now, completed (NULL:
-/// its row was not visible).
-type AnswerRow = (String, String, bool, Option<bool>);
+/// Per key of a claim batch, its row after the statement: consumer, key,
+/// token, and whether its window or lease is still running.
+type AnswerRow = (String, String, Option<String>, bool);
 
 async fn claim(pool: &PgPool, mut claims: Vec<ClaimOp>) {
     if claims.is_empty() {
@@ -245,25 +284,18 @@ async fn claim(pool: &PgPool, mut claims: Vec<ClaimOp>) {
     let (consumers, keys) = columns(batch.iter().map(|c| &c.0));
     let tokens: Vec<&str> = batch.iter().map(|c| c.1.as_str()).collect();
     // A claimed key holds its token and the lease's end; a completed one no
-    // token and the window's end. The outer query sees the rows as they
-    // were before the insert: a row it cannot see is one committed a moment
-    // ago, answered as in progress (the delivery comes back).
+    // token and the window's end. A key that is not free is written back
+    // as it was, so that every key of the batch returns its row: ours (our
+    // token), completed within its window (no token), or someone else's.
     let answers: Result<Vec<AnswerRow>, sqlx::Error> = sqlx::query_as(
-        "WITH input AS (
-            SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) AS t(consumer, key, token)
-        ), claimed AS (
-            INSERT INTO rabbit_backoff_inbox AS inbox (consumer, key, expires_at, token)
-            SELECT consumer, key, now() + make_interval(secs => $4), token FROM input
-            ON CONFLICT (consumer, key) DO UPDATE
-                SET expires_at = EXCLUDED.expires_at, token = EXCLUDED.token
-                WHERE inbox.expires_at <= now()
-            RETURNING inbox.consumer, inbox.key
-        )
-        SELECT i.consumer, i.key, c.key IS NOT NULL,
-            CASE WHEN e.key IS NULL THEN NULL ELSE e.token IS NULL AND e.expires_at > now() END
-        FROM input i
-        LEFT JOIN claimed c ON c.consumer = i.consumer AND c.key = i.key
-        LEFT JOIN rabbit_backoff_inbox e ON e.consumer = i.consumer AND e.key = i.key",
+        "INSERT INTO rabbit_backoff_inbox AS inbox (consumer, key, expires_at, token)
+        SELECT consumer, key, now() + make_interval(secs => $4), token
+        FROM unnest($1::text[], $2::text[], $3::text[]) AS t(consumer, key, token)
+        ON CONFLICT (consumer, key) DO UPDATE SET
+            token = CASE WHEN inbox.expires_at <= now() THEN EXCLUDED.token ELSE inbox.token END,
+            expires_at = CASE WHEN inbox.expires_at <= now()
+                THEN EXCLUDED.expires_at ELSE inbox.expires_at END
+        RETURNING inbox.consumer, inbox.key, inbox.token, inbox.expires_at > now()",
     )
     .bind(&consumers)
     .bind(&keys)
@@ -273,19 +305,16 @@ async fn claim(pool: &PgPool, mut claims: Vec<ClaimOp>) {
     .await;
     match answers {
         Ok(rows) => {
-            let found: HashMap<Id, Answer> = rows
+            let found: HashMap<Id, (Option<String>, bool)> = rows
                 .into_iter()
-                .map(|(c, k, claimed, done)| {
-                    let answer = match (claimed, done) {
-                        (true, _) => Answer::Claimed,
-                        (false, Some(true)) => Answer::Duplicate,
-                        _ => Answer::InProgress,
-                    };
-                    ((c, k), answer)
-                })
+                .map(|(c, k, token, running)| ((c, k), (token, running)))
                 .collect();
-            for (id, _, reply) in batch {
-                let answer = found.get(&id).copied().unwrap_or(Answer::InProgress);
+            for (id, token, reply) in batch {
+                let answer = match found.get(&id) {
+                    Some((Some(held), _)) if *held == token => Answer::Claimed,
+                    Some((None, true)) => Answer::Duplicate,
+                    _ => Answer::InProgress,
+                };
                 let _ = reply.send(Ok(answer));
             }
         }
@@ -297,16 +326,18 @@ async fn claim(pool: &PgPool, mut claims: Vec<ClaimOp>) {
     }
 }
 
-type CompleteOp = (Id, f64, oneshot::Sender<Result<(), String>>);
-
-async fn complete(pool: &PgPool, mut completes: Vec<CompleteOp>) {
+/// Completes a batch of keys, with a synchronous commit: each is durable
+/// before its delivery is acked.
+async fn complete(pool: PgPool, mut completes: Vec<CompleteOp>) {
     if completes.is_empty() {
         return;
     }
     completes.sort_by(|a, b| a.0.cmp(&b.0));
-    completes.dedup_by(|a, b| a.0 == b.0);
-    let (consumers, keys) = columns(completes.iter().map(|c| &c.0));
-    let windows: Vec<f64> = completes.iter().map(|c| c.1).collect();
+    // A key once a statement (twice is an error); every sender is answered.
+    let mut rows: Vec<(&Id, f64)> = completes.iter().map(|c| (&c.0, c.1)).collect();
+    rows.dedup_by(|a, b| a.0 == b.0);
+    let (consumers, keys) = columns(rows.iter().map(|r| r.0));
+    let windows: Vec<f64> = rows.iter().map(|r| r.1).collect();
     let done = sqlx::query(
         "INSERT INTO rabbit_backoff_inbox AS inbox (consumer, key, expires_at, token)
         SELECT consumer, key, now() + make_interval(secs => w), NULL
@@ -317,7 +348,7 @@ async fn complete(pool: &PgPool, mut completes: Vec<CompleteOp>) {
     .bind(&consumers)
     .bind(&keys)
     .bind(&windows)
-    .execute(pool)
+    .execute(&pool)
     .await
     .map(|_| ())
     .map_err(|e| e.to_string());
@@ -326,8 +357,6 @@ async fn complete(pool: &PgPool, mut completes: Vec<CompleteOp>) {
     }
 }
 
-type ReleaseOp = (Id, String, oneshot::Sender<Result<(), String>>);
-
 async fn release(pool: &PgPool, mut releases: Vec<ReleaseOp>) {
     if releases.is_empty() {
         return;
@@ -335,10 +364,15 @@ async fn release(pool: &PgPool, mut releases: Vec<ReleaseOp>) {
     releases.sort_by(|a, b| a.0.cmp(&b.0));
     let (consumers, keys) = columns(releases.iter().map(|c| &c.0));
     let tokens: Vec<&str> = releases.iter().map(|c| c.1.as_str()).collect();
+    // A released key's row is left free (expired, no token) where the
+    // claim is still ours; one that is gone comes back free, for the
+    // cleanup.
     let done = sqlx::query(
-        "DELETE FROM rabbit_backoff_inbox AS inbox
-        USING unnest($1::text[], $2::text[], $3::text[]) AS t(consumer, key, token)
-        WHERE inbox.consumer = t.consumer AND inbox.key = t.key AND inbox.token = t.token",
+        "INSERT INTO rabbit_backoff_inbox AS inbox (consumer, key, expires_at, token)
+        SELECT consumer, key, '-infinity', token
+        FROM unnest($1::text[], $2::text[], $3::text[]) AS t(consumer, key, token)
+        ON CONFLICT (consumer, key) DO UPDATE SET expires_at = '-infinity', token = NULL
+            WHERE inbox.token = EXCLUDED.token",
     )
     .bind(&consumers)
     .bind(&keys)
@@ -371,10 +405,15 @@ async fn renew(pool: PgPool, held: std::sync::Weak<Mutex<HashMap<String, Id>>>) 
         claims.sort();
         let (consumers, keys) = columns(claims.iter().map(|c| &c.0));
         let tokens: Vec<&str> = claims.iter().map(|c| c.1.as_str()).collect();
+        // A row that is gone (its lease ran out and the cleanup took it)
+        // comes back free (expired): the claim lapsed.
         let renewed = sqlx::query(
-            "UPDATE rabbit_backoff_inbox AS inbox SET expires_at = now() + make_interval(secs => $4)
+            "INSERT INTO rabbit_backoff_inbox AS inbox (consumer, key, expires_at, token)
+            SELECT consumer, key, '-infinity', token
             FROM unnest($1::text[], $2::text[], $3::text[]) AS t(consumer, key, token)
-            WHERE inbox.consumer = t.consumer AND inbox.key = t.key AND inbox.token = t.token",
+            ON CONFLICT (consumer, key) DO UPDATE
+                SET expires_at = now() + make_interval(secs => $4)
+                WHERE inbox.token = EXCLUDED.token",
         )
         .bind(&consumers)
         .bind(&keys)
