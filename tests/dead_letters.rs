@@ -654,32 +654,12 @@ async fn a_pass_longer_than_its_window_keeps_the_order_and_a_killed_one_is_put_r
 
 #[tokio::test]
 async fn a_pass_that_fails_after_coming_round_leaves_its_sentinel_for_the_next() {
-    use rabbit_backoff::transport::Transport;
     // On the in-memory broker, so that the failure lands exactly there: the
     // rotation has reached its sentinel and still has a batch to copy.
-    let broker = rabbit_backoff::testing::TestBroker::new();
-    let mut spec = process_job.spec();
-    spec.queue = "in-memory-rotation".into();
-    let connection = broker.connect().await.unwrap();
-    rabbit_backoff::declare_topology(&*connection, &Topology::of(&spec))
-        .await
-        .unwrap();
-    let names = spec.names();
-    let channel = connection.open_channel().await.unwrap();
     // Past the window, and not a whole number of batches.
     const N: u64 = 1260;
-    for id in 0..N {
-        let confirm = channel
-            .publish(
-                "",
-                &names.dead_letter_queue,
-                b"{}",
-                BasicProperties::default().with_message_id(format!("m-{id}").into()),
-            )
-            .await
-            .unwrap();
-        assert_eq!(confirm, rabbit_backoff::transport::Confirm::Ack);
-    }
+    let (broker, spec) = in_memory_dead_letters("in-memory-rotation", 0..N).await;
+    let names = spec.names();
     let dlq = Dlq::with_transport(broker.clone(), &spec).await.unwrap();
     let mut fail_after_the_last =
         |_: &rabbit_backoff::transport::Delivery, message: &rabbit_backoff::DeadLetterMessage| {
@@ -964,20 +944,24 @@ async fn next_message_acked(channel: &Channel, queue: &str) -> lapin::message::B
     }
 }
 
-#[tokio::test]
-async fn the_in_memory_broker_has_no_index_and_groups_with_a_pass() {
+/// An in-memory broker with the topology of a consumer of `queue`, and
+/// dead letters `m-<id>` (`order <id> not found`) sent through its
+/// dead-letter exchange.
+async fn in_memory_dead_letters(
+    queue: &str,
+    ids: std::ops::Range<u64>,
+) -> (rabbit_backoff::testing::TestBroker, ConsumerSpec) {
     use rabbit_backoff::transport::Transport;
     let broker = rabbit_backoff::testing::TestBroker::new();
     let mut spec = process_job.spec();
-    spec.queue = "in-memory".into();
+    spec.queue = queue.into();
     let connection = broker.connect().await.unwrap();
-    // Declaring the topology succeeds without the index (no streams here).
     rabbit_backoff::declare_topology(&*connection, &Topology::of(&spec))
         .await
         .unwrap();
     let names = spec.names();
     let channel = connection.open_channel().await.unwrap();
-    for id in 0..4u64 {
+    for id in ids {
         let mut headers = FieldTable::default();
         headers.insert(
             "x-error".into(),
@@ -996,6 +980,13 @@ async fn the_in_memory_broker_has_no_index_and_groups_with_a_pass() {
             .unwrap();
         assert_eq!(confirm, rabbit_backoff::transport::Confirm::Ack);
     }
+    (broker, spec)
+}
+
+#[tokio::test]
+async fn the_in_memory_broker_has_no_index_and_groups_with_a_pass() {
+    // Declaring the topology succeeds without the index (no streams here).
+    let (broker, spec) = in_memory_dead_letters("in-memory", 0..4).await;
     let dlq = Dlq::with_transport(broker.clone(), &spec).await.unwrap();
     let report = dlq
         .group_report(&DeadLetterFilter::default())
