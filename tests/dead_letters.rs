@@ -549,6 +549,29 @@ async fn order(dlq: &Dlq) -> Vec<u64> {
     ids
 }
 
+/// Asserts that the queue holds `expected` in its order after a pass was
+/// killed and the next one put it right, each id first seen at its place
+/// and copied at most as often as copies were in flight; returns the copies.
+fn put_right(after: &[u64], expected: impl Iterator<Item = u64>) -> usize {
+    let mut first_seen = Vec::new();
+    for id in after {
+        if !first_seen.contains(id) {
+            first_seen.push(*id);
+        }
+    }
+    assert_eq!(
+        first_seen,
+        expected.collect::<Vec<_>>(),
+        "nothing lost, and in order"
+    );
+    let duplicates = after.len() - first_seen.len();
+    assert!(
+        duplicates <= 275,
+        "at most the copies in flight: {duplicates}"
+    );
+    duplicates
+}
+
 #[tokio::test]
 async fn a_pass_longer_than_its_window_keeps_the_order_and_a_killed_one_is_put_right() {
     let (spec, _cleanup) = declared("window").await;
@@ -630,24 +653,8 @@ async fn a_pass_longer_than_its_window_keeps_the_order_and_a_killed_one_is_put_r
     assert!(pass.await.unwrap().is_err(), "the killed pass reports it");
 
     let dlq = Dlq::connect(&url(), &spec).await.unwrap();
-    let after = order(&dlq).await;
-    let mut first_seen = Vec::new();
-    for id in &after {
-        if !first_seen.contains(id) {
-            first_seen.push(*id);
-        }
-    }
-    assert_eq!(
-        first_seen,
-        (0..N).filter(|id| id % 2 == 0).collect::<Vec<_>>(),
-        "nothing lost, and in order"
-    );
-    let duplicates = after.len() - first_seen.len();
+    let duplicates = put_right(&order(&dlq).await, (0..N).filter(|id| id % 2 == 0));
     println!("killed pass: {duplicates} duplicates");
-    assert!(
-        duplicates <= 275,
-        "at most the copies in flight: {duplicates}"
-    );
     dlq.close().await;
     let _ = connection.close(200, "".into()).await;
 }
@@ -675,23 +682,7 @@ async fn a_pass_that_fails_after_coming_round_leaves_its_sentinel_for_the_next()
         "the pass reports the copy it could not make"
     );
 
-    let after = order(&dlq).await;
-    let mut first_seen = Vec::new();
-    for id in &after {
-        if !first_seen.contains(id) {
-            first_seen.push(*id);
-        }
-    }
-    assert_eq!(
-        first_seen,
-        (0..N).collect::<Vec<_>>(),
-        "put right, in order"
-    );
-    let duplicates = after.len() - first_seen.len();
-    assert!(
-        duplicates <= 275,
-        "at most the copies in flight: {duplicates}"
-    );
+    put_right(&order(&dlq).await, 0..N);
     assert!(
         !broker.queue_exists(&format!("{}.pass", names.dead_letter_queue)),
         "the marker queue is gone once the order is right"
