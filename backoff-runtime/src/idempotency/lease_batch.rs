@@ -19,8 +19,8 @@ use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::idempotency::StoreError;
 use crate::idempotency::store::{Claim, Completed, HeldKey};
+use crate::idempotency::{StoreError, lock};
 
 /// How long a claim lasts unless renewed: the longest a key stays blocked
 /// after its process died.
@@ -138,10 +138,6 @@ impl Batcher {
             }
         })
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A claim made by the batcher.

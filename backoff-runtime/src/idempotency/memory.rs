@@ -64,7 +64,7 @@ impl MemoryStore {
     }
 
     fn lock(&self) -> MutexGuard<'_, Keys> {
-        self.keys.lock().unwrap_or_else(|e| e.into_inner())
+        crate::idempotency::lock(&self.keys)
     }
 }
 

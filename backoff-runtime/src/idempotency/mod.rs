@@ -40,6 +40,13 @@ pub use store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
 #[cfg(feature = "postgres")]
 pub use transaction::{Transaction, Tx, TxConnection};
 
+/// Locks `mutex`, and goes on with what it holds if a holder panicked: the
+/// stores' maps stay usable (a claim held by a panicked task lapses or is
+/// released like any other).
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The PostgreSQL client the store and [`Tx`] use, re-exported so that a
 /// handler's queries use the same version.
 #[cfg(feature = "postgres")]

@@ -12,6 +12,8 @@ use redis::aio::ConnectionManager;
 use redis::{Pipeline, Value};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
+use crate::idempotency::lock;
+
 /// The most commands one pipeline carries.
 const BATCH: usize = 500;
 /// The most pipelines sent and not yet answered.
@@ -128,10 +130,6 @@ impl Pipeliner {
 
 fn gone() -> String {
     "the store is shutting down".to_owned()
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Milliseconds, at least one (`PX 0` is an error).

@@ -57,7 +57,7 @@ impl Transaction {
     }
 
     pub(crate) fn outbox(&self) -> std::sync::MutexGuard<'_, Vec<i64>> {
-        self.outbox.lock().unwrap_or_else(|e| e.into_inner())
+        crate::idempotency::lock(&self.outbox)
     }
 }
 
