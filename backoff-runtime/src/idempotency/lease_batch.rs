@@ -25,6 +25,16 @@ use crate::idempotency::{StoreError, lock};
 /// How long a claim lasts unless renewed: the longest a key stays blocked
 /// after its process died.
 pub(crate) const LEASE: Duration = Duration::from_secs(15);
+/// The window's end a claim writes, as a multiple of the window: a
+/// completion within a hundredth of the window after its claim keeps it, so
+/// that a key is remembered for at least its window after its completion,
+/// and at most a hundredth longer.
+macro_rules! window_slack {
+    () => {
+        "1.01"
+    };
+}
+
 /// The most operations one statement carries.
 const BATCH: usize = 500;
 /// The most batches of claims and releases sent and not yet answered.
@@ -44,7 +54,9 @@ enum Op {
     Release(ReleaseOp),
 }
 
-type ClaimOp = (Id, String, oneshot::Sender<Result<Answer, String>>);
+/// A claim: its key, its token, its key's window in seconds, and where the
+/// answer goes.
+type ClaimOp = (Id, String, f64, oneshot::Sender<Result<Answer, String>>);
 type CompleteOp = (Id, f64, oneshot::Sender<Result<(), String>>);
 type ReleaseOp = (Id, String, oneshot::Sender<Result<(), String>>);
 
@@ -117,7 +129,12 @@ impl Batcher {
         let (reply, answer) = oneshot::channel();
         let gone = || self.failed("claiming a key", "the store is shutting down".into());
         self.ops
-            .send(Op::Claim((id.clone(), token.clone(), reply)))
+            .send(Op::Claim((
+                id.clone(),
+                token.clone(),
+                window.as_secs_f64(),
+                reply,
+            )))
             .map_err(|_| gone())?;
         let answer = answer
             .await
@@ -272,30 +289,42 @@ async fn claim(pool: &PgPool, mut claims: Vec<ClaimOp>) {
     let mut batch: Vec<ClaimOp> = Vec::with_capacity(claims.len());
     for claim in claims {
         if batch.last().is_some_and(|last| last.0 == claim.0) {
-            let _ = claim.2.send(Ok(Answer::InProgress));
+            let _ = claim.3.send(Ok(Answer::InProgress));
         } else {
             batch.push(claim);
         }
     }
     let (consumers, keys) = columns(batch.iter().map(|c| &c.0));
     let tokens: Vec<&str> = batch.iter().map(|c| c.1.as_str()).collect();
-    // A claimed key holds its token and the lease's end; a completed one no
-    // token and the window's end. A key that is not free is written back
-    // as it was, so that every key of the batch returns its row: ours (our
-    // token), completed within its window (no token), or someone else's.
-    let answers: Result<Vec<AnswerRow>, sqlx::Error> = sqlx::query_as(
-        "INSERT INTO rabbit_backoff_inbox AS inbox (consumer, key, expires_at, token)
-        SELECT consumer, key, now() + make_interval(secs => $4), token
-        FROM unnest($1::text[], $2::text[], $3::text[]) AS t(consumer, key, token)
+    let windows: Vec<f64> = batch.iter().map(|c| c.2).collect();
+    // A claimed key holds its token, its lease's end, and already the end
+    // of its window, a hundredth longer (so that a completion within a
+    // hundredth of the window leaves the indexed column as it is, a HOT
+    // update). A key that is not free is written back as it was, so that
+    // every key of the batch returns its row: ours (our token), completed
+    // within its window (no token), or someone else's.
+    let answers: Result<Vec<AnswerRow>, sqlx::Error> = sqlx::query_as(concat!(
+        "INSERT INTO rabbit_backoff_inbox AS inbox (consumer, key, expires_at, token, lease_until)
+        SELECT consumer, key, now() + make_interval(secs => w * ",
+        window_slack!(),
+        "), token, now() + make_interval(secs => $5)
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::float8[]) AS t(consumer, key, token, w)
         ON CONFLICT (consumer, key) DO UPDATE SET
-            token = CASE WHEN inbox.expires_at <= now() THEN EXCLUDED.token ELSE inbox.token END,
-            expires_at = CASE WHEN inbox.expires_at <= now()
-                THEN EXCLUDED.expires_at ELSE inbox.expires_at END
-        RETURNING inbox.consumer, inbox.key, inbox.token, inbox.expires_at > now()",
-    )
+            token = CASE WHEN ",
+        inbox_row_is_free!(),
+        " THEN EXCLUDED.token ELSE inbox.token END,
+            lease_until = CASE WHEN ",
+        inbox_row_is_free!(),
+        " THEN EXCLUDED.lease_until ELSE inbox.lease_until END,
+            expires_at = CASE WHEN ",
+        inbox_row_is_free!(),
+        " THEN EXCLUDED.expires_at ELSE inbox.expires_at END
+        RETURNING inbox.consumer, inbox.key, inbox.token, inbox.expires_at > now()"
+    ))
     .bind(&consumers)
     .bind(&keys)
     .bind(&tokens)
+    .bind(&windows)
     .bind(LEASE.as_secs_f64())
     .fetch_all(pool)
     .await;
@@ -305,7 +334,7 @@ async fn claim(pool: &PgPool, mut claims: Vec<ClaimOp>) {
                 .into_iter()
                 .map(|(c, k, token, running)| ((c, k), (token, running)))
                 .collect();
-            for (id, token, reply) in batch {
+            for (id, token, _, reply) in batch {
                 let answer = match found.get(&id) {
                     Some((Some(held), _)) if *held == token => Answer::Claimed,
                     Some((None, true)) => Answer::Duplicate,
@@ -315,7 +344,7 @@ async fn claim(pool: &PgPool, mut claims: Vec<ClaimOp>) {
             }
         }
         Err(e) => {
-            for (_, _, reply) in batch {
+            for (_, _, _, reply) in batch {
                 let _ = reply.send(Err(e.to_string()));
             }
         }
@@ -334,12 +363,15 @@ async fn complete(pool: PgPool, mut completes: Vec<CompleteOp>) {
     rows.dedup_by(|a, b| a.0 == b.0);
     let (consumers, keys) = columns(rows.iter().map(|r| r.0));
     let windows: Vec<f64> = rows.iter().map(|r| r.1).collect();
+    // The window's end set at the claim stands when it is at least a
+    // window from now (a HOT update: no index changes); a longer handler
+    // moves it.
     let done = sqlx::query(
         "INSERT INTO rabbit_backoff_inbox AS inbox (consumer, key, expires_at, token)
         SELECT consumer, key, now() + make_interval(secs => w), NULL
         FROM unnest($1::text[], $2::text[], $3::float8[]) AS t(consumer, key, w)
-        ON CONFLICT (consumer, key) DO UPDATE
-            SET expires_at = EXCLUDED.expires_at, token = NULL",
+        ON CONFLICT (consumer, key) DO UPDATE SET token = NULL, lease_until = NULL,
+            expires_at = greatest(inbox.expires_at, EXCLUDED.expires_at)",
     )
     .bind(&consumers)
     .bind(&keys)
@@ -367,7 +399,8 @@ async fn release(pool: &PgPool, mut releases: Vec<ReleaseOp>) {
         "INSERT INTO rabbit_backoff_inbox AS inbox (consumer, key, expires_at, token)
         SELECT consumer, key, '-infinity', token
         FROM unnest($1::text[], $2::text[], $3::text[]) AS t(consumer, key, token)
-        ON CONFLICT (consumer, key) DO UPDATE SET expires_at = '-infinity', token = NULL
+        ON CONFLICT (consumer, key) DO UPDATE
+            SET expires_at = '-infinity', token = NULL, lease_until = NULL
             WHERE inbox.token = EXCLUDED.token",
     )
     .bind(&consumers)
@@ -402,13 +435,14 @@ async fn renew(pool: PgPool, held: std::sync::Weak<Mutex<HashMap<String, Id>>>) 
         let (consumers, keys) = columns(claims.iter().map(|c| &c.0));
         let tokens: Vec<&str> = claims.iter().map(|c| c.1.as_str()).collect();
         // A row that is gone (its lease ran out and the cleanup took it)
-        // comes back free (expired): the claim lapsed.
+        // comes back free (expired): the claim lapsed. The lease is outside
+        // every index: a renewal is a HOT update.
         let renewed = sqlx::query(
             "INSERT INTO rabbit_backoff_inbox AS inbox (consumer, key, expires_at, token)
             SELECT consumer, key, '-infinity', token
             FROM unnest($1::text[], $2::text[], $3::text[]) AS t(consumer, key, token)
             ON CONFLICT (consumer, key) DO UPDATE
-                SET expires_at = now() + make_interval(secs => $4)
+                SET lease_until = now() + make_interval(secs => $4)
                 WHERE inbox.token = EXCLUDED.token",
         )
         .bind(&consumers)

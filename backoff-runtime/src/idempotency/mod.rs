@@ -15,6 +15,18 @@
 //! whose transaction a handler can write in through `Tx` (feature `postgres`),
 //! with the messages it publishes through the outbox.
 
+/// Whether the inbox row `inbox` may be claimed, in SQL: a completed key
+/// (no token) once its window is over, a held one once its lease is (a row
+/// written before the lease had a column of its own keeps it in
+/// `expires_at`).
+#[cfg(feature = "postgres")]
+macro_rules! inbox_row_is_free {
+    () => {
+        "(CASE WHEN inbox.token IS NULL THEN inbox.expires_at <= now() \
+         ELSE coalesce(inbox.lease_until, inbox.expires_at) <= now() END)"
+    };
+}
+
 #[cfg(feature = "postgres")]
 pub(crate) mod lease_batch;
 pub(crate) mod memory;
