@@ -311,7 +311,7 @@ async fn a_store_that_does_not_answer_says_so() {
 
 #[tokio::test]
 async fn postgres_deletes_expired_keys_in_bounded_batches_as_it_claims() {
-    let store = stores::postgres().await.with_cleanup_every(5);
+    let store = stores::postgres().await.with_cleanup_every(6);
     let consumer = unique("cleanup");
     let _cleanup = PgCleanup {
         consumers: vec![consumer.clone()],
@@ -331,10 +331,18 @@ async fn postgres_deletes_expired_keys_in_bounded_batches_as_it_claims() {
                 .unwrap();
         n
     };
-    assert_eq!(rows().await, 4);
+    // A claim whose handler runs longer than its key's window: past the
+    // window, its lease still holds it.
+    let long = held(
+        store
+            .claim(without_tx(request(&consumer, "long", window)))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(rows().await, 5);
     tokio::time::sleep(Duration::from_millis(800)).await;
-    // The fifth claim sweeps, in the background: the four expired rows go,
-    // its own (in its open transaction) stays.
+    // The sixth claim sweeps, in the background: the four expired rows go,
+    // the held one and its own (in its open transaction) stay.
     let fifth = held(
         store
             .claim(request(&consumer, "new", Duration::from_secs(60)))
@@ -342,10 +350,21 @@ async fn postgres_deletes_expired_keys_in_bounded_batches_as_it_claims() {
             .unwrap(),
     );
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while rows().await > 0 {
+    while rows().await > 1 {
         assert!(std::time::Instant::now() < deadline, "expired keys left");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    assert!(
+        matches!(
+            store
+                .claim(without_tx(request(&consumer, "long", window)))
+                .await
+                .unwrap(),
+            Claim::InProgress
+        ),
+        "a held key outliving its window is neither swept nor claimed twice"
+    );
+    long.complete().await.unwrap();
     fifth.complete().await.unwrap();
-    assert_eq!(rows().await, 1);
+    assert_eq!(rows().await, 2);
 }
