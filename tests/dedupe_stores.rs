@@ -190,6 +190,43 @@ async fn postgres_and_redis_forget_a_key_after_its_window() {
 }
 
 #[tokio::test]
+async fn postgres_counts_the_window_from_a_completion_that_comes_late() {
+    // A claim already writes the end of its key's window (so that a prompt
+    // completion changes no index); a handler that takes longer moves it.
+    let store = stores::postgres().await;
+    let consumer = unique("late");
+    let _cleanup = PgCleanup {
+        consumers: vec![consumer.clone()],
+    };
+    let window = Duration::from_secs(1);
+    let claimed = held(
+        store
+            .claim(without_tx(request(&consumer, "k", window)))
+            .await
+            .unwrap(),
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    claimed.complete().await.unwrap();
+    // 1.2 s after the claim, 0.6 s after the completion: still a duplicate.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(matches!(
+        store
+            .claim(without_tx(request(&consumer, "k", window)))
+            .await
+            .unwrap(),
+        Claim::Duplicate
+    ));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let again = held(
+        store
+            .claim(without_tx(request(&consumer, "k", window)))
+            .await
+            .unwrap(),
+    );
+    again.release().await.unwrap();
+}
+
+#[tokio::test]
 async fn a_redis_claim_is_renewed_while_held_and_lapses_when_its_holder_is_gone() {
     let store = stores::redis().await.with_lease(Duration::from_millis(600));
     let consumer = unique("lease");
