@@ -40,6 +40,11 @@ const MAX_TIER_LISTED: usize = 200;
 /// Buckets of the dead letters' chart.
 const CHART_BUCKETS: usize = 48;
 
+/// A read of a dead-letter queue through its [`Dlq`], for
+/// [`Console::shared_read`].
+type DeadLetterRead<'a> =
+    std::pin::Pin<Box<dyn Future<Output = Result<Arc<serde_json::Value>, ApiError>> + Send + 'a>>;
+
 /// A read's result, shared by the reads of the same thing in flight.
 type Shared = Result<Arc<serde_json::Value>, ApiError>;
 
@@ -171,18 +176,14 @@ async fn groups(
     Path(queue): Path<String>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let key = format!("groups\0{queue}");
-    let c = Arc::clone(&console);
-    let shared = console
-        .reads
-        .run(key, || async move {
-            let _one_at_a_time = c.lock(&queue).await;
-            let dlq = c.dlq(&queue).await?.1;
-            let report = dlq.group_report(&DeadLetterFilter::default()).await;
-            dlq.close().await;
-            to_value(&sourced_groups::sourced(&report.map_err(ApiError::broker)?))
+    console
+        .shared_read(key, queue, |dlq| {
+            Box::pin(async move {
+                let report = dlq.group_report(&DeadLetterFilter::default()).await;
+                to_value(&sourced_groups::sourced(&report.map_err(ApiError::broker)?))
+            })
         })
-        .await?;
-    Ok(Json((*shared).clone()))
+        .await
 }
 
 /// The query of a message listing: one group, or one message.
@@ -210,18 +211,11 @@ async fn messages(
         filter = filter.message_id(id);
     }
     filter = filter.limit(query.limit.unwrap_or(DEFAULT_LISTED).min(MAX_LISTED));
-    let c = Arc::clone(&console);
-    let shared = console
-        .reads
-        .run(key, || async move {
-            let _one_at_a_time = c.lock(&queue).await;
-            let dlq = c.dlq(&queue).await?.1;
-            let report = dlq.peek(&filter).await;
-            dlq.close().await;
-            to_value(&report.map_err(ApiError::broker)?)
+    console
+        .shared_read(key, queue, |dlq| {
+            Box::pin(async move { to_value(&dlq.peek(&filter).await.map_err(ApiError::broker)?) })
         })
-        .await?;
-    Ok(Json((*shared).clone()))
+        .await
 }
 
 /// The query of the dead-letters view: a search and a page.
@@ -270,43 +264,43 @@ async fn dead_letters(
     let group = query.search.group.clone().filter(|g| !g.is_empty());
     let offset = query.offset.unwrap_or(0);
     let limit = query.limit.unwrap_or(DEFAULT_LISTED).min(MAX_LISTED);
-    let c = Arc::clone(&console);
-    let shared = console
-        .reads
-        .run(key, || async move {
-            let _one_at_a_time = c.lock(&queue).await;
-            let pass = c.passes.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-            let dlq = c.dlq(&queue).await?.1;
-            let mut tally = GroupTally::default();
-            let mut timeline = Timeline::default();
-            let mut total = 0;
-            let mut page = Vec::new();
-            let mut visit = |_: &_, message: &DeadLetterMessage| {
-                tally.add(message);
-                timeline.add(&message.group, message.failed_at.as_deref());
-                if group.as_ref().is_none_or(|g| *g == message.group) {
-                    if total >= offset && page.len() < limit {
-                        page.push(message.clone());
+    let passes = Arc::clone(&console);
+    console
+        .shared_read(key, queue, |dlq| {
+            Box::pin(async move {
+                let pass = passes
+                    .passes
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                    + 1;
+                let mut tally = GroupTally::default();
+                let mut timeline = Timeline::default();
+                let mut total = 0;
+                let mut page = Vec::new();
+                let mut visit = |_: &_, message: &DeadLetterMessage| {
+                    tally.add(message);
+                    timeline.add(&message.group, message.failed_at.as_deref());
+                    if group.as_ref().is_none_or(|g| *g == message.group) {
+                        if total >= offset && page.len() < limit {
+                            page.push(message.clone());
+                        }
+                        total += 1;
                     }
-                    total += 1;
-                }
-                Ok(())
-            };
-            let report = dlq.visit(&wide, &mut visit).await;
-            dlq.close().await;
-            let report = report.map_err(ApiError::broker)?;
-            to_value(&DeadLetterView {
-                pass,
-                depth: report.kept,
-                groups: tally.into_groups(),
-                chart: timeline.chart(CHART_BUCKETS),
-                total,
-                offset,
-                messages: page,
+                    Ok(())
+                };
+                let report = dlq.visit(&wide, &mut visit).await;
+                let report = report.map_err(ApiError::broker)?;
+                to_value(&DeadLetterView {
+                    pass,
+                    depth: report.kept,
+                    groups: tally.into_groups(),
+                    chart: timeline.chart(CHART_BUCKETS),
+                    total,
+                    offset,
+                    messages: page,
+                })
             })
         })
-        .await?;
-    Ok(Json((*shared).clone()))
+        .await
 }
 
 #[derive(Debug, Deserialize)]
@@ -599,6 +593,32 @@ fn to_value(value: &impl Serialize) -> Result<Arc<serde_json::Value>, ApiError> 
 }
 
 impl Console {
+    /// A read of `queue`'s dead letters that the equal reads in flight
+    /// (those of `key`) share: one at a time on the queue, on a connection
+    /// of its own, closed after; its result as the response.
+    async fn shared_read<R>(
+        self: &Arc<Self>,
+        key: String,
+        queue: String,
+        read: R,
+    ) -> Result<Json<serde_json::Value>, ApiError>
+    where
+        R: for<'a> FnOnce(&'a Dlq) -> DeadLetterRead<'a> + Send,
+    {
+        let console = Arc::clone(self);
+        let shared = self
+            .reads
+            .run(key, || async move {
+                let _one_at_a_time = console.lock(&queue).await;
+                let dlq = console.dlq(&queue).await?.1;
+                let read = read(&dlq).await;
+                dlq.close().await;
+                read
+            })
+            .await?;
+        Ok(Json((*shared).clone()))
+    }
+
     async fn discover(&self) -> Result<Vec<DiscoveredConsumer>, ApiError> {
         discovery::discover_async(&self.amqp_url, &self.management_url)
             .await
