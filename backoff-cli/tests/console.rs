@@ -124,7 +124,10 @@ impl Fixture {
         &self.spec.queue
     }
 
-    /// Messages in the work queue and in the DLQ, asked of the broker itself.
+    /// Messages in the work queue and in the DLQ, asked of the broker itself,
+    /// at a moment when no pass holds dead letters: the page reads the queue
+    /// again after each write, and a pass's messages are out of the count
+    /// while it holds them.
     async fn depths(&self) -> (u32, u32) {
         let connection = connect().await;
         let channel = connection.create_channel().await.unwrap();
@@ -132,15 +135,22 @@ impl Fixture {
             passive: true,
             ..Default::default()
         };
-        let depth = async |queue: &str| {
+        let declare = async |queue: &str| {
             channel
                 .queue_declare(queue.into(), passive, FieldTable::default())
                 .await
                 .unwrap()
-                .message_count()
         };
-        let work = depth(self.queue()).await;
-        let dlq = depth(&self.spec.names().dead_letter_queue).await;
+        let started = Instant::now();
+        let dlq = loop {
+            let dlq = declare(&self.spec.names().dead_letter_queue).await;
+            if dlq.consumer_count() == 0 {
+                break dlq.message_count();
+            }
+            assert!(started.elapsed() < PATIENCE, "a pass never ended");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let work = declare(self.queue()).await.message_count();
         let _ = connection.close(200, "".into()).await;
         (work, dlq)
     }
