@@ -190,6 +190,35 @@ async fn postgres_and_redis_forget_a_key_after_its_window() {
 }
 
 #[tokio::test]
+async fn a_postgres_store_starting_beside_an_open_transaction_neither_waits_nor_blocks() {
+    // A handler's `Tx` holds the inbox; a process starting now must not
+    // queue a change of the tables behind it (which would make every
+    // statement on the inbox wait behind that change).
+    let store = stores::postgres().await;
+    let consumer = unique("beside");
+    let _cleanup = PgCleanup {
+        consumers: vec![consumer.clone()],
+    };
+    let open = held(claim(&store, &consumer, "open").await);
+    // Well under the 5 s a change of the tables waits for its lock.
+    let started = tokio::time::timeout(Duration::from_secs(3), stores::postgres()).await;
+    let other = started.expect("a store starting beside an open transaction waited for it");
+    let count = tokio::time::timeout(
+        Duration::from_secs(3),
+        sqlx::query_as::<_, (i64,)>(
+            "SELECT count(*) FROM rabbit_backoff_inbox WHERE consumer = $1",
+        )
+        .bind(&consumer)
+        .fetch_one(other.pool()),
+    )
+    .await
+    .expect("a read of the inbox waited behind a change of the tables")
+    .unwrap();
+    assert_eq!(count.0, 0, "the open claim is not committed yet");
+    open.complete().await.unwrap();
+}
+
+#[tokio::test]
 async fn postgres_counts_the_window_from_a_completion_that_comes_late() {
     // A claim already writes the end of its key's window (so that a prompt
     // completion changes no index); a handler that takes longer moves it.
@@ -350,6 +379,7 @@ async fn a_store_that_does_not_answer_says_so() {
 async fn postgres_deletes_expired_keys_in_bounded_batches_as_it_claims() {
     let store = stores::postgres().await.with_cleanup_every(6);
     let consumer = unique("cleanup");
+    let sweeps = stores::postgres().await.with_cleanup_every(1);
     let _cleanup = PgCleanup {
         consumers: vec![consumer.clone()],
     };
@@ -378,8 +408,10 @@ async fn postgres_deletes_expired_keys_in_bounded_batches_as_it_claims() {
     );
     assert_eq!(rows().await, 5);
     tokio::time::sleep(Duration::from_millis(800)).await;
-    // The sixth claim sweeps, in the background: the four expired rows go,
-    // the held one and its own (in its open transaction) stay.
+    // The sixth claim sweeps, in the background: the four expired rows go
+    // (once the expired rows of others before them have gone: a sweep takes
+    // the 2000 oldest, and other tests share the table), the held one and
+    // its own (in its open transaction) stay.
     let fifth = held(
         store
             .claim(request(&consumer, "new", Duration::from_secs(60)))
@@ -387,9 +419,21 @@ async fn postgres_deletes_expired_keys_in_bounded_batches_as_it_claims() {
             .unwrap(),
     );
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut more = 0;
     while rows().await > 1 {
         assert!(std::time::Instant::now() < deadline, "expired keys left");
         tokio::time::sleep(Duration::from_millis(50)).await;
+        more += 1;
+        let key = format!("sweep-{more}");
+        held(
+            sweeps
+                .claim(request(&consumer, &key, window))
+                .await
+                .unwrap(),
+        )
+        .release()
+        .await
+        .unwrap();
     }
     assert!(
         matches!(

@@ -35,9 +35,9 @@ const CLEANUP_BATCH: i64 = 2_000;
 /// The default interval of the outbox relay.
 const DEFAULT_RELAY_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Creates the tables once, one process at a time.
+/// Creates or completes the tables, one process at a time, when
+/// [`SCHEMA_CURRENT`] says they are not as this version needs them.
 const SCHEMA: &[&str] = &[
-    "SELECT pg_advisory_xact_lock(7234014520715943231)",
     "CREATE TABLE IF NOT EXISTS rabbit_backoff_inbox (
         consumer text NOT NULL,
         key text NOT NULL,
@@ -64,6 +64,31 @@ const SCHEMA: &[&str] = &[
         created_at timestamptz NOT NULL DEFAULT now()
     )",
 ];
+
+/// PostgreSQL's `lock_not_available`: [`SCHEMA_LOCK_TIMEOUT`] ran out.
+const LOCK_NOT_AVAILABLE: &str = "55P03";
+
+/// Serializes the processes that change the tables.
+const SCHEMA_LOCK: &str = "SELECT pg_advisory_xact_lock(7234014520715943231)";
+
+/// How long a change of the tables waits for their lock: `ALTER TABLE`
+/// waits for every open transaction on the inbox (a handler's `Tx`), and
+/// every claim queues behind it meanwhile.
+const SCHEMA_LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '5s'";
+
+/// Whether the tables are already as [`SCHEMA`] makes them, read from the
+/// catalog without locking them: a process that starts while handlers hold
+/// transactions on the inbox must not queue an `ALTER TABLE` (which waits
+/// for all of them, and makes every other statement on the table wait
+/// behind it).
+const SCHEMA_CURRENT: &str = "SELECT coalesce((
+        SELECT 'fillfactor=90' = ANY(c.reloptions)
+            AND to_regclass('rabbit_backoff_inbox_expires_at') IS NOT NULL
+            AND to_regclass('rabbit_backoff_outbox') IS NOT NULL
+            AND (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = c.oid
+                AND a.attname IN ('token', 'lease_until') AND NOT a.attisdropped) = 2
+        FROM pg_class c WHERE c.oid = to_regclass('rabbit_backoff_inbox')
+    ), false)";
 
 /// One round trip: try the key's advisory lock (held until the transaction
 /// ends) and, when it was free, write the key's row unless a completed one
@@ -144,6 +169,16 @@ impl PostgresStore {
         let store = Self::with_address(pool, address);
         match store.create_tables().await {
             Ok(()) => Ok(store),
+            // The tables need a change (a new version's first start) and a
+            // long transaction holds them: the first claim tries again.
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some(LOCK_NOT_AVAILABLE) => {
+                tracing::warn!(
+                    "the dedupe store at {} could not change its tables yet \
+                     (a transaction holds them): {e}",
+                    store.address
+                );
+                Ok(store)
+            }
             // The server answered, and refused: a wrong database, user or right.
             Err(e @ sqlx::Error::Database(_)) => Err(store.failed("creating its tables")(e)),
             Err(e) => {
@@ -231,9 +266,18 @@ impl PostgresStore {
     async fn create_tables(&self) -> Result<(), sqlx::Error> {
         self.schema
             .get_or_try_init(|| async {
+                let current = || sqlx::query_scalar::<_, bool>(SCHEMA_CURRENT);
+                if current().fetch_one(&self.pool).await? {
+                    return Ok(());
+                }
                 let mut tx = self.pool.begin().await?;
-                for statement in SCHEMA {
-                    sqlx::query(statement).execute(&mut *tx).await?;
+                sqlx::query(SCHEMA_LOCK).execute(&mut *tx).await?;
+                // Another process may have done it while this one waited.
+                if !current().fetch_one(&mut *tx).await? {
+                    sqlx::query(SCHEMA_LOCK_TIMEOUT).execute(&mut *tx).await?;
+                    for statement in SCHEMA {
+                        sqlx::query(statement).execute(&mut *tx).await?;
+                    }
                 }
                 tx.commit().await
             })
