@@ -45,6 +45,19 @@ async fn claim_as(store: &dyn DedupeStore, consumer: &str, key: &str, tx: bool) 
     store.claim(request).await.expect("the store answers")
 }
 
+/// A claim with a lease (a handler without `Tx`) for a key of `window`.
+async fn lease_claim(
+    store: &dyn DedupeStore,
+    consumer: &str,
+    key: &str,
+    window: Duration,
+) -> Claim {
+    store
+        .claim(without_tx(request(consumer, key, window)))
+        .await
+        .expect("the store answers")
+}
+
 fn held(claim: Claim) -> Box<dyn HeldKey> {
     match claim {
         Claim::Claimed(held) => held,
@@ -228,30 +241,17 @@ async fn postgres_counts_the_window_from_a_completion_that_comes_late() {
         consumers: vec![consumer.clone()],
     };
     let window = Duration::from_secs(1);
-    let claimed = held(
-        store
-            .claim(without_tx(request(&consumer, "k", window)))
-            .await
-            .unwrap(),
-    );
+    let claimed = held(lease_claim(&store, &consumer, "k", window).await);
     tokio::time::sleep(Duration::from_millis(600)).await;
     claimed.complete().await.unwrap();
     // 1.2 s after the claim, 0.6 s after the completion: still a duplicate.
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(matches!(
-        store
-            .claim(without_tx(request(&consumer, "k", window)))
-            .await
-            .unwrap(),
+        lease_claim(&store, &consumer, "k", window).await,
         Claim::Duplicate
     ));
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let again = held(
-        store
-            .claim(without_tx(request(&consumer, "k", window)))
-            .await
-            .unwrap(),
-    );
+    let again = held(lease_claim(&store, &consumer, "k", window).await);
     again.release().await.unwrap();
 }
 
@@ -400,12 +400,7 @@ async fn postgres_deletes_expired_keys_in_bounded_batches_as_it_claims() {
     };
     // A claim whose handler runs longer than its key's window: past the
     // window, its lease still holds it.
-    let long = held(
-        store
-            .claim(without_tx(request(&consumer, "long", window)))
-            .await
-            .unwrap(),
-    );
+    let long = held(lease_claim(&store, &consumer, "long", window).await);
     assert_eq!(rows().await, 5);
     tokio::time::sleep(Duration::from_millis(800)).await;
     // The sixth claim sweeps, in the background: the four expired rows go
@@ -437,10 +432,7 @@ async fn postgres_deletes_expired_keys_in_bounded_batches_as_it_claims() {
     }
     assert!(
         matches!(
-            store
-                .claim(without_tx(request(&consumer, "long", window)))
-                .await
-                .unwrap(),
+            lease_claim(&store, &consumer, "long", window).await,
             Claim::InProgress
         ),
         "a held key outliving its window is neither swept nor claimed twice"
