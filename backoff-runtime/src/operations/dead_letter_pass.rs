@@ -324,9 +324,7 @@ impl Pass {
         }
     }
 
-    /// Takes a rotation round to its sentinel, settles every original, then
-    /// drops the sentinel and the flag, in that order: until the flag is
-    /// lowered, what is left in the queue tells the next pass what to do.
+    /// Takes a rotation round to its sentinel and [ends](Rotation::end) it.
     async fn come_round(&mut self) -> Result<(), Error> {
         if !matches!(self.phase, Phase::Rotate(_)) {
             return Ok(());
@@ -334,11 +332,6 @@ impl Pass {
         while let Some(delivery) = self.next().await? {
             self.keep(delivery).await?;
         }
-        let Phase::Rotate(rotation) = &mut self.phase else {
-            unreachable!("rotating")
-        };
-        rotation.complete(&*self.channel, &self.queue).await?;
-        rotation.drop_sentinel(&self.queue).await?;
         let Phase::Rotate(rotation) = std::mem::replace(
             &mut self.phase,
             Phase::Hold {
@@ -347,12 +340,7 @@ impl Pass {
         ) else {
             unreachable!("rotating")
         };
-        let marker = marker_queue(&self.queue);
-        rotation.flag.lower(&marker).await?;
-        self.channel
-            .delete_queue(&marker)
-            .await
-            .map_err(channel_error(&marker, "deleting the pass's marker queue"))
+        rotation.end(&*self.channel, &self.queue).await
     }
 
     /// Gives up: closing the channel returns every message not yet settled
@@ -495,15 +483,31 @@ impl Rotation {
         self.drain(queue, 0).await
     }
 
-    /// Acks the sentinel the rotation came round to, once [`complete`]
-    /// settled every original before it.
-    ///
-    /// [`complete`]: Self::complete
-    async fn drop_sentinel(&mut self, queue: &str) -> Result<(), Error> {
-        match self.sentinel.take() {
-            Some(sentinel) => ack(&sentinel, queue).await,
-            None => Ok(()),
+    /// Ends a rotation that came round (or a restore that reached the old
+    /// sentinel): settles every original, then acks the sentinel, lowers
+    /// the flag and deletes the marker queue, in that order, so that until
+    /// the flag is lowered what is left in the queue tells the next pass
+    /// what to do. On a failure the flag's channel closes: the flag is
+    /// ready again for the next pass.
+    async fn end(mut self, channel: &dyn Channel, queue: &str) -> Result<(), Error> {
+        let settled = async {
+            self.complete(channel, queue).await?;
+            match self.sentinel.take() {
+                Some(sentinel) => ack(&sentinel, queue).await,
+                None => Ok(()),
+            }
         }
+        .await;
+        if let Err(e) = settled {
+            self.flag.channel.close().await;
+            return Err(e);
+        }
+        let marker = marker_queue(queue);
+        self.flag.lower(&marker).await?;
+        channel
+            .delete_queue(&marker)
+            .await
+            .map_err(channel_error(&marker, "deleting the pass's marker queue"))
     }
 }
 
@@ -590,14 +594,7 @@ async fn restore(channel: &dyn Channel, queue: &str, flag: Flag) -> Result<(), E
         rotation.rotate(channel, queue, delivery).await?;
         moved += 1;
     }
-    rotation.complete(channel, queue).await?;
-    rotation.drop_sentinel(queue).await?;
-    let marker = marker_queue(queue);
-    rotation.flag.lower(&marker).await?;
-    channel
-        .delete_queue(&marker)
-        .await
-        .map_err(channel_error(&marker, "deleting the pass's marker queue"))?;
+    rotation.end(channel, queue).await?;
     tracing::info!("{queue}: order restored ({moved} messages moved back)");
     Ok(())
 }
