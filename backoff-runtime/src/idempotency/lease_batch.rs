@@ -17,8 +17,9 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
+use crate::idempotency::batches::run;
 use crate::idempotency::store::{Claim, Completed, HeldKey};
 use crate::idempotency::{StoreError, lock};
 
@@ -35,8 +36,6 @@ macro_rules! window_slack {
     };
 }
 
-/// The most operations one statement carries.
-const BATCH: usize = 500;
 /// The most batches of claims and releases sent and not yet answered.
 const IN_FLIGHT: usize = 4;
 /// The most batches of completions sent and not yet answered. Each waits
@@ -227,33 +226,6 @@ impl Drop for LeaseHeld {
             let (reply, _) = oneshot::channel();
             let _ = self.release_op(reply);
         }
-    }
-}
-
-/// Takes what waits and sends it as one batch, without waiting for the
-/// batches before it to return (at most `in_flight` at once): a free slot
-/// first, then everything that waits, so that while every slot is busy the
-/// next batch grows.
-async fn run<T, F, Sent>(mut receiver: mpsc::UnboundedReceiver<T>, in_flight: usize, send: F)
-where
-    T: Send + 'static,
-    F: Fn(Vec<T>) -> Sent,
-    Sent: Future<Output = ()> + Send + 'static,
-{
-    let slots = Arc::new(Semaphore::new(in_flight));
-    let mut ops = Vec::new();
-    loop {
-        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
-            return;
-        };
-        if receiver.recv_many(&mut ops, BATCH).await == 0 {
-            return;
-        }
-        let sent = send(std::mem::take(&mut ops));
-        tokio::spawn(async move {
-            sent.await;
-            drop(permit);
-        });
     }
 }
 

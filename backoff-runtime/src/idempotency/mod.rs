@@ -27,6 +27,8 @@ macro_rules! inbox_row_is_free {
     };
 }
 
+#[cfg(any(feature = "postgres", feature = "redis"))]
+pub(crate) mod batches;
 #[cfg(feature = "postgres")]
 pub(crate) mod lease_batch;
 pub(crate) mod memory;

@@ -10,12 +10,11 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use redis::{Pipeline, Value};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
+use crate::idempotency::batches::run;
 use crate::idempotency::lock;
 
-/// The most commands one pipeline carries.
-const BATCH: usize = 500;
 /// The most pipelines sent and not yet answered.
 const IN_FLIGHT: usize = 4;
 /// The value of a completed key.
@@ -68,7 +67,14 @@ impl Pipeliner {
         let (ops, receiver) = mpsc::unbounded_channel();
         let held: Arc<Held> = Arc::default();
         let lease_ms = Arc::new(AtomicU64::new(millis(lease)));
-        tokio::spawn(run(manager.clone(), receiver, Arc::clone(&lease_ms)));
+        tokio::spawn(run(receiver, IN_FLIGHT, {
+            let (manager, lease_ms) = (manager.clone(), Arc::clone(&lease_ms));
+            move |batch| {
+                let mut conn = manager.clone();
+                let lease = lease_ms.load(Ordering::Relaxed);
+                async move { send(&mut conn, batch, lease).await }
+            }
+        }));
         tokio::spawn(renew(manager, Arc::downgrade(&held), Arc::clone(&lease_ms)));
         Pipeliner {
             ops,
@@ -135,30 +141,6 @@ fn gone() -> String {
 /// Milliseconds, at least one (`PX 0` is an error).
 pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
-}
-
-/// Takes what waits and sends it as one pipeline, without waiting for the
-/// pipelines before it to return (at most [`IN_FLIGHT`] at once): the more
-/// deliveries wait, the larger the next batch.
-async fn run(
-    manager: ConnectionManager,
-    mut receiver: mpsc::UnboundedReceiver<Op>,
-    lease_ms: Arc<AtomicU64>,
-) {
-    let in_flight = Arc::new(Semaphore::new(IN_FLIGHT));
-    let mut ops = Vec::new();
-    while receiver.recv_many(&mut ops, BATCH).await > 0 {
-        let Ok(permit) = Arc::clone(&in_flight).acquire_owned().await else {
-            return;
-        };
-        let batch = std::mem::take(&mut ops);
-        let mut conn = manager.clone();
-        let lease = lease_ms.load(Ordering::Relaxed);
-        tokio::spawn(async move {
-            send(&mut conn, batch, lease).await;
-            drop(permit);
-        });
-    }
 }
 
 /// Sends one batch as one pipeline and answers each of its operations.
