@@ -1,40 +1,51 @@
 #!/usr/bin/env bash
 # A three-node RabbitMQ cluster on this machine, beside the default node, for
 # the cluster tests (tests/cluster.rs), the cluster benchmark and trying
-# failover by hand. It uses the installed server (scripts/ensure-broker.sh
-# installs it) and never touches the default node (rabbit@localhost, 5672).
+# failover by hand, of the version in RABBITMQ_VERSION: 3.10 (the default,
+# the installed server, which scripts/ensure-broker.sh installs), 4.0 or 4.3
+# (Debian's packages in a root of their own: scripts/lib/rabbitmq.sh). It
+# never touches the default node (rabbit@localhost, 5672).
 #
 #   scripts/cluster.sh up                        start the cluster and wait until all three nodes run in it
 #   scripts/cluster.sh kill rabbit-b@localhost   kill -9 one node's Erlang VM
 #   scripts/cluster.sh status                    each node's state
+#   scripts/cluster.sh ctl ARG...                rabbitmqctl of this version (give -n NODE)
 #   scripts/cluster.sh down                      stop the cluster and remove its data
 #
 # Nodes: rabbit-a@localhost, rabbit-b@localhost, rabbit-c@localhost; AMQP on
 # 127.0.0.1:5673, 5674, 5675 (guest/guest); distribution on 25673-25675; no
-# plugins (the management port 15672 stays the default node's). Each node has
-# its own data, logs, PID file, configuration and plugins file under
-# $RABBIT_BACKOFF_CLUSTER_DIR (default /var/lib/rabbitmq/rabbit-backoff-cluster),
-# owned by the rabbitmq user, and runs as that user, sharing its Erlang cookie
-# with rabbitmqctl. `up` is idempotent: it starts only what is not running, so
-# after a `kill` it restarts the killed node, which rejoins the cluster.
+# plugins (the management port 15672 stays the default node's). One cluster
+# runs at a time, of one version. Each node has its own data, logs, PID file,
+# configuration and plugins file under $RABBIT_BACKOFF_CLUSTER_DIR (default
+# /var/lib/rabbitmq/rabbit-backoff-cluster, inside the version's root for
+# 4.x), owned by the rabbitmq user, and runs as that user, sharing its Erlang
+# cookie with rabbitmqctl. `up` is idempotent: it starts only what is not
+# running, so after a `kill` it restarts the killed node, which rejoins the
+# cluster.
 #
 # Every node's advanced.config sets the quorum dead-letter worker's confirm
 # timeout to 10 s (180 s by default in 3.10.8): on RabbitMQ 3.10 a message
 # dead-lettered at-least-once to a queue whose leader died can wait that long
 # before it is sent again.
 set -euo pipefail
+RB_SCRIPT=cluster.sh
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib/rabbitmq.sh
+. "$here/lib/rabbitmq.sh"
 
+VERSION="${RABBITMQ_VERSION:-3.10}"
+rb_check_version "$VERSION"
 NODES=(rabbit-a rabbit-b rabbit-c)
-HOST=localhost
+HOST=$RB_HOST
 SEED="rabbit-a@$HOST"
+# As the nodes see it (inside the version's root for 4.x).
 BASE="${RABBIT_BACKOFF_CLUSTER_DIR:-/var/lib/rabbitmq/rabbit-backoff-cluster}"
-RABBIT_BIN="${RABBITMQ_BIN:-/usr/lib/rabbitmq/bin}"
 UP_TIMEOUT=60
 
-die() { echo "cluster.sh: $*" >&2; exit 1; }
+die() { rb_die "$@"; }
 
 usage() {
-  echo "usage: scripts/cluster.sh up | down | kill NODE | status" >&2
+  echo "usage: [RABBITMQ_VERSION=3.10|4.0|4.3] scripts/cluster.sh up | down | kill NODE | status | ctl ARG..." >&2
   echo "  NODE: rabbit-a@localhost, rabbit-b@localhost or rabbit-c@localhost" >&2
   exit 2
 }
@@ -50,21 +61,13 @@ index_of() {
 amqp_port() { echo $((5673 + $(index_of "$1"))); }
 dist_port() { echo $((25673 + $(index_of "$1"))); }
 dir_of() { echo "$BASE/$1"; }
+# The same folder seen from this machine.
+host_dir_of() { rb_host_path "$VERSION" "$(dir_of "$1")"; }
 
-# Runs a command as the rabbitmq user (with its HOME, so with its Erlang cookie).
-as_rabbitmq() {
-  if [ "$(id -un)" = rabbitmq ]; then
-    HOME="$(getent passwd rabbitmq | cut -d: -f6)" "$@"
-  else
-    runuser -u rabbitmq -- "$@"
-  fi
-}
-
-ctl() { (cd / && as_rabbitmq "$RABBIT_BIN/rabbitmqctl" "$@"); }
+ctl() { rb_ctl "$VERSION" "$@"; }
 
 check_prerequisites() {
-  [ -x "$RABBIT_BIN/rabbitmq-server" ] || die "RabbitMQ is not installed ($RABBIT_BIN/rabbitmq-server is missing): run scripts/ensure-broker.sh as root first."
-  getent passwd rabbitmq >/dev/null || die "there is no rabbitmq user: install the rabbitmq-server package (scripts/ensure-broker.sh)."
+  rb_ensure_version "$VERSION"
   if [ "$(id -u)" -ne 0 ] && [ "$(id -un)" != rabbitmq ]; then
     die "run this as root or as the rabbitmq user (the nodes run as rabbitmq and share its Erlang cookie)."
   fi
@@ -72,20 +75,21 @@ check_prerequisites() {
 
 # Writes a node's configuration (each time: a changed script takes effect).
 prepare() {
-  local name=$1 dir port dport
+  local name=$1 dir port dport host
   dir=$(dir_of "$name"); port=$(amqp_port "$name"); dport=$(dist_port "$name")
-  install -d -o rabbitmq -g rabbitmq -m 0750 "$BASE" "$dir" "$dir/mnesia" "$dir/log"
-  cat >"$dir/rabbitmq.conf" <<EOF
+  host=$(host_dir_of "$name")
+  rb_node_dir "$VERSION" "$dir"
+  cat >"$host/rabbitmq.conf" <<EOF
 listeners.tcp.local = 127.0.0.1:$port
 loopback_users.guest = true
 EOF
-  cat >"$dir/advanced.config" <<'EOF'
+  cat >"$host/advanced.config" <<'EOF'
 [{rabbit, [{dead_letter_worker_publisher_confirm_timeout, 10000}]}].
 EOF
-  echo '[].' >"$dir/enabled_plugins"
+  echo '[].' >"$host/enabled_plugins"
   # Read by the server's scripts instead of /etc/rabbitmq/rabbitmq-env.conf,
   # which names the default node.
-  cat >"$dir/rabbitmq-env.conf" <<EOF
+  cat >"$host/rabbitmq-env.conf" <<EOF
 NODENAME=$name@$HOST
 DIST_PORT=$dport
 MNESIA_BASE=$dir/mnesia
@@ -95,48 +99,26 @@ CONFIG_FILE=$dir/rabbitmq.conf
 ADVANCED_CONFIG_FILE=$dir/advanced.config
 ENABLED_PLUGINS_FILE=$dir/enabled_plugins
 EOF
-  chown rabbitmq:rabbitmq "$dir"/rabbitmq.conf "$dir"/advanced.config "$dir"/enabled_plugins "$dir"/rabbitmq-env.conf
+  rb_chown "$VERSION" "$host"/rabbitmq.conf "$host"/advanced.config "$host"/enabled_plugins "$host"/rabbitmq-env.conf
 }
 
 # The PID of a node's Erlang VM when it runs (it wrote its PID file and that
 # process is a VM started with this node's settings).
-pid_of() {
-  local dir pid
-  dir=$(dir_of "$1")
-  [ -r "$dir/pid" ] || return 1
-  pid=$(tr -dc '0-9' <"$dir/pid")
-  [ -n "$pid" ] && [ -r "/proc/$pid/environ" ] || return 1
-  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "RABBITMQ_CONF_ENV_FILE=$dir/rabbitmq-env.conf" || return 1
-  echo "$pid"
-}
+pid_of() { rb_pid_of "$VERSION" "$(dir_of "$1")/rabbitmq-env.conf" "$(dir_of "$1")/pid"; }
 
-answers() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+answers() { rb_answers 127.0.0.1 "$1"; }
 
 start_node() {
-  local name=$1 dir as=()
-  dir=$(dir_of "$name")
-  rm -f "$dir/pid"
-  if [ "$(id -un)" != rabbitmq ]; then as=(runuser -u rabbitmq --); fi
-  # In its own session, every descriptor redirected and nothing of this
-  # shell's left open (exec, not a function), so that it outlives this script
-  # and never holds its caller's pipes.
-  (cd "$dir" && exec setsid "${as[@]}" env HOME="$(getent passwd rabbitmq | cut -d: -f6)" \
-    RABBITMQ_CONF_ENV_FILE="$dir/rabbitmq-env.conf" ERL_EPMD_ADDRESS=127.0.0.1 \
-    ERL_FLAGS="-kernel inet_dist_use_interface {127,0,0,1}" \
-    "$RABBIT_BIN/rabbitmq-server" >>"$dir/log/console.log" 2>&1 </dev/null) &
+  local dir
+  dir=$(dir_of "$1")
+  rm -f "$(host_dir_of "$1")/pid"
+  rb_start_node "$VERSION" "$dir/rabbitmq-env.conf" "$dir/log/console.log"
 }
 
 # Waits until a node's application runs (its PID file, then rabbitmqctl wait).
 wait_node() {
-  local name=$1 dir deadline
-  dir=$(dir_of "$name")
-  deadline=$((SECONDS + UP_TIMEOUT))
-  until [ -s "$dir/pid" ]; do
-    [ $SECONDS -lt $deadline ] || { echo "$name@$HOST wrote no PID file within ${UP_TIMEOUT} s; see $dir/log/" >&2; return 1; }
-    sleep 0.2
-  done
-  ctl -n "$name@$HOST" -q wait "$dir/pid" --timeout "$UP_TIMEOUT" >/dev/null \
-    || { echo "$name@$HOST did not start; see $dir/log/" >&2; return 1; }
+  rb_wait_node "$VERSION" "$1@$HOST" "$(dir_of "$1")/pid" "$UP_TIMEOUT" \
+    || { echo "see $(host_dir_of "$1")/log/" >&2; return 1; }
 }
 
 # The nodes running in the cluster, as `name@host` words, seen from `$1`.
@@ -151,7 +133,7 @@ join() {
   ctl -n "$node" -q stop_app >/dev/null
   ctl -n "$node" -q join_cluster "$SEED" >/dev/null
   ctl -n "$node" -q start_app >/dev/null
-  touch "$(dir_of "$1")/joined"
+  touch "$(host_dir_of "$1")/joined"
 }
 
 cmd_up() {
@@ -160,7 +142,7 @@ cmd_up() {
   for name in "${NODES[@]}"; do
     prepare "$name"
     if ! pid_of "$name" >/dev/null; then
-      [ -f "$(dir_of "$name")/joined" ] || [ "$name@$HOST" = "$SEED" ] || fresh+=("$name")
+      [ -f "$(host_dir_of "$name")/joined" ] || [ "$name@$HOST" = "$SEED" ] || fresh+=("$name")
       # A node with no data yet joins the seed below; one with data rejoins by itself.
       start_node "$name"
       started+=("$name")
@@ -175,18 +157,18 @@ cmd_up() {
   for name in "${fresh[@]}"; do
     join "$name" & pids+=($!)
   done
-  for p in "${pids[@]}"; do wait "$p" || die "a node could not join $SEED; see $BASE/*/log/"; done
+  for p in "${pids[@]}"; do wait "$p" || die "a node could not join $SEED; see $(rb_host_path "$VERSION" "$BASE")/*/log/"; done
   local want="${#NODES[@]}" seen
   while true; do
     seen=$(running_nodes "$SEED" | wc -l)
     [ "$seen" -eq "$want" ] && break
-    [ $((SECONDS - start)) -lt "$UP_TIMEOUT" ] || die "only $seen of $want nodes run in the cluster after ${UP_TIMEOUT} s; see $BASE/*/log/"
+    [ $((SECONDS - start)) -lt "$UP_TIMEOUT" ] || die "only $seen of $want nodes run in the cluster after ${UP_TIMEOUT} s; see $(rb_host_path "$VERSION" "$BASE")/*/log/"
     sleep 0.5
   done
   if [ "${#started[@]}" -gt 0 ]; then
-    echo "cluster up in $((SECONDS - start)) s: started ${started[*]}; amqp://guest:guest@127.0.0.1:5673,5674,5675" >&2
+    echo "RabbitMQ $(rb_full_version "$VERSION") cluster up in $((SECONDS - start)) s: started ${started[*]}; amqp://guest:guest@127.0.0.1:5673,5674,5675" >&2
   else
-    echo "cluster already up: amqp://guest:guest@127.0.0.1:5673,5674,5675" >&2
+    echo "RabbitMQ $VERSION cluster already up: amqp://guest:guest@127.0.0.1:5673,5674,5675" >&2
   fi
 }
 
@@ -197,8 +179,7 @@ cmd_kill() {
   index_of "$name" >/dev/null && [ "$node" = "$name@$HOST" ] || die "unknown node $node (one of ${NODES[*]/%/@$HOST})"
   local pid
   pid=$(pid_of "$name") || die "$node is not running"
-  kill -9 "$pid"
-  while [ -e "/proc/$pid" ]; do sleep 0.05; done
+  rb_kill "$pid"
   echo "killed $node (pid $pid)" >&2
 }
 
@@ -215,8 +196,8 @@ cmd_down() {
   for pid in "${pids[@]}"; do
     while [ -e "/proc/$pid" ]; do sleep 0.05; done
   done
-  rm -rf "$BASE"
-  echo "cluster down${pids[*]:+ (stopped ${#pids[@]} nodes)}; data removed" >&2
+  rm -rf "$(rb_host_path "$VERSION" "$BASE")"
+  echo "RabbitMQ $VERSION cluster down${pids[*]:+ (stopped ${#pids[@]} nodes)}; data removed" >&2
 }
 
 cmd_status() {
@@ -239,5 +220,6 @@ case "${1:-}" in
   down) cmd_down ;;
   kill) cmd_kill "${2:-}" ;;
   status) cmd_status ;;
+  ctl) shift; ctl "$@" ;;
   *) usage ;;
 esac

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # A RabbitMQ node with TLS listeners on this machine, beside the default node,
 # for the amqps:// tests (tests/tls.rs, backoff-cli/tests/tls.rs and the
-# runtime's handshake tests) and for trying TLS by hand. It uses the installed
-# server (scripts/ensure-broker.sh installs it) and never touches the default
-# node (rabbit@localhost, 5672) nor the cluster of scripts/cluster.sh.
+# runtime's handshake tests) and for trying TLS by hand, of the version in
+# RABBITMQ_VERSION: 3.10 (the default, the installed server, which
+# scripts/ensure-broker.sh installs), 4.0 or 4.3 (Debian's packages in a root
+# of their own: scripts/lib/rabbitmq.sh). It never touches the default node
+# (rabbit@localhost, 5672) nor the cluster of scripts/cluster.sh. One TLS
+# node runs at a time, of one version.
 #
 #   scripts/tls.sh up       make the certificates, start the node, wait until its TLS listener answers
 #   scripts/tls.sh status   the node's state, its listeners and where the certificates are
@@ -26,46 +29,42 @@
 #   other-client.pem, .key    a client certificate of that other CA
 # Keys are not encrypted; none of this is for anything but tests.
 #
-# The node's data, logs, PID file and configuration are under
-# $RABBIT_BACKOFF_TLS_NODE_DIR (default /var/lib/rabbitmq/rabbit-backoff-tls),
+# The node's data, logs, PID file, configuration and its copy of the
+# certificates it needs are under $RABBIT_BACKOFF_TLS_NODE_DIR (default
+# /var/lib/rabbitmq/rabbit-backoff-tls, inside the version's root for 4.x),
 # owned by the rabbitmq user; the node runs as that user, sharing its Erlang
 # cookie with rabbitmqctl. `up` is idempotent: it starts the node only when it
 # is not running. Run it as root or as the rabbitmq user.
 set -euo pipefail
+RB_SCRIPT=tls.sh
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib/rabbitmq.sh
+. "$here/lib/rabbitmq.sh"
 
+VERSION="${RABBITMQ_VERSION:-3.10}"
+rb_check_version "$VERSION"
 NAME=rabbit-tls
-HOST=localhost
+HOST=$RB_HOST
 NODE="$NAME@$HOST"
 TLS_PORT=5671
 TLS_ADDRESSES=(127.0.0.1 127.0.0.2)
 AMQP_PORT=5676
 DIST_PORT=25676
 CERTS="${RABBIT_BACKOFF_TLS_DIR:-/tmp/rabbit-backoff-tls}"
+# As the node sees it (inside the version's root for 4.x), and from here.
 BASE="${RABBIT_BACKOFF_TLS_NODE_DIR:-/var/lib/rabbitmq/rabbit-backoff-tls}"
-RABBIT_BIN="${RABBITMQ_BIN:-/usr/lib/rabbitmq/bin}"
+HOST_BASE=$(rb_host_path "$VERSION" "$BASE")
 UP_TIMEOUT=60
 
-die() { echo "tls.sh: $*" >&2; exit 1; }
+die() { rb_die "$@"; }
 
 usage() {
   echo "usage: scripts/tls.sh up | down | status" >&2
   exit 2
 }
 
-# Runs a command as the rabbitmq user (with its HOME, so with its Erlang cookie).
-as_rabbitmq() {
-  if [ "$(id -un)" = rabbitmq ]; then
-    HOME="$(getent passwd rabbitmq | cut -d: -f6)" "$@"
-  else
-    runuser -u rabbitmq -- "$@"
-  fi
-}
-
-ctl() { (cd / && as_rabbitmq "$RABBIT_BIN/rabbitmqctl" "$@"); }
-
 check_prerequisites() {
-  [ -x "$RABBIT_BIN/rabbitmq-server" ] || die "RabbitMQ is not installed ($RABBIT_BIN/rabbitmq-server is missing): run scripts/ensure-broker.sh as root first."
-  getent passwd rabbitmq >/dev/null || die "there is no rabbitmq user: install the rabbitmq-server package (scripts/ensure-broker.sh)."
+  rb_ensure_version "$VERSION"
   command -v openssl >/dev/null || die "openssl is missing: apt-get install openssl"
   if [ "$(id -u)" -ne 0 ] && [ "$(id -un)" != rabbitmq ]; then
     die "run this as root or as the rabbitmq user (the node runs as rabbitmq and shares its Erlang cookie)."
@@ -108,14 +107,19 @@ make_certificates() {
   fi
   # CA keys stay with whoever ran this; the node reads its key, tests read the rest.
   chmod 0600 "$CERTS/ca.key" "$CERTS/other-ca.key"
-  chown rabbitmq:rabbitmq "$CERTS/server.key"
   chmod 0600 "$CERTS/server.key"
   chmod 0644 "$CERTS"/*.pem "$CERTS/client.key" "$CERTS/other-client.key"
 }
 
 # Writes the node's configuration (each time: a changed script takes effect).
 prepare() {
-  install -d -o rabbitmq -g rabbitmq -m 0750 "$BASE" "$BASE/mnesia" "$BASE/log"
+  rb_node_dir "$VERSION" "$BASE"
+  # The node's own copy of what it reads: a node in a root of its own does
+  # not see this machine's folders.
+  install -d -m 0750 "$HOST_BASE/certs"
+  cp "$CERTS/ca.pem" "$CERTS/server.pem" "$CERTS/server.key" "$HOST_BASE/certs/"
+  rb_chown "$VERSION" "$HOST_BASE/certs" "$HOST_BASE/certs/ca.pem" "$HOST_BASE/certs/server.pem" "$HOST_BASE/certs/server.key"
+  chmod 0600 "$HOST_BASE/certs/server.key"
   {
     echo "listeners.tcp.local = 127.0.0.1:$AMQP_PORT"
     local i=1 address
@@ -124,18 +128,18 @@ prepare() {
       i=$((i + 1))
     done
     cat <<EOF
-ssl_options.cacertfile = $CERTS/ca.pem
-ssl_options.certfile = $CERTS/server.pem
-ssl_options.keyfile = $CERTS/server.key
+ssl_options.cacertfile = $BASE/certs/ca.pem
+ssl_options.certfile = $BASE/certs/server.pem
+ssl_options.keyfile = $BASE/certs/server.key
 ssl_options.verify = verify_peer
 ssl_options.fail_if_no_peer_cert = false
 loopback_users.guest = true
 EOF
-  } >"$BASE/rabbitmq.conf"
-  echo '[].' >"$BASE/enabled_plugins"
+  } >"$HOST_BASE/rabbitmq.conf"
+  echo '[].' >"$HOST_BASE/enabled_plugins"
   # Read by the server's scripts instead of /etc/rabbitmq/rabbitmq-env.conf,
   # which names the default node.
-  cat >"$BASE/rabbitmq-env.conf" <<EOF
+  cat >"$HOST_BASE/rabbitmq-env.conf" <<EOF
 NODENAME=$NODE
 DIST_PORT=$DIST_PORT
 MNESIA_BASE=$BASE/mnesia
@@ -144,52 +148,32 @@ PID_FILE=$BASE/pid
 CONFIG_FILE=$BASE/rabbitmq.conf
 ENABLED_PLUGINS_FILE=$BASE/enabled_plugins
 EOF
-  chown rabbitmq:rabbitmq "$BASE/rabbitmq.conf" "$BASE/enabled_plugins" "$BASE/rabbitmq-env.conf"
+  rb_chown "$VERSION" "$HOST_BASE/rabbitmq.conf" "$HOST_BASE/enabled_plugins" "$HOST_BASE/rabbitmq-env.conf"
 }
 
-# The PID of the node's Erlang VM when it runs (it wrote its PID file and that
-# process is a VM started with this node's settings).
-pid_of_node() {
-  local pid
-  [ -r "$BASE/pid" ] || return 1
-  pid=$(tr -dc '0-9' <"$BASE/pid")
-  [ -n "$pid" ] && [ -r "/proc/$pid/environ" ] || return 1
-  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "RABBITMQ_CONF_ENV_FILE=$BASE/rabbitmq-env.conf" || return 1
-  echo "$pid"
-}
+# The PID of the node's Erlang VM when it runs (it wrote its PID file and
+# that process is a VM started with this node's settings).
+pid_of_node() { rb_pid_of "$VERSION" "$BASE/rabbitmq-env.conf" "$BASE/pid"; }
 
-answers() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+answers() { rb_answers "$1" "$2"; }
 
 start_node() {
-  local as=()
-  rm -f "$BASE/pid"
-  if [ "$(id -un)" != rabbitmq ]; then as=(runuser -u rabbitmq --); fi
-  # In its own session, every descriptor redirected and nothing of this
-  # shell's left open (exec, not a function), so that it outlives this script
-  # and never holds its caller's pipes.
-  (cd "$BASE" && exec setsid "${as[@]}" env HOME="$(getent passwd rabbitmq | cut -d: -f6)" \
-    RABBITMQ_CONF_ENV_FILE="$BASE/rabbitmq-env.conf" ERL_EPMD_ADDRESS=127.0.0.1 \
-    ERL_FLAGS="-kernel inet_dist_use_interface {127,0,0,1}" \
-    "$RABBIT_BIN/rabbitmq-server" >>"$BASE/log/console.log" 2>&1 </dev/null) &
+  rm -f "$HOST_BASE/pid"
+  rb_start_node "$VERSION" "$BASE/rabbitmq-env.conf" "$BASE/log/console.log"
 }
 
 # Waits until the node's application runs and every listener answers.
 wait_node() {
   local deadline=$((SECONDS + UP_TIMEOUT)) address
-  until [ -s "$BASE/pid" ]; do
-    [ $SECONDS -lt $deadline ] || die "$NODE wrote no PID file within ${UP_TIMEOUT} s; see $BASE/log/"
-    sleep 0.2
-  done
-  ctl -n "$NODE" -q wait "$BASE/pid" --timeout "$UP_TIMEOUT" >/dev/null \
-    || die "$NODE did not start; see $BASE/log/"
+  rb_wait_node "$VERSION" "$NODE" "$BASE/pid" "$UP_TIMEOUT" || die "see $HOST_BASE/log/"
   for address in "${TLS_ADDRESSES[@]}"; do
     until answers "$address" "$TLS_PORT"; do
-      [ $SECONDS -lt $deadline ] || die "$NODE runs but nothing answers on $address:$TLS_PORT; see $BASE/log/"
+      [ $SECONDS -lt $deadline ] || die "$NODE runs but nothing answers on $address:$TLS_PORT; see $HOST_BASE/log/"
       sleep 0.2
     done
   done
   until answers 127.0.0.1 "$AMQP_PORT"; do
-    [ $SECONDS -lt $deadline ] || die "$NODE runs but nothing answers on 127.0.0.1:$AMQP_PORT; see $BASE/log/"
+    [ $SECONDS -lt $deadline ] || die "$NODE runs but nothing answers on 127.0.0.1:$AMQP_PORT; see $HOST_BASE/log/"
     sleep 0.2
   done
 }
@@ -205,7 +189,7 @@ cmd_up() {
   else
     start_node
     wait_node
-    echo "TLS node up in $((SECONDS - start)) s: amqps://guest:guest@127.0.0.1:$TLS_PORT/%2f?cacertfile=$CERTS/ca.pem (plain: amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f); certificates in $CERTS" >&2
+    echo "RabbitMQ $(rb_full_version "$VERSION") TLS node up in $((SECONDS - start)) s: amqps://guest:guest@127.0.0.1:$TLS_PORT/%2f?cacertfile=$CERTS/ca.pem (plain: amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f); certificates in $CERTS" >&2
   fi
 }
 
@@ -214,11 +198,10 @@ cmd_down() {
   local pid stopped=""
   if pid=$(pid_of_node); then
     # Its data is removed next: no need for an orderly stop.
-    kill -9 "$pid" 2>/dev/null || true
-    while [ -e "/proc/$pid" ]; do sleep 0.05; done
+    rb_kill "$pid"
     stopped=" (stopped pid $pid)"
   fi
-  rm -rf "$BASE" "$CERTS"
+  rm -rf "$HOST_BASE" "$CERTS"
   echo "TLS node down$stopped; data and certificates removed" >&2
 }
 
