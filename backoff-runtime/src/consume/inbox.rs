@@ -13,7 +13,7 @@ use rabbit_backoff_core::{
 };
 
 use crate::idempotency::{Claim, ClaimRequest, DedupeStore, HeldKey};
-use crate::settle::executor::Executor;
+use crate::settle::executor::{Executor, Original};
 use crate::settle::meters::{DUPLICATES_SKIPPED, WITHOUT_KEY};
 use crate::transport::values::header_view;
 use crate::transport::{Acker, Delivery};
@@ -107,13 +107,13 @@ impl Inbox {
                     key,
                     "another delivery of this key is being handled; requeued after a pause"
                 );
-                executor.requeue_after_pause(&delivery.acker).await;
+                give_back_after_pause(executor, delivery).await;
                 Admission::Settled
             }
             Err(e) => {
                 tracing::warn!(key, "{e}; requeued after a pause");
                 self.report(Some(&e.to_string()));
-                executor.requeue_after_pause(&delivery.acker).await;
+                give_back_after_pause(executor, delivery).await;
                 Admission::Settled
             }
         }
@@ -133,7 +133,7 @@ impl Inbox {
         &self,
         held: Box<dyn HeldKey>,
         decision: &Decision,
-        acker: Acker,
+        (acker, original): (Acker, &Original<'_>),
         executor: &Executor,
         settle: impl FnOnce(Acker) -> F,
     ) {
@@ -150,7 +150,9 @@ impl Inbox {
                         "{e}; the handler's work is not committed: requeued after a pause"
                     );
                     self.report(Some(&e.to_string()));
-                    executor.requeue_after_pause(&acker).await;
+                    executor
+                        .requeue_after_pause(acker, original.body, original.properties)
+                        .await;
                 }
                 // The handler's work is done outside the store: acked, and
                 // a duplicate of it within the window would run again.
@@ -231,4 +233,18 @@ impl Inbox {
             report(down);
         }
     }
+}
+
+/// Gives a delivery that did not reach its handler back to its queue after
+/// a pause.
+async fn give_back_after_pause(executor: &Executor, delivery: Delivery) {
+    let Delivery {
+        acker,
+        data,
+        properties,
+        ..
+    } = delivery;
+    executor
+        .requeue_after_pause(acker, &data, &properties)
+        .await;
 }

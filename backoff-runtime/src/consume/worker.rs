@@ -333,7 +333,13 @@ impl<C: Consumer> Worker<C> {
 
     /// Gives a delivery that arrived while stopping back to its queue at once.
     async fn hand_back(&self, delivery: Delivery) {
-        self.executor.requeue_now(&delivery.acker).await;
+        let Delivery {
+            acker,
+            data,
+            properties,
+            ..
+        } = delivery;
+        self.executor.requeue_now(acker, &data, &properties).await;
     }
 
     fn report(&self, paused: Option<&str>) {
@@ -460,7 +466,7 @@ impl<C: Consumer> Worker<C> {
             Some(held) => {
                 let settle = |acker| self.executor.execute(acker, &original, decision);
                 inbox
-                    .finish(held, &decision, acker, &self.executor, settle)
+                    .finish(held, &decision, (acker, &original), &self.executor, settle)
                     .await;
             }
             None => {

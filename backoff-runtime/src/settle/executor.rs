@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use lapin::BasicProperties;
 use rabbit_backoff_core::{
-    ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, Topology,
-    broker_headroom, header_limit, truncate_error,
+    ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, QueueType,
+    Topology, broker_headroom, header_limit, truncate_error,
 };
 
 use crate::settle::acks::Acks;
@@ -252,7 +252,8 @@ impl Executor {
                 return false;
             }
         };
-        self.acked_or_requeued(acker, target, published).await
+        self.acked_or_requeued(acker, original, target, published)
+            .await
     }
 
     /// After a copy's publish: acks the original once the broker confirmed
@@ -261,6 +262,7 @@ impl Executor {
     async fn acked_or_requeued(
         &self,
         acker: Acker,
+        original: &Original<'_>,
         target: &Target<'_>,
         published: Result<(), PublishFailure>,
     ) -> bool {
@@ -270,7 +272,7 @@ impl Executor {
                 true
             }
             Err(failure) => {
-                Box::pin(self.copy_failed(acker, target, failure)).await;
+                Box::pin(self.copy_failed(acker, original, target, failure)).await;
                 false
             }
         }
@@ -279,7 +281,13 @@ impl Executor {
     /// The copy was not taken: the original goes back to its queue, after
     /// a pause (and after declaring the topology again, when the copy was
     /// unroutable).
-    async fn copy_failed(&self, acker: Acker, target: &Target<'_>, failure: PublishFailure) {
+    async fn copy_failed(
+        &self,
+        acker: Acker,
+        original: &Original<'_>,
+        target: &Target<'_>,
+        failure: PublishFailure,
+    ) {
         tracing::error!(
             "republish to {} failed ({failure}); requeueing the original",
             target.queue
@@ -287,7 +295,8 @@ impl Executor {
         if let PublishFailure::Unroutable = failure {
             self.repair().await;
         }
-        self.requeue_after_pause(&acker).await;
+        self.requeue_after_pause(acker, original.body, original.properties)
+            .await;
     }
 
     /// Declares (or, with `declare = "passive"`, checks) the topology again:
@@ -333,7 +342,10 @@ impl Executor {
                     .settler
                     .publish(&target, original.body, properties)
                     .await;
-                if self.acked_or_requeued(acker, &target, published).await {
+                if self
+                    .acked_or_requeued(acker, original, &target, published)
+                    .await
+                {
                     self.meters.dead_lettered(
                         DeadLetterReason::Oversized,
                         *original.properties.timestamp(),
@@ -362,23 +374,63 @@ impl Executor {
         }
     }
 
-    /// Gives a delivery that was never started back to its queue at once.
-    pub(crate) async fn requeue_now(&self, acker: &Acker) {
-        if let Err(e) = self.acks.nack(acker, true).await {
-            tracing::debug!("returning an unstarted delivery: {e}; the broker will redeliver it");
-        }
+    /// Gives a delivery that was never started back to its queue at once
+    /// (see [`give_back`](Self::give_back)).
+    pub(crate) async fn requeue_now(
+        &self,
+        acker: Acker,
+        body: &[u8],
+        properties: &BasicProperties,
+    ) {
+        self.give_back(acker, body, properties).await;
     }
 
     /// Gives a delivery back to its queue after [`REQUEUE_PAUSE`], so that a
     /// failure that repeats cannot become a hot loop. Without the pause when
     /// the connection is lost: the broker returns the delivery by itself, and
     /// the consumer can reconnect at once.
-    pub(crate) async fn requeue_after_pause(&self, acker: &Acker) {
+    pub(crate) async fn requeue_after_pause(
+        &self,
+        acker: Acker,
+        body: &[u8],
+        properties: &BasicProperties,
+    ) {
         tokio::select! {
             _ = tokio::time::sleep(REQUEUE_PAUSE) => {}
             _ = self.settler.lost().wait() => {}
         }
-        if let Err(e) = self.acks.nack(acker, true).await {
+        self.give_back(acker, body, properties).await;
+    }
+
+    /// Returns a delivery that reached no verdict (a key another delivery
+    /// holds, a store that does not answer, a copy not taken, a consumer
+    /// stopping or paused by its breaker) to its work queue.
+    ///
+    /// From a quorum work queue it goes back as a confirmed copy, as it
+    /// came, at the back of the queue, and the original is acked: before
+    /// RabbitMQ 4.3 a `nack(requeue = true)` uses up the queue's
+    /// `x-delivery-limit`, which would dead-letter a message that never
+    /// failed once it had been given back that often (4.3 counts only
+    /// rejections). A copy is a new message, with no deliveries counted.
+    /// Elsewhere, or when the copy is not taken, the delivery is nacked with
+    /// requeue.
+    async fn give_back(&self, acker: Acker, body: &[u8], properties: &BasicProperties) {
+        if self.spec.queue_type == QueueType::Quorum && !self.settler.lost().is_lost() {
+            let queue = &self.topology.work_queue.name;
+            let target = Target {
+                exchange: "",
+                routing_key: queue,
+                queue,
+                headroom: broker_headroom(queue, "", queue),
+            };
+            if let Ok(fitted) = self.settler.fit(properties.clone(), &target) {
+                match self.settler.publish(&target, body, fitted).await {
+                    Ok(()) => return self.acks.ack(acker).await,
+                    Err(e) => tracing::debug!("giving back as a copy: {e}; requeued instead"),
+                }
+            }
+        }
+        if let Err(e) = self.acks.nack(&acker, true).await {
             tracing::warn!("not requeued ({e}); the broker will redeliver the message");
         }
     }

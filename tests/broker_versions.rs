@@ -1,0 +1,417 @@
+//! What differs between the RabbitMQ versions users run (3.10, 4.0, 4.3),
+//! asserted on the broker at hand: each test reads the broker's version and
+//! checks that version's behaviour, so that the same suite holds on every
+//! one (scripts/test.sh runs it on 3.10 and 4.3, and on 4.0).
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use lapin::options::{
+    BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
+    BasicRejectOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
+    QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel};
+use rabbit_backoff::dedupe::{Claim, ClaimRequest, DedupeStore, MemoryStore, StoreError};
+use rabbit_backoff::prelude::*;
+use rabbit_backoff::{DeadLetterFilter, Dlq, GroupSource, QueueType, Topology};
+
+use common::*;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A quorum queue `name` with a delivery limit of `limit`, dead-lettering
+/// into `<name>.dlq` through `<name>.dlx`; the cleanup deletes all three.
+async fn limited_quorum_queue(channel: &Channel, name: &str, limit: i64) -> Cleanup {
+    let (dlx, dlq) = (format!("{name}.dlx"), format!("{name}.dlq"));
+    let cleanup = Cleanup::default().queue(name).queue(&dlq).exchange(&dlx);
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    channel
+        .exchange_declare(
+            dlx.as_str().into(),
+            lapin::ExchangeKind::Direct,
+            ExchangeDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    channel
+        .queue_declare(dlq.as_str().into(), durable, FieldTable::default())
+        .await
+        .unwrap();
+    channel
+        .queue_bind(
+            dlq.as_str().into(),
+            dlx.as_str().into(),
+            "dead".into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let mut arguments = FieldTable::default();
+    let text = |s: &str| AMQPValue::LongString(s.as_bytes().into());
+    arguments.insert("x-queue-type".into(), text("quorum"));
+    arguments.insert("x-dead-letter-exchange".into(), text(&dlx));
+    arguments.insert("x-dead-letter-routing-key".into(), text("dead"));
+    arguments.insert("x-delivery-limit".into(), AMQPValue::LongLongInt(limit));
+    channel
+        .queue_declare(name.into(), durable, arguments)
+        .await
+        .unwrap();
+    cleanup
+}
+
+async fn publish_confirmed(channel: &Channel, queue: &str, body: &[u8]) {
+    channel
+        .basic_publish(
+            "".into(),
+            queue.into(),
+            BasicPublishOptions::default(),
+            body,
+            BasicProperties::default().with_delivery_mode(2),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+}
+
+/// How a consumer gives a delivery back.
+#[derive(Clone, Copy, Debug)]
+enum GiveBack {
+    Nack,
+    Reject,
+}
+
+/// Consumes one message from `queue` and gives it back `times` times, then
+/// acks it; returns how many deliveries came (fewer when the broker
+/// dead-lettered it) and the headers `x-delivery-count` and
+/// `x-acquired-count` of the last one.
+async fn give_back(
+    channel: &Channel,
+    queue: &str,
+    how: GiveBack,
+    times: u32,
+) -> (u32, Option<i64>, Option<i64>) {
+    channel
+        .basic_qos(1, BasicQosOptions::default())
+        .await
+        .unwrap();
+    let mut consumer = channel
+        .basic_consume(
+            queue.into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let (mut deliveries, mut counts) = (0, (None, None));
+    while let Ok(Some(delivery)) =
+        tokio::time::timeout(Duration::from_secs(2), consumer.next()).await
+    {
+        let delivery = delivery.unwrap();
+        deliveries += 1;
+        counts = (
+            header_int(&delivery.properties, "x-delivery-count"),
+            header_int(&delivery.properties, "x-acquired-count"),
+        );
+        if deliveries > times {
+            delivery.ack(Default::default()).await.unwrap();
+            break;
+        }
+        match how {
+            GiveBack::Nack => delivery
+                .nack(BasicNackOptions {
+                    requeue: true,
+                    ..Default::default()
+                })
+                .await
+                .unwrap(),
+            GiveBack::Reject => delivery
+                .reject(BasicRejectOptions { requeue: true })
+                .await
+                .unwrap(),
+        };
+    }
+    (deliveries, counts.0, counts.1)
+}
+
+/// RabbitMQ 4.3 split the quorum delivery count: `x-delivery-count` counts
+/// only failed deliveries (reject with requeue), `x-acquired-count` every
+/// one, and the delivery limit is checked against the first, so a
+/// `nack(requeue = true)` no longer uses up the limit. Before 4.3 both count.
+#[tokio::test]
+async fn the_quorum_delivery_limit_counts_a_requeueing_nack_before_4_3_only() {
+    let (connection, channel) = channel().await;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .unwrap();
+    let version = broker_version();
+    for how in [GiveBack::Nack, GiveBack::Reject] {
+        let queue = unique("limit");
+        let _cleanup = limited_quorum_queue(&channel, &queue, 3).await;
+        publish_confirmed(&channel, &queue, b"x").await;
+        let probe = connection.create_channel().await.unwrap();
+        let (deliveries, delivery_count, acquired_count) = give_back(&probe, &queue, how, 8).await;
+        let _ = probe.close(200, "".into()).await;
+        let dead_lettered = depth(&channel, &format!("{queue}.dlq")).await;
+        println!(
+            "RabbitMQ {version:?}, {how:?}: {deliveries} deliveries, x-delivery-count {delivery_count:?}, x-acquired-count {acquired_count:?}, dead-lettered {dead_lettered}"
+        );
+        match (how, version >= (4, 3)) {
+            (GiveBack::Nack, true) => {
+                assert_eq!(deliveries, 9, "every nack is redelivered past the limit");
+                assert_eq!(dead_lettered, 0);
+                assert_eq!(delivery_count, None, "a nack is no failed delivery");
+                assert_eq!(acquired_count, Some(8), "but it is acquired again");
+            }
+            _ => {
+                assert_eq!(
+                    deliveries, 4,
+                    "the limit of 3 ends the message at the 4th delivery"
+                );
+                assert_eq!(dead_lettered, 1, "and the broker dead-letters it");
+                assert_eq!(delivery_count, Some(3));
+            }
+        }
+    }
+    let _ = connection.close(200, "".into()).await;
+}
+
+/// A consumer spec on a unique quorum work queue.
+fn quorum_spec(name: &str, limit: u32) -> ConsumerSpec {
+    let mut spec = process_job.spec();
+    spec.queue = unique(name);
+    spec.queue_type = QueueType::Quorum;
+    spec.delivery_limit = limit;
+    spec
+}
+
+/// The framework's rejections without requeue (messages no copy can be
+/// made of) are `basic.nack(requeue = false)`, which 4.3 maps to a
+/// `modify` with `undeliverable-here`: the quorum work queue must still
+/// dead-letter them into the framework's dead-letter queue.
+#[tokio::test]
+async fn a_quorum_work_queue_dead_letters_a_nack_without_requeue() {
+    let spec = quorum_spec("nack-false", 20);
+    let _cleanup = Cleanup::of(&spec);
+    rabbit_backoff::declare_topology(&*framework_connection().await, &Topology::of(&spec))
+        .await
+        .unwrap();
+    let (connection, channel) = channel().await;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .unwrap();
+    publish_confirmed(&channel, &spec.queue, b"{}").await;
+    let delivery = loop {
+        if let Some(message) = channel
+            .basic_get(spec.queue.as_str().into(), Default::default())
+            .await
+            .unwrap()
+        {
+            break message;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    delivery
+        .nack(BasicNackOptions {
+            requeue: false,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let names = spec.names();
+    let dead = next_message(&channel, &names.dead_letter_queue, WAIT).await;
+    assert_eq!(dead.data, b"{}");
+    assert_eq!(
+        header_str(&dead.properties, "x-first-death-reason").as_deref(),
+        Some("rejected")
+    );
+    assert_eq!(depth(&channel, &spec.queue).await, 0);
+    let _ = connection.close(200, "".into()).await;
+}
+
+/// A dedupe store whose first `busy` claims answer that another delivery
+/// holds the key, and whose next `down` claims fail, before it answers as
+/// a memory store: every one of those deliveries is requeued after a pause.
+struct Reluctant {
+    busy: AtomicU32,
+    down: AtomicU32,
+    claims: AtomicU32,
+    store: MemoryStore,
+}
+
+impl DedupeStore for Reluctant {
+    fn claim<'a>(&'a self, request: ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        self.claims.fetch_add(1, Ordering::SeqCst);
+        let take = |n: &AtomicU32| {
+            n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |v| v.checked_sub(1))
+                .is_ok()
+        };
+        if take(&self.busy) {
+            return Box::pin(async { Ok(Claim::InProgress) });
+        }
+        if take(&self.down) {
+            return Box::pin(async {
+                Err(StoreError::Unavailable {
+                    store: "reluctant".to_owned(),
+                    action: "a claim",
+                    reason: "not now".to_owned(),
+                })
+            });
+        }
+        self.store.claim(request)
+    }
+
+    fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn describe(&self) -> String {
+        "reluctant".to_owned()
+    }
+}
+
+/// A message that did not fail is never dead-lettered, however often the
+/// runtime gives it back (a key another delivery holds, a store that does
+/// not answer): on a quorum work queue a requeueing nack uses up the
+/// delivery limit before RabbitMQ 4.3, so the runtime returns such a
+/// message as a confirmed copy at the back of the queue instead.
+#[tokio::test]
+async fn a_message_requeued_past_the_delivery_limit_is_never_dead_lettered() {
+    let store = Arc::new(Reluctant {
+        busy: AtomicU32::new(3),
+        down: AtomicU32::new(2),
+        claims: AtomicU32::new(0),
+        store: MemoryStore::new(),
+    });
+    let queue = unique("requeued");
+    let journal = Journal::default();
+    let running = Runtime::builder()
+        .uri(url())
+        .state(journal.clone())
+        .handle_signals(false)
+        .dedupe_store(Arc::clone(&store))
+        .consumer_with(process_job, |spec| {
+            spec.queue = queue.clone();
+            spec.queue_type = QueueType::Quorum;
+            spec.delivery_limit = 2;
+            spec.dedupe = Some(rabbit_backoff::Dedupe::new(Duration::from_secs(60)));
+        })
+        .start()
+        .await
+        .expect("the runtime starts");
+    let mut spec = process_job.spec();
+    spec.queue = queue.clone();
+    spec.queue_type = QueueType::Quorum;
+    let _cleanup = Cleanup::of(&spec);
+    let publisher = publisher().await;
+    let job = Job::new(1, Fail::None, None);
+    let message = Outgoing::json(&job).unwrap().message_id("job-1");
+    let names = spec.names();
+    publisher
+        .publish(&names.exchange, &names.routing_key, message)
+        .await
+        .unwrap();
+    eventually("the job handled", WAIT, || !journal.calls_for(1).is_empty()).await;
+    // Let anything late arrive.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (connection, channel) = channel().await;
+    assert_eq!(store.claims.load(Ordering::SeqCst), 6, "5 requeues, 1 run");
+    assert_eq!(journal.calls_for(1).len(), 1, "handled once");
+    assert_eq!(
+        depth(&channel, &names.dead_letter_queue).await,
+        0,
+        "nothing dead-lettered"
+    );
+    assert_eq!(depth(&channel, &queue).await, 0);
+    let _ = connection.close(200, "".into()).await;
+    running.stop().await.unwrap();
+}
+
+/// Dead letters the broker makes itself (a TTL that runs out in the work
+/// queue, the quorum delivery limit) go through the dead-letter exchange
+/// like the consumer's, so they reach the dead-letter index too, and the
+/// groups are read from it. RabbitMQ 3.10 does not dead-letter into a stream
+/// (it drops them there), so on 3.10 the index is out of step and the groups
+/// come from a pass.
+#[tokio::test]
+async fn dead_letters_the_broker_makes_reach_the_index_on_4_x() {
+    let spec = quorum_spec("broker-dl", 1);
+    let _cleanup = Cleanup::of(&spec);
+    rabbit_backoff::declare_topology(&*framework_connection().await, &Topology::of(&spec))
+        .await
+        .unwrap();
+    let (connection, channel) = channel().await;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .unwrap();
+    // Two that expire in the work queue...
+    for id in 0..2 {
+        channel
+            .basic_publish(
+                "".into(),
+                spec.queue.as_str().into(),
+                BasicPublishOptions::default(),
+                format!("{{\"id\":{id}}}").as_bytes(),
+                BasicProperties::default()
+                    .with_delivery_mode(2)
+                    .with_expiration("1".into()),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    // ...and one past its delivery limit (1).
+    publish_confirmed(&channel, &spec.queue, b"{\"id\":2}").await;
+    let names = spec.names();
+    let deadline = std::time::Instant::now() + WAIT;
+    let probe = connection.create_channel().await.unwrap();
+    give_back(&probe, &spec.queue, GiveBack::Reject, 3).await;
+    while depth(&channel, &names.dead_letter_queue).await < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the broker dead-lettered 3 messages"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let report = dlq
+        .group_report(&DeadLetterFilter::default())
+        .await
+        .unwrap();
+    let total: usize = report.groups.iter().map(|g| g.count).sum();
+    assert_eq!(total, 3, "{report:?}");
+    let expected = if broker_version() >= (4, 0) {
+        GroupSource::Index
+    } else {
+        GroupSource::Pass
+    };
+    assert_eq!(
+        report.source,
+        expected,
+        "RabbitMQ {:?}: {:?}",
+        broker_version(),
+        report.fallback
+    );
+    dlq.close().await;
+    let _ = connection.close(200, "".into()).await;
+}
