@@ -103,6 +103,9 @@ impl QueueDecl {
     /// How the arguments of an existing queue differ from this declaration:
     /// each argument set on one side and missing or different on the other.
     /// A declaration with these differences fails with PRECONDITION_FAILED.
+    /// A missing `x-queue-type` and `classic` are the same: RabbitMQ (3.10
+    /// and 4.x alike) declares either on a queue of the other, and 4.x lists
+    /// `x-queue-type: classic` on every classic queue.
     ///
     /// ```
     /// use rabbit_backoff::{Argument, ConsumerSpec, Topology};
@@ -133,7 +136,11 @@ impl QueueDecl {
             .filter_map(|key| {
                 let expected = find(&self.arguments, key);
                 let actual = find(actual, key);
-                (expected != actual).then(|| ArgumentDifference {
+                let same = expected == actual
+                    || (key == arg::QUEUE_TYPE
+                        && classic_or_unset(expected.as_ref())
+                        && classic_or_unset(actual.as_ref()));
+                (!same).then(|| ArgumentDifference {
                     queue: self.name.clone(),
                     argument: key.to_owned(),
                     expected,
@@ -141,6 +148,15 @@ impl QueueDecl {
                 })
             })
             .collect()
+    }
+}
+
+/// Whether an `x-queue-type` is the default: unset, or `classic`.
+fn classic_or_unset(queue_type: Option<&Argument>) -> bool {
+    match queue_type {
+        None => true,
+        Some(Argument::Str(name)) => name == "classic",
+        Some(_) => false,
     }
 }
 
@@ -506,21 +522,22 @@ mod tests {
         ];
         assert_eq!(
             retry.differences(&existing),
-            vec![
-                ArgumentDifference {
-                    queue: "orders.retry_5000ms".into(),
-                    argument: arg::DEAD_LETTER_EXCHANGE.into(),
-                    expected: Some(s("")),
-                    actual: Some(s("orders")),
-                },
-                ArgumentDifference {
-                    queue: "orders.retry_5000ms".into(),
-                    argument: arg::QUEUE_TYPE.into(),
-                    expected: None,
-                    actual: Some(s("classic")),
-                },
-            ]
+            vec![ArgumentDifference {
+                queue: "orders.retry_5000ms".into(),
+                argument: arg::DEAD_LETTER_EXCHANGE.into(),
+                expected: Some(s("")),
+                actual: Some(s("orders")),
+            },]
         );
+        // Unset and `classic` are the same queue type; `quorum` is not.
+        let quorum = vec![(arg::QUEUE_TYPE.to_owned(), s("quorum"))];
+        assert_eq!(retry.differences(&quorum).len(), 4);
+        let classic = [
+            retry.arguments.clone(),
+            vec![(arg::QUEUE_TYPE.to_owned(), s("classic"))],
+        ]
+        .concat();
+        assert!(retry.differences(&classic).is_empty());
     }
 
     #[test]
