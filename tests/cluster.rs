@@ -441,7 +441,7 @@ struct QueueNodes {
 
 /// The leader and members of every queue, asked of a running node.
 fn queue_nodes(ask: usize) -> Vec<QueueNodes> {
-    let output = Command::new("rabbitmqctl")
+    let output = common::rabbitmqctl()
         .args([
             "-n",
             NODES[ask].0,

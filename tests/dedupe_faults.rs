@@ -253,7 +253,7 @@ async fn a_consumer_killed_mid_run_leaves_no_duplicate_effect_with_dedupe() {
 
 async fn cut_mid_run(dedupe: bool) -> i64 {
     let run = Run::new("cut", dedupe).await;
-    let mut proxy = Proxy::start(5672).await;
+    let mut proxy = Proxy::start(broker_port()).await;
     let uri = format!("amqp://guest:guest@127.0.0.1:{}/%2f", proxy.port);
     let running = run.runtime(&uri).start().await.unwrap();
     run.wait_for_effects(N / 4, Duration::from_secs(60)).await;

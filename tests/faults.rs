@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn rabbitmqctl(args: &[&str]) {
-    let output = Command::new("rabbitmqctl")
+    let output = common::rabbitmqctl()
         .args(args)
         .output()
         .expect("rabbitmqctl runs");
@@ -40,8 +40,8 @@ struct BrokerGuard;
 
 impl Drop for BrokerGuard {
     fn drop(&mut self) {
-        let _ = Command::new("rabbitmqctl").arg("start_app").output();
-        let _ = Command::new("rabbitmqctl")
+        let _ = common::rabbitmqctl().arg("start_app").output();
+        let _ = common::rabbitmqctl()
             .args(["await_startup", "--timeout", "60"])
             .output();
     }

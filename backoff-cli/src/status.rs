@@ -29,7 +29,7 @@ pub struct StatusArgs {
     fail_above: Option<u32>,
     /// The management API, to find retry tiers of older schedules
     /// [default: http://<broker host>:15672].
-    #[arg(long, value_name = "URL")]
+    #[arg(long, env = "RABBITMQ_MANAGEMENT_URL", value_name = "URL")]
     management_url: Option<String>,
 }
 

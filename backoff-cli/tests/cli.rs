@@ -37,11 +37,19 @@ async fn connect(url: &str) -> Connection {
         })
 }
 
+/// The test broker's `rabbitmqctl`: the command in `RABBITMQCTL` (a program
+/// and the arguments it starts with, as `scripts/broker.sh env VERSION`
+/// prints), or the installed one.
+fn ctl() -> Command {
+    let line = std::env::var("RABBITMQCTL").unwrap_or_else(|_| "rabbitmqctl".to_owned());
+    let mut words = line.split_whitespace();
+    let mut command = Command::new(words.next().unwrap_or("rabbitmqctl"));
+    command.args(words);
+    command
+}
+
 fn rabbitmqctl(args: &[&str]) {
-    let output = Command::new("rabbitmqctl")
-        .args(args)
-        .output()
-        .expect("rabbitmqctl");
+    let output = ctl().args(args).output().expect("rabbitmqctl");
     assert!(
         output.status.success(),
         "rabbitmqctl {args:?}: {}",
@@ -291,18 +299,25 @@ async fn exported_definitions_import_into_a_fresh_vhost() {
     struct DeleteVhost(String);
     impl Drop for DeleteVhost {
         fn drop(&mut self) {
-            let _ = Command::new("rabbitmqctl")
-                .args(["delete_vhost", &self.0])
-                .output();
+            let _ = ctl().args(["delete_vhost", &self.0]).output();
         }
     }
     let _delete = DeleteVhost(vhost.clone());
     rabbitmqctl(&["set_permissions", "-p", &vhost, "guest", ".*", ".*", ".*"]);
-    rabbitmqctl(&["import_definitions", file.to_str().unwrap()]);
+    // On standard input: a node in a root of its own does not see this
+    // machine's temporary folder.
+    let import = ctl()
+        .args(["import_definitions", "--format", "json"])
+        .stdin(std::fs::File::open(&file).expect("the exported file"))
+        .output()
+        .expect("rabbitmqctl");
+    assert!(import.status.success(), "{import:?}");
     let _ = std::fs::remove_file(&file);
 
+    let broker = url();
     let vhost_url = format!(
-        "amqp://guest:guest@127.0.0.1:5672/{}",
+        "{}/{}",
+        &broker[..broker.rfind('/').expect("a vhost in the URL")],
         vhost.replace('/', "%2f")
     );
     let connection = connect(&vhost_url).await;

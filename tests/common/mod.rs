@@ -36,6 +36,52 @@ pub async fn channel() -> (Connection, Channel) {
     (connection, channel)
 }
 
+/// The test broker's port on 127.0.0.1 (from `AMQP_URL`; 5672 when it names none).
+pub fn broker_port() -> u16 {
+    let url = url();
+    let rest = url.split_once('@').map_or(url.as_str(), |(_, rest)| rest);
+    let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+    authority
+        .rsplit_once(':')
+        .and_then(|(_, port)| port.parse().ok())
+        .unwrap_or(5672)
+}
+
+/// The test broker's `rabbitmqctl`: the command in `RABBITMQCTL` (a program
+/// and the arguments it starts with, as `scripts/broker.sh env VERSION`
+/// prints for a node in a root of its own), or the installed `rabbitmqctl`.
+pub fn rabbitmqctl() -> std::process::Command {
+    let line = std::env::var("RABBITMQCTL").unwrap_or_else(|_| "rabbitmqctl".to_owned());
+    let mut words = line.split_whitespace();
+    let mut command = std::process::Command::new(words.next().unwrap_or("rabbitmqctl"));
+    command.args(words);
+    command
+}
+
+/// The test broker's RabbitMQ version as (major, minor), asked of its
+/// `rabbitmqctl` once.
+pub fn broker_version() -> (u32, u32) {
+    static VERSION: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let output = rabbitmqctl()
+            .args(["-q", "status", "--formatter", "json"])
+            .output()
+            .expect("rabbitmqctl runs");
+        assert!(
+            output.status.success(),
+            "rabbitmqctl status failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let status: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("rabbitmqctl status prints JSON");
+        let version = status["rabbitmq_version"]
+            .as_str()
+            .expect("the status names the version");
+        let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+    })
+}
+
 /// A name no other test uses.
 pub fn unique(name: &str) -> String {
     format!(

@@ -50,7 +50,12 @@ pub struct ConsoleArgs {
     read_only: bool,
     /// The management API, to find consumers and queue depths
     /// [default: http://<broker host>:15672].
-    #[arg(long, alias = "management-url", value_name = "URL")]
+    #[arg(
+        long,
+        alias = "management-url",
+        env = "RABBITMQ_MANAGEMENT_URL",
+        value_name = "URL"
+    )]
     management: Option<String>,
     /// Another name the console is reached by (the `Host` header, e.g.
     /// console.internal:8080); requests naming any other host are refused.
