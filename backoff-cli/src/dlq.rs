@@ -85,6 +85,20 @@ pub enum DlqCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Remove every ready message of the dead-letter queue for good, at once
+    /// (the broker's `queue.purge`, no pass), and leave an empty checkpoint
+    /// in the dead-letter index so that `dlq groups` keeps answering from
+    /// it. Messages held unacknowledged stay.
+    Purge {
+        #[command(flatten)]
+        consumer: ConsumerArgs,
+        /// Confirm: without it, nothing is removed.
+        #[arg(long)]
+        yes: bool,
+        /// Print JSON instead of a line of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove matching messages for good.
     Discard {
         #[command(flatten)]
@@ -142,8 +156,45 @@ pub async fn run(url: &str, command: DlqCommand) -> Result<ExitCode, String> {
             jsonl,
             json,
         } => import(url, &consumer, &jsonl, json).await,
+        DlqCommand::Purge {
+            consumer,
+            yes,
+            json,
+        } => purge(url, &consumer, yes, json).await,
         command => operate(url, command).await,
     }
+}
+
+async fn purge(
+    url: &str,
+    consumer: &ConsumerArgs,
+    yes: bool,
+    json: bool,
+) -> Result<ExitCode, String> {
+    if !yes {
+        return Err("purge removes every dead letter for good; add --yes to confirm (see what it holds with `dlq groups` first)".into());
+    }
+    let dlq = connect(url, consumer).await?;
+    let report = dlq.purge().await;
+    dlq.close().await;
+    let report = report.map_err(|e| e.to_string())?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let note = match &report.checkpoint {
+        Some(note) => format!(" ({note})"),
+        None => String::new(),
+    };
+    println!(
+        "{}: purged {}{note}",
+        dlq.dead_letter_queue(),
+        report.purged
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn connect(url: &str, consumer: &ConsumerArgs) -> Result<Dlq, String> {

@@ -1,25 +1,30 @@
 //! The groups of `dlq groups --json` and of the console's groups view: each
-//! group's fields as before, and `source`, where they were read from.
+//! group's fields as before, `source`, where they were read from, and
+//! `source_reason`, why.
 
 use rabbit_backoff::{DeadLetterGroup, GroupReport, GroupSource};
 use serde::Serialize;
 
-/// One group with where it was read from (`"index"` or `"pass"`).
+/// One group with where it was read from (`"index"` or `"pass"`) and why
+/// ([`GroupReport::reason`]).
 #[derive(Serialize)]
 pub struct SourcedGroup<'a> {
     #[serde(flatten)]
     group: &'a DeadLetterGroup,
     source: GroupSource,
+    source_reason: String,
 }
 
 /// The groups of `report`, each with its source.
 pub fn sourced(report: &GroupReport) -> Vec<SourcedGroup<'_>> {
+    let reason = report.reason();
     report
         .groups
         .iter()
         .map(|group| SourcedGroup {
             group,
             source: report.source,
+            source_reason: reason.clone(),
         })
         .collect()
 }
@@ -27,8 +32,12 @@ pub fn sourced(report: &GroupReport) -> Vec<SourcedGroup<'_>> {
 /// Where the groups were read from, for people: "from the index", or "with
 /// a pass over the queue" and why.
 pub fn read_from(report: &GroupReport) -> String {
-    match (&report.fallback, report.source) {
+    let read = match (&report.fallback, report.source) {
         (None, _) | (_, GroupSource::Index) => "read from the index".to_owned(),
         (Some(why), GroupSource::Pass) => format!("read with a pass over the queue: {why}"),
+    };
+    match &report.checkpoint {
+        Some(note) => format!("{read}; {note}"),
+        None => read,
     }
 }

@@ -1222,3 +1222,128 @@ async fn a_dead_letter_nested_18000_levels_deep_is_shown_with_a_note_and_left_in
     got.acker.ack().await.unwrap();
     connection.close().await;
 }
+
+/// Declares the dead-letter index of a fixture (two streams, the entries
+/// bound to `<queue>.dlx` with the DLQ's key, as the framework declares
+/// them); deletes them and the exchange when dropped.
+struct Index {
+    queue: String,
+}
+
+impl Index {
+    async fn declare(f: &Fixture) -> Index {
+        // The dead-letter exchange and the DLQ's binding first.
+        two_kinds(f, 0).await;
+        let connection = connect(&url()).await;
+        let channel = connection.create_channel().await.unwrap();
+        let dlq = format!("{}.dlq", f.queue);
+        let mut stream = FieldTable::default();
+        stream.insert(
+            "x-queue-type".into(),
+            AMQPValue::LongString("stream".into()),
+        );
+        for name in [format!("{dlq}.index"), format!("{dlq}.index.removed")] {
+            channel
+                .queue_declare(
+                    name.as_str().into(),
+                    QueueDeclareOptions {
+                        durable: true,
+                        ..Default::default()
+                    },
+                    stream.clone(),
+                )
+                .await
+                .unwrap();
+        }
+        channel
+            .queue_bind(
+                format!("{dlq}.index").as_str().into(),
+                format!("{}.dlx", f.queue).as_str().into(),
+                dlq.as_str().into(),
+                Default::default(),
+                FieldTable::default(),
+            )
+            .await
+            .unwrap();
+        let _ = connection.close(200, "".into()).await;
+        Index {
+            queue: f.queue.clone(),
+        }
+    }
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        let queue = self.queue.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let connection = connect(&url()).await;
+                let channel = connection.create_channel().await.unwrap();
+                for stream in [
+                    format!("{queue}.dlq.index"),
+                    format!("{queue}.dlq.index.removed"),
+                ] {
+                    let _ = channel
+                        .queue_delete(stream.as_str().into(), QueueDeleteOptions::default())
+                        .await;
+                }
+                let _ = channel
+                    .exchange_delete(format!("{queue}.dlx").as_str().into(), Default::default())
+                    .await;
+            });
+        })
+        .join()
+        .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn purge_asks_for_yes_and_leaves_the_index_answering_groups() {
+    let f = Fixture::new("purge", 0).await;
+    let _index = Index::declare(&f).await;
+    two_kinds(&f, 10).await;
+    let q = f.queue.as_str();
+
+    let refused = cli(&["dlq", "purge", "--queue", q]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--yes"),
+        "{refused:?}"
+    );
+    let groups = json(&cli(&["dlq", "groups", "--queue", q, "--json"]));
+    assert_eq!(
+        groups.as_array().unwrap().len(),
+        2,
+        "nothing purged: {groups}"
+    );
+    assert_eq!(groups[0]["source"], "index");
+    assert_eq!(groups[0]["source_reason"], "from the index");
+
+    let purged = json(&cli(&["dlq", "purge", "--queue", q, "--yes", "--json"]));
+    assert_eq!(purged["purged"], 10, "{purged}");
+    assert_eq!(purged["checkpoint"]["kind"], "written", "{purged}");
+
+    // New dead letters after the purge: the index answers, from the
+    // purge's empty checkpoint, with no pass in between.
+    two_kinds(&f, 4).await;
+    let groups = json(&cli(&["dlq", "groups", "--queue", q, "--json"]));
+    let groups = groups.as_array().unwrap();
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    for group in groups {
+        assert_eq!(group["count"], 2);
+        assert_eq!(group["source"], "index", "{group}");
+        assert!(
+            group["source_reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("from the index; starting from the checkpoint at offset"),
+            "{group}"
+        );
+    }
+    let text = stdout(&cli(&["dlq", "purge", "--queue", q, "--yes"]));
+    assert!(text.contains("purged 4 (checkpoint written"), "{text}");
+}

@@ -55,6 +55,17 @@ pub const PASS_SENTINEL: &str = "x-rabbit-backoff-pass";
 /// one message with this header (its value the read's id) to each index
 /// stream, and reads up to it. Readers skip every message that has it.
 pub const INDEX_MARKER: &str = "x-rabbit-backoff-index-marker";
+/// Marks a part of a checkpoint of the dead-letter index in its tombstone
+/// stream: what a pass (or a purge) saw in the dead-letter queue, per group,
+/// which stands for every entry before an offset of the entries' stream.
+/// Its value is the checkpoint's format (`1`); readers that do not know it
+/// take the body for tombstones, whose keys then match no entry.
+pub const INDEX_CHECKPOINT: &str = "x-rabbit-backoff-index-checkpoint";
+/// The layout of a tombstone message's body when it is not 8-byte keys:
+/// `key+group`, 16 bytes a removal (the key, then the dead letter's group
+/// id, both big-endian), so that a removal can be taken from a
+/// checkpoint's groups.
+pub const TOMBSTONE_LAYOUT: &str = "x-rabbit-backoff-tombstone-layout";
 /// Stands for headers that nest deeper than
 /// [`MAX_HEADER_DEPTH`](crate::MAX_HEADER_DEPTH): the runtime's connection
 /// hands a delivery whose headers nest that deep to lapin with this one

@@ -35,6 +35,7 @@ pub use lifecycle::http;
 pub use lifecycle::runtime::{
     DEFAULT_AMQP_URL, RunningRuntime, Runtime, RuntimeBuilder, amqp_url_from_env, connect,
 };
+pub use operations::checkpoint_note::CheckpointNote;
 pub use operations::dead_letter_filter::DeadLetterFilter;
 pub use operations::dead_letter_group::{DeadLetterGroup, GroupTally};
 pub use operations::dead_letter_message::{BODY_PREVIEW_LEN, DeadLetterMessage};
@@ -46,6 +47,7 @@ pub use operations::dlq::{DeadLetterReport, Dlq, ExportReport, ReplayOptions, Sk
 pub use operations::group_report::{GroupReport, GroupSource};
 pub use operations::index_fallback::IndexFallback;
 pub use operations::message_edit::MessageEdit;
+pub use operations::purge_report::PurgeReport;
 pub use operations::retry_tier::{TierListing, WaitingMessage, list_retry_tier};
 pub use operations::status::{ConsumerStatus, QueueStatus, status};
 pub use settle::meters;

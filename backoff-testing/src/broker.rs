@@ -202,6 +202,15 @@ impl BrokerShared {
         }
     }
 
+    /// Drops the ready messages of a queue; how many; `NOT_FOUND` when it
+    /// does not exist.
+    pub(crate) fn purge_queue(&self, name: &str) -> Result<u32, TransportError> {
+        match self.queue(name) {
+            Some(queue) => Ok(u32::try_from(queue.purge()).unwrap_or(u32::MAX)),
+            None => Err(replies::not_found("queue", name)),
+        }
+    }
+
     pub(crate) fn check_queue(&self, name: &str) -> Result<QueueInfo, TransportError> {
         match self.queue(name) {
             Some(queue) => Ok(queue.info()),

@@ -313,6 +313,10 @@ impl Channel for MemoryChannel {
         })
     }
 
+    fn purge_queue<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<u32, TransportError>> {
+        Box::pin(async move { self.run(|| self.broker.purge_queue(name)) })
+    }
+
     fn check_exchange<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {
         Box::pin(async move { self.run(|| self.broker.check_exchange(name)) })
     }

@@ -118,6 +118,33 @@ impl DeadLetterFilter {
         self
     }
 
+    /// Whether the filter looks at more of a message than its group (the
+    /// limit aside): a checkpoint of the dead-letter index, which keeps
+    /// groups and not messages, cannot answer it.
+    pub(crate) fn needs_messages(&self) -> bool {
+        // Every field named, so that a new criterion is not forgotten here.
+        let DeadLetterFilter {
+            error,
+            min_count,
+            routing_key,
+            before,
+            after,
+            group: _,
+            message_id,
+            message_ids,
+            text,
+            limit: _,
+        } = self;
+        error.is_some()
+            || min_count.is_some()
+            || routing_key.is_some()
+            || before.is_some()
+            || after.is_some()
+            || message_id.is_some()
+            || message_ids.is_some()
+            || text.is_some()
+    }
+
     /// Whether `message` meets every criterion (the limit aside); the text is
     /// looked for in the start of the body that its summary holds. A pass
     /// over the queue uses [`matches_with_body`](Self::matches_with_body).

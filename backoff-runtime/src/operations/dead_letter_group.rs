@@ -2,14 +2,14 @@ use std::collections::HashMap;
 use std::time::SystemTime;
 
 use rabbit_backoff_core::{fingerprint, parse_failed_at};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::operations::dead_letter_message::DeadLetterMessage;
 
 /// Dead letters that failed the same way: the same reason and the same
 /// error [`fingerprint`](rabbit_backoff_core::fingerprint), so that "order 17 not
 /// found" and "order 42 not found" are one group.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeadLetterGroup {
     /// Its id: 12 hex digits, the same for the same reason and fingerprint in
     /// every run; [`DeadLetterFilter::group`](crate::DeadLetterFilter::group)
@@ -108,6 +108,72 @@ impl GroupTally {
         }
     }
 
+    /// Counts a whole group, as another tally (a checkpoint of the index)
+    /// listed it: its count added, its time span widened, its example kept
+    /// when this tally has none yet.
+    pub(crate) fn add_group(&mut self, group: DeadLetterGroup) {
+        let seen = self.groups.len();
+        let parse = |raw: &Option<String>| raw.as_deref().and_then(parse_failed_at);
+        let (first, last) = (parse(&group.first_failed_at), parse(&group.last_failed_at));
+        let Some(tally) = self.groups.get_mut(&group.id) else {
+            self.groups.insert(
+                group.id.clone(),
+                Tally {
+                    first,
+                    last,
+                    group,
+                    seen,
+                },
+            );
+            return;
+        };
+        tally.group.count += group.count;
+        if tally.group.example_message_id.is_none() && group.example_message_id.is_some() {
+            tally.group.example_message_id = group.example_message_id;
+            tally.group.example_error = group.example_error;
+        }
+        if let Some(at) = first
+            && tally.first.is_none_or(|first| at < first)
+        {
+            tally.first = Some(at);
+            tally.group.first_failed_at = group.first_failed_at;
+        }
+        if let Some(at) = last
+            && tally.last.is_none_or(|last| at > last)
+        {
+            tally.last = Some(at);
+            tally.group.last_failed_at = group.last_failed_at;
+        }
+    }
+
+    /// Takes up to `n` dead letters out of the group `id` (its time span
+    /// and example stay); a group left empty is dropped. How many were
+    /// taken.
+    pub(crate) fn subtract(&mut self, id: &str, n: usize) -> usize {
+        let Some(tally) = self.groups.get_mut(id) else {
+            return 0;
+        };
+        let taken = n.min(tally.group.count);
+        tally.group.count -= taken;
+        if tally.group.count == 0 {
+            self.groups.remove(id);
+        }
+        taken
+    }
+
+    /// The dead letters counted, in every group.
+    pub(crate) fn total(&self) -> usize {
+        self.groups.values().map(|t| t.group.count).sum()
+    }
+
+    /// The groups in the order they were first seen (what a checkpoint
+    /// keeps, so that a later tally breaks ties as a pass would).
+    pub(crate) fn into_seen_order(self) -> Vec<DeadLetterGroup> {
+        let mut tallies: Vec<Tally> = self.groups.into_values().collect();
+        tallies.sort_by_key(|t| t.seen);
+        tallies.into_iter().map(|t| t.group).collect()
+    }
+
     /// The groups, largest first (then in the order they were first seen).
     pub fn into_groups(self) -> Vec<DeadLetterGroup> {
         let mut tallies: Vec<Tally> = self.groups.into_values().collect();
@@ -192,5 +258,57 @@ mod tests {
         // Equal counts keep the order they were first seen in.
         assert_eq!(groups[1].reason, "exhausted");
         assert_eq!(groups[2].reason, "-");
+    }
+
+    #[test]
+    fn whole_groups_merge_as_their_messages_would_and_can_be_taken_out() {
+        let messages = [
+            message(
+                "a",
+                Some("permanent"),
+                "order 1 not found",
+                "2026-12-02T10:00:05Z",
+            ),
+            message(
+                "b",
+                Some("exhausted"),
+                "timeout after 3 s",
+                "2026-12-02T10:00:01Z",
+            ),
+            message(
+                "c",
+                Some("permanent"),
+                "order 2 not found",
+                "2026-12-02T10:00:09Z",
+            ),
+            message(
+                "d",
+                Some("exhausted"),
+                "timeout after 4 s",
+                "2026-12-02T10:00:00Z",
+            ),
+        ];
+        let mut whole = GroupTally::default();
+        messages.iter().for_each(|m| whole.add(m));
+        // The first two as a checkpoint's groups, then the rest one by one.
+        let mut first = GroupTally::default();
+        messages[..2].iter().for_each(|m| first.add(m));
+        let mut merged = GroupTally::default();
+        first
+            .into_seen_order()
+            .into_iter()
+            .for_each(|g| merged.add_group(g));
+        messages[2..].iter().for_each(|m| merged.add(m));
+        assert_eq!(merged.total(), 4);
+        assert_eq!(merged.into_groups(), whole.into_groups());
+
+        let mut tally = GroupTally::default();
+        messages.iter().for_each(|m| tally.add(m));
+        let permanent = messages[0].group.clone();
+        assert_eq!(tally.subtract(&permanent, 5), 2);
+        assert_eq!(tally.subtract("000000000000", 1), 0);
+        let groups = tally.into_groups();
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].reason, "exhausted");
     }
 }

@@ -19,43 +19,50 @@
 //! shovel; or reached it without the dead-letter exchange) and the caller
 //! reads the queue instead.
 //!
+//! After a [checkpoint](crate::operations::index_checkpoint), the read
+//! starts from it: its groups, the tombstones written after it, and the
+//! entries after its offset; a tombstone that cancels no such entry comes
+//! out of the checkpoint's group it names.
+//!
 //! The blind spot: a removal without a tombstone and an arrival without an
 //! entry that happen between two reads cancel out in the count, and the
 //! index then shows the removed message's group instead of the arrived
 //! one's, until either leaves the queue through a pass.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
-use futures_util::StreamExt;
-use lapin::BasicProperties;
-use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::TopologyNames;
-use rabbit_backoff_core::headers::INDEX_MARKER;
 
 use crate::operations::dead_letter_filter::DeadLetterFilter;
 use crate::operations::dead_letter_group::{DeadLetterGroup, GroupTally};
 use crate::operations::dead_letter_key::key_of;
 use crate::operations::dead_letter_message::DeadLetterMessage;
 use crate::operations::dead_letter_pass::pass_id;
-use crate::operations::dead_letter_tombstones::keys_in;
+use crate::operations::dead_letter_tombstones::{group_of_number, removals_in};
+use crate::operations::index_checkpoint::{Checkpoint, Parts, is_part};
 use crate::operations::index_fallback::IndexFallback;
+use crate::operations::index_stream::{STREAM_OFFSET, mark_end, read_to_marker, unreadable};
+use crate::transport::Connection;
 use crate::transport::error::Error;
 use crate::transport::inspect::inspect_queue;
 use crate::transport::open::confirm_channel;
-use crate::transport::{Channel, Confirm, Connection, Delivery, StreamOffset};
 
-/// Deliveries a stream consumer of the index may hold unacknowledged.
-const PREFETCH: u16 = 5000;
+/// The groups an index read found, and where it started.
+#[derive(Debug)]
+pub(crate) struct IndexRead {
+    /// The groups, largest first.
+    pub(crate) groups: Vec<DeadLetterGroup>,
+    /// The entries' offset of the checkpoint it started from, if any.
+    pub(crate) checkpoint: Option<u64>,
+}
 
-/// Deliveries acknowledged together (for a stream, an ack only asks for more).
-const ACK_EVERY: usize = 1000;
-
-/// How long a read waits for the next message before its end marker.
-const IDLE: Duration = Duration::from_secs(30);
-
-/// The header a broker adds to each message it delivers from a stream.
-const STREAM_OFFSET: &str = "x-stream-offset";
+/// Removals of one key since the checkpoint: how many, and their group
+/// (none in tombstones written before groups were).
+#[derive(Debug, Default, Clone, Copy)]
+struct Removed {
+    left: u32,
+    group: Option<u64>,
+}
 
 /// The groups of the dead letters in the queue of `names` that match
 /// `filter`, read from the index; why not, when it cannot be.
@@ -63,20 +70,14 @@ pub(crate) async fn index_groups(
     connection: &dyn Connection,
     names: &TopologyNames,
     filter: &DeadLetterFilter,
-) -> Result<Vec<DeadLetterGroup>, IndexFallback> {
+) -> Result<IndexRead, IndexFallback> {
     if filter.limit.is_some() {
         return Err(IndexFallback::Limited);
     }
     let entries = names.dead_letter_index();
     let removals = names.dead_letter_index_removals();
-    for stream in [&entries, &removals] {
-        if inspect_queue(connection, stream)
-            .await
-            .map_err(unreadable)?
-            .is_none()
-        {
-            return Err(IndexFallback::Absent);
-        }
+    if !index_exists(connection, names).await.map_err(unreadable)? {
+        return Err(IndexFallback::Absent);
     }
     let queue = &names.dead_letter_queue;
     let before = depth(connection, queue).await?;
@@ -91,20 +92,43 @@ pub(crate) async fn index_groups(
         if after != before {
             return Err(IndexFallback::Moving { before, after });
         }
-        let mut removed: HashMap<u64, u32> = HashMap::new();
-        read_to_marker(&*channel, &removals, &id, |delivery| {
-            for key in keys_in(&delivery.data) {
-                *removed.entry(key).or_default() += 1;
+        // The tombstones since the latest checkpoint, and that checkpoint.
+        let mut removed: HashMap<u64, Removed> = HashMap::new();
+        let mut parts = Parts::default();
+        let mut checkpoint: Option<Checkpoint> = None;
+        read_to_marker(&*channel, &removals, None, &id, |delivery| {
+            if is_part(&delivery.properties) {
+                if let Some(whole) = parts.take(&delivery.data) {
+                    checkpoint = Some(whole);
+                    removed.clear();
+                }
+                return;
+            }
+            for (key, group) in removals_in(&delivery.properties, &delivery.data) {
+                let removal = removed.entry(key).or_default();
+                removal.left += 1;
+                removal.group = group.or(removal.group);
             }
         })
         .await?;
+        // The checkpoint's groups come first: they are the older messages.
         let mut tally = GroupTally::default();
+        let mut kept = GroupTally::default();
+        let start = checkpoint.as_ref().map(|c| c.entries_offset);
+        if let Some(checkpoint) = checkpoint {
+            for group in checkpoint.groups {
+                if filter.group.as_ref().is_none_or(|id| *id == group.id) {
+                    tally.add_group(group.clone());
+                }
+                kept.add_group(group);
+            }
+        }
         let mut live = 0;
-        read_to_marker(&*channel, &entries, &id, |delivery| {
-            if let Some(left) = removed.get_mut(&key_of(&delivery.properties))
-                && *left > 0
+        read_to_marker(&*channel, &entries, start, &id, |delivery| {
+            if let Some(removal) = removed.get_mut(&key_of(&delivery.properties))
+                && removal.left > 0
             {
-                *left -= 1;
+                removal.left -= 1;
                 return;
             }
             live += 1;
@@ -115,23 +139,51 @@ pub(crate) async fn index_groups(
             }
         })
         .await?;
-        if live != before as usize {
+        // Tombstones that cancelled no later entry: removals of dead
+        // letters the checkpoint counts.
+        for removal in removed.values().filter(|r| r.left > 0) {
+            if let Some(group) = removal.group.map(group_of_number) {
+                let taken = kept.subtract(&group, removal.left as usize);
+                tally.subtract(&group, taken);
+            }
+        }
+        let from_checkpoint = kept.total();
+        let indexed = live + from_checkpoint;
+        if indexed != before as usize {
             return Err(IndexFallback::CountMismatch {
-                indexed: live,
+                indexed,
                 depth: before as usize,
             });
         }
-        Ok(tally.into_groups())
+        if from_checkpoint > 0 && filter.needs_messages() {
+            return Err(IndexFallback::FilterPastCheckpoint {
+                checkpointed: from_checkpoint,
+            });
+        }
+        Ok(IndexRead {
+            groups: tally.into_groups(),
+            checkpoint: start,
+        })
     }
     .await;
     channel.close().await;
     result
 }
 
-fn unreadable(e: Error) -> IndexFallback {
-    IndexFallback::Unreadable {
-        reason: e.to_string(),
+/// Whether the index of `names` is there: both its streams.
+pub(crate) async fn index_exists(
+    connection: &dyn Connection,
+    names: &TopologyNames,
+) -> Result<bool, Error> {
+    for stream in [
+        names.dead_letter_index(),
+        names.dead_letter_index_removals(),
+    ] {
+        if inspect_queue(connection, &stream).await?.is_none() {
+            return Ok(false);
+        }
     }
+    Ok(true)
 }
 
 /// The ready messages of the dead-letter queue.
@@ -143,95 +195,4 @@ async fn depth(connection: &dyn Connection, queue: &str) -> Result<u32, IndexFal
         .ok_or_else(|| IndexFallback::Unreadable {
             reason: format!("the dead-letter queue '{queue}' is not there"),
         })
-}
-
-/// Publishes the end marker `id` straight to `stream`, confirmed.
-async fn mark_end(channel: &dyn Channel, stream: &str, id: &str) -> Result<(), IndexFallback> {
-    let mut headers = FieldTable::default();
-    headers.insert(
-        ShortString::from(INDEX_MARKER),
-        AMQPValue::LongString(LongString::from(id.as_bytes())),
-    );
-    let confirm = channel
-        .publish(
-            "",
-            stream,
-            b"",
-            BasicProperties::default().with_headers(headers),
-        )
-        .await
-        .map_err(|e| IndexFallback::Unreadable {
-            reason: format!("marking the end of '{stream}': {e}"),
-        })?;
-    match confirm {
-        Confirm::Ack => Ok(()),
-        Confirm::Returned => Err(IndexFallback::Absent),
-        Confirm::Nack => Err(IndexFallback::Unreadable {
-            reason: format!("'{stream}' did not take the end marker (Nack)"),
-        }),
-    }
-}
-
-/// Reads `stream` from its first message up to the marker `id`, calling
-/// `each` with every message but the markers.
-async fn read_to_marker(
-    channel: &dyn Channel,
-    stream: &str,
-    id: &str,
-    mut each: impl FnMut(&Delivery),
-) -> Result<(), IndexFallback> {
-    let failed = |what: &str, e: &dyn std::fmt::Display| IndexFallback::Unreadable {
-        reason: format!("{what} '{stream}': {e}"),
-    };
-    channel
-        .qos(PREFETCH)
-        .await
-        .map_err(|e| failed("setting the prefetch of", &e))?;
-    let mut deliveries = channel
-        .consume_stream(stream, StreamOffset::First)
-        .await
-        .map_err(|e| failed("reading", &e))?;
-    let mut unacked = 0;
-    loop {
-        let delivery = match tokio::time::timeout(IDLE, deliveries.stream.next()).await {
-            Err(_) => {
-                return Err(IndexFallback::Unreadable {
-                    reason: format!(
-                        "nothing came from '{stream}' for {} s before its end",
-                        IDLE.as_secs()
-                    ),
-                });
-            }
-            Ok(None) => return Err(failed("reading", &"the consumer was cancelled")),
-            Ok(Some(Err(e))) => return Err(failed("reading", &e)),
-            Ok(Some(Ok(delivery))) => delivery,
-        };
-        unacked += 1;
-        let marker = marker_of(&delivery.properties);
-        if unacked >= ACK_EVERY || marker.is_some() {
-            delivery
-                .acker
-                .ack_multiple()
-                .await
-                .map_err(|e| failed("acknowledging", &e))?;
-            unacked = 0;
-        }
-        match marker {
-            Some(seen) if seen == id.as_bytes() => break,
-            Some(_) => {}
-            None => each(&delivery),
-        }
-    }
-    let _ = channel.cancel(&deliveries.consumer_tag).await;
-    Ok(())
-}
-
-/// The id of an end marker.
-fn marker_of(properties: &BasicProperties) -> Option<&[u8]> {
-    match properties.headers().as_ref()?.inner().get(INDEX_MARKER)? {
-        AMQPValue::LongString(id) => Some(id.as_bytes()),
-        AMQPValue::ShortString(id) => Some(id.as_str().as_bytes()),
-        AMQPValue::ByteArray(id) => Some(id.as_slice()),
-        _ => Some(b""),
-    }
 }

@@ -9,21 +9,26 @@ use rabbit_backoff_core::{
 };
 use serde::Serialize;
 
+use crate::operations::checkpoint_note::CheckpointNote;
 use crate::operations::dead_letter_filter::DeadLetterFilter;
 use crate::operations::dead_letter_group::{DeadLetterGroup, GroupTally};
-use crate::operations::dead_letter_index::index_groups;
+use crate::operations::dead_letter_index::{index_exists, index_groups};
 use crate::operations::dead_letter_message::DeadLetterMessage;
 use crate::operations::dead_letter_pass::Pass;
 use crate::operations::dead_letter_record::DeadLetterRecord;
 use crate::operations::dead_letter_tombstones::Tombstones;
 use crate::operations::group_report::{GroupReport, GroupSource};
+use crate::operations::index_checkpoint::{
+    CheckpointWriter, entries_offset, write as write_checkpoint,
+};
 use crate::operations::index_fallback::IndexFallback;
 use crate::operations::message_edit::MessageEdit;
+use crate::operations::purge_report::PurgeReport;
 use crate::settle::copy::{now_rfc3339, republish_properties};
 use crate::settle::settlement::{Settler, Target};
 use crate::settle::trace_context::link_trace;
 use crate::transport::amqp::AmqpTransport;
-use crate::transport::error::Error;
+use crate::transport::error::{Error, channel_error};
 use crate::transport::frame_guard::SetAside;
 use crate::transport::inspect::inspect_queue;
 use crate::transport::open::confirm_channel;
@@ -201,11 +206,14 @@ impl Dlq {
     pub async fn group_report(&self, filter: &DeadLetterFilter) -> Result<GroupReport, Error> {
         let fallback = if self.use_index {
             match index_groups(&*self.connection, &self.names, filter).await {
-                Ok(groups) => {
+                Ok(read) => {
                     return Ok(GroupReport {
-                        groups,
+                        groups: read.groups,
                         source: GroupSource::Index,
                         fallback: None,
+                        checkpoint: read
+                            .checkpoint
+                            .map(|offset| CheckpointNote::ReadFrom { offset }),
                     });
                 }
                 Err(why) => why,
@@ -219,17 +227,104 @@ impl Dlq {
                 self.names.dead_letter_queue
             );
         }
+        // An index out of step gets a checkpoint from this pass, so that the
+        // next read answers from the index again (a limited read never gets
+        // here: it is always a pass, and sees only part of the queue).
+        let mut writer = None;
+        let mut checkpoint = None;
+        if matches!(fallback, IndexFallback::CountMismatch { .. }) && filter.limit.is_none() {
+            match CheckpointWriter::begin(&*self.connection, &self.names).await {
+                Ok(began) => writer = Some(began),
+                Err(e) => checkpoint = Some(self.not_written(&e)),
+            }
+        }
         let mut tally = GroupTally::default();
-        let mut add = |_: &Delivery, message: &DeadLetterMessage| {
-            tally.add(message);
-            Ok(())
+        let report = match &mut writer {
+            // The checkpoint counts every message, the groups only those
+            // that match.
+            Some(writer) => {
+                let mut add = |delivery: &Delivery, message: &DeadLetterMessage| {
+                    writer.observe(delivery, message);
+                    if filter.matches_with_body(message, &delivery.data) {
+                        tally.add(message);
+                    }
+                    Ok(())
+                };
+                self.scan(
+                    &DeadLetterFilter::default(),
+                    Mode::Peek,
+                    Sink::Visit(&mut add),
+                )
+                .await
+            }
+            None => {
+                let mut add = |_: &Delivery, message: &DeadLetterMessage| {
+                    tally.add(message);
+                    Ok(())
+                };
+                self.scan(filter, Mode::Peek, Sink::Visit(&mut add)).await
+            }
         };
-        self.scan(filter, Mode::Peek, Sink::Visit(&mut add)).await?;
+        report?;
+        if let Some(writer) = writer {
+            checkpoint = Some(match writer.finish(&*self.connection).await {
+                Ok(offset) => CheckpointNote::Written { offset },
+                Err(e) => self.not_written(&e),
+            });
+        }
         Ok(GroupReport {
             groups: tally.into_groups(),
             source: GroupSource::Pass,
             fallback: Some(fallback),
+            checkpoint,
         })
+    }
+
+    /// The note of a checkpoint that could not be written, logged.
+    fn not_written(&self, e: &Error) -> CheckpointNote {
+        tracing::warn!(
+            "{}: no checkpoint of the dead-letter index ({e}); `dlq groups` reads the queue \
+             until one is written",
+            self.names.dead_letter_queue
+        );
+        CheckpointNote::NotWritten {
+            reason: e.to_string(),
+        }
+    }
+
+    /// Removes every ready message from the dead-letter queue at once
+    /// (`queue.purge`: the broker drops them, no pass), and leaves an empty
+    /// checkpoint in the dead-letter index, at the offset its entries'
+    /// stream had just before the purge, so that `groups` answers from the
+    /// index afterwards instead of finding it out of step. Messages held
+    /// unacknowledged (by a consumer or a pass) stay. A dead letter that
+    /// arrives between the checkpoint's offset and the purge is purged but
+    /// counted by the index; the next read then falls back to a pass, which
+    /// writes a checkpoint of its own.
+    pub async fn purge(&self) -> Result<PurgeReport, Error> {
+        let queue = &self.names.dead_letter_queue;
+        let mut offset = None;
+        let mut checkpoint = None;
+        if index_exists(&*self.connection, &self.names).await? {
+            match entries_offset(&*self.connection, &self.names).await {
+                Ok(at) => offset = Some(at),
+                Err(e) => checkpoint = Some(self.not_written(&e)),
+            }
+        }
+        let channel = confirm_channel(&*self.connection, queue).await?;
+        let purged = channel.purge_queue(queue).await;
+        channel.close().await;
+        let purged = purged.map_err(channel_error(queue, "purging the dead-letter queue"))?;
+        if let Some(offset) = offset {
+            let removals = self.names.dead_letter_index_removals();
+            checkpoint = Some(
+                match write_checkpoint(&*self.connection, &removals, offset, Vec::new()).await {
+                    Ok(()) => CheckpointNote::Written { offset },
+                    Err(e) => self.not_written(&e),
+                },
+            );
+        }
+        Ok(PurgeReport { purged, checkpoint })
     }
 
     /// Calls `visit` with each matching message, whole, and its summary,
@@ -487,7 +582,7 @@ impl Dlq {
                     pass.keep(delivery).await?;
                 }
                 Mode::Discard => {
-                    tombstones.add(&delivery.properties);
+                    tombstones.add(&delivery.properties, &summary.group);
                     pass.remove(delivery).await?;
                     removed += 1;
                 }
@@ -507,7 +602,7 @@ impl Dlq {
                         pass.keep(delivery).await?;
                         continue;
                     }
-                    tombstones.add(&delivery.properties);
+                    tombstones.add(&delivery.properties, &summary.group);
                     pass.remove(delivery).await?;
                     removed += 1;
                 }

@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use crate::operations::checkpoint_note::CheckpointNote;
 use crate::operations::dead_letter_group::DeadLetterGroup;
 use crate::operations::index_fallback::IndexFallback;
 
@@ -55,4 +56,43 @@ pub struct GroupReport {
     /// Why the index was not read (`None` when it was).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<IndexFallback>,
+    /// The index's checkpoint: the one an index read started from, or the
+    /// one a pass left because the index was out of step (or why it could
+    /// not); `None` when none was involved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointNote>,
+}
+
+impl GroupReport {
+    /// Where the groups were read from and why, in a few words.
+    ///
+    /// ```
+    /// use rabbit_backoff::{CheckpointNote, GroupReport, GroupSource, IndexFallback};
+    ///
+    /// let report = GroupReport {
+    ///     groups: Vec::new(),
+    ///     source: GroupSource::Pass,
+    ///     fallback: Some(IndexFallback::CountMismatch { indexed: 40, depth: 10 }),
+    ///     checkpoint: Some(CheckpointNote::Written { offset: 52 }),
+    /// };
+    /// assert_eq!(
+    ///     report.reason(),
+    ///     "index out of step: 40 live entries, 10 messages; \
+    ///      checkpoint written at offset 52 of the index: the next read is from the index"
+    /// );
+    /// ```
+    pub fn reason(&self) -> String {
+        let why = match (self.source, &self.fallback) {
+            (GroupSource::Index, _) | (GroupSource::Pass, None) => "from the index".to_owned(),
+            (GroupSource::Pass, Some(IndexFallback::CountMismatch { indexed, depth })) => {
+                format!("index out of step: {indexed} live entries, {depth} messages")
+            }
+            (GroupSource::Pass, Some(IndexFallback::Absent)) => "no index".to_owned(),
+            (GroupSource::Pass, Some(why)) => why.to_string(),
+        };
+        match &self.checkpoint {
+            Some(note) => format!("{why}; {note}"),
+            None => why,
+        }
+    }
 }

@@ -48,6 +48,18 @@ pub enum IndexFallback {
         /// Ready messages in the queue.
         depth: usize,
     },
+    /// The index starts from a checkpoint, which keeps each group's count
+    /// and not its messages, and the filter needs the messages (anything
+    /// but `group`): a pass reads them. The index answers such a filter
+    /// again once the checkpoint's dead letters have all left the queue.
+    #[error(
+        "the index starts from a checkpoint that keeps {checkpointed} dead letters by group, \
+         not their messages, which this filter needs"
+    )]
+    FilterPastCheckpoint {
+        /// Dead letters that the checkpoint counts and still in the queue.
+        checkpointed: usize,
+    },
     /// Reading the index failed.
     #[error("the index could not be read: {reason}")]
     Unreadable {

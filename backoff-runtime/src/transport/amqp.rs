@@ -9,7 +9,7 @@ use futures_util::future::BoxFuture;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicNackOptions,
     BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
-    QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
+    QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions, QueuePurgeOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Confirmation};
@@ -435,6 +435,7 @@ impl Channel for AmqpChannel {
         let offset = match offset {
             StreamOffset::First => AMQPValue::LongString("first".into()),
             StreamOffset::At(at) => AMQPValue::LongLongInt(i64::try_from(at).unwrap_or(i64::MAX)),
+            StreamOffset::Next => AMQPValue::LongString("next".into()),
         };
         arguments.insert(ShortString::from(STREAM_OFFSET), offset);
         self.consume_with(queue, arguments)
@@ -505,6 +506,15 @@ impl Channel for AmqpChannel {
                 .queue_delete(short(name)?, QueueDeleteOptions::default())
                 .await
                 .map(|_| ())
+                .map_err(transport_error)
+        })
+    }
+
+    fn purge_queue<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<u32, TransportError>> {
+        self.guarded(async move {
+            self.inner
+                .queue_purge(short(name)?, QueuePurgeOptions::default())
+                .await
                 .map_err(transport_error)
         })
     }

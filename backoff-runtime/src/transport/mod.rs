@@ -193,6 +193,17 @@ pub trait Channel: Send + Sync + 'static {
         })
     }
 
+    /// Removes every ready message of `queue` (`queue.purge`) and says how
+    /// many; unacknowledged deliveries stay. The default refuses, for a
+    /// broker that cannot.
+    fn purge_queue<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<u32, TransportError>> {
+        Box::pin(async move {
+            Err(TransportError::Other(format!(
+                "'{name}': this broker cannot purge a queue"
+            )))
+        })
+    }
+
     /// Deletes a queue and its messages (nothing when it does not exist).
     fn delete_queue<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>>;
 

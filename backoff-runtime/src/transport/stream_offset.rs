@@ -15,5 +15,9 @@ pub enum StreamOffset {
     #[default]
     First,
     /// This offset, or the first the stream still holds if it is older.
+    /// The broker may start at the beginning of the chunk that holds it:
+    /// a reader skips what comes before (`x-stream-offset`).
     At(u64),
+    /// The messages written after the consumer is attached, none before.
+    Next,
 }
