@@ -346,16 +346,19 @@ async fn a_message_requeued_past_the_delivery_limit_is_never_dead_lettered() {
 }
 
 /// Dead letters the broker makes itself (a TTL that runs out in the work
-/// queue, the quorum delivery limit) go through the dead-letter exchange
+/// queue, a rejection without requeue) go through the dead-letter exchange
 /// like the consumer's, so they reach the dead-letter index too, and the
 /// groups are read from it. RabbitMQ 3.10 does not dead-letter into a stream
 /// (it drops them there), so on 3.10 the index is out of step and the groups
 /// come from a pass.
 #[tokio::test]
 async fn dead_letters_the_broker_makes_reach_the_index_on_4_x() {
-    let spec = quorum_spec("broker-dl", 1);
+    let mut spec = process_job.spec();
+    spec.queue = unique("broker-dl");
     let _cleanup = Cleanup::of(&spec);
-    rabbit_backoff::declare_topology(&*framework_connection().await, &Topology::of(&spec))
+    let topology = Topology::of(&spec);
+    assert!(topology.indexes_dead_letters());
+    rabbit_backoff::declare_topology(&*framework_connection().await, &topology)
         .await
         .unwrap();
     let (connection, channel) = channel().await;
@@ -380,13 +383,27 @@ async fn dead_letters_the_broker_makes_reach_the_index_on_4_x() {
             .await
             .unwrap();
     }
-    // ...and one past its delivery limit (1).
+    // ...and one rejected without requeue.
     publish_confirmed(&channel, &spec.queue, b"{\"id\":2}").await;
     let names = spec.names();
     let deadline = std::time::Instant::now() + WAIT;
-    let probe = connection.create_channel().await.unwrap();
-    give_back(&probe, &spec.queue, GiveBack::Reject, 3).await;
-    while depth(&channel, &names.dead_letter_queue).await < 3 {
+    loop {
+        if let Some(message) = channel
+            .basic_get(spec.queue.as_str().into(), Default::default())
+            .await
+            .unwrap()
+        {
+            message
+                .nack(BasicNackOptions {
+                    requeue: false,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+        }
+        if depth(&channel, &names.dead_letter_queue).await >= 3 {
+            break;
+        }
         assert!(
             std::time::Instant::now() < deadline,
             "the broker dead-lettered 3 messages"
@@ -408,10 +425,67 @@ async fn dead_letters_the_broker_makes_reach_the_index_on_4_x() {
     assert_eq!(
         report.source,
         expected,
-        "RabbitMQ {:?}: {:?}",
+        "RabbitMQ {:?}: {}",
         broker_version(),
-        report.fallback
+        report.reason()
     );
+    dlq.close().await;
+    let _ = connection.close(200, "".into()).await;
+}
+
+/// A quorum consumer's dead letters are not indexed (see
+/// `Topology::indexes_dead_letters`): its topology declares no index
+/// stream, so a dead letter never waits on the stream coordinator, and the
+/// groups come from a pass that says why.
+#[tokio::test]
+async fn a_quorum_consumer_declares_no_index_and_groups_from_a_pass() {
+    let spec = quorum_spec("quorum-noindex", 1);
+    let _cleanup = Cleanup::of(&spec);
+    let topology = Topology::of(&spec);
+    assert!(!topology.indexes_dead_letters());
+    rabbit_backoff::declare_topology(&*framework_connection().await, &topology)
+        .await
+        .unwrap();
+    let (connection, channel) = channel().await;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .unwrap();
+    // A message past its delivery limit (1), dead-lettered by the broker.
+    publish_confirmed(&channel, &spec.queue, b"{\"id\":1}").await;
+    let probe = connection.create_channel().await.unwrap();
+    give_back(&probe, &spec.queue, GiveBack::Reject, 3).await;
+    let names = spec.names();
+    let dead = next_message(&channel, &names.dead_letter_queue, WAIT).await;
+    assert_eq!(
+        header_str(&dead.properties, "x-first-death-reason").as_deref(),
+        Some("delivery_limit")
+    );
+    dead.nack(BasicNackOptions {
+        requeue: true,
+        ..Default::default()
+    })
+    .await
+    .ok();
+    // The index's streams do not exist: a passive declaration fails.
+    let passive = connection.create_channel().await.unwrap();
+    let index = passive
+        .queue_declare(
+            names.dead_letter_index().as_str().into(),
+            QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await;
+    assert!(index.is_err(), "no index stream for a quorum consumer");
+    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let report = dlq
+        .group_report(&DeadLetterFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(report.source, GroupSource::Pass, "{}", report.reason());
     dlq.close().await;
     let _ = connection.close(200, "".into()).await;
 }

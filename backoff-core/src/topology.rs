@@ -285,6 +285,35 @@ fn s(v: &str) -> Argument {
 }
 
 impl Topology {
+    /// Whether the dead-letter index is declared and bound beside the
+    /// dead-letter queue: for classic topologies, not for a quorum work
+    /// queue.
+    ///
+    /// The broker routes every dead letter to the queue and to the index's
+    /// stream in one routing, so a dead letter's confirm waits for the
+    /// stream. On a RabbitMQ 4.3 cluster that lost a node, the stream
+    /// coordinator can lose its quorum (a member on a node that restarted
+    /// earlier is not running again until a stream operation starts it):
+    /// a publish routed to a stream then blocks its channel for 30 s and
+    /// the broker closes the connection (`RESOURCE_ERROR`, "Stream
+    /// coordinator unavailable"), measured for more than 90 s with two of
+    /// three nodes up. With quorum queues, which are what a cluster runs,
+    /// dead letters must not wait on that; `dlq groups` reads the
+    /// dead-letter queue for them instead.
+    ///
+    /// ```
+    /// use rabbit_backoff::{ConsumerSpec, QueueType, Topology};
+    ///
+    /// let mut spec = ConsumerSpec::new("orders", "5s".parse()?);
+    /// assert!(Topology::of(&spec).indexes_dead_letters());
+    /// spec.queue_type = QueueType::Quorum;
+    /// assert!(!Topology::of(&spec).indexes_dead_letters());
+    /// # Ok::<(), rabbit_backoff::DelayError>(())
+    /// ```
+    pub fn indexes_dead_letters(&self) -> bool {
+        self.work_queue.argument(arg::QUEUE_TYPE) != Some(&s(QueueType::Quorum.as_str()))
+    }
+
     /// The topology a consumer declares.
     pub fn of(spec: &ConsumerSpec) -> Self {
         let n = spec.names();

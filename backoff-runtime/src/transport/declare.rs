@@ -85,7 +85,9 @@ pub async fn declare_topology(
     }
     // Best effort: the declarations are done; a failing close changes nothing.
     channel.close().await;
-    declare_index(connection, &topology.dead_letter_index).await;
+    if topology.indexes_dead_letters() {
+        declare_index(connection, &topology.dead_letter_index).await;
+    }
     Ok(())
 }
 
