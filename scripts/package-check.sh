@@ -4,10 +4,13 @@
 # and tests package-check/, a crate outside the workspace that depends on
 # them through that registry only (no path dependency, no [patch]), against
 # the real RabbitMQ: the README's consumer, the README's in-memory test, a
-# hand-written Classify, and deeply nested headers.
+# hand-written Classify, and deeply nested headers; on RabbitMQ 3.10 and 4.3
+# (RABBIT_BACKOFF_VERSIONS), each started here when it is not running (a 4.x
+# node started here is stopped again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+versions=(${RABBIT_BACKOFF_VERSIONS:-3.10 4.3})
 scripts/ensure-broker.sh
 
 target=${CARGO_TARGET_DIR:-$root/target}
@@ -38,4 +41,16 @@ export CARGO_TARGET_DIR="$target"
 # Nothing sizes the threads' stacks for the deep headers: a service has no
 # reason to set this, and the check must not either.
 unset RUST_MIN_STACK
-cargo test --quiet -- --test-threads 2
+for version in "${versions[@]}"; do
+  echo "package check on RabbitMQ $version" >&2
+  started=""
+  if ! "$root/scripts/broker.sh" status "$version" | grep -q ' running '; then
+    "$root/scripts/broker.sh" up "$version"
+    started=$version
+  fi
+  (
+    eval "$("$root/scripts/broker.sh" env "$version")"
+    cargo test --quiet -- --test-threads 2
+  )
+  if [ -n "$started" ] && [ "$started" != 3.10 ]; then "$root/scripts/broker.sh" down "$started"; fi
+done

@@ -1,33 +1,105 @@
 #!/usr/bin/env bash
 # The whole test suite: unit tests, compile-fail tests and integration tests
-# against a real RabbitMQ (started, or installed, when none answers) and, for
-# the web console, a real headless Chromium (installed when missing), and for
-# the dedupe stores a real PostgreSQL and Redis (likewise); then the
-# fault tests on a three-node cluster (tests/cluster.rs), started beside the
-# default node by scripts/cluster.sh and stopped again, even on failure; and
-# the amqps:// tests on a node with TLS listeners, started and stopped the
-# same way by scripts/tls.sh.
+# against real RabbitMQ brokers, started (or installed) when none answers:
+# the machine's RabbitMQ 3.10 (the OS package) and RabbitMQ 4.3 and 4.0
+# (Debian's own packages, each in a root of its own, made once and cached:
+# scripts/broker.sh); for the web console a real headless Chromium, for the
+# dedupe stores a real PostgreSQL and Redis (likewise installed when missing).
+#
+#   1. the workspace's tests on 3.10 and on 4.3, side by side (one build);
+#   2. the semantics and broker-version suites on 4.0;
+#   3. the fault tests on a three-node 4.3 cluster with quorum queues
+#      (tests/cluster.rs, scripts/cluster.sh);
+#   4. the amqps:// tests on a TLS node of 3.10, then of 4.3 (scripts/tls.sh);
+#   5. the shipped Prometheus rules: promtool's unit tests, and one alert
+#      firing in a real Prometheus scraping examples/orders (scripts/alerts.sh).
+#
+# Every node it starts is stopped again, even on failure. Arguments go to the
+# first step's `cargo test` (a test name, say). RABBIT_BACKOFF_VERSIONS
+# (default "3.10 4.3") chooses the brokers of step 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+versions=(${RABBIT_BACKOFF_VERSIONS:-3.10 4.3})
+logs=$(mktemp -d)
+
+cleanup() {
+  scripts/cluster.sh down >/dev/null 2>&1 || true
+  RABBITMQ_VERSION=4.3 scripts/cluster.sh down >/dev/null 2>&1 || true
+  scripts/tls.sh down >/dev/null 2>&1 || true
+  RABBITMQ_VERSION=4.3 scripts/tls.sh down >/dev/null 2>&1 || true
+  scripts/broker.sh down 4.3 >/dev/null 2>&1 || true
+  scripts/broker.sh down 4.0 >/dev/null 2>&1 || true
+  rm -rf "$logs"
+}
+trap cleanup EXIT
+
 scripts/ensure-broker.sh
+scripts/broker.sh up 4.3
+scripts/broker.sh up 4.0
 scripts/ensure-postgres.sh
 scripts/ensure-redis.sh
 scripts/browser.sh
-cargo test --workspace --all-targets --locked "$@"
+
+# One build for every run below.
+cargo test --workspace --all-targets --locked --no-run "$@"
+
+# 1. Each broker's run in the background, its output in a log printed when it
+# ends; the step fails when either run does.
+suite() {
+  local version=$1; shift
+  (
+    eval "$(scripts/broker.sh env "$version")"
+    cargo test --workspace --all-targets --locked "$@"
+  ) >"$logs/$version.log" 2>&1
+}
+pids=()
+for version in "${versions[@]}"; do
+  suite "$version" "$@" &
+  pids+=($!)
+done
+failed=()
+for i in "${!versions[@]}"; do
+  wait "${pids[$i]}" || failed+=("${versions[$i]}")
+done
+for version in "${versions[@]}"; do
+  echo "==================== the suite on RabbitMQ $version ===================="
+  cat "$logs/$version.log"
+done
+if [ "${#failed[@]}" -gt 0 ]; then
+  echo "the suite failed on RabbitMQ ${failed[*]} (see above)" >&2
+  exit 1
+fi
 cargo test --workspace --doc --locked
 
-trap 'scripts/cluster.sh down' EXIT
+# 2. What the framework promises for one message, and what differs between
+# versions, on 4.0.
+echo "==================== semantics on RabbitMQ 4.0 ===================="
+(
+  eval "$(scripts/broker.sh env 4.0)"
+  cargo test --locked --test semantics --test broker_versions
+)
+scripts/broker.sh down 4.0
+
+# 3. The cluster: what 4.x users run, three nodes with quorum queues.
+export RABBITMQ_VERSION=4.3
 scripts/cluster.sh up
 # --nocapture: the tests print what they measured (recovery times, duplicates).
-cargo test --locked --features cluster-tests --test cluster -- --nocapture
+RABBITMQCTL="$PWD/scripts/cluster.sh ctl" \
+  cargo test --locked --features cluster-tests --test cluster -- --nocapture
 scripts/cluster.sh down
-trap - EXIT
+unset RABBITMQ_VERSION
 
-trap 'scripts/tls.sh down' EXIT
-scripts/tls.sh up
-# The handshake against the node, then a consumer and the CLI over amqps://.
-cargo test --locked -p rabbit-backoff-runtime --features tls --lib transport::tls
-cargo test --locked --features tls --test tls
-cargo test --locked -p rabbit-backoff-cli --features tls --test tls
-scripts/tls.sh down
-trap - EXIT
+# 4. amqps:// on each version: the handshake against the node, then a
+# consumer and the CLI.
+for version in 3.10 4.3; do
+  echo "==================== TLS on RabbitMQ $version ===================="
+  RABBITMQ_VERSION=$version scripts/tls.sh up
+  cargo test --locked -p rabbit-backoff-runtime --features tls --lib transport::tls
+  cargo test --locked --features tls --test tls
+  cargo test --locked -p rabbit-backoff-cli --features tls --test tls
+  RABBITMQ_VERSION=$version scripts/tls.sh down
+done
+
+# 5. The alert rules, unit-tested and firing live.
+scripts/alerts.sh
