@@ -50,13 +50,13 @@ pub use rabbit_backoff_core::{
     DelayError, Delays, ErrorClass, ExchangeDecl, ExchangeDefinition, ExchangeKind,
     FAILURE_HEADERS, FoundTopology, HeaderValue, INDEX_MAX_BYTES, INDEX_REMOVALS_MAX_BYTES,
     INDEX_REMOVALS_SEGMENT_BYTES, INDEX_SEGMENT_BYTES, Jitter, KeyFate, MAX_DELAY_MS,
-    MAX_ERROR_LEN, MAX_HEADER_DEPTH, MAX_JITTER_PERCENT, MAX_TIERS, NameError, NameOverrides,
-    Outcome, Policy, QueueDecl, QueueDefinition, QueueListing, QueueType, REPLAY_HISTORY,
-    REPLAY_HISTORY_LIMIT, REPLAYED_AT, ReconnectBackoff, RetryCount, RetryCountWarning,
-    RetryReturn, SUB_QUEUES, SpecError, Topology, TopologyNames, Verdict, arguments, decide,
-    deep_headers, discover, fingerprint, group_id, headers, inbox_key, index_key,
-    outbox_message_id, parse_duration, parse_failed_at, read_retry_count, truncate_error,
-    validate_name,
+    MAX_ERROR_LEN, MAX_HEADER_DEPTH, MAX_JITTER_PERCENT, MAX_TIERS, MIN_PROBE_INTERVAL, NameError,
+    NameOverrides, NodeProbe, Outcome, Policy, ProbeVerdict, QueueDecl, QueueDefinition,
+    QueueListing, QueueType, REPLAY_HISTORY, REPLAY_HISTORY_LIMIT, REPLAYED_AT, ReconnectBackoff,
+    ReconnectProbe, RetryCount, RetryCountWarning, RetryReturn, ReturnWatch, SUB_QUEUES, SpecError,
+    Topology, TopologyNames, Verdict, arguments, decide, deep_headers, discover, fingerprint,
+    group_id, headers, inbox_key, index_key, outbox_message_id, parse_duration, parse_failed_at,
+    read_retry_count, truncate_error, validate_name,
 };
 pub use rabbit_backoff_runtime::{meters, transport};
 

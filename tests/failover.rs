@@ -3,6 +3,10 @@
 
 mod common;
 
+use std::time::{Duration, Instant};
+
+use common::proxy::Proxy;
+use common::stores::closed_port;
 use common::*;
 use rabbit_backoff::prelude::*;
 
@@ -44,6 +48,57 @@ async fn the_first_node_that_answers_is_used_and_named() {
     .await;
     publisher.close().await;
     running.stop().await.unwrap();
+}
+
+/// Two nodes, both down long enough for the reconnect backoff to have grown
+/// to seconds; one comes back (a proxy to the broker starts listening on its
+/// port), the other stays down. The runtime is consuming within a second,
+/// on the node that came back: it probes every node between attempts.
+#[tokio::test]
+async fn a_node_that_comes_back_is_connected_to_within_a_second() {
+    let down = "amqp://guest:guest@127.0.0.1:1/%2f";
+    let port = closed_port();
+    let returning = format!("amqp://guest:guest@127.0.0.1:{port}/%2f");
+    let queue = unique("return");
+    let journal = Journal::default();
+    let runtime = Runtime::builder()
+        .uris([down.to_owned(), returning.clone()])
+        .state(journal.clone())
+        .handle_signals(false)
+        // 1 s, 2 s, 4 s, 8 s…: after 4 s down the next attempt is seconds away.
+        .reconnect_backoff(Duration::from_secs(1), Duration::from_secs(30))
+        .consumer_with(process_job, |spec| spec.queue = queue.clone())
+        .build()
+        .expect("a valid runtime");
+    let spec = runtime.specs().next().cloned().expect("one consumer");
+    let _cleanup = Cleanup::of(&spec);
+    let health = runtime.health();
+    let shutdown = runtime.shutdown_handle();
+    let task = tokio::spawn(runtime.run());
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        health.reconnects() >= 2,
+        "both nodes refused, more than once"
+    );
+
+    let _proxy = Proxy::start_at(&url(), port).await;
+    let back = Instant::now();
+    tokio::time::timeout(Duration::from_secs(10), health.wait_ready())
+        .await
+        .expect("ready within 10 s")
+        .expect("ready");
+    let ready_after = back.elapsed();
+    println!("a node that came back: consuming {ready_after:?} after it accepted connections");
+    assert!(
+        ready_after < Duration::from_secs(1),
+        "consuming only {ready_after:?} after the node came back"
+    );
+    let node = health.node().expect("a node");
+    assert!(node.contains(&format!(":{port}/")), "{node}");
+    shutdown.shutdown();
+    task.await
+        .expect("the runtime does not panic")
+        .expect("the runtime stops cleanly");
 }
 
 /// The address as the framework shows it: without its password.

@@ -162,6 +162,91 @@ async fn a_broker_restart_loses_no_message() {
     running.stop().await;
 }
 
+/// `rabbitmqctl` off the test's runtime, so that the consumer under test
+/// keeps running (and its timers keep firing) while the command waits.
+async fn rabbitmqctl_off_runtime(args: &'static [&'static str]) {
+    tokio::task::spawn_blocking(move || rabbitmqctl(args))
+        .await
+        .expect("rabbitmqctl does not panic");
+}
+
+/// When the broker's AMQP port first accepts a TCP connection, probing every
+/// 10 ms from now on.
+fn port_accepting() -> tokio::task::JoinHandle<Instant> {
+    let uri: lapin::uri::AMQPUri = url().parse().expect("a valid AMQP_URL");
+    let address = (uri.authority.host, uri.authority.port);
+    tokio::spawn(async move {
+        loop {
+            if tokio::net::TcpStream::connect((address.0.as_str(), address.1))
+                .await
+                .is_ok()
+            {
+                return Instant::now();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+}
+
+/// A broker down for 8 s: long enough that the reconnect backoff (100 ms to
+/// 30 s by default) has grown past 5 s. The consumer must be back within a
+/// second of the broker accepting connections, not wait out that backoff.
+/// Measured from the moment the AMQP port accepts again to the moment the
+/// consumer has handled a message published as soon as the broker takes one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_consumer_is_back_within_a_second_of_a_broker_restart() {
+    let _serial = SERIAL.lock().await;
+    let running = Running::start("back", |_| {}).await;
+    let before = publisher().await;
+    running
+        .publish(&before, &Job::new(1, Fail::None, None))
+        .await;
+    eventually("the first job", Duration::from_secs(10), || {
+        running.journal.calls_for(1).len() == 1
+    })
+    .await;
+    before.close().await;
+
+    let guard = BrokerGuard;
+    rabbitmqctl_off_runtime(&["stop_app"]).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let accepting = port_accepting();
+    rabbitmqctl_off_runtime(&["start_app"]).await;
+    let back = accepting.await.expect("the port watch does not panic");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let publisher = loop {
+        match Publisher::connect(&url()).await {
+            Ok(publisher) => break publisher,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "no publisher connects: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    let published_after = back.elapsed();
+    running
+        .publish(&publisher, &Job::new(2, Fail::None, None))
+        .await;
+    eventually(
+        "the job published after the restart",
+        Duration::from_secs(60),
+        || running.journal.calls_for(2).len() == 1,
+    )
+    .await;
+    let consuming_after = back.elapsed();
+    rabbitmqctl_off_runtime(&["await_startup", "--timeout", "60"]).await;
+    drop(guard);
+    println!(
+        "broker restart: the port accepted again, a publisher connected {published_after:?} later, the consumer handled its message {consuming_after:?} later"
+    );
+    assert!(
+        consuming_after < Duration::from_millis(2500),
+        "the consumer took {consuming_after:?} to consume again after the broker accepted connections"
+    );
+    publisher.close().await;
+    running.stop().await;
+}
+
 // ---- SIGKILL: the consumer runs in a child process ----
 
 #[derive(Debug, Serialize, Deserialize)]

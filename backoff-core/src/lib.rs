@@ -45,8 +45,10 @@ mod index_key;
 mod jitter;
 mod names;
 mod reconnect;
+mod reconnect_probe;
 mod replay;
 mod retry_count;
+mod return_watch;
 mod serde_str;
 mod spec;
 mod topology;
@@ -74,8 +76,10 @@ pub use index_key::index_key;
 pub use jitter::{Jitter, MAX_JITTER_PERCENT, SUB_QUEUES};
 pub use names::{NameError, NameOverrides, TopologyNames, validate_name};
 pub use reconnect::ReconnectBackoff;
+pub use reconnect_probe::{MIN_PROBE_INTERVAL, ReconnectProbe};
 pub use replay::{FAILURE_HEADERS, REPLAY_HISTORY_LIMIT, history_overflow, replay_target};
 pub use retry_count::{RetryCount, RetryCountWarning, read_retry_count};
+pub use return_watch::{NodeProbe, ProbeVerdict, ReturnWatch};
 pub use spec::{ConsumerSpec, DeclareMode, ExchangeKind, QueueType, RetryReturn, SpecError};
 pub use topology::{
     Argument, ArgumentDifference, Binding, DeadLetterIndexDecl, ExchangeDecl, INDEX_MAX_BYTES,

@@ -18,10 +18,15 @@ pub struct Proxy {
 impl Proxy {
     /// A proxy to the broker of `url` (an `amqp://` address).
     pub async fn start(url: &str) -> Proxy {
+        Self::start_at(url, 0).await
+    }
+
+    /// A proxy to the broker of `url` listening on local `port` (0: any).
+    pub async fn start_at(url: &str, port: u16) -> Proxy {
         let (scheme_user, rest) = url.split_once('@').expect("an address with credentials");
         let (upstream, vhost) = rest.split_once('/').unwrap_or((rest, ""));
         let upstream: String = upstream.to_owned();
-        let listener = TcpListener::bind("127.0.0.1:0")
+        let listener = TcpListener::bind(("127.0.0.1", port))
             .await
             .expect("a local port");
         let local: SocketAddr = listener.local_addr().expect("its address");

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use rabbit_backoff_core::{ConsumerSpec, ReconnectBackoff, Topology};
+use rabbit_backoff_core::{ConsumerSpec, ReconnectBackoff, ReconnectProbe, Topology};
 use tokio::task::JoinSet;
 
 use crate::consume::consumer::Consumer;
@@ -14,6 +14,7 @@ use crate::consume::shutdown::ShutdownHandle;
 use crate::consume::state::{StateMap, StateRequirement};
 use crate::consume::worker::{PauseReport, Worker, WorkerEnv};
 use crate::idempotency::DedupeStore;
+use crate::lifecycle::broker_return::broker_returns;
 use crate::lifecycle::health::{Health, HealthWatch};
 use crate::lifecycle::relay::relay_outbox;
 use crate::settle::meters;
@@ -53,6 +54,7 @@ pub struct RuntimeBuilder {
     shutdown_grace: Duration,
     handle_signals: bool,
     reconnect: ReconnectBackoff,
+    reconnect_probe: Option<ReconnectProbe>,
     dedupe_store: Option<Arc<dyn DedupeStore>>,
 }
 
@@ -67,6 +69,8 @@ pub struct Runtime {
     shutdown_grace: Duration,
     handle_signals: bool,
     reconnect: ReconnectBackoff,
+    /// How often a down broker is probed between reconnection attempts.
+    reconnect_probe: Option<ReconnectProbe>,
     /// The inbox of the consumers with `dedupe`, when one of them has it.
     dedupe_store: Option<Arc<dyn DedupeStore>>,
     shutdown: ShutdownHandle,
@@ -134,6 +138,7 @@ impl Runtime {
             shutdown_grace: Duration::from_secs(30),
             handle_signals: true,
             reconnect: ReconnectBackoff::default(),
+            reconnect_probe: Some(ReconnectProbe::default()),
             dedupe_store: None,
         }
     }
@@ -158,8 +163,9 @@ impl Runtime {
     /// Returns once every channel and the connection are closed.
     ///
     /// A lost connection or channel is recovered: the runtime reconnects with
-    /// capped exponential backoff and jitter, declares the topology again and
-    /// resumes every consumer; [`health`](Self::health) says `Recovering`
+    /// capped exponential backoff and jitter, and at once when a node that
+    /// refused connections accepts them again (probed every 250 ms with a bare
+    /// TCP connect), declares the topology again and resumes every consumer; [`health`](Self::health) says `Recovering`
     /// meanwhile. A broker that is down at start-up is waited for the same way.
     /// Only a misconfiguration, such as a topology conflict, ends `run` with an
     /// error.
@@ -189,9 +195,19 @@ impl Runtime {
             }
             if failures > 0 {
                 let wait = self.reconnect.delay(failures - 1, fastrand::f64());
+                let returned = async {
+                    match self.reconnect_probe {
+                        Some(probe) => broker_returns(&*self.transport, probe).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     _ = self.shutdown.wait() => return Ok(()),
                     _ = tokio::time::sleep(wait) => {}
+                    // A node that was down accepts connections again: connect
+                    // now, and should the broker still be booting, start the
+                    // backoff afresh rather than from where the outage left it.
+                    _ = returned => failures = 0,
                 }
             }
             match self.generation(&mut failures).await {
@@ -464,6 +480,16 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How often, between reconnection attempts, to probe the nodes with a
+    /// bare TCP connect (default every 250 ms at most; `None`: never). A node
+    /// that refused and then accepts is reconnected to at once instead of at
+    /// the end of the backoff; a node that accepts all along is left to the
+    /// backoff. See [`ReconnectProbe`].
+    pub fn reconnect_probe(mut self, interval: Option<Duration>) -> Self {
+        self.reconnect_probe = interval.map(ReconnectProbe::new);
+        self
+    }
+
     /// The inbox of the consumers with `dedupe = "…"`: a
     /// [`PostgresStore`](crate::idempotency), a `RedisStore` or a
     /// [`MemoryStore`](crate::idempotency::MemoryStore). Required when a
@@ -530,6 +556,7 @@ impl RuntimeBuilder {
             shutdown_grace: self.shutdown_grace,
             handle_signals: self.handle_signals,
             reconnect: self.reconnect,
+            reconnect_probe: self.reconnect_probe,
             // Only consumers with dedupe use it: no ping or relay otherwise.
             dedupe_store: self.dedupe_store.filter(|_| uses_dedupe),
             shutdown: ShutdownHandle::new(),

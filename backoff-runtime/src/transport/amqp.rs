@@ -12,6 +12,7 @@ use lapin::options::{
     QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions, QueuePurgeOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
+use lapin::uri::AMQPUri;
 use lapin::{BasicProperties, Confirmation};
 use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 
@@ -128,6 +129,16 @@ impl Transport for AmqpTransport {
             .map(|u| redact(u))
             .collect::<Vec<_>>()
             .join(",")
+    }
+
+    /// Every node's host and port, in order; an address that does not parse
+    /// is left out (connecting to it fails, saying why).
+    fn probe_addresses(&self) -> Vec<(String, u16)> {
+        self.uris
+            .iter()
+            .filter_map(|uri| uri.parse::<AMQPUri>().ok())
+            .map(|uri| (uri.authority.host, uri.authority.port))
+            .collect()
     }
 }
 

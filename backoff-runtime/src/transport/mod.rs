@@ -23,6 +23,7 @@ pub(crate) mod inspect;
 pub(crate) mod lapin_error;
 pub mod lost;
 pub(crate) mod open;
+pub(crate) mod probe;
 pub(crate) mod shape;
 pub(crate) mod store_error;
 pub mod stream_offset;
@@ -53,6 +54,14 @@ pub trait Transport: Send + Sync + 'static {
 
     /// Where it connects, for logs and errors, without a password.
     fn describe(&self) -> String;
+
+    /// The host and port of each node, for the cheap TCP probes the runtime
+    /// makes between reconnection attempts to notice a node that comes back.
+    /// Empty (the default) when there is no socket address to probe, as for
+    /// an in-memory broker: the runtime then only follows its backoff.
+    fn probe_addresses(&self) -> Vec<(String, u16)> {
+        Vec::new()
+    }
 }
 
 impl<T: Transport + ?Sized> Transport for Arc<T> {
@@ -62,6 +71,10 @@ impl<T: Transport + ?Sized> Transport for Arc<T> {
 
     fn describe(&self) -> String {
         (**self).describe()
+    }
+
+    fn probe_addresses(&self) -> Vec<(String, u16)> {
+        (**self).probe_addresses()
     }
 }
 
