@@ -17,7 +17,7 @@ use lapin::options::{
     QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{BasicProperties, Channel};
+use lapin::{BasicProperties, Channel, Connection};
 use rabbit_backoff::dedupe::{Claim, ClaimRequest, DedupeStore, MemoryStore, StoreError};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::{DeadLetterFilter, Dlq, GroupSource, QueueType, Topology};
@@ -202,15 +202,11 @@ fn quorum_spec(name: &str, limit: u32) -> ConsumerSpec {
     spec
 }
 
-/// The framework's rejections without requeue (messages no copy can be
-/// made of) are `basic.nack(requeue = false)`, which 4.3 maps to a
-/// `modify` with `undeliverable-here`: the quorum work queue must still
-/// dead-letter them into the framework's dead-letter queue.
-#[tokio::test]
-async fn a_quorum_work_queue_dead_letters_a_nack_without_requeue() {
-    let spec = quorum_spec("nack-false", 20);
-    let _cleanup = Cleanup::of(&spec);
-    rabbit_backoff::declare_topology(&*framework_connection().await, &Topology::of(&spec))
+/// Declares `topology` as a consumer would, then opens a confirm channel on
+/// the test broker; the cleanup deletes what `spec` declares.
+async fn declared(spec: &ConsumerSpec, topology: &Topology) -> (Cleanup, Connection, Channel) {
+    let cleanup = Cleanup::of(spec);
+    rabbit_backoff::declare_topology(&*framework_connection().await, topology)
         .await
         .unwrap();
     let (connection, channel) = channel().await;
@@ -218,6 +214,17 @@ async fn a_quorum_work_queue_dead_letters_a_nack_without_requeue() {
         .confirm_select(ConfirmSelectOptions::default())
         .await
         .unwrap();
+    (cleanup, connection, channel)
+}
+
+/// The framework's rejections without requeue (messages no copy can be
+/// made of) are `basic.nack(requeue = false)`, which 4.3 maps to a
+/// `modify` with `undeliverable-here`: the quorum work queue must still
+/// dead-letter them into the framework's dead-letter queue.
+#[tokio::test]
+async fn a_quorum_work_queue_dead_letters_a_nack_without_requeue() {
+    let spec = quorum_spec("nack-false", 20);
+    let (_cleanup, connection, channel) = declared(&spec, &Topology::of(&spec)).await;
     publish_confirmed(&channel, &spec.queue, b"{}").await;
     let delivery = loop {
         if let Some(message) = channel
@@ -355,17 +362,9 @@ async fn a_message_requeued_past_the_delivery_limit_is_never_dead_lettered() {
 async fn dead_letters_the_broker_makes_reach_the_index_on_4_x() {
     let mut spec = process_job.spec();
     spec.queue = unique("broker-dl");
-    let _cleanup = Cleanup::of(&spec);
     let topology = Topology::of(&spec);
     assert!(topology.indexes_dead_letters());
-    rabbit_backoff::declare_topology(&*framework_connection().await, &topology)
-        .await
-        .unwrap();
-    let (connection, channel) = channel().await;
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await
-        .unwrap();
+    let (_cleanup, connection, channel) = declared(&spec, &topology).await;
     // Two that expire in the work queue...
     for id in 0..2 {
         channel
@@ -440,17 +439,9 @@ async fn dead_letters_the_broker_makes_reach_the_index_on_4_x() {
 #[tokio::test]
 async fn a_quorum_consumer_declares_no_index_and_groups_from_a_pass() {
     let spec = quorum_spec("quorum-noindex", 1);
-    let _cleanup = Cleanup::of(&spec);
     let topology = Topology::of(&spec);
     assert!(!topology.indexes_dead_letters());
-    rabbit_backoff::declare_topology(&*framework_connection().await, &topology)
-        .await
-        .unwrap();
-    let (connection, channel) = channel().await;
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await
-        .unwrap();
+    let (_cleanup, connection, channel) = declared(&spec, &topology).await;
     // A message past its delivery limit (1), dead-lettered by the broker.
     publish_confirmed(&channel, &spec.queue, b"{\"id\":1}").await;
     let probe = connection.create_channel().await.unwrap();

@@ -15,7 +15,7 @@ use crate::operations::index_fallback::IndexFallback;
 use crate::transport::error::Error;
 use crate::transport::open::confirm_channel;
 use crate::transport::values::header_view;
-use crate::transport::{Channel, Confirm, Connection, Delivery, StreamOffset};
+use crate::transport::{Channel, Confirm, Connection, Deliveries, Delivery, StreamOffset};
 
 /// Deliveries a stream consumer of the index may hold unacknowledged.
 const PREFETCH: u16 = 5000;
@@ -94,19 +94,13 @@ pub(crate) async fn read_to_marker(
         .map_err(|e| failed("reading", &e))?;
     let mut unacked = 0;
     let end = loop {
-        let delivery = match tokio::time::timeout(IDLE, deliveries.stream.next()).await {
-            Err(_) => {
-                return Err(IndexFallback::Unreadable {
-                    reason: format!(
-                        "nothing came from '{stream}' for {} s before its end",
-                        IDLE.as_secs()
-                    ),
-                });
-            }
-            Ok(None) => return Err(failed("reading", &"the consumer was cancelled")),
-            Ok(Some(Err(e))) => return Err(failed("reading", &e)),
-            Ok(Some(Ok(delivery))) => delivery,
-        };
+        let delivery = next_of(
+            &mut deliveries,
+            stream,
+            "nothing came from it",
+            "before its end",
+        )
+        .await?;
         unacked += 1;
         let marker = marker_of(&delivery.properties);
         if unacked >= ACK_EVERY || marker.is_some() {
@@ -166,19 +160,13 @@ pub(crate) async fn offset_now(
         let id = pass_id();
         mark_end(&*channel, stream, &id).await?;
         loop {
-            let delivery = match tokio::time::timeout(IDLE, deliveries.stream.next()).await {
-                Err(_) => {
-                    return Err(IndexFallback::Unreadable {
-                        reason: format!(
-                            "the marker published to '{stream}' did not come back in {} s",
-                            IDLE.as_secs()
-                        ),
-                    });
-                }
-                Ok(None) => return Err(failed("reading", &"the consumer was cancelled")),
-                Ok(Some(Err(e))) => return Err(failed("reading", &e)),
-                Ok(Some(Ok(delivery))) => delivery,
-            };
+            let delivery = next_of(
+                &mut deliveries,
+                stream,
+                "the marker published to it did not come back",
+                "",
+            )
+            .await?;
             let _ = delivery.acker.ack_multiple().await;
             if marker_of(&delivery.properties) == Some(id.as_bytes()) {
                 let _ = channel.cancel(&deliveries.consumer_tag).await;
@@ -194,6 +182,29 @@ pub(crate) async fn offset_now(
 }
 
 /// The id of an end marker.
+/// The next delivery read from `stream`; when none comes for [`IDLE`], the
+/// stream is unreadable because `idle` (`… in N s` and `then` follow it).
+async fn next_of(
+    deliveries: &mut Deliveries,
+    stream: &str,
+    idle: &str,
+    then: &str,
+) -> Result<Delivery, IndexFallback> {
+    let failed = |e: &dyn std::fmt::Display| IndexFallback::Unreadable {
+        reason: format!("reading '{stream}': {e}"),
+    };
+    match tokio::time::timeout(IDLE, deliveries.stream.next()).await {
+        Err(_) => Err(IndexFallback::Unreadable {
+            reason: format!("'{stream}': {idle} in {} s {then}", IDLE.as_secs())
+                .trim_end()
+                .to_owned(),
+        }),
+        Ok(None) => Err(failed(&"the consumer was cancelled")),
+        Ok(Some(Err(e))) => Err(failed(&e)),
+        Ok(Some(Ok(delivery))) => Ok(delivery),
+    }
+}
+
 pub(crate) fn marker_of(properties: &BasicProperties) -> Option<&[u8]> {
     match properties.headers().as_ref()?.inner().get(INDEX_MARKER)? {
         AMQPValue::LongString(id) => Some(id.as_bytes()),
