@@ -1027,7 +1027,7 @@ async fn an_import_is_indexed_and_a_discard_of_everything_leaves_an_empty_index(
 
 /// Runs `rabbitmqctl` (the broker's own tool, as an operator would).
 fn rabbitmqctl(args: &[&str]) {
-    let output = std::process::Command::new("rabbitmqctl")
+    let output = common::rabbitmqctl()
         .args(args)
         .output()
         .expect("rabbitmqctl");
@@ -1209,7 +1209,7 @@ struct Policy(String);
 
 impl Drop for Policy {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("rabbitmqctl")
+        let _ = common::rabbitmqctl()
             .args(["clear_policy", &self.0])
             .output();
     }
