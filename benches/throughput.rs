@@ -29,6 +29,14 @@
 //! first node, which leads the queues). Under `cargo test` it runs once with
 //! 300 messages, as a test.
 //!
+//! `delayed` (only when named, on a quorum target of RabbitMQ 4.3): the
+//! `article` loop with RabbitMQ 4.3's delayed retries instead of retry
+//! tiers: the work queue is declared with `x-delayed-retry-type = failed`
+//! and `x-delayed-retry-min`/`-max` = the first tier's delay, and a
+//! transient failure is `basic.reject(requeue = true)`, which the queue
+//! holds back that long (no copy, no `x-retry-count`, no `x-error`). Its
+//! row's ratios are the framework's to it, as for the other baselines.
+//!
 //! Two more sides run S1 and S4 only: the framework with `dedupe` on
 //! PostgreSQL (`dedupe=postgres`, `DATABASE_URL`, a pool as large as the
 //! concurrency) and on Redis (`dedupe=redis`, `REDIS_URL`), each message
@@ -49,7 +57,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use rabbit_backoff::dedupe::{DedupeStore, PostgresStore, RedisStore, sqlx};
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{Dedupe, QueueType, ShutdownHandle, Topology};
+use rabbit_backoff::{Argument, Dedupe, QueueType, ShutdownHandle, Topology};
 use rabbit_backoff_core::ConsumerSpec;
 use serde::{Deserialize, Serialize};
 
@@ -120,6 +128,15 @@ async fn framework(msg: Msg, ctx: &Context, tally: State<Tally>) -> Result<(), B
     }
 }
 
+/// How a baseline retries a transient failure.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Retries {
+    /// A copy to the retry tier, then the ack.
+    Tiers,
+    /// `basic.reject(requeue = true)` into a queue with 4.3's delayed retries.
+    DelayedRequeue,
+}
+
 /// Which headers a baseline's dead letters carry.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum DeadLetterHeaders {
@@ -138,6 +155,7 @@ async fn baseline(
     tally: Arc<Tally>,
     stop: ShutdownHandle,
     dead_letter_headers: DeadLetterHeaders,
+    retries: Retries,
 ) {
     let names = spec.names();
     let channel = connection.create_channel().await.expect("channel");
@@ -182,9 +200,22 @@ async fn baseline(
                     _ => 0,
                 };
                 let msg: Msg = serde_json::from_slice(&delivery.data).expect("bench payload");
+                if retries == Retries::DelayedRequeue
+                    && msg.kind == Kind::TransientOnce
+                    && !matches!(
+                        delivery.properties.headers().as_ref().and_then(|h| h.inner().get("x-delivery-count")),
+                        Some(AMQPValue::LongLongInt(n)) if *n > 0
+                    )
+                {
+                    let _ = delivery
+                        .acker
+                        .reject(lapin::options::BasicRejectOptions { requeue: true })
+                        .await;
+                    return;
+                }
                 let republish = match msg.kind {
                     Kind::Permanent => Some((dlx, dlq_key, count, Some("permanent failure"))),
-                    Kind::TransientOnce if count == 0 => {
+                    Kind::TransientOnce if count == 0 && retries == Retries::Tiers => {
                         Some((retry_exchange, retry_key, count + 1, None))
                     }
                     _ => None,
@@ -311,16 +342,20 @@ enum Side {
     DedupePostgres,
     /// The framework with `dedupe` on Redis. Only when named.
     DedupeRedis,
+    /// `article` with RabbitMQ 4.3's delayed retries instead of tiers. Only
+    /// when named.
+    Delayed,
 }
 
 impl Side {
-    const ALL: [Side; 6] = [
+    const ALL: [Side; 7] = [
         Side::Framework,
         Side::Article,
         Side::Full,
         Side::Guarded,
         Side::DedupePostgres,
         Side::DedupeRedis,
+        Side::Delayed,
     ];
     const DEFAULT: [Side; 3] = [Side::Framework, Side::Article, Side::Full];
 
@@ -332,6 +367,7 @@ impl Side {
             Side::Guarded => "guarded",
             Side::DedupePostgres => "dedupe=postgres",
             Side::DedupeRedis => "dedupe=redis",
+            Side::Delayed => "delayed",
         }
     }
 
@@ -588,7 +624,7 @@ async fn start(
             let connection = connect(target).await;
             let (spec, tally, stop2) = (spec.clone(), tally.clone(), stop.clone());
             let task = tokio::spawn(async move {
-                baseline(&connection, spec, tally, stop2, headers).await;
+                baseline(&connection, spec, tally, stop2, headers, Retries::Tiers).await;
                 let _ = connection.close(200, "".into()).await;
             });
             (stop, task)
@@ -602,20 +638,63 @@ async fn start(
             let (spec, tally, stop2) = (spec.clone(), tally.clone(), stop.clone());
             let task = tokio::spawn(async move {
                 let lapin = connection.lapin();
-                baseline(lapin, spec, tally, stop2, DeadLetterHeaders::Article).await;
+                baseline(
+                    lapin,
+                    spec,
+                    tally,
+                    stop2,
+                    DeadLetterHeaders::Article,
+                    Retries::Tiers,
+                )
+                .await;
                 let _ = lapin.close(200, "".into()).await;
+            });
+            (stop, task)
+        }
+        Side::Delayed => {
+            let stop = ShutdownHandle::default();
+            let connection = connect(target).await;
+            let (spec, tally, stop2) = (spec.clone(), tally.clone(), stop.clone());
+            let task = tokio::spawn(async move {
+                baseline(
+                    &connection,
+                    spec,
+                    tally,
+                    stop2,
+                    DeadLetterHeaders::Article,
+                    Retries::DelayedRequeue,
+                )
+                .await;
+                let _ = connection.close(200, "".into()).await;
             });
             (stop, task)
         }
     }
 }
 
-/// Declares the consumer's topology with the framework's own connection.
-async fn declare(target: &Target, spec: &rabbit_backoff::ConsumerSpec) {
+/// Declares the consumer's topology with the framework's own connection;
+/// for the `delayed` side, with 4.3's delayed retries on the work queue.
+async fn declare(target: &Target, spec: &rabbit_backoff::ConsumerSpec, side: Side) {
     let connection = rabbit_backoff::connect(target.first_node())
         .await
         .expect("connect");
-    rabbit_backoff::declare_topology(&*connection, &Topology::of(spec))
+    let mut topology = Topology::of(spec);
+    if side == Side::Delayed {
+        assert_eq!(
+            spec.queue_type,
+            QueueType::Quorum,
+            "the delayed side needs a quorum target (BENCH_TARGETS=single-quorum) on RabbitMQ 4.3"
+        );
+        let delay = i64::try_from(spec.delays.as_millis()[0]).expect("a delay in range");
+        let arguments = &mut topology.work_queue.arguments;
+        arguments.push((
+            "x-delayed-retry-type".to_owned(),
+            Argument::Str("failed".to_owned()),
+        ));
+        arguments.push(("x-delayed-retry-min".to_owned(), Argument::Int(delay)));
+        arguments.push(("x-delayed-retry-max".to_owned(), Argument::Int(delay)));
+    }
+    rabbit_backoff::declare_topology(&*connection, &topology)
         .await
         .expect("declare");
     connection.close().await;
@@ -630,7 +709,7 @@ async fn run_once(
 ) -> Sample {
     let admin = connect(target).await;
     let spec = spec_for(target, prefetch);
-    declare(target, &spec).await;
+    declare(target, &spec, side).await;
     let publish_channel = admin.create_channel().await.expect("channel");
     publish_channel
         .confirm_select(Default::default())
@@ -736,7 +815,7 @@ fn stats(v: &[f64]) -> (f64, f64, f64) {
 async fn memory_check(target: &Target, prefetch: u16) {
     let admin = connect(target).await;
     let spec = spec_for(target, prefetch);
-    declare(target, &spec).await;
+    declare(target, &spec, Side::Framework).await;
     let channel = admin.create_channel().await.expect("channel");
     channel
         .confirm_select(Default::default())
