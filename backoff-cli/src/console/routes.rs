@@ -37,8 +37,6 @@ const MAX_LISTED: usize = 500;
 const DEFAULT_LISTED: usize = 50;
 /// The most messages listed per retry tier.
 const MAX_TIER_LISTED: usize = 200;
-/// Buckets of the dead letters' chart.
-const CHART_BUCKETS: usize = 48;
 
 /// A read of a dead-letter queue through its [`Dlq`], for
 /// [`Console::shared_read`].
@@ -293,7 +291,7 @@ async fn dead_letters(
                     pass,
                     depth: report.kept,
                     groups: tally.into_groups(),
-                    chart: timeline.chart(CHART_BUCKETS),
+                    chart: timeline.chart(),
                     total,
                     offset,
                     messages: page,
