@@ -1483,3 +1483,131 @@ async fn api_reads_from_other_sites_are_refused_and_equal_reads_share_one_pass()
     );
     assert_eq!(f.depths().await, (0, 600), "reads move nothing");
 }
+
+impl Fixture {
+    /// Publishes a dead letter straight to the DLQ, past its dead-letter
+    /// exchange: the dead-letter index has no entry for it, and no longer
+    /// counts what the queue holds.
+    async fn bypass_the_index(&self, id: &str, error: &str) {
+        let connection = connect().await;
+        let channel = connection.create_channel().await.unwrap();
+        channel.confirm_select(Default::default()).await.unwrap();
+        let mut headers = FieldTable::default();
+        headers.insert(
+            "x-error".into(),
+            AMQPValue::LongString(error.as_bytes().into()),
+        );
+        headers.insert(
+            "x-dead-letter-reason".into(),
+            AMQPValue::LongString("permanent".into()),
+        );
+        headers.insert(
+            "x-failed-at".into(),
+            AMQPValue::LongString("2026-12-02T10:40:07.121Z".into()),
+        );
+        channel
+            .basic_publish(
+                "".into(),
+                self.spec.names().dead_letter_queue.as_str().into(),
+                BasicPublishOptions::default(),
+                b"{}",
+                BasicProperties::default()
+                    .with_message_id(id.into())
+                    .with_headers(headers),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        let _ = connection.close(200, "".into()).await;
+    }
+}
+
+/// The texts the line under the groups has shown since the script ran.
+const WATCH_SOURCE: &str = "const line = document.getElementById('groups-source');
+    window.sources = [line.textContent];
+    new MutationObserver(() => window.sources.push(line.textContent))
+        .observe(line, { childList: true, characterData: true, subtree: true });
+    return true;";
+
+/// The line under the groups says where they were read from and why: from
+/// the index; from a pass when the index is out of step (a dead letter
+/// published straight to the queue), which heals it, so the next read is
+/// from the index again.
+#[tokio::test]
+async fn the_groups_say_whether_they_come_from_the_index_or_a_pass() {
+    let f = Fixture::new("source", &letters()).await;
+    let queue = f.queue().to_owned();
+    let console = Console::start(&[]);
+    let browser = Browser::start().await;
+    let b = &browser;
+    b.client
+        .goto(&format!("{}#token={TOKEN}", console.url))
+        .await
+        .expect("open the console");
+    b.until("the consumer", &depths_are(&queue, 0, 6)).await;
+    b.click(&format!(
+        "#consumers tr[data-queue=\"{queue}\"] button.open"
+    ))
+    .await;
+    b.until(
+        "the groups read from the index",
+        "return document.getElementById('groups-source').textContent === 'From the index';",
+    )
+    .await;
+    assert_eq!(
+        b.eval("return document.getElementById('groups-source').dataset.source")
+            .await,
+        "index"
+    );
+
+    // A dead letter that reached the queue past the index: the next read
+    // is a pass, which says why and leaves a checkpoint.
+    b.eval(WATCH_SOURCE).await;
+    f.bypass_the_index("stray", "<b>stray</b> not found").await;
+    let sources = b
+        .until(
+            "the groups read with a pass",
+            "return window.sources.some(s => s.startsWith('From a pass')) ? window.sources : null;",
+        )
+        .await;
+    let pass = sources
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|s| s.starts_with("From a pass"))
+        .unwrap();
+    assert!(
+        pass.starts_with(
+            "From a pass over the queue: index out of step: 6 live entries, 7 messages; \
+             checkpoint written at offset "
+        ),
+        "{pass}"
+    );
+    b.until(
+        "the stray dead letter's group",
+        &format!(
+            "const g = (() => {{ {GROUPS} }})(); return g.some(r => r.fingerprint === '<b>stray</b> not found');"
+        ),
+    )
+    .await;
+    // The next read is from the index, from that checkpoint.
+    b.eval(WATCH_SOURCE).await;
+    b.click("#search-go").await;
+    b.until(
+        "the groups read from the index again",
+        "return window.sources.length > 1 && window.sources[window.sources.length - 1] === 'From the index';",
+    )
+    .await;
+    let groups = b.eval(GROUPS).await;
+    assert_eq!(group(&groups, "database unavailable")["count"], "3");
+    assert_eq!(group(&groups, "<b>stray</b> not found")["count"], "1");
+    assert_eq!(
+        b.eval("return document.querySelectorAll('#groups b, #groups-source *').length")
+            .await,
+        0,
+        "nothing parsed as HTML"
+    );
+    browser.close().await;
+}

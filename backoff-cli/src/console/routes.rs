@@ -14,8 +14,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
 use rabbit_backoff::transport::Connection;
 use rabbit_backoff::{
-    DeadLetterFilter, DeadLetterGroup, DeadLetterMessage, DeadLetterReport, Dlq, GroupTally,
-    MessageEdit, QueueType, ReplayOptions, TierListing,
+    DeadLetterFilter, DeadLetterGroup, DeadLetterMessage, DeadLetterReport, Dlq, GroupSource,
+    GroupTally, MessageEdit, QueueType, ReplayOptions, TierListing,
 };
 use serde::{Deserialize, Serialize};
 
@@ -234,6 +234,11 @@ struct DeadLetterView {
     depth: usize,
     /// The groups of the messages the search (without its group) matches.
     groups: Vec<DeadLetterGroup>,
+    /// Where the groups were read from: `index` or `pass`.
+    groups_source: GroupSource,
+    /// Why, in a few words ([`rabbit_backoff::GroupReport::reason`], or why a search is
+    /// grouped by the pass that reads its messages).
+    groups_source_reason: String,
     /// Those messages per group over time.
     chart: Chart,
     /// Messages the whole search (group included) matches.
@@ -244,9 +249,16 @@ struct DeadLetterView {
     messages: Vec<DeadLetterMessage>,
 }
 
+/// Why the groups of a search come from the view's own pass.
+const SEARCH_GROUPED_BY_ITS_PASS: &str =
+    "a search is grouped by the pass that reads its messages for the page and the chart";
+
 /// `GET /api/consumers/{queue}/dead-letters?text=…&failed_after=…&failed_before=…&group=…&offset=…&limit=…`:
 /// groups, chart, the number of matches and one page of them, from one pass
-/// over the queue; equal reads in flight share it.
+/// over the queue; equal reads in flight share it. Without a search (text
+/// or times), the groups are read through [`Dlq::group_report`] first: from
+/// the dead-letter index when it is in step, else with a pass that leaves
+/// it a checkpoint; with a search, from the view's own pass.
 async fn dead_letters(
     State(console): State<Arc<Console>>,
     Path(queue): Path<String>,
@@ -259,6 +271,7 @@ async fn dead_letters(
         .without_group()
         .filter()
         .map_err(ApiError::bad_request)?;
+    let searching = query.search.without_group() != Search::default();
     let group = query.search.group.clone().filter(|g| !g.is_empty());
     let offset = query.offset.unwrap_or(0);
     let limit = query.limit.unwrap_or(DEFAULT_LISTED).min(MAX_LISTED);
@@ -270,6 +283,12 @@ async fn dead_letters(
                     .passes
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                     + 1;
+                let report = if searching {
+                    None
+                } else {
+                    let report = dlq.group_report(&DeadLetterFilter::default()).await;
+                    Some(report.map_err(ApiError::broker)?)
+                };
                 let mut tally = GroupTally::default();
                 let mut timeline = Timeline::default();
                 let mut total = 0;
@@ -285,12 +304,26 @@ async fn dead_letters(
                     }
                     Ok(())
                 };
-                let report = dlq.visit(&wide, &mut visit).await;
-                let report = report.map_err(ApiError::broker)?;
+                let visited = dlq.visit(&wide, &mut visit).await;
+                let visited = visited.map_err(ApiError::broker)?;
+                let depth = visited.kept;
+                let (groups, groups_source, groups_source_reason) = match report {
+                    Some(report) => {
+                        let reason = report.reason();
+                        (report.groups, report.source, reason)
+                    }
+                    None => (
+                        tally.into_groups(),
+                        GroupSource::Pass,
+                        SEARCH_GROUPED_BY_ITS_PASS.to_owned(),
+                    ),
+                };
                 to_value(&DeadLetterView {
                     pass,
-                    depth: report.kept,
-                    groups: tally.into_groups(),
+                    depth,
+                    groups,
+                    groups_source,
+                    groups_source_reason,
                     chart: timeline.chart(),
                     total,
                     offset,

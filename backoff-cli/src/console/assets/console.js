@@ -393,6 +393,7 @@
       const view = await api('GET', consumerPath(queue, 'dead-letters' + query(params)));
       if (queue !== state.queue || load !== viewLoads) return;
       renderGroups(view.groups);
+      renderGroupsSource(view);
       renderChart(view.chart, view.groups);
       renderMessages(view);
       $('view-state').textContent = view.depth + ' in the queue, read ' + new Date().toLocaleTimeString();
@@ -454,6 +455,15 @@
       const now = groups.find((g) => g.id === state.group.id);
       if (now) state.group = now;
     }
+  }
+
+  /** The line under the groups: where they were read from, and why (as text). */
+  function renderGroupsSource(view) {
+    const line = $('groups-source');
+    const reason = text(view.groups_source_reason);
+    line.dataset.source = text(view.groups_source);
+    line.textContent = view.groups_source === 'index' ? 'From the index' : 'From a pass over the queue: ' + reason;
+    line.title = reason;
   }
 
   function openGroup(group) {
