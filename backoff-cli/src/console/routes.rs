@@ -1,5 +1,5 @@
 //! The JSON API and the page's files. Reads are GETs and change nothing;
-//! replay, discard and edit are POSTs, which the guard lets through only
+//! replay, discard, edit, purge and the index's rebuild are POSTs, which the guard lets through only
 //! with a token, from the console's own page. Every write is audited.
 
 use std::collections::{BTreeMap, HashMap};
@@ -24,6 +24,7 @@ use super::assets;
 use super::audit::{AuditEntry, AuditLog, IDS_LISTED};
 use super::depths;
 use super::guard::{self, Access, Guard, Operator};
+use super::queue_writes;
 use super::security_headers;
 use super::selection::{Search, Selection};
 use super::single_flight::SingleFlight;
@@ -111,6 +112,11 @@ pub fn router(console: Arc<Console>, guard: Arc<Guard>) -> Router {
         .route("/api/consumers/{queue}/replay", post(replay))
         .route("/api/consumers/{queue}/discard", post(discard))
         .route("/api/consumers/{queue}/edit", post(edit))
+        .route("/api/consumers/{queue}/purge", post(queue_writes::purge))
+        .route(
+            "/api/consumers/{queue}/rebuild-index",
+            post(queue_writes::rebuild_index),
+        )
         .with_state(console)
         .layer(middleware::from_fn_with_state(guard, guard::enforce))
         .layer(middleware::map_response(security_headers::add))
@@ -670,7 +676,7 @@ impl Console {
     }
 
     /// The consumer whose work queue is `queue`, and its dead-letter queue.
-    async fn dlq(&self, queue: &str) -> Result<(DiscoveredConsumer, Dlq), ApiError> {
+    pub(super) async fn dlq(&self, queue: &str) -> Result<(DiscoveredConsumer, Dlq), ApiError> {
         let consumer = self.consumer(queue).await?;
         let dlq = Dlq::connect(&self.amqp_url, &consumer.spec)
             .await
@@ -679,7 +685,7 @@ impl Console {
     }
 
     /// Held while a pass runs over the dead-letter queue of `queue`.
-    async fn lock(&self, queue: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    pub(super) async fn lock(&self, queue: &str) -> tokio::sync::OwnedMutexGuard<()> {
         let lock = {
             let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
             Arc::clone(locks.entry(queue.to_owned()).or_default())
@@ -708,7 +714,10 @@ impl Console {
         }
     }
 
-    async fn refresh_depths(&self, consumer: &mut DiscoveredConsumer) -> Result<(), ApiError> {
+    pub(super) async fn refresh_depths(
+        &self,
+        consumer: &mut DiscoveredConsumer,
+    ) -> Result<(), ApiError> {
         let connection = self.reader().await?;
         let passing = self
             .locks
@@ -723,12 +732,8 @@ impl Console {
         Ok(())
     }
 
-    async fn write(
-        &self,
-        queue: &str,
-        operator: Option<Extension<Operator>>,
-        write: Write,
-    ) -> Result<Json<WriteOutcome>, ApiError> {
+    /// The name of the token a write came with; refused in read-only mode.
+    pub(super) fn writer(&self, operator: Option<Extension<Operator>>) -> Result<String, ApiError> {
         // The guard refuses writes to a read-only console already; this is
         // the second lock on the same door.
         if self.access == Access::ReadOnly {
@@ -743,6 +748,31 @@ impl Console {
                 guard::Refusal::MissingToken.message(),
             ));
         };
+        Ok(who)
+    }
+
+    /// Appends `entry` to the audit log (when there is one).
+    pub(super) async fn record(&self, entry: &AuditEntry) -> Result<(), ApiError> {
+        if let Some(log) = &self.audit
+            && let Err(e) = log.record(entry).await
+        {
+            // The write is done; the operator must learn that it is not on record.
+            eprintln!("rabbit-backoff console: {e}");
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("done, but not recorded in the audit log: {e}"),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn write(
+        &self,
+        queue: &str,
+        operator: Option<Extension<Operator>>,
+        write: Write,
+    ) -> Result<Json<WriteOutcome>, ApiError> {
+        let who = self.writer(operator)?;
         let outcome = self.apply(queue, &who, &write).await;
         let entry = AuditEntry {
             at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
@@ -774,17 +804,9 @@ impl Console {
                 )),
                 Ok(_) => None,
             },
+            note: None,
         };
-        if let Some(log) = &self.audit
-            && let Err(e) = log.record(&entry).await
-        {
-            // The write is done; the operator must learn that it is not on record.
-            eprintln!("rabbit-backoff console: {e}");
-            return Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("done, but not recorded in the audit log: {e}"),
-            ));
-        }
+        self.record(&entry).await?;
         let (report, mut consumer) = outcome?;
         self.refresh_depths(&mut consumer).await?;
         Ok(Json(WriteOutcome {
