@@ -847,7 +847,7 @@ async fn a_read_only_console_refuses_writes_even_with_the_token() {
         ("Content-Type", "application/json"),
         ("Authorization", bearer.as_str()),
     ];
-    for action in ["replay", "discard"] {
+    for action in ["replay", "discard", "purge", "rebuild-index"] {
         let (status, body) = post(&console, action, f.queue(), &headers);
         assert_eq!(status, 403, "{action}: {body}");
         assert!(
@@ -1482,4 +1482,309 @@ async fn api_reads_from_other_sites_are_refused_and_equal_reads_share_one_pass()
         "{later} after {passes:?}"
     );
     assert_eq!(f.depths().await, (0, 600), "reads move nothing");
+}
+
+impl Fixture {
+    /// Publishes a dead letter straight to the DLQ, past its dead-letter
+    /// exchange: the dead-letter index has no entry for it, and no longer
+    /// counts what the queue holds.
+    async fn bypass_the_index(&self, id: &str, error: &str) {
+        let connection = connect().await;
+        let channel = connection.create_channel().await.unwrap();
+        channel.confirm_select(Default::default()).await.unwrap();
+        let mut headers = FieldTable::default();
+        headers.insert(
+            "x-error".into(),
+            AMQPValue::LongString(error.as_bytes().into()),
+        );
+        headers.insert(
+            "x-dead-letter-reason".into(),
+            AMQPValue::LongString("permanent".into()),
+        );
+        headers.insert(
+            "x-failed-at".into(),
+            AMQPValue::LongString("2026-12-02T10:40:07.121Z".into()),
+        );
+        channel
+            .basic_publish(
+                "".into(),
+                self.spec.names().dead_letter_queue.as_str().into(),
+                BasicPublishOptions::default(),
+                b"{}",
+                BasicProperties::default()
+                    .with_message_id(id.into())
+                    .with_headers(headers),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        let _ = connection.close(200, "".into()).await;
+    }
+}
+
+/// The texts the line under the groups has shown since the script ran.
+const WATCH_SOURCE: &str = "const line = document.getElementById('groups-source');
+    window.sources = [line.textContent];
+    new MutationObserver(() => window.sources.push(line.textContent))
+        .observe(line, { childList: true, characterData: true, subtree: true });
+    return true;";
+
+/// The line under the groups says where they were read from and why: from
+/// the index; from a pass when the index is out of step (a dead letter
+/// published straight to the queue), which heals it, so the next read is
+/// from the index again; and a purge from the page, confirmed, leaves the
+/// groups read from the index, and is audited.
+#[tokio::test]
+async fn the_groups_say_whether_they_come_from_the_index_or_a_pass_and_a_purge_is_audited() {
+    let f = Fixture::new("source", &letters()).await;
+    let queue = f.queue().to_owned();
+    let console = Console::start(&[]);
+    let browser = Browser::start().await;
+    let b = &browser;
+    b.client
+        .goto(&format!("{}#token={TOKEN}", console.url))
+        .await
+        .expect("open the console");
+    b.until("the consumer", &depths_are(&queue, 0, 6)).await;
+    b.click(&format!(
+        "#consumers tr[data-queue=\"{queue}\"] button.open"
+    ))
+    .await;
+    b.until(
+        "the groups read from the index",
+        "return document.getElementById('groups-source').textContent === 'From the index';",
+    )
+    .await;
+    assert_eq!(
+        b.eval("return document.getElementById('groups-source').dataset.source")
+            .await,
+        "index"
+    );
+
+    // A dead letter that reached the queue past the index: the next read
+    // is a pass, which says why and leaves a checkpoint.
+    b.eval(WATCH_SOURCE).await;
+    f.bypass_the_index("stray", "<b>stray</b> not found").await;
+    let sources = b
+        .until(
+            "the groups read with a pass",
+            "return window.sources.some(s => s.startsWith('From a pass')) ? window.sources : null;",
+        )
+        .await;
+    let pass = sources
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|s| s.starts_with("From a pass"))
+        .unwrap();
+    assert!(
+        pass.starts_with(
+            "From a pass over the queue: index out of step: 6 live entries, 7 messages; \
+             checkpoint written at offset "
+        ),
+        "{pass}"
+    );
+    b.until(
+        "the stray dead letter's group",
+        &format!(
+            "const g = (() => {{ {GROUPS} }})(); return g.some(r => r.fingerprint === '<b>stray</b> not found');"
+        ),
+    )
+    .await;
+    // The next read is from the index, from that checkpoint.
+    b.eval(WATCH_SOURCE).await;
+    b.click("#search-go").await;
+    b.until(
+        "the groups read from the index again",
+        "return window.sources.length > 1 && window.sources[window.sources.length - 1] === 'From the index';",
+    )
+    .await;
+    let groups = b.eval(GROUPS).await;
+    assert_eq!(group(&groups, "database unavailable")["count"], "3");
+    assert_eq!(group(&groups, "<b>stray</b> not found")["count"], "1");
+    assert_eq!(
+        b.eval("return document.querySelectorAll('#groups b, #groups-source *').length")
+            .await,
+        0,
+        "nothing parsed as HTML"
+    );
+
+    // A purge from the page, confirmed: the queue is empty, the groups are
+    // read from the index, and the audit has it.
+    b.click("#purge").await;
+    let question = b.confirmation().await;
+    assert!(
+        question.starts_with(&format!(
+            "Purge the dead-letter queue of {queue}: all 7 message(s)"
+        )),
+        "{question}"
+    );
+    b.client.accept_alert().await.unwrap();
+    let notice = b
+        .until(
+            "the purge's notice",
+            "const n = document.getElementById('notice'); return n.textContent.startsWith('Purged') ? n.textContent : null;",
+        )
+        .await;
+    assert!(
+        notice
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("Purged 7 message(s) from the dead-letter queue of {queue} (by operator). The index: checkpoint written at offset")),
+        "{notice}"
+    );
+    assert_eq!(f.depths().await, (0, 0));
+    b.until(
+        "no groups, read from the index",
+        "return document.querySelectorAll('#groups tbody tr').length === 0
+            && document.getElementById('groups-source').textContent === 'From the index';",
+    )
+    .await;
+    let audit = b
+        .until(
+            "the purge in the audit",
+            "const r = [...document.querySelectorAll('#audit tbody tr')].find(r => r.querySelector('.action').textContent === 'purge');
+             return r ? { who: r.querySelector('.who').textContent, count: r.querySelector('.count').textContent,
+                          outcome: r.querySelector('.outcome').textContent } : null;",
+        )
+        .await;
+    assert_eq!(audit["who"], "operator");
+    assert_eq!(audit["count"], "7");
+    assert!(
+        audit["outcome"]
+            .as_str()
+            .unwrap()
+            .starts_with("done: checkpoint written at offset"),
+        "{audit}"
+    );
+    browser.close().await;
+}
+
+/// POSTs `body` (JSON) to `action` of `queue` with these headers.
+fn post_json(
+    console: &Console,
+    action: &str,
+    queue: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Value) {
+    let mut request = agent().post(format!("{}api/consumers/{queue}/{action}", console.url));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let mut response = request.send(body).expect("the console answers");
+    let status = response.status().as_u16();
+    (
+        status,
+        response.body_mut().read_json().unwrap_or(Value::Null),
+    )
+}
+
+/// Purge and rebuild of the index: refused without the token or from
+/// another site; with it, the queue purged (or the index rebuilt), each
+/// audited, and the next groups read from the index.
+#[tokio::test]
+async fn a_purge_and_a_rebuild_of_the_index_need_the_token_and_are_audited() {
+    let f = Fixture::new("purge", &letters()).await;
+    let queue = f.queue().to_owned();
+    let console = Console::start(&[]);
+    let origin = console.origin();
+    let bearer = format!("Bearer {TOKEN}");
+    let json = ("Content-Type", "application/json");
+    for action in ["purge", "rebuild-index"] {
+        let (status, body) =
+            post_json(&console, action, &queue, &[("Origin", &origin), json], "{}");
+        assert_eq!(status, 401, "{action} without the token: {body}");
+        let (status, body) = post_json(
+            &console,
+            action,
+            &queue,
+            &[
+                ("Origin", "http://evil.example"),
+                json,
+                ("Authorization", &bearer),
+            ],
+            "{}",
+        );
+        assert_eq!(status, 403, "{action} from another site: {body}");
+    }
+    let authorized = [
+        ("Origin", origin.as_str()),
+        json,
+        ("Authorization", bearer.as_str()),
+    ];
+    let (status, body) = post_json(&console, "purge", &queue, &authorized, r#"{"all":1}"#);
+    assert_eq!(status, 400, "an unknown field: {body}");
+    assert_eq!(f.depths().await, (0, 6), "a refused purge changed nothing");
+    let (_, audit) = get(&console, "api/audit", &[]);
+    assert_eq!(audit, json!([]), "nothing done, nothing audited");
+
+    // The purge.
+    let (status, body) = post_json(&console, "purge", &queue, &authorized, "{}");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["purged"], 6);
+    assert_eq!(body["checkpoint"]["kind"], "written", "{body}");
+    assert_eq!(body["by"], "operator");
+    assert_eq!(f.depths().await, (0, 0));
+    let (_, audit) = get(&console, "api/audit", &[]);
+    assert_eq!(audit[0]["action"], "purge", "{audit}");
+    assert_eq!(audit[0]["who"], "operator");
+    assert_eq!(audit[0]["count"], 6);
+    assert_eq!(audit[0]["queue"], queue);
+    assert_eq!(
+        audit[0]["selection"]["dead_letter_queue"],
+        f.spec.names().dead_letter_queue
+    );
+    assert!(
+        audit[0]["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("checkpoint written at offset"),
+        "{audit}"
+    );
+    let view = format!("api/consumers/{queue}/dead-letters");
+    let (status, after) = get(&console, &view, &[]);
+    assert_eq!(status, 200, "{after}");
+    assert_eq!(after["groups_source"], "index", "{after}");
+    assert_eq!(after["groups"], json!([]));
+
+    // Two dead letters past the index, then a rebuild: a pass that leaves a
+    // checkpoint, after which the groups are read from the index.
+    f.bypass_the_index("stray-1", "order 1 not found").await;
+    f.bypass_the_index("stray-2", "order 2 not found").await;
+    let (status, body) = post_json(&console, "rebuild-index", &queue, &authorized, "{}");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["source"], "pass");
+    assert_eq!(body["fallback"]["kind"], "rebuild", "{body}");
+    assert_eq!(body["checkpoint"]["kind"], "written", "{body}");
+    assert_eq!(body["groups"][0]["count"], 2, "{body}");
+    assert!(
+        body["source_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("a rebuild of the index was asked for; checkpoint written at offset"),
+        "{body}"
+    );
+    let (_, audit) = get(&console, "api/audit", &[]);
+    assert_eq!(audit[0]["action"], "rebuild-index", "{audit}");
+    assert_eq!(audit[0]["who"], "operator");
+    assert_eq!(audit[0]["count"], 2);
+    let (_, after) = get(&console, &view, &[]);
+    assert_eq!(after["groups_source"], "index", "{after}");
+    assert_eq!(after["groups"][0]["count"], 2, "{after}");
+    assert_eq!(after["total"], 2);
+    assert_eq!(f.depths().await, (0, 2), "a rebuild moves nothing");
+
+    // A search is grouped by its own pass, and says so.
+    let (_, searched) = get(&console, &format!("{view}?text=order"), &[]);
+    assert_eq!(searched["groups_source"], "pass", "{searched}");
+    assert!(
+        searched["groups_source_reason"]
+            .as_str()
+            .unwrap()
+            .contains("search"),
+        "{searched}"
+    );
 }

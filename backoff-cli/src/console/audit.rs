@@ -1,4 +1,5 @@
-//! The audit: every replay, discard and edit, who asked for it, when, what
+//! The audit: every replay, discard, edit, purge and rebuild of the
+//! dead-letter index, who asked for it, when, what
 //! it applied to and how many messages it moved, appended as one line of
 //! JSON to a file that is only ever appended to.
 
@@ -15,19 +16,24 @@ pub struct AuditEntry {
     pub at: String,
     /// The name of the token that asked for it.
     pub who: String,
-    /// `replay`, `discard` or `edit`.
+    /// `replay`, `discard`, `edit`, `purge` or `rebuild-index`.
     pub action: String,
     /// The consumer's work queue.
     pub queue: String,
     /// What it applied to, as the request said it.
     pub selection: serde_json::Value,
-    /// How many messages it replayed or discarded.
+    /// How many messages it replayed, discarded or purged (for a rebuild
+    /// of the index: how many dead letters its checkpoint counts).
     pub count: usize,
     /// The `message_id`s of those messages (the first 100).
     pub message_ids: Vec<String>,
     /// Matching messages left in place, and why; or why it failed.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub error: Option<String>,
+    /// What else it did: for a purge or a rebuild of the index, the
+    /// checkpoint it left in the dead-letter index (or why none).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub note: Option<String>,
 }
 
 /// How many `message_id`s an entry lists.
@@ -154,6 +160,7 @@ mod tests {
             count,
             message_ids: vec!["m-1".into()],
             error: None,
+            note: None,
         }
     }
 

@@ -4,7 +4,8 @@
 //! dead-letter queue by what went wrong with a chart over time, searches
 //! and pages through it, shows one message, exports what matches, and
 //! replays, edits or discards one message, a selection, a group or every
-//! match after one confirmation. Every write is recorded in an audit log.
+//! match after one confirmation; purges a dead-letter queue or rebuilds its
+//! index. Every write is recorded in an audit log.
 //!
 //! Safe by default: it listens on 127.0.0.1; writes need a token (from
 //! RABBIT_BACKOFF_CONSOLE_TOKENS or RABBIT_BACKOFF_CONSOLE_TOKEN, or drawn at
@@ -17,6 +18,7 @@ mod assets;
 mod audit;
 mod depths;
 mod guard;
+mod queue_writes;
 mod routes;
 mod security_headers;
 mod selection;
@@ -45,7 +47,8 @@ pub struct ConsoleArgs {
     /// token there too.
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// Show only: no replay or discard button, and both are refused (403).
+    /// Show only: no replay, discard, purge or rebuild button, and each is
+    /// refused (403).
     #[arg(long)]
     read_only: bool,
     /// The management API, to find consumers and queue depths
@@ -62,7 +65,8 @@ pub struct ConsoleArgs {
     /// Needed when listening on 0.0.0.0 or ::.
     #[arg(long = "allowed-host", value_name = "HOST[:PORT]")]
     allowed_hosts: Vec<String>,
-    /// The audit log: every replay, discard and edit, who (the token's name),
+    /// The audit log: every replay, discard, edit, purge and rebuild of the
+    /// dead-letter index, who (the token's name),
     /// when, what and how many, one JSON object per line, only ever appended
     /// to [default: $XDG_STATE_HOME/rabbit-backoff/console-audit.jsonl, or
     /// ~/.local/state/rabbit-backoff/console-audit.jsonl].
@@ -123,7 +127,7 @@ pub async fn run(amqp_url: &str, args: ConsoleArgs) -> Result<ExitCode, String> 
     let url = format!("http://{}/", hosts[0]);
     println!("rabbit-backoff console: {url}");
     match (access, tokens.generated()) {
-        (Access::ReadOnly, _) => println!("read-only: replay, edit and discard are refused"),
+        (Access::ReadOnly, _) => println!("read-only: replay, edit, discard and purge are refused"),
         (Access::ReadWrite, None) => println!(
             "tokens: {} (from {TOKENS_VARIABLE} / {TOKEN_VARIABLE})",
             tokens.names().collect::<Vec<_>>().join(", ")

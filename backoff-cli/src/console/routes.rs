@@ -1,5 +1,5 @@
 //! The JSON API and the page's files. Reads are GETs and change nothing;
-//! replay, discard and edit are POSTs, which the guard lets through only
+//! replay, discard, edit, purge and the index's rebuild are POSTs, which the guard lets through only
 //! with a token, from the console's own page. Every write is audited.
 
 use std::collections::{BTreeMap, HashMap};
@@ -14,8 +14,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router, middleware};
 use rabbit_backoff::transport::Connection;
 use rabbit_backoff::{
-    DeadLetterFilter, DeadLetterGroup, DeadLetterMessage, DeadLetterReport, Dlq, GroupTally,
-    MessageEdit, QueueType, ReplayOptions, TierListing,
+    DeadLetterFilter, DeadLetterGroup, DeadLetterMessage, DeadLetterReport, Dlq, GroupSource,
+    GroupTally, MessageEdit, QueueType, ReplayOptions, TierListing,
 };
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +24,7 @@ use super::assets;
 use super::audit::{AuditEntry, AuditLog, IDS_LISTED};
 use super::depths;
 use super::guard::{self, Access, Guard, Operator};
+use super::queue_writes;
 use super::security_headers;
 use super::selection::{Search, Selection};
 use super::single_flight::SingleFlight;
@@ -37,8 +38,6 @@ const MAX_LISTED: usize = 500;
 const DEFAULT_LISTED: usize = 50;
 /// The most messages listed per retry tier.
 const MAX_TIER_LISTED: usize = 200;
-/// Buckets of the dead letters' chart.
-const CHART_BUCKETS: usize = 48;
 
 /// A read of a dead-letter queue through its [`Dlq`], for
 /// [`Console::shared_read`].
@@ -113,6 +112,11 @@ pub fn router(console: Arc<Console>, guard: Arc<Guard>) -> Router {
         .route("/api/consumers/{queue}/replay", post(replay))
         .route("/api/consumers/{queue}/discard", post(discard))
         .route("/api/consumers/{queue}/edit", post(edit))
+        .route("/api/consumers/{queue}/purge", post(queue_writes::purge))
+        .route(
+            "/api/consumers/{queue}/rebuild-index",
+            post(queue_writes::rebuild_index),
+        )
         .with_state(console)
         .layer(middleware::from_fn_with_state(guard, guard::enforce))
         .layer(middleware::map_response(security_headers::add))
@@ -236,6 +240,11 @@ struct DeadLetterView {
     depth: usize,
     /// The groups of the messages the search (without its group) matches.
     groups: Vec<DeadLetterGroup>,
+    /// Where the groups were read from: `index` or `pass`.
+    groups_source: GroupSource,
+    /// Why, in a few words ([`rabbit_backoff::GroupReport::reason`], or why a search is
+    /// grouped by the pass that reads its messages).
+    groups_source_reason: String,
     /// Those messages per group over time.
     chart: Chart,
     /// Messages the whole search (group included) matches.
@@ -246,9 +255,16 @@ struct DeadLetterView {
     messages: Vec<DeadLetterMessage>,
 }
 
+/// Why the groups of a search come from the view's own pass.
+const SEARCH_GROUPED_BY_ITS_PASS: &str =
+    "a search is grouped by the pass that reads its messages for the page and the chart";
+
 /// `GET /api/consumers/{queue}/dead-letters?text=…&failed_after=…&failed_before=…&group=…&offset=…&limit=…`:
 /// groups, chart, the number of matches and one page of them, from one pass
-/// over the queue; equal reads in flight share it.
+/// over the queue; equal reads in flight share it. Without a search (text
+/// or times), the groups are read through [`Dlq::group_report`] first: from
+/// the dead-letter index when it is in step, else with a pass that leaves
+/// it a checkpoint; with a search, from the view's own pass.
 async fn dead_letters(
     State(console): State<Arc<Console>>,
     Path(queue): Path<String>,
@@ -261,6 +277,7 @@ async fn dead_letters(
         .without_group()
         .filter()
         .map_err(ApiError::bad_request)?;
+    let searching = query.search.without_group() != Search::default();
     let group = query.search.group.clone().filter(|g| !g.is_empty());
     let offset = query.offset.unwrap_or(0);
     let limit = query.limit.unwrap_or(DEFAULT_LISTED).min(MAX_LISTED);
@@ -272,6 +289,12 @@ async fn dead_letters(
                     .passes
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                     + 1;
+                let report = if searching {
+                    None
+                } else {
+                    let report = dlq.group_report(&DeadLetterFilter::default()).await;
+                    Some(report.map_err(ApiError::broker)?)
+                };
                 let mut tally = GroupTally::default();
                 let mut timeline = Timeline::default();
                 let mut total = 0;
@@ -287,13 +310,27 @@ async fn dead_letters(
                     }
                     Ok(())
                 };
-                let report = dlq.visit(&wide, &mut visit).await;
-                let report = report.map_err(ApiError::broker)?;
+                let visited = dlq.visit(&wide, &mut visit).await;
+                let visited = visited.map_err(ApiError::broker)?;
+                let depth = visited.kept;
+                let (groups, groups_source, groups_source_reason) = match report {
+                    Some(report) => {
+                        let reason = report.reason();
+                        (report.groups, report.source, reason)
+                    }
+                    None => (
+                        tally.into_groups(),
+                        GroupSource::Pass,
+                        SEARCH_GROUPED_BY_ITS_PASS.to_owned(),
+                    ),
+                };
                 to_value(&DeadLetterView {
                     pass,
-                    depth: report.kept,
-                    groups: tally.into_groups(),
-                    chart: timeline.chart(CHART_BUCKETS),
+                    depth,
+                    groups,
+                    groups_source,
+                    groups_source_reason,
+                    chart: timeline.chart(),
                     total,
                     offset,
                     messages: page,
@@ -639,7 +676,7 @@ impl Console {
     }
 
     /// The consumer whose work queue is `queue`, and its dead-letter queue.
-    async fn dlq(&self, queue: &str) -> Result<(DiscoveredConsumer, Dlq), ApiError> {
+    pub(super) async fn dlq(&self, queue: &str) -> Result<(DiscoveredConsumer, Dlq), ApiError> {
         let consumer = self.consumer(queue).await?;
         let dlq = Dlq::connect(&self.amqp_url, &consumer.spec)
             .await
@@ -648,7 +685,7 @@ impl Console {
     }
 
     /// Held while a pass runs over the dead-letter queue of `queue`.
-    async fn lock(&self, queue: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    pub(super) async fn lock(&self, queue: &str) -> tokio::sync::OwnedMutexGuard<()> {
         let lock = {
             let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
             Arc::clone(locks.entry(queue.to_owned()).or_default())
@@ -677,7 +714,10 @@ impl Console {
         }
     }
 
-    async fn refresh_depths(&self, consumer: &mut DiscoveredConsumer) -> Result<(), ApiError> {
+    pub(super) async fn refresh_depths(
+        &self,
+        consumer: &mut DiscoveredConsumer,
+    ) -> Result<(), ApiError> {
         let connection = self.reader().await?;
         let passing = self
             .locks
@@ -692,12 +732,8 @@ impl Console {
         Ok(())
     }
 
-    async fn write(
-        &self,
-        queue: &str,
-        operator: Option<Extension<Operator>>,
-        write: Write,
-    ) -> Result<Json<WriteOutcome>, ApiError> {
+    /// The name of the token a write came with; refused in read-only mode.
+    pub(super) fn writer(&self, operator: Option<Extension<Operator>>) -> Result<String, ApiError> {
         // The guard refuses writes to a read-only console already; this is
         // the second lock on the same door.
         if self.access == Access::ReadOnly {
@@ -712,6 +748,31 @@ impl Console {
                 guard::Refusal::MissingToken.message(),
             ));
         };
+        Ok(who)
+    }
+
+    /// Appends `entry` to the audit log (when there is one).
+    pub(super) async fn record(&self, entry: &AuditEntry) -> Result<(), ApiError> {
+        if let Some(log) = &self.audit
+            && let Err(e) = log.record(entry).await
+        {
+            // The write is done; the operator must learn that it is not on record.
+            eprintln!("rabbit-backoff console: {e}");
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("done, but not recorded in the audit log: {e}"),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn write(
+        &self,
+        queue: &str,
+        operator: Option<Extension<Operator>>,
+        write: Write,
+    ) -> Result<Json<WriteOutcome>, ApiError> {
+        let who = self.writer(operator)?;
         let outcome = self.apply(queue, &who, &write).await;
         let entry = AuditEntry {
             at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
@@ -743,17 +804,9 @@ impl Console {
                 )),
                 Ok(_) => None,
             },
+            note: None,
         };
-        if let Some(log) = &self.audit
-            && let Err(e) = log.record(&entry).await
-        {
-            // The write is done; the operator must learn that it is not on record.
-            eprintln!("rabbit-backoff console: {e}");
-            return Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("done, but not recorded in the audit log: {e}"),
-            ));
-        }
+        self.record(&entry).await?;
         let (report, mut consumer) = outcome?;
         self.refresh_depths(&mut consumer).await?;
         Ok(Json(WriteOutcome {

@@ -230,9 +230,66 @@ impl Dlq {
         // An index out of step gets a checkpoint from this pass, so that the
         // next read answers from the index again (a limited read never gets
         // here: it is always a pass, and sees only part of the queue).
+        let heal =
+            matches!(fallback, IndexFallback::CountMismatch { .. }) && filter.limit.is_none();
+        self.pass_report(filter, fallback, heal).await
+    }
+
+    /// Reads the whole dead-letter queue with a pass and leaves a
+    /// checkpoint of the dead-letter index from it, whether or not the
+    /// index was in step: the next [`group_report`](Self::group_report)
+    /// starts from that checkpoint and reads only the entries written
+    /// after it. What an operator runs after changing the queue behind the
+    /// tools' back (or to shorten the index's reads); a read that finds
+    /// the index out of step does the same by itself.
+    ///
+    /// The report's groups are every dead letter's, its
+    /// [`fallback`](GroupReport::fallback) is
+    /// [`IndexFallback::Rebuild`], and its
+    /// [`checkpoint`](GroupReport::checkpoint) says whether one was written.
+    /// Without an index beside the queue, nothing is read: the report has no
+    /// groups, [`IndexFallback::Absent`] and no checkpoint.
+    ///
+    /// What it costs: a checkpoint keeps each group's count, not its
+    /// messages, so a read with a filter other than `group` is a pass until
+    /// the checkpoint's dead letters have left the queue
+    /// ([`IndexFallback::FilterPastCheckpoint`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(dlq: rabbit_backoff::Dlq) -> Result<(), rabbit_backoff::Error> {
+    /// let report = dlq.rebuild_index().await?;
+    /// println!("{}", report.reason());
+    /// # Ok(()) }
+    /// ```
+    pub async fn rebuild_index(&self) -> Result<GroupReport, Error> {
+        if !index_exists(&*self.connection, &self.names).await? {
+            return Ok(GroupReport {
+                groups: Vec::new(),
+                source: GroupSource::Pass,
+                fallback: Some(IndexFallback::Absent),
+                checkpoint: None,
+            });
+        }
+        tracing::info!(
+            "{}: rebuilding the dead-letter index with a pass over the queue",
+            self.names.dead_letter_queue
+        );
+        self.pass_report(&DeadLetterFilter::default(), IndexFallback::Rebuild, true)
+            .await
+    }
+
+    /// The groups of what matches `filter`, read with a pass, which leaves
+    /// a checkpoint of the index when `checkpoint_it` (then the pass reads
+    /// every message, and the filter picks the groups).
+    async fn pass_report(
+        &self,
+        filter: &DeadLetterFilter,
+        fallback: IndexFallback,
+        checkpoint_it: bool,
+    ) -> Result<GroupReport, Error> {
         let mut writer = None;
         let mut checkpoint = None;
-        if matches!(fallback, IndexFallback::CountMismatch { .. }) && filter.limit.is_none() {
+        if checkpoint_it {
             match CheckpointWriter::begin(&*self.connection, &self.names).await {
                 Ok(began) => writer = Some(began),
                 Err(e) => checkpoint = Some(self.not_written(&e)),

@@ -60,6 +60,11 @@ pub enum IndexFallback {
         /// Dead letters that the checkpoint counts and still in the queue.
         checkpointed: usize,
     },
+    /// A rebuild of the index was asked for
+    /// ([`Dlq::rebuild_index`](crate::Dlq::rebuild_index)): a pass reads
+    /// the queue and leaves a checkpoint, whatever the index says.
+    #[error("a rebuild of the index was asked for")]
+    Rebuild,
     /// Reading the index failed.
     #[error("the index could not be read: {reason}")]
     Unreadable {

@@ -18,6 +18,7 @@
     configured: false, // whether /api/config answered
     queue: null, // the consumer whose dead letters are shown
     dlqDepth: null, // its DLQ depth when its view was last loaded
+    viewDepth: null, // the depth its view's pass found
     search: {}, // text, failed_after, failed_before
     group: null, // the group whose messages are listed
     offset: 0,
@@ -393,6 +394,8 @@
       const view = await api('GET', consumerPath(queue, 'dead-letters' + query(params)));
       if (queue !== state.queue || load !== viewLoads) return;
       renderGroups(view.groups);
+      renderGroupsSource(view);
+      state.viewDepth = view.depth;
       renderChart(view.chart, view.groups);
       renderMessages(view);
       $('view-state').textContent = view.depth + ' in the queue, read ' + new Date().toLocaleTimeString();
@@ -454,6 +457,15 @@
       const now = groups.find((g) => g.id === state.group.id);
       if (now) state.group = now;
     }
+  }
+
+  /** The line under the groups: where they were read from, and why (as text). */
+  function renderGroupsSource(view) {
+    const line = $('groups-source');
+    const reason = text(view.groups_source_reason);
+    line.dataset.source = text(view.groups_source);
+    line.textContent = view.groups_source === 'index' ? 'From the index' : 'From a pass over the queue: ' + reason;
+    line.title = reason;
   }
 
   function openGroup(group) {
@@ -747,6 +759,50 @@
     }
   }
 
+  // --- purge and rebuild of the index ------------------------------------------
+
+  /** Purges the dead-letter queue shown, or rebuilds its index, after a confirmation. */
+  async function writeQueue(action) {
+    if (state.readOnly || !hasToken()) return false;
+    const queue = state.queue;
+    if (!queue) return false;
+    const depth = state.viewDepth === null || state.viewDepth === undefined ? 'all' : 'all ' + state.viewDepth;
+    const question =
+      action === 'purge'
+        ? 'Purge the dead-letter queue of ' + queue + ': ' + depth + ' message(s) removed for good, at once, with no copy?'
+        : 'Rebuild the dead-letter index of ' + queue + ' with a pass over its queue?';
+    if (!window.confirm(question)) return false;
+    const path = action === 'purge' ? 'purge' : 'rebuild-index';
+    try {
+      const outcome = await api('POST', consumerPath(queue, path), {});
+      clearError('action');
+      if (action === 'purge') {
+        const note = outcome.checkpoint ? ' The index: ' + checkpointText(outcome.checkpoint) + '.' : '';
+        notice('Purged ' + outcome.purged + ' message(s) from the dead-letter queue of ' + queue + ' (by ' + outcome.by + ').' + note);
+      } else {
+        notice('Rebuilt the dead-letter index of ' + queue + ': ' + outcome.source_reason + ' (by ' + outcome.by + ').');
+      }
+      renderConsumer(outcome.consumer);
+      state.group = null;
+      state.offset = 0;
+      clearSelection();
+      await loadView();
+      loadAudit();
+      return true;
+    } catch (e) {
+      showError('action', (action === 'purge' ? 'Purge' : 'Rebuild of the index') + ' refused or failed: ' + e.message);
+      loadAudit();
+      return false;
+    }
+  }
+
+  /** A checkpoint note of the API, in words. */
+  function checkpointText(note) {
+    if (note.kind === 'written') return 'checkpoint written at offset ' + text(note.offset) + ', the next read is from the index';
+    if (note.kind === 'not_written') return 'no checkpoint written: ' + text(note.reason);
+    return 'starting from the checkpoint at offset ' + text(note.offset);
+  }
+
   // --- retry tiers -----------------------------------------------------------
 
   function openTiers(queue) {
@@ -819,7 +875,7 @@
             cut('td', 'queue', a.queue),
             el('td', { class: 'number count' }, a.count),
             cut('td', 'what', JSON.stringify(a.selection) + (a.message_ids.length ? ' → ' + a.message_ids.join(', ') : '')),
-            cut('td', 'outcome', a.error || 'done'),
+            cut('td', 'outcome', a.error || (a.note ? 'done: ' + a.note : 'done')),
           ),
         ),
       );
@@ -844,10 +900,10 @@
     } catch (e) {
       showError('config', 'Console: ' + e.message);
     }
-    $('mode').textContent = state.readOnly ? 'read-only' : 'replay, edit and discard need the token';
+    $('mode').textContent = state.readOnly ? 'read-only' : 'replay, edit, discard and purge need the token';
     $('mode').classList.toggle('read-only', state.readOnly);
     if (!state.readOnly) $('token-form').hidden = false;
-    for (const id of ['replay-selected', 'discard-selected']) $(id).hidden = state.readOnly;
+    for (const id of ['replay-selected', 'discard-selected', 'purge', 'rebuild-index']) $(id).hidden = state.readOnly;
   }
 
   /** A datetime-local value (local time) as RFC 3339 in UTC. */
@@ -912,6 +968,8 @@
       $('edit').hidden = true;
     });
     $('tiers-refresh').addEventListener('click', loadTiers);
+    $('purge').addEventListener('click', () => writeQueue('purge'));
+    $('rebuild-index').addEventListener('click', () => writeQueue('rebuild'));
     for (const table of document.querySelectorAll('table.sortable')) makeSortable(table);
   }
 
