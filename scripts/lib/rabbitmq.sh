@@ -139,11 +139,13 @@ rb_as_rabbitmq() {
     fi
   else
     # With /proc mounted in the root (in a mount namespace that ends with
-    # the command): `rabbitmqctl wait` looks for the node's process there.
+    # the command): `rabbitmqctl wait` looks for the node's process there;
+    # and with this machine's /tmp, so that a file named there (definitions
+    # to import, say) is the same file for the command.
     local root
     root=$(rb_root "$version")
     unshare --mount --propagation private -- sh -c \
-      'mount -t proc proc "$1/proc" && shift && cd / && exec chroot "$@"' sh \
+      'mount -t proc proc "$1/proc" && mount --bind /tmp "$1/tmp" && shift && cd / && exec chroot "$@"' sh \
       "$root" "$root" runuser -u rabbitmq -- env HOME="$home" "$@"
   fi
 }
