@@ -357,6 +357,29 @@ impl Browser {
 
     /// The text of `css`, once the page has filled it in (views load their
     /// data after they appear): empty only if it stays empty.
+    /// Clicks `button` until `css` shows a text (a re-render of the list
+    /// can close what a click opened), for at most [`PATIENCE`]; that text.
+    async fn shown_after_click(&self, button: &str, css: &str) -> String {
+        let started = Instant::now();
+        loop {
+            self.click(button).await;
+            let waited = Instant::now();
+            while waited.elapsed() < Duration::from_secs(2) {
+                if let Ok(element) = self.client.find(Locator::Css(css)).await {
+                    let text = element.text().await.unwrap_or_default();
+                    if !text.is_empty() {
+                        return text;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            assert!(
+                started.elapsed() < PATIENCE,
+                "{css} stayed empty after clicking {button} for {PATIENCE:?}"
+            );
+        }
+    }
+
     async fn text(&self, css: &str) -> String {
         let started = Instant::now();
         loop {
@@ -1015,9 +1038,15 @@ async fn the_page_fits_the_window_and_finds_selects_edits_exports_audits_and_lis
     );
     fits(b, "the whole error shown").await;
     b.click(&format!("{wide_row} button.messages")).await;
-    b.click("#messages tr[data-message-id=\"wide\"] button.show")
+    // The view can render its messages again while they load under a
+    // loaded machine, closing what was shown: show it again until it stays.
+    let shown = b
+        .shown_after_click(
+            "#messages tr[data-message-id=\"wide\"] button.show",
+            "#message-error",
+        )
         .await;
-    assert_eq!(b.text("#message-error").await, wide_error);
+    assert_eq!(shown, wide_error);
     fits(b, "the message").await;
 
     // A search finds the text anywhere in the body, whatever its case.
