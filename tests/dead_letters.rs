@@ -1025,19 +1025,6 @@ async fn an_import_is_indexed_and_a_discard_of_everything_leaves_an_empty_index(
     let _ = connection.close(200, "".into()).await;
 }
 
-/// Runs `rabbitmqctl` (the broker's own tool, as an operator would).
-fn rabbitmqctl(args: &[&str]) {
-    let output = common::rabbitmqctl()
-        .args(args)
-        .output()
-        .expect("rabbitmqctl");
-    assert!(
-        output.status.success(),
-        "rabbitmqctl {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 /// The first read after the index went out of step is a pass that says why
 /// and leaves a checkpoint; the next is from the index, starting from that
 /// checkpoint, with the groups of a pass. Returns those groups.
@@ -1112,7 +1099,7 @@ async fn a_purge_from_outside_leaves_the_index_serving_after_one_pass() {
     let dlq = Dlq::connect(&url(), &spec).await.unwrap();
     let (dlq, _) = index_equals_pass(dlq, &spec).await;
 
-    rabbitmqctl(&["purge_queue", &names.dead_letter_queue]);
+    run_rabbitmqctl(&["purge_queue", &names.dead_letter_queue]);
     mixed_dead_letters(&channel, &spec, 30..40).await;
     let (dlq, groups) = heals(dlq).await;
     assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), 10);
@@ -1220,7 +1207,7 @@ async fn a_length_limit_on_the_dead_letter_queue_leaves_the_index_serving_after_
     let (spec, _cleanup) = declared("heal-max-length").await;
     let names = spec.names();
     let policy = Policy(unique("max-length"));
-    rabbitmqctl(&[
+    run_rabbitmqctl(&[
         "set_policy",
         "--apply-to",
         "queues",

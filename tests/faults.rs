@@ -22,18 +22,6 @@ use serde::{Deserialize, Serialize};
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn rabbitmqctl(args: &[&str]) {
-    let output = common::rabbitmqctl()
-        .args(args)
-        .output()
-        .expect("rabbitmqctl runs");
-    assert!(
-        output.status.success(),
-        "rabbitmqctl {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 /// Starts the broker's application again when dropped, so that a failing
 /// test never leaves it stopped for the tests after it.
 struct BrokerGuard;
@@ -119,10 +107,10 @@ async fn a_broker_restart_loses_no_message() {
 
     let guard = BrokerGuard;
     let restarted = Instant::now();
-    rabbitmqctl(&["stop_app"]);
+    run_rabbitmqctl(&["stop_app"]);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    rabbitmqctl(&["start_app"]);
-    rabbitmqctl(&["await_startup", "--timeout", "60"]);
+    run_rabbitmqctl(&["start_app"]);
+    run_rabbitmqctl(&["await_startup", "--timeout", "60"]);
     drop(guard);
 
     let expected_successes = (0..N)
@@ -165,7 +153,7 @@ async fn a_broker_restart_loses_no_message() {
 /// `rabbitmqctl` off the test's runtime, so that the consumer under test
 /// keeps running (and its timers keep firing) while the command waits.
 async fn rabbitmqctl_off_runtime(args: &'static [&'static str]) {
-    tokio::task::spawn_blocking(move || rabbitmqctl(args))
+    tokio::task::spawn_blocking(move || run_rabbitmqctl(args))
         .await
         .expect("rabbitmqctl does not panic");
 }
@@ -402,7 +390,7 @@ async fn a_refused_confirm_requeues_the_original_which_succeeds_later() {
     let policy = format!("{}-full", running.spec.queue);
     let pattern = format!("^{}$", retry_queue.replace('.', "\\."));
     // The broker refuses every publish to the retry queue.
-    rabbitmqctl(&[
+    run_rabbitmqctl(&[
         "set_policy",
         "--apply-to",
         "queues",
@@ -446,7 +434,7 @@ async fn a_refused_confirm_requeues_the_original_which_succeeds_later() {
         "never reached the retry tier"
     );
 
-    rabbitmqctl(&["clear_policy", &policy]);
+    run_rabbitmqctl(&["clear_policy", &policy]);
     eventually("the retried attempt", Duration::from_secs(15), || {
         running.journal.reached(1, 1)
     })
@@ -612,7 +600,7 @@ async fn shutdown_past_the_grace_period_leaves_the_message_for_redelivery() {
 async fn a_broker_that_is_down_at_start_up_is_waited_for() {
     let _serial = SERIAL.lock().await;
     let guard = BrokerGuard;
-    rabbitmqctl(&["stop_app"]);
+    run_rabbitmqctl(&["stop_app"]);
     let queue = unique("late");
     let journal = Journal::default();
     let runtime = Runtime::builder()
@@ -634,8 +622,8 @@ async fn a_broker_that_is_down_at_start_up_is_waited_for() {
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!task.is_finished(), "still trying");
-    rabbitmqctl(&["start_app"]);
-    rabbitmqctl(&["await_startup", "--timeout", "60"]);
+    run_rabbitmqctl(&["start_app"]);
+    run_rabbitmqctl(&["await_startup", "--timeout", "60"]);
     drop(guard);
     let _cleanup = Cleanup::of(&spec);
     health

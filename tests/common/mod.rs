@@ -58,6 +58,17 @@ pub fn rabbitmqctl() -> std::process::Command {
     command
 }
 
+/// Runs the test broker's `rabbitmqctl` with `args`, as an operator would;
+/// fails the test with its error output when it fails.
+pub fn run_rabbitmqctl(args: &[&str]) {
+    let output = rabbitmqctl().args(args).output().expect("rabbitmqctl runs");
+    assert!(
+        output.status.success(),
+        "rabbitmqctl {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// The test broker's RabbitMQ version as (major, minor), asked of its
 /// `rabbitmqctl` once.
 pub fn broker_version() -> (u32, u32) {
