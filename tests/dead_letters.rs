@@ -844,6 +844,41 @@ async fn a_removal_without_a_tombstone_makes_groups_fall_back_to_a_pass() {
     let _ = connection.close(200, "".into()).await;
 }
 
+/// Dead letters the broker makes itself from `queue`: `expiring` messages
+/// that expire there at once, then `rejected` ones taken and rejected
+/// without requeue, so that its dead-letter exchange routes them.
+async fn broker_dead_letters(channel: &Channel, queue: &str, expiring: u64, rejected: u64) {
+    for id in 0..expiring + rejected {
+        let properties = BasicProperties::default()
+            .with_message_id(format!("r-{id}").into())
+            .with_delivery_mode(2);
+        let properties = if id < expiring {
+            properties.with_expiration("1".into())
+        } else {
+            properties
+        };
+        channel
+            .basic_publish(
+                "".into(),
+                queue.into(),
+                BasicPublishOptions::default(),
+                format!("{{\"id\":{id}}}").as_bytes(),
+                properties,
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    for _ in 0..rejected {
+        let got = next_message_acked(channel, queue).await;
+        got.acker
+            .reject(lapin::options::BasicRejectOptions { requeue: false })
+            .await
+            .unwrap();
+    }
+}
+
 /// The broker's own dead-lettering (a reject without requeue, an expiry, a
 /// length limit) delivers "stateless" to the queues the dead-letter
 /// exchange routes to. RabbitMQ 3.10 drops such deliveries to a stream
@@ -855,31 +890,9 @@ async fn the_brokers_own_dead_lettering_is_indexed_or_caught_by_the_count_check(
     let (spec, _cleanup) = declared("index-reject").await;
     let names = spec.names();
     let (connection, channel) = confirm_channel().await;
-    for id in 0..3u64 {
-        channel
-            .basic_publish(
-                "".into(),
-                names.queue.as_str().into(),
-                BasicPublishOptions::default(),
-                format!("{{\"id\":{id}}}").as_bytes(),
-                BasicProperties::default()
-                    .with_message_id(format!("r-{id}").into())
-                    .with_delivery_mode(2),
-            )
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-    }
     // Rejected without requeue: the broker dead-letters them through the
     // work queue's dead-letter exchange.
-    for _ in 0..3 {
-        let got = next_message_acked(&channel, &names.queue).await;
-        got.acker
-            .reject(lapin::options::BasicRejectOptions { requeue: false })
-            .await
-            .unwrap();
-    }
+    broker_dead_letters(&channel, &names.queue, 0, 3).await;
     eventually_depth(&channel, &names.dead_letter_queue, 3).await;
     let dlq = Dlq::connect(&url(), &spec).await.unwrap();
     let report = dlq
@@ -1259,36 +1272,8 @@ async fn the_brokers_own_dead_letters_leave_the_index_serving_after_one_pass() {
     let names = spec.names();
     let (connection, channel) = confirm_channel().await;
     mixed_dead_letters(&channel, &spec, 0..6).await;
-    for id in 0..5u64 {
-        let properties = BasicProperties::default()
-            .with_message_id(format!("r-{id}").into())
-            .with_delivery_mode(2);
-        // Two expire in the work queue, three are rejected.
-        let properties = if id < 2 {
-            properties.with_expiration("1".into())
-        } else {
-            properties
-        };
-        channel
-            .basic_publish(
-                "".into(),
-                names.queue.as_str().into(),
-                BasicPublishOptions::default(),
-                format!("{{\"id\":{id}}}").as_bytes(),
-                properties,
-            )
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-    }
-    for _ in 0..3 {
-        let got = next_message_acked(&channel, &names.queue).await;
-        got.acker
-            .reject(lapin::options::BasicRejectOptions { requeue: false })
-            .await
-            .unwrap();
-    }
+    // Two expire in the work queue, three are rejected.
+    broker_dead_letters(&channel, &names.queue, 2, 3).await;
     eventually_depth(&channel, &names.dead_letter_queue, 11).await;
     let dlq = Dlq::connect(&url(), &spec).await.unwrap();
     let first = dlq
