@@ -64,16 +64,7 @@ management.tcp.port = $(management_port "$version")
 loopback_users.guest = true
 EOF
   echo '[rabbitmq_management].' >"$host/enabled_plugins"
-  cat >"$host/rabbitmq-env.conf" <<EOF
-NODENAME=$(node_of "$version")
-DIST_PORT=$(dist_port "$version")
-MNESIA_BASE=$DIR/mnesia
-LOG_BASE=$DIR/log
-PID_FILE=$DIR/pid
-CONFIG_FILE=$DIR/rabbitmq.conf
-ENABLED_PLUGINS_FILE=$DIR/enabled_plugins
-EOF
-  rb_chown "$version" "$host/rabbitmq.conf" "$host/enabled_plugins" "$host/rabbitmq-env.conf"
+  rb_write_node_env "$version" "$DIR" "$(node_of "$version")" "$(dist_port "$version")"
 }
 
 pid_of_node() { rb_pid_of "$1" "$DIR/rabbitmq-env.conf" "$DIR/pid"; }

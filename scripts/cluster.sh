@@ -87,19 +87,7 @@ EOF
 [{rabbit, [{dead_letter_worker_publisher_confirm_timeout, 10000}]}].
 EOF
   echo '[].' >"$host/enabled_plugins"
-  # Read by the server's scripts instead of /etc/rabbitmq/rabbitmq-env.conf,
-  # which names the default node.
-  cat >"$host/rabbitmq-env.conf" <<EOF
-NODENAME=$name@$HOST
-DIST_PORT=$dport
-MNESIA_BASE=$dir/mnesia
-LOG_BASE=$dir/log
-PID_FILE=$dir/pid
-CONFIG_FILE=$dir/rabbitmq.conf
-ADVANCED_CONFIG_FILE=$dir/advanced.config
-ENABLED_PLUGINS_FILE=$dir/enabled_plugins
-EOF
-  rb_chown "$VERSION" "$host"/rabbitmq.conf "$host"/advanced.config "$host"/enabled_plugins "$host"/rabbitmq-env.conf
+  rb_write_node_env "$VERSION" "$dir" "$name@$HOST" "$dport"
 }
 
 # The PID of a node's Erlang VM when it runs (it wrote its PID file and that

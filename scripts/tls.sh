@@ -137,18 +137,7 @@ loopback_users.guest = true
 EOF
   } >"$HOST_BASE/rabbitmq.conf"
   echo '[].' >"$HOST_BASE/enabled_plugins"
-  # Read by the server's scripts instead of /etc/rabbitmq/rabbitmq-env.conf,
-  # which names the default node.
-  cat >"$HOST_BASE/rabbitmq-env.conf" <<EOF
-NODENAME=$NODE
-DIST_PORT=$DIST_PORT
-MNESIA_BASE=$BASE/mnesia
-LOG_BASE=$BASE/log
-PID_FILE=$BASE/pid
-CONFIG_FILE=$BASE/rabbitmq.conf
-ENABLED_PLUGINS_FILE=$BASE/enabled_plugins
-EOF
-  rb_chown "$VERSION" "$HOST_BASE/rabbitmq.conf" "$HOST_BASE/enabled_plugins" "$HOST_BASE/rabbitmq-env.conf"
+  rb_write_node_env "$VERSION" "$BASE" "$NODE" "$DIST_PORT"
 }
 
 # The PID of the node's Erlang VM when it runs (it wrote its PID file and

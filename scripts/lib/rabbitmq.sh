@@ -240,3 +240,27 @@ rb_chown() {
     chown "$uid:$gid" "$@"
   fi
 }
+
+# Writes the settings of node $3 (distribution port $4) whose folder the node
+# sees as $2 (rabbitmq.conf, enabled_plugins and, when present,
+# advanced.config in it), read by the server's scripts instead of
+# /etc/rabbitmq/rabbitmq-env.conf, which names the default node; then hands
+# the folder's files to the version's rabbitmq user.
+rb_write_node_env() {
+  local version=$1 dir=$2 node=$3 dist_port=$4 host advanced=""
+  host=$(rb_host_path "$version" "$dir")
+  [ -e "$host/advanced.config" ] && advanced="ADVANCED_CONFIG_FILE=$dir/advanced.config"
+  {
+    echo "NODENAME=$node"
+    echo "DIST_PORT=$dist_port"
+    echo "MNESIA_BASE=$dir/mnesia"
+    echo "LOG_BASE=$dir/log"
+    echo "PID_FILE=$dir/pid"
+    echo "CONFIG_FILE=$dir/rabbitmq.conf"
+    [ -z "$advanced" ] || echo "$advanced"
+    echo "ENABLED_PLUGINS_FILE=$dir/enabled_plugins"
+  } >"$host/rabbitmq-env.conf"
+  local files=("$host/rabbitmq.conf" "$host/enabled_plugins" "$host/rabbitmq-env.conf")
+  [ -z "$advanced" ] || files+=("$host/advanced.config")
+  rb_chown "$version" "${files[@]}"
+}
