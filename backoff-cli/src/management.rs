@@ -69,15 +69,34 @@ fn get<T: serde::de::DeserializeOwned>(
         .timeout_global(Some(Duration::from_secs(5)))
         .build()
         .new_agent();
-    agent
-        .get(&url)
-        .header("Authorization", &basic_auth(user, password))
-        .call()
-        .map_err(|e| format!("{management}: {e}"))?
+    let authorization = basic_auth(user, password);
+    let mut attempt = 1;
+    let mut response = loop {
+        match agent
+            .get(&url)
+            .header("Authorization", &authorization)
+            .call()
+        {
+            // A listing taken while another client deletes a queue can
+            // fail with 500 on RabbitMQ 3.x: a moment later it answers.
+            Err(ureq::Error::StatusCode(status)) if status >= 500 && attempt < ATTEMPTS => {
+                std::thread::sleep(RETRY_PAUSE * attempt);
+                attempt += 1;
+            }
+            other => break other.map_err(|e| format!("{management}: {e}"))?,
+        }
+    };
+    response
         .body_mut()
         .read_json()
         .map_err(|e| format!("{management}: {e}"))
 }
+
+/// How many times a GET is sent when the API answers with a server error.
+const ATTEMPTS: u32 = 3;
+
+/// The pause before the second attempt; the third waits twice as long.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
 /// The management API's address for an AMQP address: same host, port 15672.
 pub fn default_url(amqp: &str) -> Option<String> {
