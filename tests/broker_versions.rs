@@ -409,6 +409,11 @@ async fn dead_letters_the_broker_makes_reach_the_index_on_4_x() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    if broker_version() >= (4, 0) {
+        // The broker writes the stream apart from the queue: its entries
+        // can land a moment after the queue holds the dead letters.
+        stream_holds(&connection, &names.dead_letter_index(), 3).await;
+    }
     let dlq = Dlq::connect(&url(), &spec).await.unwrap();
     let report = dlq
         .group_report(&DeadLetterFilter::default())
@@ -430,6 +435,40 @@ async fn dead_letters_the_broker_makes_reach_the_index_on_4_x() {
     );
     dlq.close().await;
     let _ = connection.close(200, "".into()).await;
+}
+
+/// Waits until the stream `stream` holds `n` messages, read from its
+/// start on a channel of its own.
+async fn stream_holds(connection: &Connection, stream: &str, n: usize) {
+    let channel = connection.create_channel().await.unwrap();
+    channel
+        .basic_qos(100, BasicQosOptions::default())
+        .await
+        .unwrap();
+    let mut arguments = FieldTable::default();
+    arguments.insert(
+        "x-stream-offset".into(),
+        AMQPValue::LongString("first".into()),
+    );
+    let mut consumer = channel
+        .basic_consume(
+            stream.into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            arguments,
+        )
+        .await
+        .unwrap();
+    let mut seen = 0;
+    while seen < n {
+        let next = tokio::time::timeout(WAIT, consumer.next())
+            .await
+            .unwrap_or_else(|_| panic!("{stream} held {seen} messages, not {n}"));
+        let delivery = next.expect("the stream's consumer ends").unwrap();
+        delivery.ack(Default::default()).await.unwrap();
+        seen += 1;
+    }
+    let _ = channel.close(200, "".into()).await;
 }
 
 /// A quorum consumer's dead letters are not indexed (see

@@ -1264,10 +1264,16 @@ async fn a_length_limit_on_the_dead_letter_queue_leaves_the_index_serving_after_
 /// The broker's own dead-lettering (rejects without requeue, expiries) is
 /// not written to the index by RabbitMQ 3.10 (see above): one pass leaves a
 /// checkpoint that counts those dead letters, and the index serves again.
-/// A broker that indexes them has nothing to heal, and the index answers
-/// at once.
+/// RabbitMQ 4.x indexes them, but writes the stream apart from the queue:
+/// a read right after the queue holds them can find the index one behind
+/// (seen under CI's load). Such a read says so and reads a pass that
+/// leaves a checkpoint; should the late entry land after that checkpoint's
+/// offset, it counts twice and the next read's pass puts that right. The
+/// index answers again within a few reads. (That 4.x indexes them at all
+/// is `broker_versions::dead_letters_the_broker_makes_reach_the_index_on_4_x`.)
 #[tokio::test]
 async fn the_brokers_own_dead_letters_leave_the_index_serving_after_one_pass() {
+    use rabbit_backoff::{GroupSource, IndexFallback};
     let (spec, _cleanup) = declared("heal-broker-dlx").await;
     let names = spec.names();
     let (connection, channel) = confirm_channel().await;
@@ -1276,21 +1282,42 @@ async fn the_brokers_own_dead_letters_leave_the_index_serving_after_one_pass() {
     broker_dead_letters(&channel, &names.queue, 2, 3).await;
     eventually_depth(&channel, &names.dead_letter_queue, 11).await;
     let dlq = Dlq::connect(&url(), &spec).await.unwrap();
-    let first = dlq
-        .group_report(&DeadLetterFilter::default())
-        .await
-        .unwrap();
-    let groups = if first.source == rabbit_backoff::GroupSource::Index {
-        // Indexed by the broker (RabbitMQ 3.11.x and later).
-        dlq.close().await;
-        first.groups
+    let all = DeadLetterFilter::default();
+    let first = dlq.group_report(&all).await.unwrap();
+    let (dlq, groups) = if common::broker_version() < (3, 11) {
+        // Not indexed: one pass heals the index.
+        healed(dlq, first).await
     } else {
-        let (dlq_again, groups) = healed(dlq, first).await;
-        dlq_again.close().await;
-        groups
+        // Indexed by the broker, at once or a moment later.
+        let deadline = Instant::now() + WAIT;
+        let mut report = first;
+        while report.source != GroupSource::Index {
+            assert!(
+                matches!(report.fallback, Some(IndexFallback::CountMismatch { .. })),
+                "only an index out of step may be passed over: {}",
+                report.reason()
+            );
+            assert!(
+                Instant::now() < deadline,
+                "the index never caught up: {}",
+                report.reason()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            report = dlq.group_report(&all).await.unwrap();
+        }
+        (dlq, report.groups)
     };
-    assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), 11);
-    assert_eq!(groups.iter().find(|g| g.reason == "-").unwrap().count, 5);
+    assert_eq!(
+        groups.iter().map(|g| g.count).sum::<usize>(),
+        11,
+        "{groups:?}"
+    );
+    assert_eq!(
+        groups.iter().find(|g| g.reason == "-").map(|g| g.count),
+        Some(5),
+        "{groups:?}"
+    );
+    dlq.close().await;
     let _ = connection.close(200, "".into()).await;
 }
 
