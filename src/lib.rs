@@ -77,11 +77,11 @@ pub use rabbit_backoff_testing as testing;
 pub use rabbit_backoff_runtime::http;
 pub use rabbit_backoff_runtime::{
     BODY_PREVIEW_LEN, CheckpointNote, Consumer, ConsumerStatus, Context, ContextBuilder,
-    DEFAULT_AMQP_URL, DeadLetterFilter, DeadLetterGroup, DeadLetterMessage, DeadLetterRecord,
-    DeadLetterReport, Dlq, Error, ExportReport, FromContext, GroupReport, GroupSource, GroupTally,
-    Health, HealthWatch, IndexFallback, MessageEdit, MissingObject, Outgoing, PublishFailure,
-    Publisher, PurgeReport, QueueStatus, RecordError, RecordProperties, ReplayOptions,
-    RunningRuntime, Runtime, RuntimeBuilder, ShutdownHandle, SkippedMessage, State,
+    DEFAULT_AMQP_URL, DEFAULT_INDEX_READERS, DeadLetterFilter, DeadLetterGroup, DeadLetterMessage,
+    DeadLetterRecord, DeadLetterReport, Dlq, Error, ExportReport, FromContext, GroupReport,
+    GroupSource, GroupTally, Health, HealthWatch, IndexFallback, MessageEdit, MissingObject,
+    Outgoing, PublishFailure, Publisher, PurgeReport, QueueStatus, RecordError, RecordProperties,
+    ReplayOptions, RunningRuntime, Runtime, RuntimeBuilder, ShutdownHandle, SkippedMessage, State,
     StateRequirement, TierListing, TypedValue, WaitingMessage, amqp_url_from_env, check_topology,
     connect, declare_topology, is_marker_queue, lapin, list_retry_tier, status,
 };

@@ -1336,3 +1336,100 @@ async fn the_in_memory_broker_purges_without_an_index() {
     assert!(groups.groups.is_empty());
     dlq.close().await;
 }
+
+/// Dead letters `ids` through the dead-letter exchange, as the runtime
+/// writes them, each with a `x-failed-at` of its own id, so that writing
+/// one id twice writes two entries alike; confirmed in batches.
+async fn indexed_dead_letters(
+    channel: &Channel,
+    spec: &ConsumerSpec,
+    ids: impl IntoIterator<Item = u64>,
+) {
+    let names = spec.names();
+    let text = |s: String| AMQPValue::LongString(s.into_bytes().into());
+    let mut pending = Vec::new();
+    for id in ids {
+        let error = match id % 3 {
+            0 => format!("order {id} not found"),
+            1 => format!("payment gateway timeout after {id} ms"),
+            _ => format!("database unavailable: connection {id} refused"),
+        };
+        let mut headers = FieldTable::default();
+        headers.insert("x-error".into(), text(error));
+        headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(3));
+        headers.insert(
+            "x-failed-at".into(),
+            text(format!(
+                "2026-12-04T00:00:{:02}.{:03}Z",
+                id / 1000 % 60,
+                id % 1000
+            )),
+        );
+        headers.insert("x-dead-letter-reason".into(), text("exhausted".into()));
+        let confirm = channel
+            .basic_publish(
+                names.dead_letter_exchange.as_str().into(),
+                names.dead_letter_routing_key.as_str().into(),
+                BasicPublishOptions {
+                    mandatory: true,
+                    ..Default::default()
+                },
+                b"{}",
+                BasicProperties::default()
+                    .with_message_id(format!("m-{id}").into())
+                    .with_delivery_mode(2)
+                    .with_headers(headers),
+            )
+            .await
+            .unwrap();
+        pending.push(confirm);
+        if pending.len() == 1000 {
+            for confirm in pending.drain(..) {
+                confirm.await.unwrap();
+            }
+        }
+    }
+    for confirm in pending {
+        confirm.await.unwrap();
+    }
+}
+
+/// An index long enough to be read in ranges on several channels at once
+/// gives the groups of a read on one channel and of a pass, also when a
+/// tombstone's key has entries in two ranges: a dead letter written twice
+/// alike, one copy discarded. The range that guessed wrong (that its copy
+/// was the one the tombstone cancels) is read again.
+#[tokio::test]
+async fn an_index_read_in_ranges_groups_like_one_read() {
+    use rabbit_backoff::GroupSource;
+    let (spec, _cleanup) = declared("index-ranges").await;
+    let (connection, channel) = confirm_channel().await;
+    // Three ranges of at least 10 000 entries; m-7 at the start and again
+    // at the end, alike.
+    indexed_dead_letters(&channel, &spec, (0..30_000).chain([7])).await;
+    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let discarded = dlq
+        .discard(&DeadLetterFilter::default().message_id("m-7").limit(1))
+        .await
+        .unwrap();
+    assert_eq!(discarded.matched.len(), 1);
+
+    let all = DeadLetterFilter::default();
+    let one = dlq.index_readers(1);
+    let on_one = one.group_report(&all).await.unwrap();
+    assert_eq!(on_one.source, GroupSource::Index, "{}", on_one.reason());
+    assert_eq!(on_one.groups.iter().map(|g| g.count).sum::<usize>(), 30_000);
+    let three = one.index_readers(3);
+    let on_three = three.group_report(&all).await.unwrap();
+    assert_eq!(on_three.source, GroupSource::Index, "{}", on_three.reason());
+    assert_eq!(on_three.groups, on_one.groups);
+    // A filter, in ranges too.
+    let timeouts = DeadLetterFilter::default().error("timeout").unwrap();
+    let filtered = three.group_report(&timeouts).await.unwrap();
+    assert_eq!(filtered.source, GroupSource::Index, "{}", filtered.reason());
+    let pass = three.use_index(false);
+    assert_eq!(pass.groups(&all).await.unwrap(), on_one.groups);
+    assert_eq!(pass.groups(&timeouts).await.unwrap(), filtered.groups);
+    pass.close().await;
+    let _ = connection.close(200, "".into()).await;
+}

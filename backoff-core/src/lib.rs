@@ -44,6 +44,7 @@ pub mod headers;
 mod index_key;
 mod jitter;
 mod names;
+mod offset_ranges;
 mod reconnect;
 mod reconnect_probe;
 mod replay;
@@ -51,6 +52,7 @@ mod retry_count;
 mod return_watch;
 mod serde_str;
 mod spec;
+mod tombstone_ledger;
 mod topology;
 
 pub use attribute_keys::ATTRIBUTE_KEYS;
@@ -75,12 +77,14 @@ pub use headers::{REPLAY_HISTORY, REPLAYED_AT};
 pub use index_key::index_key;
 pub use jitter::{Jitter, MAX_JITTER_PERCENT, SUB_QUEUES};
 pub use names::{NameError, NameOverrides, TopologyNames, validate_name};
+pub use offset_ranges::split_offsets;
 pub use reconnect::ReconnectBackoff;
 pub use reconnect_probe::{MIN_PROBE_INTERVAL, ReconnectProbe};
 pub use replay::{FAILURE_HEADERS, REPLAY_HISTORY_LIMIT, history_overflow, replay_target};
 pub use retry_count::{RetryCount, RetryCountWarning, read_retry_count};
 pub use return_watch::{NodeProbe, ProbeVerdict, ReturnWatch};
 pub use spec::{ConsumerSpec, DeclareMode, ExchangeKind, QueueType, RetryReturn, SpecError};
+pub use tombstone_ledger::TombstoneLedger;
 pub use topology::{
     Argument, ArgumentDifference, Binding, DeadLetterIndexDecl, ExchangeDecl, INDEX_MAX_BYTES,
     INDEX_REMOVALS_MAX_BYTES, INDEX_REMOVALS_SEGMENT_BYTES, INDEX_SEGMENT_BYTES, QueueDecl,

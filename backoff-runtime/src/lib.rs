@@ -43,7 +43,9 @@ pub use operations::dead_letter_pass::is_marker_queue;
 pub use operations::dead_letter_record::{
     DeadLetterRecord, RecordError, RecordProperties, TypedValue,
 };
-pub use operations::dlq::{DeadLetterReport, Dlq, ExportReport, ReplayOptions, SkippedMessage};
+pub use operations::dlq::{
+    DEFAULT_INDEX_READERS, DeadLetterReport, Dlq, ExportReport, ReplayOptions, SkippedMessage,
+};
 pub use operations::group_report::{GroupReport, GroupSource};
 pub use operations::index_fallback::IndexFallback;
 pub use operations::message_edit::MessageEdit;

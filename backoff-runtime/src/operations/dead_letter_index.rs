@@ -19,6 +19,18 @@
 //! shovel; or reached it without the dead-letter exchange) and the caller
 //! reads the queue instead.
 //!
+//! The entries are read in ranges of offsets at once, each on a channel of
+//! its own ([`Dlq::index_readers`](crate::Dlq::index_readers)): the broker
+//! turns a stream's messages into AMQP 0-9-1 deliveries in the process of
+//! the channel that reads them, one core a channel, and that is what a read
+//! of a large index waits for. Each range counts its groups apart, and they
+//! are added up in the stream's order, which gives the groups of one read
+//! from start to end (counts, time spans, examples, the order of ties). A
+//! range cancels entries with the tombstones as they were before the
+//! ranges in front of it; a [`TombstoneLedger`] checks that guess in order,
+//! and a range where it was wrong (a key with entries in two ranges: a dead
+//! letter written twice alike) is read again with the tombstones left.
+//!
 //! After a [checkpoint](crate::operations::index_checkpoint), the read
 //! starts from it: its groups, the tombstones written after it, and the
 //! entries after its offset; a tombstone that cancels no such entry comes
@@ -30,8 +42,10 @@
 //! one's, until either leaves the queue through a pass.
 
 use std::collections::HashMap;
+use std::ops::Range;
 
-use rabbit_backoff_core::TopologyNames;
+use futures_util::future::try_join_all;
+use rabbit_backoff_core::{TombstoneLedger, TopologyNames, split_offsets};
 
 use crate::operations::dead_letter_filter::DeadLetterFilter;
 use crate::operations::dead_letter_group::{DeadLetterGroup, GroupTally};
@@ -41,7 +55,9 @@ use crate::operations::dead_letter_pass::pass_id;
 use crate::operations::dead_letter_tombstones::{group_of_number, removals_in};
 use crate::operations::index_checkpoint::{Checkpoint, Parts, is_part};
 use crate::operations::index_fallback::IndexFallback;
-use crate::operations::index_stream::{STREAM_OFFSET, mark_end, read_to_marker, unreadable};
+use crate::operations::index_stream::{
+    STREAM_OFFSET, Until, mark_end, offset_now, read_to_marker, read_until, unreadable,
+};
 use crate::transport::Connection;
 use crate::transport::error::Error;
 use crate::transport::inspect::inspect_queue;
@@ -56,6 +72,10 @@ pub(crate) struct IndexRead {
     pub(crate) checkpoint: Option<u64>,
 }
 
+/// The fewest entries a range of a read holds: a shorter index is read by
+/// one channel.
+const MIN_RANGE: u64 = 10_000;
+
 /// Removals of one key since the checkpoint: how many, and their group
 /// (none in tombstones written before groups were).
 #[derive(Debug, Default, Clone, Copy)]
@@ -65,11 +85,13 @@ struct Removed {
 }
 
 /// The groups of the dead letters in the queue of `names` that match
-/// `filter`, read from the index; why not, when it cannot be.
+/// `filter`, read from the index with up to `readers` channels at once;
+/// why not, when it cannot be.
 pub(crate) async fn index_groups(
     connection: &dyn Connection,
     names: &TopologyNames,
     filter: &DeadLetterFilter,
+    readers: usize,
 ) -> Result<IndexRead, IndexFallback> {
     if filter.limit.is_some() {
         return Err(IndexFallback::Limited);
@@ -87,7 +109,7 @@ pub(crate) async fn index_groups(
         .map_err(unreadable)?;
     let result = async {
         mark_end(&*channel, &removals, &id).await?;
-        mark_end(&*channel, &entries, &id).await?;
+        let end = offset_now(connection, &entries).await?;
         let after = depth(connection, queue).await?;
         if after != before {
             return Err(IndexFallback::Moving { before, after });
@@ -123,27 +145,41 @@ pub(crate) async fn index_groups(
                 kept.add_group(group);
             }
         }
-        let mut live = 0;
-        read_to_marker(&*channel, &entries, start, &id, |delivery| {
-            if let Some(removal) = removed.get_mut(&key_of(&delivery.properties))
-                && removal.left > 0
-            {
-                removal.left -= 1;
-                return;
-            }
-            live += 1;
-            let mut summary = DeadLetterMessage::of(delivery, live - 1);
-            summary.headers.remove(STREAM_OFFSET);
-            if filter.matches_with_body(&summary, &delivery.data) {
-                tally.add(&summary);
-            }
-        })
+        // The entries, in ranges read at once, added up in order.
+        let from = start.map_or(0, |offset| offset.saturating_add(1));
+        let ranges = split_offsets(from, end, readers, MIN_RANGE);
+        let tombstones: HashMap<u64, u32> = removed.iter().map(|(k, r)| (*k, r.left)).collect();
+        let reads = try_join_all(
+            ranges
+                .iter()
+                .map(|range| read_range(connection, &entries, range.clone(), &tombstones, filter)),
+        )
         .await?;
+        let mut ledger = TombstoneLedger::new(tombstones.clone());
+        let mut live = 0;
+        for (range, read) in ranges.into_iter().zip(reads) {
+            let read = if ledger.settle(&tombstones, &read.seen) {
+                read
+            } else {
+                let left = ledger.left().clone();
+                let again = read_range(connection, &entries, range, &left, filter).await?;
+                ledger.settle(&left, &again.seen);
+                again
+            };
+            live += read.live;
+            for group in read.tally.into_seen_order() {
+                tally.add_group(group);
+            }
+        }
         // Tombstones that cancelled no later entry: removals of dead
         // letters the checkpoint counts.
-        for removal in removed.values().filter(|r| r.left > 0) {
-            if let Some(group) = removal.group.map(group_of_number) {
-                let taken = kept.subtract(&group, removal.left as usize);
+        for (key, &left) in ledger.left().iter().filter(|(_, left)| **left > 0) {
+            if let Some(group) = removed
+                .get(key)
+                .and_then(|removal| removal.group)
+                .map(group_of_number)
+            {
+                let taken = kept.subtract(&group, left as usize);
                 tally.subtract(&group, taken);
             }
         }
@@ -168,6 +204,60 @@ pub(crate) async fn index_groups(
     .await;
     channel.close().await;
     result
+}
+
+/// What one range of the entries held.
+#[derive(Default)]
+struct RangeRead {
+    /// The groups of its live entries that match the filter.
+    tally: GroupTally,
+    /// Its live entries.
+    live: usize,
+    /// Per tombstoned key, its entries of that key (cancelled or not).
+    seen: HashMap<u64, u32>,
+}
+
+/// Reads the entries of `stream` at the offsets `range` on a channel of its
+/// own, cancelling the first entries of each key with the tombstones
+/// `assumed` (see [`TombstoneLedger`]).
+async fn read_range(
+    connection: &dyn Connection,
+    stream: &str,
+    range: Range<u64>,
+    assumed: &HashMap<u64, u32>,
+    filter: &DeadLetterFilter,
+) -> Result<RangeRead, IndexFallback> {
+    let channel = confirm_channel(connection, stream)
+        .await
+        .map_err(unreadable)?;
+    let mut read = RangeRead::default();
+    let after = range.start.checked_sub(1);
+    let result = read_until(
+        &*channel,
+        stream,
+        after,
+        Until::Offset(range.end),
+        |delivery| {
+            let key = key_of(&delivery.properties);
+            if let Some(&tombstones) = assumed.get(&key) {
+                let seen = read.seen.entry(key).or_default();
+                *seen += 1;
+                if *seen <= tombstones {
+                    return;
+                }
+            }
+            read.live += 1;
+            // Its position within the range: no filter reads it.
+            let mut summary = DeadLetterMessage::of(delivery, read.live - 1);
+            summary.headers.remove(STREAM_OFFSET);
+            if filter.matches_with_body(&summary, &delivery.data) {
+                read.tally.add(&summary);
+            }
+        },
+    )
+    .await;
+    channel.close().await;
+    result.map(|_| read)
 }
 
 /// Whether the index of `names` is there: both its streams.

@@ -67,6 +67,15 @@ pub(crate) async fn mark_end(
     }
 }
 
+/// Where a read of a stream stops.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Until<'a> {
+    /// At the end marker with this id.
+    Marker(&'a str),
+    /// At the first message at this offset or past it (not read).
+    Offset(u64),
+}
+
 /// Reads `stream` up to the marker `id`, from its first message or, with
 /// `after`, from the message after that offset, calling `each` with every
 /// message but the markers; the marker's offset.
@@ -75,6 +84,19 @@ pub(crate) async fn read_to_marker(
     stream: &str,
     after: Option<u64>,
     id: &str,
+    each: impl FnMut(&Delivery),
+) -> Result<u64, IndexFallback> {
+    read_until(channel, stream, after, Until::Marker(id), each).await
+}
+
+/// Reads `stream` from its first message or, with `after`, from the
+/// message after that offset, until `until`, calling `each` with every
+/// message but the markers; the offset it stopped at.
+pub(crate) async fn read_until(
+    channel: &dyn Channel,
+    stream: &str,
+    after: Option<u64>,
+    until: Until<'_>,
     mut each: impl FnMut(&Delivery),
 ) -> Result<u64, IndexFallback> {
     let failed = |what: &str, e: &dyn std::fmt::Display| IndexFallback::Unreadable {
@@ -103,6 +125,12 @@ pub(crate) async fn read_to_marker(
         .await?;
         unacked += 1;
         let marker = marker_of(&delivery.properties);
+        let offset = offset_of(&delivery.properties);
+        if let (Until::Offset(end), Some(offset)) = (until, offset)
+            && offset >= end
+        {
+            break offset;
+        }
         if unacked >= ACK_EVERY || marker.is_some() {
             delivery
                 .acker
@@ -111,15 +139,14 @@ pub(crate) async fn read_to_marker(
                 .map_err(|e| failed("acknowledging", &e))?;
             unacked = 0;
         }
-        let offset = offset_of(&delivery.properties);
         // The broker starts at the chunk that holds the offset asked for.
         if let (Some(after), Some(offset)) = (after, offset)
             && offset <= after
         {
             continue;
         }
-        match marker {
-            Some(seen) if seen == id.as_bytes() => {
+        match (marker, until) {
+            (Some(seen), Until::Marker(id)) if seen == id.as_bytes() => {
                 break offset.ok_or_else(|| {
                     failed(
                         "reading",
@@ -127,8 +154,14 @@ pub(crate) async fn read_to_marker(
                     )
                 })?;
             }
-            Some(_) => {}
-            None => each(&delivery),
+            (Some(_), _) => {}
+            (None, Until::Offset(_)) if offset.is_none() => {
+                return Err(failed(
+                    "reading",
+                    &"a message came without its x-stream-offset",
+                ));
+            }
+            (None, _) => each(&delivery),
         }
     };
     let _ = channel.cancel(&deliveries.consumer_tag).await;
