@@ -14,15 +14,19 @@
 //! only, under a content security policy that allows no inline script.
 
 mod api_error;
+mod api_query;
 mod assets;
 mod audit;
 mod depths;
 mod guard;
+mod message_writes;
 mod queue_writes;
+mod reads;
 mod routes;
 mod security_headers;
 mod selection;
 mod single_flight;
+mod state;
 mod timeline;
 mod token;
 
@@ -35,7 +39,7 @@ use clap::Args;
 
 use self::audit::AuditLog;
 use self::guard::{Access, Guard, ReadAccess};
-use self::routes::Console;
+use self::state::Console;
 use self::token::{TOKEN_VARIABLE, TOKENS_VARIABLE, TokenSource, Tokens};
 use crate::management;
 

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::api_error::ApiError;
 use super::audit::AuditEntry;
 use super::guard::Operator;
-use super::routes::Console;
+use super::state::Console;
 use crate::discovery::DiscoveredConsumer;
 
 /// The body of a purge or a rebuild: an empty JSON object (the page has
