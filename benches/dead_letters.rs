@@ -24,7 +24,9 @@
 //! `export`, `heal`) runs only some operations. `heal` puts one message
 //! straight into the queue (no index entry: the index is out of step), then
 //! times `Dlq::group_report` twice: the pass that leaves a checkpoint, and
-//! the read from the index that starts from it.
+//! the read from the index that starts from it. `BENCH_INDEX_READERS=1,2,1`
+//! times the index read on one channel, then two, then one again, over the
+//! same fill (`Dlq::index_readers`).
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -35,6 +37,23 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use rabbit_backoff::{Argument, ConsumerSpec, DeadLetterFilter, Dlq, GroupSource, Topology};
+
+/// The channels of each index read, in turn (`BENCH_INDEX_READERS`, a
+/// comma-separated list, default the library's default): `1,2,1` times the
+/// same read on one channel, two, and one again, over one fill.
+fn index_readers() -> Vec<usize> {
+    std::env::var("BENCH_INDEX_READERS")
+        .map(|list| {
+            list.split(',')
+                .map(|v| {
+                    v.trim()
+                        .parse()
+                        .unwrap_or_else(|_| panic!("BENCH_INDEX_READERS: {v:?} is not a number"))
+                })
+                .collect()
+        })
+        .unwrap_or_else(|_| vec![rabbit_backoff::DEFAULT_INDEX_READERS])
+}
 
 fn url() -> String {
     std::env::var("AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
@@ -321,32 +340,45 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
         }
     });
     let mut from_index = None;
+    let mut dlq = dlq;
     if ops.groups {
-        reset_peak_rss();
-        let cpu = cpu_seconds();
-        let timed = Instant::now();
-        let report = dlq
-            .group_report(&DeadLetterFilter::default())
-            .await
-            .expect("groups");
-        let took = timed.elapsed();
-        row.index_cpu = since(cpu);
-        row.groups = Some(took);
-        row.index_rss_mib = peak_rss_mib();
-        row.index_broker_peak = broker_memory_mib().unwrap_or(0.0);
-        println!(
-            "v{version}: groups from the index {:.1} s",
-            took.as_secs_f64()
-        );
-        assert_eq!(
-            report.source,
-            GroupSource::Index,
-            "read the index: {:?}",
-            report.fallback
-        );
-        assert_eq!(report.groups.iter().map(|g| g.count).sum::<usize>(), n);
-        assert_eq!(report.groups.len(), 3.min(n));
-        from_index = Some(report.groups);
+        for readers in index_readers() {
+            dlq = dlq.index_readers(readers);
+            reset_peak_rss();
+            let cpu = cpu_seconds();
+            let timed = Instant::now();
+            let report = dlq
+                .group_report(&DeadLetterFilter::default())
+                .await
+                .expect("groups");
+            let took = timed.elapsed();
+            row.index_cpu = since(cpu);
+            row.groups = Some(took);
+            row.index_rss_mib = peak_rss_mib();
+            row.index_broker_peak = broker_memory_mib().unwrap_or(0.0);
+            println!(
+                "v{version}: groups from the index on {readers} channel(s) {:.1} s, CPU client {:.1} s / broker {:.1} s, client peak RSS {:.0} MiB",
+                took.as_secs_f64(),
+                row.index_cpu.0,
+                row.index_cpu.1,
+                row.index_rss_mib,
+            );
+            assert_eq!(
+                report.source,
+                GroupSource::Index,
+                "read the index: {:?}",
+                report.fallback
+            );
+            assert_eq!(report.groups.iter().map(|g| g.count).sum::<usize>(), n);
+            assert_eq!(report.groups.len(), 3.min(n));
+            if let Some(earlier) = &from_index {
+                assert_eq!(
+                    &report.groups, earlier,
+                    "the same groups on any number of channels"
+                );
+            }
+            from_index = Some(report.groups);
+        }
     }
     let dlq = dlq.use_index(false);
     if ops.pass {

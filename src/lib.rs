@@ -65,7 +65,7 @@ pub use rabbit_backoff_runtime::{meters, transport};
 /// features of the same names `PostgresStore` and `RedisStore`), the handler
 /// parameter `Tx` (the PostgreSQL transaction the inbox row commits in) and
 /// the transactional outbox. See the README's "Duplicates".
-pub use rabbit_backoff_runtime::idempotency as dedupe;
+pub use rabbit_backoff_runtime::dedupe;
 
 /// An in-memory RabbitMQ with virtual time, for testing consumers without a
 /// broker (feature `testing`): see the README's "Testing your consumers".

@@ -18,7 +18,12 @@
 #![forbid(unsafe_code)]
 
 mod consume;
-pub mod idempotency;
+pub mod dedupe;
+/// The old path of [`dedupe`].
+#[deprecated(note = "renamed: use `dedupe`, the attribute's word for it")]
+pub mod idempotency {
+    pub use crate::dedupe::*;
+}
 mod lifecycle;
 mod operations;
 mod settle;
@@ -35,21 +40,21 @@ pub use lifecycle::http;
 pub use lifecycle::runtime::{
     DEFAULT_AMQP_URL, RunningRuntime, Runtime, RuntimeBuilder, amqp_url_from_env, connect,
 };
-pub use operations::checkpoint_note::CheckpointNote;
-pub use operations::dead_letter_filter::DeadLetterFilter;
-pub use operations::dead_letter_group::{DeadLetterGroup, GroupTally};
-pub use operations::dead_letter_message::{BODY_PREVIEW_LEN, DeadLetterMessage};
-pub use operations::dead_letter_pass::is_marker_queue;
-pub use operations::dead_letter_record::{
-    DeadLetterRecord, RecordError, RecordProperties, TypedValue,
-};
-pub use operations::dlq::{
+pub use operations::dead_letters::checkpoint_note::CheckpointNote;
+pub use operations::dead_letters::dlq::{
     DEFAULT_INDEX_READERS, DeadLetterReport, Dlq, ExportReport, ReplayOptions, SkippedMessage,
 };
-pub use operations::group_report::{GroupReport, GroupSource};
-pub use operations::index_fallback::IndexFallback;
-pub use operations::message_edit::MessageEdit;
-pub use operations::purge_report::PurgeReport;
+pub use operations::dead_letters::edit::MessageEdit;
+pub use operations::dead_letters::filter::DeadLetterFilter;
+pub use operations::dead_letters::group::{DeadLetterGroup, GroupTally};
+pub use operations::dead_letters::group_report::{GroupReport, GroupSource};
+pub use operations::dead_letters::index_fallback::IndexFallback;
+pub use operations::dead_letters::message::{BODY_PREVIEW_LEN, DeadLetterMessage};
+pub use operations::dead_letters::pass::is_marker_queue;
+pub use operations::dead_letters::purge_report::PurgeReport;
+pub use operations::dead_letters::record::{
+    DeadLetterRecord, RecordError, RecordProperties, TypedValue,
+};
 pub use operations::retry_tier::{TierListing, WaitingMessage, list_retry_tier};
 pub use operations::status::{ConsumerStatus, QueueStatus, status};
 pub use settle::meters;

@@ -37,7 +37,7 @@ pub struct Context {
     pub(crate) state: Arc<StateMap>,
     /// The transaction of the delivery's inbox claim, on a transactional store.
     #[cfg(feature = "postgres")]
-    pub(crate) transaction: Option<Arc<crate::idempotency::Transaction>>,
+    pub(crate) transaction: Option<Arc<crate::dedupe::Transaction>>,
 }
 
 impl std::fmt::Debug for StateMap {

@@ -6,7 +6,7 @@ use std::any::Any;
 use crate::consume::context::Context;
 use crate::consume::state::{State, StateRequirement};
 #[cfg(feature = "postgres")]
-use crate::idempotency::{Transaction, Tx};
+use crate::dedupe::{Transaction, Tx};
 
 /// A handler parameter taken from the delivery's [`Context`]: `&Context`
 /// itself, or a [`State<T>`] registered with the runtime. Implement it for

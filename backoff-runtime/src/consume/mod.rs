@@ -3,8 +3,8 @@
 
 pub(crate) mod consumer;
 pub(crate) mod context;
+pub(crate) mod dedupe;
 pub(crate) mod extract;
-pub(crate) mod inbox;
 pub(crate) mod shutdown;
 pub(crate) mod state;
 pub(crate) mod worker;

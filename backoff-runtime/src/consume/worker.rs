@@ -18,11 +18,11 @@ use tracing::Instrument;
 
 use crate::consume::consumer::Consumer;
 use crate::consume::context::Context;
+use crate::consume::dedupe::{Admission, Inbox, StoreReport};
 use crate::consume::extract::transaction_requirement;
-use crate::consume::inbox::{Admission, Inbox, StoreReport};
 use crate::consume::shutdown::ShutdownHandle;
 use crate::consume::state::StateMap;
-use crate::idempotency::{DedupeStore, HeldKey};
+use crate::dedupe::{DedupeStore, HeldKey};
 use crate::settle::acks::ACK_LINGER;
 use crate::settle::copy::{retry_count_of, since_first_failure};
 use crate::settle::executor::{Executor, Original};

@@ -4,5 +4,5 @@ pub(crate) mod broker_return;
 pub(crate) mod health;
 #[cfg(feature = "http")]
 pub mod http;
-pub(crate) mod relay;
+pub(crate) mod outbox_relay;
 pub(crate) mod runtime;

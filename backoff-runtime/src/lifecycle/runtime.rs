@@ -8,15 +8,15 @@ use rabbit_backoff_core::{ConsumerSpec, ReconnectBackoff, ReconnectProbe, Topolo
 use tokio::task::JoinSet;
 
 use crate::consume::consumer::Consumer;
+use crate::consume::dedupe::StoreReport;
 use crate::consume::extract::transaction_requirement;
-use crate::consume::inbox::StoreReport;
 use crate::consume::shutdown::ShutdownHandle;
 use crate::consume::state::{StateMap, StateRequirement};
 use crate::consume::worker::{PauseReport, Worker, WorkerEnv};
-use crate::idempotency::DedupeStore;
+use crate::dedupe::DedupeStore;
 use crate::lifecycle::broker_return::broker_returns;
 use crate::lifecycle::health::{Health, HealthWatch};
-use crate::lifecycle::relay::relay_outbox;
+use crate::lifecycle::outbox_relay::relay_outbox;
 use crate::settle::meters;
 use crate::transport::amqp::AmqpTransport;
 use crate::transport::declare::establish_topology;
@@ -491,8 +491,8 @@ impl RuntimeBuilder {
     }
 
     /// The inbox of the consumers with `dedupe = "…"`: a
-    /// [`PostgresStore`](crate::idempotency), a `RedisStore` or a
-    /// [`MemoryStore`](crate::idempotency::MemoryStore). Required when a
+    /// [`PostgresStore`](crate::dedupe), a `RedisStore` or a
+    /// [`MemoryStore`](crate::dedupe::MemoryStore). Required when a
     /// consumer has `dedupe`; the runtime waits for it at start-up, as for
     /// the broker, and with a `PostgresStore` relays the outbox.
     ///

@@ -3,7 +3,7 @@ use std::time::Duration;
 use rabbit_backoff_core::{HeaderValue, headers, parse_failed_at, read_retry_count};
 use serde::Serialize;
 
-use crate::operations::dead_letter_message::BODY_PREVIEW_LEN;
+use crate::operations::dead_letters::message::BODY_PREVIEW_LEN;
 use crate::transport::Connection;
 use crate::transport::error::Error;
 use crate::transport::error::channel_error;

@@ -12,8 +12,8 @@ use redis::aio::ConnectionManager;
 use redis::{Pipeline, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::idempotency::batches::run;
-use crate::idempotency::lock;
+use crate::dedupe::batches::run;
+use crate::dedupe::lock;
 
 /// The most pipelines sent and not yet answered.
 const IN_FLIGHT: usize = 4;

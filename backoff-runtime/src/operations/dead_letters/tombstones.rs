@@ -14,7 +14,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::TopologyNames;
 use rabbit_backoff_core::headers::TOMBSTONE_LAYOUT;
 
-use crate::operations::dead_letter_key::key_of;
+use crate::operations::dead_letters::key::key_of;
 use crate::transport::error::{Error, channel_error};
 use crate::transport::open::confirm_channel;
 use crate::transport::values::PERSISTENT;

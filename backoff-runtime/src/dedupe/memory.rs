@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
-use crate::idempotency::StoreError;
-use crate::idempotency::store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
+use crate::dedupe::StoreError;
+use crate::dedupe::store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
 
 /// How many claims pass between two sweeps of expired keys.
 const SWEEP_EVERY: u64 = 1_000;
@@ -64,7 +64,7 @@ impl MemoryStore {
     }
 
     fn lock(&self) -> MutexGuard<'_, Keys> {
-        crate::idempotency::lock(&self.keys)
+        crate::dedupe::lock(&self.keys)
     }
 }
 

@@ -8,7 +8,7 @@ use rabbit_backoff_core::outbox_message_id;
 use sqlx::{PgConnection, Postgres};
 use tokio::sync::MappedMutexGuard;
 
-use crate::idempotency::outbox;
+use crate::dedupe::postgres::outbox;
 use crate::settle::outgoing::Outgoing;
 
 /// The transaction of one delivery's claim in a `PostgresStore`: the inbox
@@ -57,7 +57,7 @@ impl Transaction {
     }
 
     pub(crate) fn outbox(&self) -> std::sync::MutexGuard<'_, Vec<i64>> {
-        crate::idempotency::lock(&self.outbox)
+        crate::dedupe::lock(&self.outbox)
     }
 }
 

@@ -31,7 +31,7 @@
 //! and a range where it was wrong (a key with entries in two ranges: a dead
 //! letter written twice alike) is read again with the tombstones left.
 //!
-//! After a [checkpoint](crate::operations::index_checkpoint), the read
+//! After a [checkpoint](crate::operations::dead_letters::checkpoint), the read
 //! starts from it: its groups, the tombstones written after it, and the
 //! entries after its offset; a tombstone that cancels no such entry comes
 //! out of the checkpoint's group it names.
@@ -47,17 +47,17 @@ use std::ops::Range;
 use futures_util::future::try_join_all;
 use rabbit_backoff_core::{TombstoneLedger, TopologyNames, split_offsets};
 
-use crate::operations::dead_letter_filter::DeadLetterFilter;
-use crate::operations::dead_letter_group::{DeadLetterGroup, GroupTally};
-use crate::operations::dead_letter_key::key_of;
-use crate::operations::dead_letter_message::DeadLetterMessage;
-use crate::operations::dead_letter_pass::pass_id;
-use crate::operations::dead_letter_tombstones::{group_of_number, removals_in};
-use crate::operations::index_checkpoint::{Checkpoint, Parts, is_part};
-use crate::operations::index_fallback::IndexFallback;
-use crate::operations::index_stream::{
+use crate::operations::dead_letters::checkpoint::{Checkpoint, Parts, is_part};
+use crate::operations::dead_letters::filter::DeadLetterFilter;
+use crate::operations::dead_letters::group::{DeadLetterGroup, GroupTally};
+use crate::operations::dead_letters::index_fallback::IndexFallback;
+use crate::operations::dead_letters::index_stream::{
     STREAM_OFFSET, Until, mark_end, offset_now, read_to_marker, read_until, unreadable,
 };
+use crate::operations::dead_letters::key::key_of;
+use crate::operations::dead_letters::message::DeadLetterMessage;
+use crate::operations::dead_letters::pass::pass_id;
+use crate::operations::dead_letters::tombstones::{group_of_number, removals_in};
 use crate::transport::Connection;
 use crate::transport::error::Error;
 use crate::transport::inspect::inspect_queue;

@@ -9,21 +9,21 @@ use rabbit_backoff_core::{
 };
 use serde::Serialize;
 
-use crate::operations::checkpoint_note::CheckpointNote;
-use crate::operations::dead_letter_filter::DeadLetterFilter;
-use crate::operations::dead_letter_group::{DeadLetterGroup, GroupTally};
-use crate::operations::dead_letter_index::{index_exists, index_groups};
-use crate::operations::dead_letter_message::DeadLetterMessage;
-use crate::operations::dead_letter_pass::Pass;
-use crate::operations::dead_letter_record::DeadLetterRecord;
-use crate::operations::dead_letter_tombstones::Tombstones;
-use crate::operations::group_report::{GroupReport, GroupSource};
-use crate::operations::index_checkpoint::{
+use crate::operations::dead_letters::checkpoint::{
     CheckpointWriter, entries_offset, write as write_checkpoint,
 };
-use crate::operations::index_fallback::IndexFallback;
-use crate::operations::message_edit::MessageEdit;
-use crate::operations::purge_report::PurgeReport;
+use crate::operations::dead_letters::checkpoint_note::CheckpointNote;
+use crate::operations::dead_letters::edit::MessageEdit;
+use crate::operations::dead_letters::filter::DeadLetterFilter;
+use crate::operations::dead_letters::group::{DeadLetterGroup, GroupTally};
+use crate::operations::dead_letters::group_report::{GroupReport, GroupSource};
+use crate::operations::dead_letters::index::{index_exists, index_groups};
+use crate::operations::dead_letters::index_fallback::IndexFallback;
+use crate::operations::dead_letters::message::DeadLetterMessage;
+use crate::operations::dead_letters::pass::Pass;
+use crate::operations::dead_letters::purge_report::PurgeReport;
+use crate::operations::dead_letters::record::DeadLetterRecord;
+use crate::operations::dead_letters::tombstones::Tombstones;
 use crate::settle::copy::{now_rfc3339, republish_properties};
 use crate::settle::settlement::{Settler, Target};
 use crate::settle::trace_context::link_trace;

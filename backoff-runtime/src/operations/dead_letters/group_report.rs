@@ -2,9 +2,9 @@
 
 use serde::Serialize;
 
-use crate::operations::checkpoint_note::CheckpointNote;
-use crate::operations::dead_letter_group::DeadLetterGroup;
-use crate::operations::index_fallback::IndexFallback;
+use crate::operations::dead_letters::checkpoint_note::CheckpointNote;
+use crate::operations::dead_letters::group::DeadLetterGroup;
+use crate::operations::dead_letters::index_fallback::IndexFallback;
 
 /// What [`Dlq::group_report`](crate::Dlq::group_report) read.
 ///

@@ -19,9 +19,9 @@ use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::idempotency::batches::run;
-use crate::idempotency::store::{Claim, Completed, HeldKey};
-use crate::idempotency::{StoreError, lock};
+use crate::dedupe::batches::run;
+use crate::dedupe::store::{Claim, Completed, HeldKey};
+use crate::dedupe::{StoreError, lock};
 
 /// How long a claim lasts unless renewed: the longest a key stays blocked
 /// after its process died.

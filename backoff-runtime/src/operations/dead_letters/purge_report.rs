@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::operations::checkpoint_note::CheckpointNote;
+use crate::operations::dead_letters::checkpoint_note::CheckpointNote;
 
 /// What [`Dlq::purge`](crate::Dlq::purge) did.
 ///

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
-use crate::idempotency::StoreError;
+use crate::dedupe::StoreError;
 use crate::transport::Channel;
 
 /// One delivery's request for its key.
@@ -26,7 +26,7 @@ pub struct ClaimRequest<'a> {
 
 /// A store of handled keys: the inbox of every consumer with `dedupe`.
 ///
-/// [`MemoryStore`](crate::idempotency::MemoryStore), `RedisStore` and
+/// [`MemoryStore`](crate::dedupe::MemoryStore), `RedisStore` and
 /// `PostgresStore` implement it; implement it for another store the same
 /// way. A claim must be exclusive: while one delivery holds a key, a claim of
 /// the same key answers [`Claim::InProgress`].
@@ -161,7 +161,7 @@ pub trait HeldKey: Send + Sync {
 
     /// The transaction the handler writes in (`Tx`), in a transactional store.
     #[cfg(feature = "postgres")]
-    fn transaction(&self) -> Option<Arc<crate::idempotency::Transaction>> {
+    fn transaction(&self) -> Option<Arc<crate::dedupe::Transaction>> {
         None
     }
 }

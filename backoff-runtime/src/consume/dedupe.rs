@@ -12,7 +12,7 @@ use rabbit_backoff_core::{
     ConsumerSpec, Decision, Dedupe, DedupeKey, HeaderValue, KeyFate, headers, inbox_key,
 };
 
-use crate::idempotency::{Claim, ClaimRequest, DedupeStore, HeldKey};
+use crate::dedupe::{Claim, ClaimRequest, DedupeStore, HeldKey};
 use crate::settle::executor::{Executor, Original};
 use crate::settle::meters::{DUPLICATES_SKIPPED, WITHOUT_KEY};
 use crate::transport::values::header_view;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::consume::shutdown::ShutdownHandle;
-use crate::idempotency::DedupeStore;
+use crate::dedupe::DedupeStore;
 use crate::transport::Connection;
 use crate::transport::open::confirm_channel;
 

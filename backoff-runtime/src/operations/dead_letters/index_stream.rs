@@ -10,8 +10,8 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::HeaderValue;
 use rabbit_backoff_core::headers::INDEX_MARKER;
 
-use crate::operations::dead_letter_pass::pass_id;
-use crate::operations::index_fallback::IndexFallback;
+use crate::operations::dead_letters::index_fallback::IndexFallback;
+use crate::operations::dead_letters::pass::pass_id;
 use crate::transport::error::Error;
 use crate::transport::open::confirm_channel;
 use crate::transport::values::header_view;

@@ -3,6 +3,10 @@
 //! also when its process dies) and writes the key's row, which the
 //! handler's own writes join; the commit completes the key.
 
+pub(crate) mod lease_batch;
+pub(crate) mod outbox;
+pub(crate) mod transaction;
+
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,10 +17,10 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres};
 use tokio::sync::OnceCell;
 
-use crate::idempotency::lease_batch::Batcher;
-use crate::idempotency::store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
-use crate::idempotency::transaction::ATTEMPT;
-use crate::idempotency::{StoreError, Transaction, outbox};
+use crate::dedupe::postgres::lease_batch::Batcher;
+use crate::dedupe::postgres::transaction::ATTEMPT;
+use crate::dedupe::store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
+use crate::dedupe::{StoreError, Transaction};
 use crate::transport::Channel;
 use crate::transport::error::redact;
 
@@ -113,7 +117,7 @@ const CLAIM: &str = concat!(
 
 /// An inbox and a transactional outbox on PostgreSQL (feature `postgres`).
 ///
-/// For a handler taking [`Tx`](crate::idempotency::Tx), a claim opens a
+/// For a handler taking [`Tx`](crate::dedupe::Tx), a claim opens a
 /// transaction on a pooled connection, takes the key's advisory lock and
 /// writes its row (`rabbit_backoff_inbox`); the handler writes in that
 /// transaction, and its outbox messages (`rabbit_backoff_outbox`) too. The commit, after the

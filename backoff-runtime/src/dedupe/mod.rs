@@ -29,30 +29,22 @@ macro_rules! inbox_row_is_free {
 
 #[cfg(any(feature = "postgres", feature = "redis"))]
 pub(crate) mod batches;
-#[cfg(feature = "postgres")]
-pub(crate) mod lease_batch;
 pub(crate) mod memory;
-#[cfg(feature = "postgres")]
-pub(crate) mod outbox;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 #[cfg(feature = "redis")]
 pub(crate) mod redis;
-#[cfg(feature = "redis")]
-pub(crate) mod redis_pipeline;
 pub(crate) mod store;
-#[cfg(feature = "postgres")]
-pub(crate) mod transaction;
 
 pub use crate::transport::store_error::StoreError;
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
+#[cfg(feature = "postgres")]
+pub use postgres::transaction::{Transaction, Tx, TxConnection};
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;
 pub use store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
-#[cfg(feature = "postgres")]
-pub use transaction::{Transaction, Tx, TxConnection};
 
 /// Locks `mutex`, and goes on with what it holds if a holder panicked: the
 /// stores' maps stay usable (a claim held by a panicked task lapses or is

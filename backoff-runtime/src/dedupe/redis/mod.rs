@@ -2,7 +2,9 @@
 //! renewed while the handler runs; a completed key holds `done` until the
 //! window expires it (Redis' own TTL: nothing to clean up). Claims and
 //! completions of concurrent deliveries go out together, one pipeline a
-//! batch (`redis_pipeline.rs`).
+//! batch (`pipeline.rs`).
+
+pub(crate) mod pipeline;
 
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
@@ -11,9 +13,9 @@ use futures_util::future::BoxFuture;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Script};
 
-use crate::idempotency::StoreError;
-use crate::idempotency::redis_pipeline::{Found, Pipeliner};
-use crate::idempotency::store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
+use crate::dedupe::StoreError;
+use crate::dedupe::redis::pipeline::{Found, Pipeliner};
+use crate::dedupe::store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
 use crate::transport::error::redact;
 
 /// How long a claim lasts unless its holder renews it: the longest a key

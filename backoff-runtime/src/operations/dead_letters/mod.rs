@@ -1,0 +1,22 @@
+//! Operating a dead-letter queue: [`Dlq`](dlq::Dlq) and what it reads and
+//! writes. A pass over the queue (`pass`) or a read of the index beside it
+//! (`index`, `index_stream`, `checkpoint`, `tombstones`), the filters and
+//! groups they share (`filter`, `group`, `key`, `message`, `group_report`),
+//! and the records of export and import (`record`) and of an edit (`edit`).
+
+pub(crate) mod checkpoint;
+pub(crate) mod checkpoint_note;
+pub(crate) mod dlq;
+pub(crate) mod edit;
+pub(crate) mod filter;
+pub(crate) mod group;
+pub(crate) mod group_report;
+pub(crate) mod index;
+pub(crate) mod index_fallback;
+pub(crate) mod index_stream;
+pub(crate) mod key;
+pub(crate) mod message;
+pub(crate) mod pass;
+pub(crate) mod purge_report;
+pub(crate) mod record;
+pub(crate) mod tombstones;
