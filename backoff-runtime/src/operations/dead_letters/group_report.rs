@@ -1,10 +1,21 @@
-//! The groups of a dead-letter queue, and where they were read from.
+//! The groups of a dead-letter queue, and where they were read from:
+//! the index when it is in step, else a pass that leaves it a checkpoint;
+//! and the rebuild of the index.
+
+use crate::operations::dead_letters::dlq::{Dlq, Mode, Sink};
 
 use serde::Serialize;
 
+use crate::operations::dead_letters::checkpoint::CheckpointWriter;
 use crate::operations::dead_letters::checkpoint_note::CheckpointNote;
-use crate::operations::dead_letters::group::DeadLetterGroup;
+use crate::operations::dead_letters::filter::DeadLetterFilter;
+use crate::operations::dead_letters::group::{DeadLetterGroup, GroupTally};
+use crate::operations::dead_letters::index::{index_exists, index_groups};
 use crate::operations::dead_letters::index_fallback::IndexFallback;
+use crate::operations::dead_letters::message::DeadLetterMessage;
+
+use crate::transport::Delivery;
+use crate::transport::error::Error;
 
 /// What [`Dlq::group_report`](crate::Dlq::group_report) read.
 ///
@@ -93,6 +104,181 @@ impl GroupReport {
         match &self.checkpoint {
             Some(note) => format!("{why}; {note}"),
             None => why,
+        }
+    }
+}
+
+impl Dlq {
+    /// The matching messages grouped by reason and error fingerprint, largest
+    /// group first, without removing any or changing their order: from the
+    /// dead-letter index when it describes the queue, else from a pass
+    /// ([`group_report`](Self::group_report) says which).
+    pub async fn groups(&self, filter: &DeadLetterFilter) -> Result<Vec<DeadLetterGroup>, Error> {
+        Ok(self.group_report(filter).await?.groups)
+    }
+
+    /// [`groups`](Self::groups), with where they were read from.
+    ///
+    /// The dead-letter index (two streams beside the queue, see
+    /// [`DeadLetterIndexDecl`](rabbit_backoff_core::DeadLetterIndexDecl))
+    /// is read when it exists: the entries the broker wrote as it
+    /// dead-lettered each message, less the tombstones the operator tools
+    /// wrote for what they removed, grouped as a pass groups them, without
+    /// touching the queue. Then the count check: when the live entries are
+    /// not as many as the queue's ready messages (the index's retention
+    /// dropped some; messages left without a tombstone, by a purge, a
+    /// `basic.get`, a length limit, a shovel; or arrived without the
+    /// dead-letter exchange), the index does not describe the queue, and a
+    /// pass reads it instead ([`GroupReport::fallback`] says why, and a
+    /// `tracing` line too). A filter with a `limit` is always a pass.
+    ///
+    /// The blind spot: a removal that writes no tombstone and an arrival
+    /// that writes no entry cancel out in the count, and the index then
+    /// groups the message that left instead of the one that came, until
+    /// either leaves the queue through a pass.
+    pub async fn group_report(&self, filter: &DeadLetterFilter) -> Result<GroupReport, Error> {
+        let fallback = if self.use_index {
+            match index_groups(&*self.connection, &self.names, filter, self.index_readers).await {
+                Ok(read) => {
+                    return Ok(GroupReport {
+                        groups: read.groups,
+                        source: GroupSource::Index,
+                        fallback: None,
+                        checkpoint: read
+                            .checkpoint
+                            .map(|offset| CheckpointNote::ReadFrom { offset }),
+                    });
+                }
+                Err(why) => why,
+            }
+        } else {
+            IndexFallback::NotAsked
+        };
+        if !matches!(fallback, IndexFallback::Absent | IndexFallback::NotAsked) {
+            tracing::info!(
+                "{}: grouping with a pass over the queue: {fallback}",
+                self.names.dead_letter_queue
+            );
+        }
+        // An index out of step gets a checkpoint from this pass, so that the
+        // next read answers from the index again (a limited read never gets
+        // here: it is always a pass, and sees only part of the queue).
+        let heal =
+            matches!(fallback, IndexFallback::CountMismatch { .. }) && filter.limit.is_none();
+        self.pass_report(filter, fallback, heal).await
+    }
+
+    /// Reads the whole dead-letter queue with a pass and leaves a
+    /// checkpoint of the dead-letter index from it, whether or not the
+    /// index was in step: the next [`group_report`](Self::group_report)
+    /// starts from that checkpoint and reads only the entries written
+    /// after it. What an operator runs after changing the queue behind the
+    /// tools' back (or to shorten the index's reads); a read that finds
+    /// the index out of step does the same by itself.
+    ///
+    /// The report's groups are every dead letter's, its
+    /// [`fallback`](GroupReport::fallback) is
+    /// [`IndexFallback::Rebuild`], and its
+    /// [`checkpoint`](GroupReport::checkpoint) says whether one was written.
+    /// Without an index beside the queue, nothing is read: the report has no
+    /// groups, [`IndexFallback::Absent`] and no checkpoint.
+    ///
+    /// What it costs: a checkpoint keeps each group's count, not its
+    /// messages, so a read with a filter other than `group` is a pass until
+    /// the checkpoint's dead letters have left the queue
+    /// ([`IndexFallback::FilterPastCheckpoint`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(dlq: rabbit_backoff::Dlq) -> Result<(), rabbit_backoff::Error> {
+    /// let report = dlq.rebuild_index().await?;
+    /// println!("{}", report.reason());
+    /// # Ok(()) }
+    /// ```
+    pub async fn rebuild_index(&self) -> Result<GroupReport, Error> {
+        if !index_exists(&*self.connection, &self.names).await? {
+            return Ok(GroupReport {
+                groups: Vec::new(),
+                source: GroupSource::Pass,
+                fallback: Some(IndexFallback::Absent),
+                checkpoint: None,
+            });
+        }
+        tracing::info!(
+            "{}: rebuilding the dead-letter index with a pass over the queue",
+            self.names.dead_letter_queue
+        );
+        self.pass_report(&DeadLetterFilter::default(), IndexFallback::Rebuild, true)
+            .await
+    }
+
+    /// The groups of what matches `filter`, read with a pass, which leaves
+    /// a checkpoint of the index when `checkpoint_it` (then the pass reads
+    /// every message, and the filter picks the groups).
+    pub(super) async fn pass_report(
+        &self,
+        filter: &DeadLetterFilter,
+        fallback: IndexFallback,
+        checkpoint_it: bool,
+    ) -> Result<GroupReport, Error> {
+        let mut writer = None;
+        let mut checkpoint = None;
+        if checkpoint_it {
+            match CheckpointWriter::begin(&*self.connection, &self.names).await {
+                Ok(began) => writer = Some(began),
+                Err(e) => checkpoint = Some(self.not_written(&e)),
+            }
+        }
+        let mut tally = GroupTally::default();
+        let report = match &mut writer {
+            // The checkpoint counts every message, the groups only those
+            // that match.
+            Some(writer) => {
+                let mut add = |delivery: &Delivery, message: &DeadLetterMessage| {
+                    writer.observe(delivery, message);
+                    if filter.matches_with_body(message, &delivery.data) {
+                        tally.add(message);
+                    }
+                    Ok(())
+                };
+                self.scan(
+                    &DeadLetterFilter::default(),
+                    Mode::Peek,
+                    Sink::Visit(&mut add),
+                )
+                .await
+            }
+            None => {
+                let mut add = |_: &Delivery, message: &DeadLetterMessage| {
+                    tally.add(message);
+                    Ok(())
+                };
+                self.scan(filter, Mode::Peek, Sink::Visit(&mut add)).await
+            }
+        };
+        report?;
+        if let Some(writer) = writer {
+            checkpoint = Some(match writer.finish(&*self.connection).await {
+                Ok(offset) => CheckpointNote::Written { offset },
+                Err(e) => self.not_written(&e),
+            });
+        }
+        Ok(GroupReport {
+            groups: tally.into_groups(),
+            source: GroupSource::Pass,
+            fallback: Some(fallback),
+            checkpoint,
+        })
+    }
+
+    /// The note of a checkpoint that could not be written, logged.
+    pub(super) fn not_written(&self, e: &Error) -> CheckpointNote {
+        tracing::warn!(
+            "{}: no checkpoint of the dead-letter index ({e}); `dlq groups` reads the queue \
+             until one is written",
+            self.names.dead_letter_queue
+        );
+        CheckpointNote::NotWritten {
+            reason: e.to_string(),
         }
     }
 }
