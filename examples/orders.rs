@@ -121,7 +121,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,lapin=warn,rabbit_backoff_runtime=debug".into()),
+                .unwrap_or_else(|_| "info,lapin=warn,rabbit_backoff=debug".into()),
         )
         .with_target(false)
         .init();
