@@ -44,19 +44,9 @@
 #![forbid(unsafe_code)]
 
 pub use rabbit_backoff_core::{
-    ATTRIBUTE_KEYS, Argument, ArgumentDifference, Attempt, Binding, BindingDefinition,
-    BindingListing, BreakerSpec, BreakerState, Classify, ConsumerSpec, DeadLetter,
-    DeadLetterIndexDecl, DeadLetterReason, Decision, DeclareMode, Dedupe, DedupeKey, Definitions,
-    DelayError, Delays, ErrorClass, ExchangeDecl, ExchangeDefinition, ExchangeKind,
-    FAILURE_HEADERS, FoundTopology, HeaderValue, INDEX_MAX_BYTES, INDEX_REMOVALS_MAX_BYTES,
-    INDEX_REMOVALS_SEGMENT_BYTES, INDEX_SEGMENT_BYTES, Jitter, KeyFate, MAX_DELAY_MS,
-    MAX_ERROR_LEN, MAX_HEADER_DEPTH, MAX_JITTER_PERCENT, MAX_TIERS, MIN_PROBE_INTERVAL, NameError,
-    NameOverrides, NodeProbe, Outcome, Policy, ProbeVerdict, QueueDecl, QueueDefinition,
-    QueueListing, QueueType, REPLAY_HISTORY, REPLAY_HISTORY_LIMIT, REPLAYED_AT, ReconnectBackoff,
-    ReconnectProbe, RetryCount, RetryCountWarning, RetryReturn, ReturnWatch, SUB_QUEUES, SpecError,
-    Topology, TopologyNames, Verdict, arguments, decide, deep_headers, discover, fingerprint,
-    group_id, headers, inbox_key, index_key, outbox_message_id, parse_duration, parse_failed_at,
-    read_retry_count, truncate_error, validate_name,
+    ATTRIBUTE_KEYS, BreakerSpec, Classify, ConsumerSpec, DeclareMode, Dedupe, DedupeKey,
+    DelayError, Delays, ErrorClass, ExchangeKind, Jitter, MAX_DELAY_MS, MAX_JITTER_PERCENT,
+    MAX_TIERS, QueueType, RetryReturn, SUB_QUEUES, SpecError, parse_duration,
 };
 pub use rabbit_backoff_runtime::{meters, transport};
 
@@ -76,14 +66,35 @@ pub use rabbit_backoff_testing as testing;
 #[cfg(feature = "http")]
 pub use rabbit_backoff_runtime::http;
 pub use rabbit_backoff_runtime::{
-    BODY_PREVIEW_LEN, CheckpointNote, Consumer, ConsumerStatus, Context, ContextBuilder,
-    DEFAULT_AMQP_URL, DEFAULT_INDEX_READERS, DeadLetterFilter, DeadLetterGroup, DeadLetterMessage,
-    DeadLetterRecord, DeadLetterReport, Dlq, Error, ExportReport, FromContext, GroupReport,
-    GroupSource, GroupTally, Health, HealthWatch, IndexFallback, MessageEdit, MissingObject,
-    Outgoing, PublishFailure, Publisher, PurgeReport, QueueStatus, RecordError, RecordProperties,
-    ReplayOptions, RunningRuntime, Runtime, RuntimeBuilder, ShutdownHandle, SkippedMessage, State,
-    StateRequirement, TierListing, TypedValue, WaitingMessage, amqp_url_from_env, check_topology,
-    connect, declare_topology, is_marker_queue, lapin, list_retry_tier, status,
+    Consumer, ConsumerStatus, Context, ContextBuilder, DEFAULT_AMQP_URL, Error, FromContext,
+    Health, HealthWatch, Outgoing, PublishFailure, Publisher, QueueStatus, RunningRuntime, Runtime,
+    RuntimeBuilder, ShutdownHandle, State, StateRequirement, TierListing, WaitingMessage,
+    amqp_url_from_env, connect, lapin, list_retry_tier, status,
+};
+
+// The paths these names had before the modules below held them: kept so
+// that code written against them compiles, hidden from the docs (a
+// re-export cannot be deprecated).
+#[doc(hidden)]
+pub use rabbit_backoff_core::{
+    Argument, ArgumentDifference, Attempt, Binding, BindingDefinition, BindingListing,
+    BreakerState, DeadLetter, DeadLetterIndexDecl, DeadLetterReason, Decision, Definitions,
+    ExchangeDecl, ExchangeDefinition, FAILURE_HEADERS, FoundTopology, HeaderValue, INDEX_MAX_BYTES,
+    INDEX_REMOVALS_MAX_BYTES, INDEX_REMOVALS_SEGMENT_BYTES, INDEX_SEGMENT_BYTES, KeyFate,
+    MAX_ERROR_LEN, MAX_HEADER_DEPTH, MIN_PROBE_INTERVAL, NameError, NameOverrides, NodeProbe,
+    Outcome, Policy, ProbeVerdict, QueueDecl, QueueDefinition, QueueListing, REPLAY_HISTORY,
+    REPLAY_HISTORY_LIMIT, REPLAYED_AT, ReconnectBackoff, ReconnectProbe, RetryCount,
+    RetryCountWarning, ReturnWatch, Topology, TopologyNames, Verdict, arguments, decide,
+    deep_headers, discover, fingerprint, group_id, headers, inbox_key, index_key,
+    outbox_message_id, parse_failed_at, read_retry_count, truncate_error, validate_name,
+};
+#[doc(hidden)]
+pub use rabbit_backoff_runtime::{
+    BODY_PREVIEW_LEN, CheckpointNote, DEFAULT_INDEX_READERS, DeadLetterFilter, DeadLetterGroup,
+    DeadLetterMessage, DeadLetterRecord, DeadLetterReport, Dlq, ExportReport, GroupReport,
+    GroupSource, GroupTally, IndexFallback, MessageEdit, MissingObject, PurgeReport, RecordError,
+    RecordProperties, ReplayOptions, SkippedMessage, TypedValue, check_topology, declare_topology,
+    is_marker_queue,
 };
 
 /// Turns an `async fn` handler into a consumer of the same name.
@@ -160,6 +171,10 @@ pub use rabbit_backoff_macros::backoff_consumer;
 pub use rabbit_backoff_macros::Classify;
 
 pub mod prelude;
+
+pub mod dead_letters;
+pub mod rules;
+pub mod topology;
 
 #[doc(hidden)]
 pub mod __private;

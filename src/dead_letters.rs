@@ -1,0 +1,10 @@
+//! Operating dead letters: [`Dlq`] over one consumer's dead-letter queue
+//! (peek, groups, replay, edit, discard, export, import, purge), its
+//! filters, groups and reports, and the dead-letter index it reads.
+
+pub use rabbit_backoff_runtime::{
+    BODY_PREVIEW_LEN, CheckpointNote, DEFAULT_INDEX_READERS, DeadLetterFilter, DeadLetterGroup,
+    DeadLetterMessage, DeadLetterRecord, DeadLetterReport, Dlq, ExportReport, GroupReport,
+    GroupSource, GroupTally, IndexFallback, MessageEdit, PurgeReport, RecordError,
+    RecordProperties, ReplayOptions, SkippedMessage, TypedValue, is_marker_queue,
+};
