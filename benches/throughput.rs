@@ -1,21 +1,34 @@
-//! The framework beside two hand-written lapin consumers, against the real
-//! broker: messages per second and consumer CPU per message, scenario by
-//! scenario, alternating the sides so that the machine's noise falls on all
-//! of them. Every run checks that each message was handled or dead-lettered:
-//! none lost.
+//! The framework beside hand-written lapin consumers, against the real
+//! broker: messages per second, consumer CPU per message and the broker's
+//! CPU per message, scenario by scenario, alternating the sides so that the
+//! machine's noise falls on all of them. Every run checks that each message
+//! was handled or dead-lettered: none lost.
 //!
-//! The two baselines are the same loop and differ only in the headers of a
-//! dead letter: `article` writes the three of the article a hand-written
-//! consumer is usually copied from (`x-retry-count`, `x-error`,
-//! `x-failed-at`); `full` writes the same headers as the framework (those
-//! three, `x-dead-letter-reason` and `x-original-queue`/`-exchange`/
-//! `-routing-key`), so that the broker stores messages of the same size.
+//! Each side runs in a process of its own (this binary again, with
+//! `BENCH_CHILD` set), on a multi-thread tokio runtime as `#[tokio::main]`
+//! builds it; its CPU is read from the OS (`getrusage`) over the span from
+//! its start to the last message settled, and the broker's from
+//! `/proc/<pid>/stat` of the process listening on the broker's port, before
+//! and after. `BENCH_PROCESSES=0` runs the sides in this process instead, for
+//! profilers (`scripts/bench-instructions.sh`).
+//!
+//! The baselines: `article` and `full` are the same loop, handling the
+//! deliveries of one consumer with `for_each_concurrent` in its task, and
+//! differ only in the headers of a dead letter: `article` writes the three
+//! of the article a hand-written consumer is usually copied from
+//! (`x-retry-count`, `x-error`, `x-failed-at`); `full` writes the same
+//! headers as the framework (those three, `x-dead-letter-reason` and
+//! `x-original-queue`/`-exchange`/`-routing-key`), so that the broker stores
+//! messages of the same size. `spawned` is the stronger loop a careful
+//! developer writes on a multi-thread runtime: `article`'s headers, one task
+//! spawned per delivery, each awaiting its republish's confirm, then acking.
 //!
 //! `scripts/bench.sh` (or `cargo bench --bench throughput`). Settings:
-//! `BENCH_N` messages a run (default 10000), `BENCH_REPS` runs of each side
+//! `BENCH_N` messages a run (default 10000; S1 `BENCH_N_S1`, default 100000
+//! or `BENCH_N` when larger, to last long enough to read), `BENCH_REPS` runs of each side
 //! (default 3), `BENCH_SCENARIOS=S2,S3` to run only some,
-//! `BENCH_SIDES=framework,article` to run only some of `framework`, `article`
-//! and `full` (ratios are printed against each baseline that ran), or
+//! `BENCH_SIDES=framework,spawned` to run only some of `framework`, `article`,
+//! `spawned` and `full` (ratios are printed against each baseline that ran), or
 //! `guarded` too (`article` through the runtime's frame guard),
 //! `BENCH_PREFETCH` (default: the framework's default prefetch; a list such
 //! as `1,10,50` measures each and prints the curve), `BENCH_MEMORY=0` to
@@ -147,17 +160,38 @@ enum DeadLetterHeaders {
     Full,
 }
 
-/// The loop a careful developer writes by hand with lapin: same prefetch,
-/// same concurrency, a confirm awaited per republish, then the ack.
-async fn baseline(
-    connection: &Connection,
-    spec: ConsumerSpec,
-    tally: Arc<Tally>,
-    stop: ShutdownHandle,
+/// Where a hand-written loop sends what fails, and how.
+struct Route {
+    retry_exchange: ShortString,
+    retry_key: ShortString,
+    dlx: ShortString,
+    dlq_key: ShortString,
+    queue: String,
     dead_letter_headers: DeadLetterHeaders,
     retries: Retries,
-) {
-    let names = spec.names();
+}
+
+impl Route {
+    fn of(spec: &ConsumerSpec, dead_letter_headers: DeadLetterHeaders, retries: Retries) -> Self {
+        let names = spec.names();
+        Route {
+            retry_exchange: names.retry_exchange.as_str().into(),
+            retry_key: names
+                .retry_queue(spec.delays.as_millis()[0])
+                .as_str()
+                .into(),
+            dlx: names.dead_letter_exchange.as_str().into(),
+            dlq_key: names.dead_letter_routing_key.as_str().into(),
+            queue: spec.queue.clone(),
+            dead_letter_headers,
+            retries,
+        }
+    }
+}
+
+/// A channel of a hand-written loop: publisher confirms, the prefetch,
+/// consuming the work queue.
+async fn consuming(connection: &Connection, spec: &ConsumerSpec) -> (Channel, lapin::Consumer) {
     let channel = connection.create_channel().await.expect("channel");
     channel
         .confirm_select(Default::default())
@@ -176,119 +210,178 @@ async fn baseline(
         )
         .await
         .expect("consume");
-    let retry_exchange = ShortString::from(names.retry_exchange.as_str());
-    let retry_key = ShortString::from(names.retry_queue(spec.delays.as_millis()[0]).as_str());
-    let dlx = ShortString::from(names.dead_letter_exchange.as_str());
-    let dlq_key = ShortString::from(names.dead_letter_routing_key.as_str());
-    let queue = spec.queue.as_str();
+    (channel, consumer)
+}
+
+/// The loop a careful developer writes by hand with lapin: same prefetch,
+/// same concurrency, a confirm awaited per republish, then the ack; the
+/// deliveries handled with `for_each_concurrent` in the consumer's task.
+async fn baseline(
+    connection: &Connection,
+    spec: ConsumerSpec,
+    tally: Arc<Tally>,
+    stop: ShutdownHandle,
+    dead_letter_headers: DeadLetterHeaders,
+    retries: Retries,
+) {
+    let (channel, consumer) = consuming(connection, &spec).await;
+    let route = Route::of(&spec, dead_letter_headers, retries);
     consumer
         .take_until(stop.wait())
         .for_each_concurrent(spec.effective_concurrency(), |delivery| {
-            let (channel, tally) = (&channel, &tally);
-            let (retry_exchange, retry_key, dlx, dlq_key) =
-                (&retry_exchange, &retry_key, &dlx, &dlq_key);
+            let (channel, tally, route) = (&channel, &tally, &route);
             async move {
-                let Ok(delivery) = delivery else { return };
-                tally.seen();
-                let count = match delivery
-                    .properties
-                    .headers()
-                    .as_ref()
-                    .and_then(|h| h.inner().get("x-retry-count"))
-                {
-                    Some(AMQPValue::LongLongInt(n)) => *n,
-                    _ => 0,
-                };
-                let msg: Msg = serde_json::from_slice(&delivery.data).expect("bench payload");
-                if retries == Retries::DelayedRequeue
-                    && msg.kind == Kind::TransientOnce
-                    && !matches!(
-                        delivery.properties.headers().as_ref().and_then(|h| h.inner().get("x-delivery-count")),
-                        Some(AMQPValue::LongLongInt(n)) if *n > 0
-                    )
-                {
-                    let _ = delivery
-                        .acker
-                        .reject(lapin::options::BasicRejectOptions { requeue: true })
-                        .await;
-                    return;
+                if let Ok(delivery) = delivery {
+                    handle_delivery(channel, delivery, tally, route).await;
                 }
-                let republish = match msg.kind {
-                    Kind::Permanent => Some((dlx, dlq_key, count, Some("permanent failure"))),
-                    Kind::TransientOnce if count == 0 && retries == Retries::Tiers => {
-                        Some((retry_exchange, retry_key, count + 1, None))
-                    }
-                    _ => None,
-                };
-                if let Some((exchange, key, new_count, error)) = republish {
-                    let mut headers = delivery.properties.headers().clone().unwrap_or_default();
-                    headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(new_count));
-                    if let Some(error) = error {
-                        let failed_at =
-                            humantime::format_rfc3339_millis(SystemTime::now()).to_string();
-                        headers.insert(
-                            "x-error".into(),
-                            AMQPValue::LongString(LongString::from(error.as_bytes())),
-                        );
-                        headers.insert(
-                            "x-failed-at".into(),
-                            AMQPValue::LongString(failed_at.into_bytes().into()),
-                        );
-                        if dead_letter_headers == DeadLetterHeaders::Full {
-                            // What the framework's dead letters say besides: why, and where from.
-                            let text =
-                                |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes()));
-                            headers.insert("x-dead-letter-reason".into(), text("permanent"));
-                            headers.insert("x-original-queue".into(), text(queue));
-                            headers.insert(
-                                "x-original-exchange".into(),
-                                text(delivery.exchange.as_str()),
-                            );
-                            headers.insert(
-                                "x-original-routing-key".into(),
-                                text(delivery.routing_key.as_str()),
-                            );
-                        }
-                    }
-                    let properties = delivery
-                        .properties
-                        .clone()
-                        .with_headers(headers)
-                        .with_delivery_mode(2);
-                    let confirm = channel
-                        .basic_publish(
-                            exchange.clone(),
-                            key.clone(),
-                            BasicPublishOptions {
-                                mandatory: true,
-                                ..Default::default()
-                            },
-                            &delivery.data,
-                            properties,
-                        )
-                        .await;
-                    let confirmed = match confirm {
-                        Ok(confirm) => matches!(confirm.await, Ok(lapin::Confirmation::Ack(None))),
-                        Err(_) => false,
-                    };
-                    if !confirmed {
-                        let _ = delivery
-                            .acker
-                            .nack(lapin::options::BasicNackOptions {
-                                requeue: true,
-                                multiple: false,
-                            })
-                            .await;
-                        return;
-                    }
-                } else {
-                    tally.handled(msg.id);
-                }
-                let _ = delivery.acker.ack(BasicAckOptions::default()).await;
             }
         })
         .await;
     let _ = channel.close(200, "".into()).await;
+}
+
+/// The stronger hand-written loop: one task spawned per delivery on the
+/// multi-thread runtime (the prefetch bounds how many are in flight), each
+/// awaiting its republish's confirm, then acking: the handlers of one
+/// channel run on every worker thread.
+async fn baseline_spawned(
+    connection: &Connection,
+    spec: ConsumerSpec,
+    tally: Arc<Tally>,
+    stop: ShutdownHandle,
+) {
+    let (channel, mut consumer) = consuming(connection, &spec).await;
+    let route = Arc::new(Route::of(&spec, DeadLetterHeaders::Article, Retries::Tiers));
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        let delivery = tokio::select! {
+            _ = stop.wait() => break,
+            delivery = consumer.next() => delivery,
+        };
+        let Some(Ok(delivery)) = delivery else { break };
+        let (channel, tally, route) = (channel.clone(), tally.clone(), route.clone());
+        tasks.spawn(async move { handle_delivery(&channel, delivery, &tally, &route).await });
+        // Finished tasks are reaped as they go: the set stays as small as
+        // the prefetch.
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
+    let _ = channel.close(200, "".into()).await;
+}
+
+/// One delivery of a hand-written loop: decode, decide, republish a copy
+/// with its confirm awaited (nack with requeue when it is not confirmed),
+/// then ack.
+async fn handle_delivery(
+    channel: &Channel,
+    delivery: lapin::message::Delivery,
+    tally: &Tally,
+    route: &Route,
+) {
+    let Route {
+        retry_exchange,
+        retry_key,
+        dlx,
+        dlq_key,
+        queue,
+        dead_letter_headers,
+        retries,
+    } = route;
+    let (dead_letter_headers, retries) = (*dead_letter_headers, *retries);
+    tally.seen();
+    let count = match delivery
+        .properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get("x-retry-count"))
+    {
+        Some(AMQPValue::LongLongInt(n)) => *n,
+        _ => 0,
+    };
+    let msg: Msg = serde_json::from_slice(&delivery.data).expect("bench payload");
+    if retries == Retries::DelayedRequeue
+        && msg.kind == Kind::TransientOnce
+        && !matches!(
+            delivery.properties.headers().as_ref().and_then(|h| h.inner().get("x-delivery-count")),
+            Some(AMQPValue::LongLongInt(n)) if *n > 0
+        )
+    {
+        let _ = delivery
+            .acker
+            .reject(lapin::options::BasicRejectOptions { requeue: true })
+            .await;
+        return;
+    }
+    let republish = match msg.kind {
+        Kind::Permanent => Some((dlx, dlq_key, count, Some("permanent failure"))),
+        Kind::TransientOnce if count == 0 && retries == Retries::Tiers => {
+            Some((retry_exchange, retry_key, count + 1, None))
+        }
+        _ => None,
+    };
+    if let Some((exchange, key, new_count, error)) = republish {
+        let mut headers = delivery.properties.headers().clone().unwrap_or_default();
+        headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(new_count));
+        if let Some(error) = error {
+            let failed_at = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+            headers.insert(
+                "x-error".into(),
+                AMQPValue::LongString(LongString::from(error.as_bytes())),
+            );
+            headers.insert(
+                "x-failed-at".into(),
+                AMQPValue::LongString(failed_at.into_bytes().into()),
+            );
+            if dead_letter_headers == DeadLetterHeaders::Full {
+                // What the framework's dead letters say besides: why, and where from.
+                let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes()));
+                headers.insert("x-dead-letter-reason".into(), text("permanent"));
+                headers.insert("x-original-queue".into(), text(queue));
+                headers.insert(
+                    "x-original-exchange".into(),
+                    text(delivery.exchange.as_str()),
+                );
+                headers.insert(
+                    "x-original-routing-key".into(),
+                    text(delivery.routing_key.as_str()),
+                );
+            }
+        }
+        let properties = delivery
+            .properties
+            .clone()
+            .with_headers(headers)
+            .with_delivery_mode(2);
+        let confirm = channel
+            .basic_publish(
+                exchange.clone(),
+                key.clone(),
+                BasicPublishOptions {
+                    mandatory: true,
+                    ..Default::default()
+                },
+                &delivery.data,
+                properties,
+            )
+            .await;
+        let confirmed = match confirm {
+            Ok(confirm) => matches!(confirm.await, Ok(lapin::Confirmation::Ack(None))),
+            Err(_) => false,
+        };
+        if !confirmed {
+            let _ = delivery
+                .acker
+                .nack(lapin::options::BasicNackOptions {
+                    requeue: true,
+                    multiple: false,
+                })
+                .await;
+            return;
+        }
+    } else {
+        tally.handled(msg.id);
+    }
+    let _ = delivery.acker.ack(BasicAckOptions::default()).await;
 }
 
 // ---- scenarios and measurement ----
@@ -345,19 +438,23 @@ enum Side {
     /// `article` with RabbitMQ 4.3's delayed retries instead of tiers. Only
     /// when named.
     Delayed,
+    /// The stronger hand-written loop: `article`'s headers, a task spawned
+    /// per delivery on the multi-thread runtime.
+    Spawned,
 }
 
 impl Side {
-    const ALL: [Side; 7] = [
+    const ALL: [Side; 8] = [
         Side::Framework,
         Side::Article,
+        Side::Spawned,
         Side::Full,
         Side::Guarded,
         Side::DedupePostgres,
         Side::DedupeRedis,
         Side::Delayed,
     ];
-    const DEFAULT: [Side; 3] = [Side::Framework, Side::Article, Side::Full];
+    const DEFAULT: [Side; 4] = [Side::Framework, Side::Article, Side::Spawned, Side::Full];
 
     fn name(self) -> &'static str {
         match self {
@@ -368,6 +465,7 @@ impl Side {
             Side::DedupePostgres => "dedupe=postgres",
             Side::DedupeRedis => "dedupe=redis",
             Side::Delayed => "delayed",
+            Side::Spawned => "spawned",
         }
     }
 
@@ -412,6 +510,8 @@ async fn dedupe_store(side: Side, prefetch: u16) -> Arc<dyn DedupeStore> {
 struct Sample {
     rate: f64,
     cpu_us: f64,
+    /// The broker's CPU per message, when its process was found.
+    broker_us: Option<f64>,
     duplicates: usize,
 }
 
@@ -651,6 +751,16 @@ async fn start(
             });
             (stop, task)
         }
+        Side::Spawned => {
+            let stop = ShutdownHandle::default();
+            let connection = connect(target).await;
+            let (spec, tally, stop2) = (spec.clone(), tally.clone(), stop.clone());
+            let task = tokio::spawn(async move {
+                baseline_spawned(&connection, spec, tally, stop2).await;
+                let _ = connection.close(200, "".into()).await;
+            });
+            (stop, task)
+        }
         Side::Delayed => {
             let stop = ShutdownHandle::default();
             let connection = connect(target).await;
@@ -719,13 +829,70 @@ async fn run_once(
     let expected_dead = (0..n as u64)
         .filter(|&id| (scenario.kind)(id) == Kind::Permanent)
         .count();
-    let expected_ok = n - expected_dead;
 
+    let broker = broker_pid(target);
+    let broker_before = broker.and_then(cpu_seconds_of);
+    let run = if processes() {
+        in_child(target, side, scenario, n, &spec).await
+    } else {
+        consume(target, side, scenario, n, &spec).await
+    };
+    let broker_cpu = broker
+        .and_then(cpu_seconds_of)
+        .zip(broker_before)
+        .map(|(after, before)| after - before);
+    assert_eq!(run.lost, 0, "every message handled or dead-lettered");
+    assert_eq!(
+        run.dead, expected_dead,
+        "every permanent failure is in the dead-letter queue"
+    );
+    delete(&admin, &spec).await;
+    let _ = admin.close(200, "".into()).await;
+    if side == Side::DedupePostgres {
+        forget_keys(&spec.queue).await;
+    }
+    Sample {
+        rate: n as f64 / run.elapsed,
+        cpu_us: run.cpu * 1e6 / n as f64,
+        broker_us: broker_cpu.map(|cpu| cpu * 1e6 / n as f64),
+        duplicates: run.duplicates,
+    }
+}
+
+/// What one side did with a run's messages.
+struct Run {
+    /// Seconds from the first delivery to the last message settled.
+    elapsed: f64,
+    /// The consumer's CPU seconds over that span (from the consumer's start).
+    cpu: f64,
+    /// Messages neither handled nor dead-lettered, or handled when they
+    /// should have been dead-lettered.
+    lost: usize,
+    /// Handler runs past the first for one message.
+    duplicates: usize,
+    /// Messages in the dead-letter queue at the end.
+    dead: usize,
+}
+
+/// Runs `side` over the run's messages in this process until every one is
+/// handled or dead-lettered, and checks them.
+async fn consume(
+    target: &Target,
+    side: Side,
+    scenario: Scenario,
+    n: usize,
+    spec: &ConsumerSpec,
+) -> Run {
+    let admin = connect(target).await;
+    let expected_dead = (0..n as u64)
+        .filter(|&id| (scenario.kind)(id) == Kind::Permanent)
+        .count();
+    let expected_ok = n - expected_dead;
     let poll_channel = admin.create_channel().await.expect("channel");
     let tally = Arc::new(Tally::new(n));
     measured_span_starts();
     let cpu_before = cpu_time();
-    let (stop, task) = start(target, side, &spec, &tally).await;
+    let (stop, task) = start(target, side, spec, &tally).await;
     let dlq = spec.names().dead_letter_queue;
     let deadline = Instant::now() + Duration::from_secs(300);
     let mut dead = 0;
@@ -748,37 +915,167 @@ async fn run_once(
     measured_span_ends();
     stop.shutdown();
     task.await.expect("the consumer task ends");
+    let _ = admin.close(200, "".into()).await;
 
-    // Verify: every message handled or dead-lettered, none lost.
-    for id in 0..n as u64 {
-        let handled = tally.handled[id as usize].load(Ordering::Relaxed);
-        match (scenario.kind)(id) {
-            Kind::Permanent => assert_eq!(handled, 0, "id {id} was dead-lettered"),
-            _ => assert!(handled >= 1, "id {id} was lost"),
-        }
-    }
-    assert_eq!(
-        dead, expected_dead,
-        "every permanent failure is in the dead-letter queue"
-    );
+    // Every message handled or dead-lettered, none lost.
+    let lost = (0..n as u64)
+        .filter(|&id| {
+            let handled = tally.handled[id as usize].load(Ordering::Relaxed);
+            match (scenario.kind)(id) {
+                Kind::Permanent => handled != 0,
+                _ => handled == 0,
+            }
+        })
+        .count();
     let duplicates = tally
         .handled
         .iter()
         .map(|h| h.load(Ordering::Relaxed).saturating_sub(1) as usize)
         .sum();
-    delete(&admin, &spec).await;
-    let _ = admin.close(200, "".into()).await;
-    if side == Side::DedupePostgres {
-        forget_keys(&spec.queue).await;
-    }
-
     let first = *tally.first.get().expect("at least one delivery");
-    let elapsed = ended - first;
-    Sample {
-        rate: n as f64 / elapsed.as_secs_f64(),
-        cpu_us: cpu.as_secs_f64() * 1e6 / n as f64,
+    Run {
+        elapsed: (ended - first).as_secs_f64(),
+        cpu: cpu.as_secs_f64(),
+        lost,
         duplicates,
+        dead,
     }
+}
+
+/// Whether each side runs in a process of its own (the default;
+/// `BENCH_PROCESSES=0` runs them in this one, for profilers).
+fn processes() -> bool {
+    env_or("BENCH_PROCESSES", 1) == 1
+}
+
+/// The variable that makes this binary a child that runs one side:
+/// `side|target|queue|prefetch|n|scenario`.
+const CHILD: &str = "BENCH_CHILD";
+
+/// [`consume`] in a child process of this binary, on a multi-thread tokio
+/// runtime as `#[tokio::main]` builds it: its CPU is its own, read from the
+/// OS (`getrusage`) over the same span.
+async fn in_child(
+    target: &Target,
+    side: Side,
+    scenario: Scenario,
+    n: usize,
+    spec: &ConsumerSpec,
+) -> Run {
+    let exe = std::env::current_exe().expect("this bench's binary");
+    let job = format!(
+        "{}|{}|{}|{}|{n}|{}",
+        side.name(),
+        target.name,
+        spec.queue,
+        spec.prefetch,
+        scenario.name
+    );
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(exe)
+            .env(CHILD, job)
+            .stderr(std::process::Stdio::inherit())
+            .output()
+    })
+    .await
+    .expect("the child's task")
+    .expect("the child runs");
+    assert!(
+        output.status.success(),
+        "the child failed: {}",
+        output.status
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().last().expect("the child's report");
+    let fields: Vec<f64> = line
+        .split_whitespace()
+        .map(|f| f.parse().expect("a number"))
+        .collect();
+    let [elapsed, cpu, lost, duplicates, dead] = fields[..] else {
+        panic!("the child's report: {line:?}")
+    };
+    Run {
+        elapsed,
+        cpu,
+        lost: lost as usize,
+        duplicates: duplicates as usize,
+        dead: dead as usize,
+    }
+}
+
+/// The child's side of [`in_child`]: runs the side it was given and prints
+/// its [`Run`] as one line.
+fn child(job: &str) {
+    let parts: Vec<&str> = job.split('|').collect();
+    let [side, target, queue, prefetch, n, scenario] = parts[..] else {
+        panic!("{CHILD}: {job:?}")
+    };
+    let side = Side::ALL
+        .into_iter()
+        .find(|s| s.name() == side)
+        .expect("a side");
+    let target = Target::named(target).expect("a target");
+    let scenario = SCENARIOS
+        .into_iter()
+        .find(|s| s.name == scenario)
+        .expect("a scenario");
+    let n: usize = n.parse().expect("a count");
+    let mut spec = framework
+        .spec()
+        .with_prefetch(prefetch.parse().expect("a prefetch"));
+    spec.queue = queue.to_owned();
+    spec.queue_type = target.queue_type;
+    let runtime = tokio::runtime::Runtime::new().expect("tokio");
+    let run = runtime.block_on(consume(&target, side, scenario, n, &spec));
+    println!(
+        "{} {} {} {} {}",
+        run.elapsed, run.cpu, run.lost, run.duplicates, run.dead
+    );
+}
+
+/// The broker process that listens on the port of `target`'s first node,
+/// found through the socket's inode (`/proc/net/tcp*`, then the processes'
+/// open files); `None` when it is not on this machine or not readable.
+fn broker_pid(target: &Target) -> Option<u32> {
+    let address = target.first_node();
+    let host = address.rsplit('@').next()?.split('/').next()?;
+    let port: u16 = host
+        .rsplit_once(':')
+        .map_or(Some(5672), |(_, p)| p.parse().ok())?;
+    let inode = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|table| std::fs::read_to_string(table).ok())
+        .flat_map(|table| table.lines().skip(1).map(str::to_owned).collect::<Vec<_>>())
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let local_port = u16::from_str_radix(fields.get(1)?.rsplit(':').next()?, 16).ok()?;
+            // 0A: listening.
+            (local_port == port && *fields.get(3)? == "0A")
+                .then(|| fields.get(9).map(|i| i.to_string()))?
+        })?;
+    let socket = format!("socket:[{inode}]");
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|process| {
+            let pid: u32 = process.file_name().to_str()?.parse().ok()?;
+            std::fs::read_dir(process.path().join("fd"))
+                .ok()?
+                .flatten()
+                .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.to_str() == Some(&socket)))
+                .then_some(pid)
+        })
+}
+
+/// User plus system CPU seconds of process `pid` so far.
+fn cpu_seconds_of(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    // SAFETY: sysconf only reads a constant of the system.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some((utime + stime) / ticks)
 }
 
 /// Deletes the inbox rows of a run's consumer, and vacuums the table, so
@@ -870,11 +1167,17 @@ struct Row {
     cpu_us: f64,
 }
 
+/// The median of what was measured, when anything was.
+fn median_of(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| median(v.to_vec()))
+}
+
 /// One target's table at one prefetch: every scenario, every side.
 async fn table(
     target: &Target,
     sides: &[Side],
     n: usize,
+    n_s1: usize,
     reps: usize,
     prefetch: u16,
     only: &str,
@@ -892,15 +1195,18 @@ async fn table(
             .join(",")
     );
     println!(
-        "{:<4} {:<15} {:>10} {:>10} {:>10} {:>11} {:>6}   framework/baseline: throughput, CPU",
-        "", "side", "msg/s med", "min", "max", "CPU µs/msg", "dups"
+        "{:<4} {:<15} {:>10} {:>10} {:>10} {:>11} {:>11} {:>6}   framework/baseline: throughput, CPU, broker CPU",
+        "", "side", "msg/s med", "min", "max", "CPU µs/msg", "broker µs", "dups"
     );
     for scenario in SCENARIOS {
         if !only.is_empty() && !only.split(',').any(|o| o == scenario.name) {
             continue;
         }
-        // Per side: rates, CPU µs per message, duplicates.
+        let n = if scenario.name == "S1" { n_s1 } else { n };
+        // Per side: rates, CPU µs per message, duplicates, broker CPU µs
+        // per message.
         let mut samples: Vec<(Vec<f64>, Vec<f64>, usize)> = vec![Default::default(); sides.len()];
+        let mut brokers: Vec<Vec<f64>> = vec![Vec::new(); sides.len()];
         for rep in 0..reps {
             // A B C C B A …: no side always runs first or last.
             let mut order: Vec<usize> = (0..sides.len()).collect();
@@ -915,6 +1221,7 @@ async fn table(
                 samples[i].0.push(s.rate);
                 samples[i].1.push(s.cpu_us);
                 samples[i].2 += s.duplicates;
+                brokers[i].extend(s.broker_us);
             }
         }
         let summary: Vec<((f64, f64, f64), f64)> = samples
@@ -933,6 +1240,11 @@ async fn table(
                 continue;
             }
             let (rate, cpu) = summary[i];
+            let broker = median_of(&brokers[i]);
+            let broker_ratio = |f: usize| match (median_of(&brokers[f]), broker) {
+                (Some(ours), Some(theirs)) => format!(", {:.2}x", ours / theirs),
+                _ => String::new(),
+            };
             let ratio = match framework_at {
                 Some(f) if side.dedupe() => format!(
                     "{:.2}x, {:.2}x of the framework without dedupe",
@@ -941,21 +1253,23 @@ async fn table(
                 ),
                 Some(f) if *side != Side::Framework => {
                     format!(
-                        "{:.2}x, {:.2}x",
+                        "{:.2}x, {:.2}x{}",
                         summary[f].0.0 / rate.0,
-                        summary[f].1 / cpu
+                        summary[f].1 / cpu,
+                        broker_ratio(f)
                     )
                 }
                 _ => String::new(),
             };
             println!(
-                "{:<4} {:<15} {:>10.0} {:>10.0} {:>10.0} {:>11.1} {:>6}   {}",
+                "{:<4} {:<15} {:>10.0} {:>10.0} {:>10.0} {:>11.1} {:>11} {:>6}   {}",
                 scenario.name,
                 side.name(),
                 rate.0,
                 rate.1,
                 rate.2,
                 cpu,
+                broker.map_or("-".to_owned(), |b| format!("{b:.1}")),
                 samples[i].2,
                 ratio
             );
@@ -1001,9 +1315,19 @@ fn curve(measured: &[(u16, Vec<Row>)], sides: &[Side]) {
 }
 
 fn main() {
+    if let Ok(job) = std::env::var(CHILD) {
+        child(&job);
+        return;
+    }
     let full = std::env::args().any(|a| a == "--bench");
     let n = if full { env_or("BENCH_N", 10_000) } else { 300 };
     let reps = if full { env_or("BENCH_REPS", 3) } else { 1 };
+    // S1 lasts long enough to read: at least 100 000 messages.
+    let n_s1 = if full {
+        env_or("BENCH_N_S1", n.max(100_000))
+    } else {
+        n
+    };
     // The framework's default prefetch unless told: one value, or a list
     // for a curve.
     let default_prefetch = ConsumerSpec::new("bench", "1ms".parse().expect("a delay")).prefetch;
@@ -1030,7 +1354,7 @@ fn main() {
     };
     assert!(
         !sides.is_empty(),
-        "BENCH_SIDES names none of framework, article, full, guarded, dedupe=postgres, dedupe=redis"
+        "BENCH_SIDES names none of framework, article, spawned, full, guarded, dedupe=postgres, dedupe=redis, delayed"
     );
     let targets: Vec<Target> = env_or("BENCH_TARGETS", String::from("single-classic"))
         .split(',')
@@ -1049,18 +1373,23 @@ fn main() {
     rt.block_on(async {
         let names: Vec<&str> = sides.iter().map(|s| s.name()).collect();
                 println!(
-            "{n} messages a run, {reps} runs a side, prefetch = concurrency = {}, sides {} alternating",
+            "{n} messages a run (S1: {n_s1}), {reps} runs a side, prefetch = concurrency = {}, sides {} alternating, {}",
             prefetches
                 .iter()
                 .map(u16::to_string)
                 .collect::<Vec<_>>()
                 .join(", "),
-            names.join(", ")
+            names.join(", "),
+            if processes() {
+                "each in a process of its own"
+            } else {
+                "in this process"
+            }
         );
         for target in &targets {
             let mut measured = Vec::new();
             for &prefetch in &prefetches {
-                measured.push((prefetch, table(target, &sides, n, reps, prefetch, &only).await));
+                measured.push((prefetch, table(target, &sides, n, n_s1, reps, prefetch, &only).await));
             }
             if prefetches.len() > 1 {
                 curve(&measured, &sides);

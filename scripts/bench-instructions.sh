@@ -55,7 +55,7 @@ fi
 instructions() {
     local binary=$1 side=$2 scenario=$3 n=$4 label=$5
     local file=$OUT/cg.$label.$scenario.$n
-    BENCH_N=$n BENCH_REPS=1 BENCH_SIDES=$side BENCH_SCENARIOS=$scenario BENCH_PREFETCH=$PREFETCH BENCH_MEMORY=0 \
+    BENCH_PROCESSES=0 BENCH_N=$n BENCH_N_S1=$n BENCH_REPS=1 BENCH_SIDES=$side BENCH_SCENARIOS=$scenario BENCH_PREFETCH=$PREFETCH BENCH_MEMORY=0 \
         valgrind --tool=callgrind --zero-before='*measured_span_starts' --dump-before='*measured_span_ends' \
         --callgrind-out-file="$file.%p" "$binary" --bench >/dev/null 2>&1
     # The first dump, made as the measured span ends, holds its instructions.
