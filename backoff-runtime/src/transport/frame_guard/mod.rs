@@ -45,15 +45,19 @@ use std::fmt;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::task::{Context, Poll, ready};
 
-use lapin::BasicProperties;
-use lapin::types::AMQPValue;
-use rabbit_backoff_core::MAX_HEADER_DEPTH;
-use rabbit_backoff_core::deep_headers::{pack, table_depth, unpack};
-use rabbit_backoff_core::headers::DEEP_HEADERS;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+mod read;
+mod set_aside;
+mod surgery;
+mod write;
+
+use read::ReadGuard;
+pub(crate) use set_aside::{SetAside, packed_headers};
+use write::{Plan, WriteGuard};
 
 /// The largest frame the runtime negotiates, whatever the broker offers: the
 /// broker's default. It bounds how large the properties of one message can
@@ -61,28 +65,28 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 pub const MAX_FRAME_SIZE: u32 = 131_072;
 
 /// Type (1), channel (2) and payload size (4) of a frame.
-const FRAME_HEADER: usize = 7;
+pub(super) const FRAME_HEADER: usize = 7;
 /// A frame's type, channel, size and end marker: everything but the payload.
-const FRAME_OVERHEAD: usize = FRAME_HEADER + 1;
+pub(super) const FRAME_OVERHEAD: usize = FRAME_HEADER + 1;
 /// The type of a content-header frame, which carries a message's properties.
-const CONTENT_HEADER: u8 = 2;
+pub(super) const CONTENT_HEADER: u8 = 2;
 /// The class of every content RabbitMQ sends: `basic`.
-const BASIC_CLASS: u16 = 60;
+pub(super) const BASIC_CLASS: u16 = 60;
 /// Where a content header's property flags start: after the class (2),
 /// weight (2) and body size (8).
-const PROPERTY_FLAGS: usize = 12;
+pub(super) const PROPERTY_FLAGS: usize = 12;
 /// Property flags, from the highest bit down: content type and content
 /// encoding (short strings) come before the headers table.
-const CONTENT_TYPE: u16 = 1 << 15;
-const CONTENT_ENCODING: u16 = 1 << 14;
-const HEADERS: u16 = 1 << 13;
+pub(super) const CONTENT_TYPE: u16 = 1 << 15;
+pub(super) const CONTENT_ENCODING: u16 = 1 << 14;
+pub(super) const HEADERS: u16 = 1 << 13;
 /// The protocol header a client sends before its first frame:
 /// `AMQP 0 0 9 1`.
-const PROTOCOL_HEADER: usize = 8;
+pub(super) const PROTOCOL_HEADER: usize = 8;
 /// The largest content-header frame held back whole. lapin's receive buffer
 /// holds 32 frames of the largest size it negotiates: a larger frame is one
 /// it could never read anyway, so it passes through untouched.
-const HOLD_LIMIT: usize = 32 * MAX_FRAME_SIZE as usize;
+pub(super) const HOLD_LIMIT: usize = 32 * MAX_FRAME_SIZE as usize;
 
 /// The socket lapin reads and writes: `inner` with the frame guard on both
 /// sides (see the [module](self) documentation).
@@ -189,354 +193,15 @@ impl<S: AsyncWrite + Unpin> futures_io::AsyncWrite for GuardedStream<S> {
 
 /// The payload size a frame's header (its first 7 bytes) says, plus the
 /// header and the end marker: the whole frame's length.
-fn frame_len(header: &[u8]) -> usize {
+pub(super) fn frame_len(header: &[u8]) -> usize {
     let size = u32::from_be_bytes([header[3], header[4], header[5], header[6]]);
     size as usize + FRAME_OVERHEAD
 }
 
 /// Whether the frame whose header starts `header` is a content header small
 /// enough to be held back whole.
-fn holds(header: &[u8]) -> bool {
+pub(super) fn holds(header: &[u8]) -> bool {
     header[0] == CONTENT_HEADER && frame_len(header) <= HOLD_LIMIT
-}
-
-/// The read side: hands lapin every byte as it comes, except content-header
-/// frames, each held back until whole and rewritten when its headers nest too
-/// deeply.
-#[derive(Debug, Default)]
-pub(crate) struct ReadGuard {
-    /// Bytes of the current frame still to hand over untouched.
-    passing: usize,
-    /// The start of a frame held back: its header, while incomplete, or a
-    /// whole content-header frame.
-    held: Vec<u8>,
-    /// Bytes to hand over before reading more, from `ready_at` on.
-    ready: Vec<u8>,
-    ready_at: usize,
-}
-
-impl ReadGuard {
-    fn has_ready(&self) -> bool {
-        self.ready_at < self.ready.len()
-    }
-
-    /// Moves ready bytes into `buf`; how many.
-    fn take_ready(&mut self, buf: &mut [u8]) -> usize {
-        let n = buf.len().min(self.ready.len() - self.ready_at);
-        buf[..n].copy_from_slice(&self.ready[self.ready_at..self.ready_at + n]);
-        self.ready_at += n;
-        if self.ready_at == self.ready.len() {
-            self.ready.clear();
-            self.ready_at = 0;
-        }
-        n
-    }
-
-    /// Takes `data`, just read; returns how many of its first bytes go to
-    /// lapin as they are. The rest is held back or made ready, in order,
-    /// behind them.
-    pub(crate) fn filter(&mut self, data: &[u8]) -> usize {
-        let mut at = 0;
-        while self.held.is_empty() && at < data.len() {
-            if self.passing > 0 {
-                let n = self.passing.min(data.len() - at);
-                self.passing -= n;
-                at += n;
-                continue;
-            }
-            let rest = &data[at..];
-            if rest.len() < FRAME_HEADER {
-                break;
-            }
-            let len = frame_len(rest);
-            if !holds(rest) {
-                self.passing = len;
-                continue;
-            }
-            if rest.len() < len {
-                break;
-            }
-            if let Some(flat) = flatten(&rest[..len]) {
-                self.ready.extend_from_slice(&flat);
-                self.hold(&rest[len..]);
-                return at;
-            }
-            at += len;
-        }
-        self.hold(&data[at..]);
-        at
-    }
-
-    /// Takes `data` into the held frame and the ready bytes.
-    fn hold(&mut self, mut data: &[u8]) {
-        while !data.is_empty() {
-            if self.passing > 0 {
-                let n = self.passing.min(data.len());
-                self.ready.extend_from_slice(&data[..n]);
-                self.passing -= n;
-                data = &data[n..];
-                continue;
-            }
-            if self.held.len() < FRAME_HEADER {
-                let n = (FRAME_HEADER - self.held.len()).min(data.len());
-                self.held.extend_from_slice(&data[..n]);
-                data = &data[n..];
-                if self.held.len() < FRAME_HEADER {
-                    return;
-                }
-            }
-            let len = frame_len(&self.held);
-            if !holds(&self.held) {
-                self.passing = len - self.held.len();
-                self.ready.append(&mut self.held);
-                continue;
-            }
-            let n = (len - self.held.len()).min(data.len());
-            self.held.extend_from_slice(&data[..n]);
-            data = &data[n..];
-            if self.held.len() == len {
-                match flatten(&self.held) {
-                    Some(flat) => {
-                        self.ready.extend_from_slice(&flat);
-                        self.held.clear();
-                    }
-                    None => self.ready.append(&mut self.held),
-                }
-            }
-        }
-    }
-}
-
-/// What the write side does with the bytes lapin writes.
-#[derive(Debug, PartialEq, Eq)]
-enum Plan {
-    /// Write this many of them to the socket as they are.
-    Pass(usize),
-    /// It took this many (held back, or rewritten and pending).
-    Took(usize),
-}
-
-/// The write side: passes lapin's bytes to the socket as they are, except a
-/// content-header frame whose headers are the flat [`DEEP_HEADERS`] table,
-/// which it writes with the original headers again.
-#[derive(Debug)]
-pub(crate) struct WriteGuard {
-    /// Bytes of the protocol header still to go out.
-    preamble: usize,
-    /// Bytes of the current frame still to go out untouched.
-    passing: usize,
-    /// The start of a frame taken but not yet written: its header, while
-    /// incomplete, or a content-header frame.
-    held: Vec<u8>,
-    /// Bytes to write before any more of lapin's, from `pending_at` on.
-    pending: Vec<u8>,
-    pending_at: usize,
-    /// The negotiated frame size (0: none).
-    frame_max: Arc<AtomicU32>,
-}
-
-impl WriteGuard {
-    pub(crate) fn new(frame_max: Arc<AtomicU32>) -> Self {
-        WriteGuard {
-            preamble: PROTOCOL_HEADER,
-            passing: 0,
-            held: Vec::new(),
-            pending: Vec::new(),
-            pending_at: 0,
-            frame_max,
-        }
-    }
-
-    fn pending(&self) -> &[u8] {
-        &self.pending[self.pending_at..]
-    }
-
-    fn sent(&mut self, n: usize) {
-        self.pending_at += n;
-        if self.pending_at == self.pending.len() {
-            self.pending.clear();
-            self.pending_at = 0;
-        }
-    }
-
-    /// What to do with `buf`, lapin's next bytes, once nothing is pending.
-    fn plan(&mut self, buf: &[u8]) -> Plan {
-        if self.preamble > 0 {
-            return Plan::Pass(self.preamble.min(buf.len()));
-        }
-        if !self.held.is_empty() {
-            return Plan::Took(self.take(buf));
-        }
-        let mut at = self.passing.min(buf.len());
-        while at < buf.len() {
-            let rest = &buf[at..];
-            if rest.len() < FRAME_HEADER {
-                break;
-            }
-            let len = frame_len(rest);
-            if holds(rest) && (rest.len() < len || is_flat(&rest[..len])) {
-                break;
-            }
-            at = (at + len).min(buf.len());
-        }
-        if at > 0 {
-            Plan::Pass(at)
-        } else {
-            Plan::Took(self.take(buf))
-        }
-    }
-
-    /// Follows the frames in the first `n` bytes of `buf`, written as they
-    /// were (`buf` holds the header of every frame among them).
-    fn passed(&mut self, buf: &[u8], n: usize) {
-        if self.preamble > 0 {
-            self.preamble -= n;
-            return;
-        }
-        let mut at = self.passing.min(n);
-        self.passing -= at;
-        while at < n {
-            let end = at + frame_len(&buf[at..]);
-            if end > n {
-                self.passing = end - n;
-            }
-            at = end;
-        }
-    }
-
-    /// Takes the start of `buf`, at a frame's start, into the held frame, up
-    /// to that frame's end; once it is whole, makes it pending, unpacked when
-    /// it is the flat table. How many bytes it took.
-    fn take(&mut self, buf: &[u8]) -> usize {
-        let mut taken = 0;
-        if self.held.len() < FRAME_HEADER {
-            taken = (FRAME_HEADER - self.held.len()).min(buf.len());
-            self.held.extend_from_slice(&buf[..taken]);
-            if self.held.len() < FRAME_HEADER {
-                return taken;
-            }
-        }
-        let len = frame_len(&self.held);
-        if !holds(&self.held) {
-            self.passing = len - self.held.len();
-            self.pending.append(&mut self.held);
-            return taken;
-        }
-        let n = (len - self.held.len()).min(buf.len() - taken);
-        self.held.extend_from_slice(&buf[taken..taken + n]);
-        taken += n;
-        if self.held.len() == len {
-            let frame_max = self.frame_max.load(Ordering::Relaxed) as usize;
-            match unflatten(&self.held, frame_max) {
-                Some(original) => {
-                    self.pending.extend_from_slice(&original);
-                    self.held.clear();
-                }
-                None => self.pending.append(&mut self.held),
-            }
-        }
-        taken
-    }
-}
-
-/// Where the headers table of a content-header `frame` is: the start of its
-/// 4-byte length and its end, within the frame. `None` without headers, or
-/// when the properties before them run past the frame.
-fn headers_span(frame: &[u8]) -> Option<(usize, usize)> {
-    let payload = frame.get(FRAME_HEADER..frame.len().checked_sub(1)?)?;
-    let class = u16::from_be_bytes([*payload.first()?, *payload.get(1)?]);
-    let flags = u16::from_be_bytes([
-        *payload.get(PROPERTY_FLAGS)?,
-        *payload.get(PROPERTY_FLAGS + 1)?,
-    ]);
-    if class != BASIC_CLASS || flags & HEADERS == 0 {
-        return None;
-    }
-    let mut at = PROPERTY_FLAGS + 2;
-    for flag in [CONTENT_TYPE, CONTENT_ENCODING] {
-        if flags & flag != 0 {
-            at += 1 + usize::from(*payload.get(at)?);
-        }
-    }
-    let len = payload.get(at..at + 4)?;
-    let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
-    let end = at + 4 + len;
-    (end <= payload.len()).then_some((FRAME_HEADER + at, FRAME_HEADER + end))
-}
-
-/// `frame` with the headers table at `span` replaced by `table` (its
-/// length included), and its size fixed up.
-fn replace_headers(frame: &[u8], (start, end): (usize, usize), table: &[u8]) -> Vec<u8> {
-    let len = frame.len() - (end - start) + table.len();
-    let mut out = Vec::with_capacity(len);
-    out.extend_from_slice(&frame[..3]);
-    let size = u32::try_from(len - FRAME_OVERHEAD).unwrap_or(u32::MAX);
-    out.extend_from_slice(&size.to_be_bytes());
-    out.extend_from_slice(&frame[FRAME_HEADER..start]);
-    out.extend_from_slice(table);
-    out.extend_from_slice(&frame[end..]);
-    out
-}
-
-/// The content-header `frame` lapin gets instead, when its headers nest
-/// deeper than [`MAX_HEADER_DEPTH`] (the flat table, with the headers
-/// packed) or cannot be read (the flat table, empty).
-pub(crate) fn flatten(frame: &[u8]) -> Option<Vec<u8>> {
-    let span = headers_span(frame)?;
-    let entries = &frame[span.0 + 4..span.1];
-    let packed = match table_depth(entries) {
-        Ok(depth) if depth <= MAX_HEADER_DEPTH => return None,
-        Ok(_) => pack(entries).unwrap_or_default(),
-        Err(_) => Vec::new(),
-    };
-    let name = DEEP_HEADERS.as_bytes();
-    let entry = 1 + name.len() + 1 + 4 + packed.len();
-    let mut table = Vec::with_capacity(4 + entry);
-    table.extend_from_slice(&u32::try_from(entry).unwrap_or(u32::MAX).to_be_bytes());
-    table.push(name.len() as u8);
-    table.extend_from_slice(name);
-    table.push(b'x');
-    table.extend_from_slice(
-        &u32::try_from(packed.len())
-            .unwrap_or(u32::MAX)
-            .to_be_bytes(),
-    );
-    table.extend_from_slice(&packed);
-    Some(replace_headers(frame, span, &table))
-}
-
-/// The packed headers of a flat table's encoded entries: exactly one entry,
-/// [`DEEP_HEADERS`], a byte array.
-fn packed_of(entries: &[u8]) -> Option<&[u8]> {
-    let name = DEEP_HEADERS.as_bytes();
-    let rest = entries
-        .strip_prefix(&[name.len() as u8])?
-        .strip_prefix(name)?
-        .strip_prefix(b"x")?;
-    let len = rest.get(..4)?;
-    let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
-    (rest.len() == 4 + len).then(|| &rest[4..])
-}
-
-/// Whether the content-header `frame` carries the flat table.
-fn is_flat(frame: &[u8]) -> bool {
-    headers_span(frame).is_some_and(|(start, end)| packed_of(&frame[start + 4..end]).is_some())
-}
-
-/// The content-header `frame` with the headers the flat table holds, when
-/// they nest deeper than [`MAX_HEADER_DEPTH`] and the frame then fits in
-/// `frame_max` bytes (0: no limit).
-pub(crate) fn unflatten(frame: &[u8], frame_max: usize) -> Option<Vec<u8>> {
-    let span = headers_span(frame)?;
-    let unpacked = unpack(packed_of(&frame[span.0 + 4..span.1])?).ok()?;
-    if unpacked.depth <= MAX_HEADER_DEPTH {
-        return None;
-    }
-    let mut table = Vec::with_capacity(4 + unpacked.entries.len());
-    table.extend_from_slice(&u32::try_from(unpacked.entries.len()).ok()?.to_be_bytes());
-    table.extend_from_slice(&unpacked.entries);
-    let original = replace_headers(frame, span, &table);
-    (frame_max == 0 || original.len() <= frame_max).then_some(original)
 }
 
 /// Runs the read guard over `stream` as lapin would read it from a socket
@@ -579,64 +244,15 @@ pub fn write_through(stream: &[u8], chunk: usize) -> usize {
     total + guard.pending().len()
 }
 
-/// Headers the frame guard set aside: what a delivery whose headers nest too
-/// deeply carries instead (see the [module](self) documentation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SetAside {
-    /// They nest this deep, in this many encoded bytes; the broker's copy is
-    /// intact.
-    Deep {
-        /// Levels of tables and arrays.
-        depth: usize,
-        /// The encoded table's size.
-        len: usize,
-    },
-    /// They are not a well-formed table.
-    Unreadable,
-}
-
-/// The packed headers `properties` stand for, when their headers are the
-/// flat table (empty when the original could not be read).
-pub(crate) fn packed_headers(properties: &BasicProperties) -> Option<&[u8]> {
-    let table = properties.headers().as_ref()?.inner();
-    if table.len() != 1 {
-        return None;
-    }
-    match table.get(DEEP_HEADERS)? {
-        AMQPValue::ByteArray(packed) => Some(packed.as_slice()),
-        _ => None,
-    }
-}
-
-impl SetAside {
-    /// The headers `properties` stand for, when they are the flat table.
-    pub(crate) fn of(properties: &BasicProperties) -> Option<SetAside> {
-        Some(match unpack(packed_headers(properties)?) {
-            Ok(unpacked) => SetAside::Deep {
-                depth: unpacked.depth,
-                len: 4 + unpacked.entries.len(),
-            },
-            Err(_) => SetAside::Unreadable,
-        })
-    }
-}
-
-impl fmt::Display for SetAside {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SetAside::Deep { depth, len } => write!(
-                f,
-                "its headers nest {depth} levels deep ({len} bytes), more than {MAX_HEADER_DEPTH}"
-            ),
-            SetAside::Unreadable => f.write_str("its headers are not a well-formed field table"),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::surgery::{flatten, headers_span, is_flat, unflatten};
     use super::*;
-    use lapin::types::FieldTable;
+    use lapin::BasicProperties;
+    use lapin::types::{AMQPValue, FieldTable};
+    use rabbit_backoff_core::MAX_HEADER_DEPTH;
+    use rabbit_backoff_core::deep_headers::pack;
+    use rabbit_backoff_core::headers::DEEP_HEADERS;
 
     /// A frame of `kind` on channel 1 around `payload`.
     fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
