@@ -10,7 +10,7 @@ use rabbit_backoff::{
 
 use crate::consumer_args::ConsumerArgs;
 use crate::filter_args::FilterArgs;
-use crate::sourced_groups;
+use crate::group_source;
 use crate::table;
 
 #[derive(Debug, Subcommand)]
@@ -213,11 +213,11 @@ async fn groups(
     let report = dlq.group_report(filter).await;
     dlq.close().await;
     let report = report.map_err(|e| e.to_string())?;
-    let read_from = sourced_groups::read_from(&report);
+    let read_from = group_source::read_from(&report);
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&sourced_groups::sourced(&report))
+            serde_json::to_string_pretty(&group_source::sourced(&report))
                 .map_err(|e| e.to_string())?
         );
         eprintln!("{}: {read_from}", dlq.dead_letter_queue());

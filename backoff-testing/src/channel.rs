@@ -22,13 +22,13 @@ use rabbit_backoff_runtime::transport::{
     Acker, Channel, Confirm, Deliveries, Delivery, QueueInfo, Settle, TransportError,
 };
 
-use crate::broker::BrokerShared;
+use crate::broker_shared::BrokerShared;
 use crate::deep_headers::as_delivered;
 use crate::lock::lock;
 use crate::queue::{ConsumerSlot, Queue, Recipient, Settlement};
 use crate::queue_config::QueueKind;
 use crate::replies;
-use crate::stored::Stored;
+use crate::stored_message::Stored;
 
 /// Why a channel closed, as its later calls report it.
 fn channel_closed() -> TransportError {

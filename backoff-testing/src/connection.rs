@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use futures_util::future::BoxFuture;
 use rabbit_backoff_runtime::transport::{Channel, Connection, Lost, LostSignal, TransportError};
 
-use crate::broker::BrokerShared;
+use crate::broker_shared::BrokerShared;
 use crate::channel::{ChannelShared, MemoryChannel};
 use crate::lock::lock;
 

@@ -69,22 +69,22 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
-mod broker;
+mod broker_shared;
 mod channel;
 mod connection;
 mod death;
 mod deep_headers;
 mod exchange;
+mod idle_timeout;
 mod lock;
 mod message;
 mod queue;
 mod queue_config;
 mod replies;
-mod still_busy;
-mod stored;
+mod stored_message;
 mod test_broker;
 
 pub use death::Death;
+pub use idle_timeout::{QueueActivity, StillBusy};
 pub use message::Message;
-pub use still_busy::{QueueActivity, StillBusy};
 pub use test_broker::{IDLE_LIMIT, TestBroker};

@@ -7,7 +7,7 @@ use rabbit_backoff_runtime::transport::header_view;
 use serde::de::DeserializeOwned;
 
 use crate::death::{self, Death};
-use crate::stored::Stored;
+use crate::stored_message::Stored;
 
 /// A copy of a message in a queue, as [`TestBroker::messages`](crate::TestBroker::messages) shows it.
 #[derive(Debug, Clone)]

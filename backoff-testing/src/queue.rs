@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use crate::death::Reason;
 use crate::lock::lock;
 use crate::queue_config::{Overflow, QueueConfig, QueueKind};
-use crate::stored::Stored;
+use crate::stored_message::Stored;
 
 /// Where a queue hands a message it delivers: the channel of a consumer, or
 /// of a `basic.get`.

@@ -13,12 +13,12 @@ use rabbit_backoff_runtime::transport::{Confirm, Connection, Transport, Transpor
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::broker::BrokerShared;
+use crate::broker_shared::BrokerShared;
 use crate::connection::{Connections, MemoryConnection};
+use crate::idle_timeout::{QueueActivity, StillBusy};
 use crate::lock::read;
 use crate::message::Message;
 use crate::queue::Queue;
-use crate::still_busy::{QueueActivity, StillBusy};
 
 /// How long [`TestBroker::run_until_idle`] lets time run at most.
 pub const IDLE_LIMIT: Duration = Duration::from_secs(3600);

@@ -23,7 +23,7 @@ use super::selection::Search;
 use super::state::Console;
 use super::timeline::{Chart, Timeline};
 use crate::discovery::DiscoveredConsumer;
-use crate::sourced_groups;
+use crate::group_source;
 
 /// The most messages one listing returns.
 const MAX_LISTED: usize = 500;
@@ -93,7 +93,7 @@ pub(super) async fn groups(
         .shared_read(key, queue, |dlq| {
             Box::pin(async move {
                 let report = dlq.group_report(&DeadLetterFilter::default()).await;
-                to_value(&sourced_groups::sourced(&report.map_err(ApiError::broker)?))
+                to_value(&group_source::sourced(&report.map_err(ApiError::broker)?))
             })
         })
         .await

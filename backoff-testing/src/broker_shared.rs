@@ -19,7 +19,7 @@ use crate::lock::{lock, read, write};
 use crate::queue::{DeadLetter, DeadLetterRouter, Queue};
 use crate::queue_config::{QueueConfig, assert_equivalent};
 use crate::replies;
-use crate::stored::Stored;
+use crate::stored_message::Stored;
 
 /// Everything one in-memory broker holds. Exchanges and queues live in
 /// `topology` (read-locked to route, write-locked to declare); each queue
