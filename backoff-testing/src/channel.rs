@@ -23,11 +23,11 @@ use rabbit_backoff_runtime::transport::{
 };
 
 use crate::broker_shared::BrokerShared;
-use crate::deep_headers::as_delivered;
 use crate::lock::lock;
 use crate::queue::{ConsumerSlot, Queue, Recipient, Settlement};
 use crate::queue_config::QueueKind;
 use crate::replies;
+use crate::set_aside_headers::as_delivered;
 use crate::stored_message::Stored;
 
 /// Why a channel closed, as its later calls report it.

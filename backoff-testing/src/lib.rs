@@ -73,7 +73,6 @@ mod broker_shared;
 mod channel;
 mod connection;
 mod death;
-mod deep_headers;
 mod exchange;
 mod idle_timeout;
 mod lock;
@@ -81,6 +80,7 @@ mod message;
 mod queue;
 mod queue_config;
 mod replies;
+mod set_aside_headers;
 mod stored_message;
 mod test_broker;
 
