@@ -206,10 +206,7 @@ async fn replay_moves_exactly_the_filtered_subset() {
     let dry = dlq
         .replay(
             &DeadLetterFilter::default(),
-            &ReplayOptions {
-                dry_run: true,
-                ..Default::default()
-            },
+            &ReplayOptions::default().dry_run(true),
         )
         .await
         .unwrap();
@@ -290,10 +287,7 @@ async fn a_replay_interrupted_by_closing_its_connection_loses_nothing() {
         tokio::spawn(async move {
             dlq.replay(
                 &DeadLetterFilter::default(),
-                &ReplayOptions {
-                    rate: Some(40.0),
-                    ..Default::default()
-                },
+                &ReplayOptions::default().rate(40.0),
             )
             .await
         })
@@ -338,10 +332,7 @@ async fn replay_honours_its_rate() {
     let report = dlq
         .replay(
             &DeadLetterFilter::default(),
-            &ReplayOptions {
-                rate: Some(50.0),
-                ..Default::default()
-            },
+            &ReplayOptions::default().rate(50.0),
         )
         .await
         .unwrap();
@@ -909,6 +900,7 @@ async fn the_brokers_own_dead_lettering_is_indexed_or_caught_by_the_count_check(
             }),
             "the broker dropped its dead letters to the stream, and only those"
         ),
+        other => panic!("a new source: {other:?}"),
     }
     assert_eq!(report.groups.len(), 1);
     assert_eq!(report.groups[0].count, 3);

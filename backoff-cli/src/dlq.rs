@@ -379,13 +379,10 @@ async fn operate(url: &str, command: DlqCommand) -> Result<ExitCode, String> {
     let (verb, report) = match &command {
         DlqCommand::Peek { .. } => ("matched", dlq.peek(&filter).await),
         DlqCommand::Replay { replay, .. } => {
-            let options = ReplayOptions {
-                to_exchange: replay.to_exchange.clone(),
-                to_routing_key: replay.to_routing_key.clone(),
-                rate: replay.rate,
-                dry_run: replay.dry_run,
-                ..ReplayOptions::default()
-            };
+            let mut options = ReplayOptions::default().dry_run(replay.dry_run);
+            options.to_exchange = replay.to_exchange.clone();
+            options.to_routing_key = replay.to_routing_key.clone();
+            options.rate = replay.rate;
             (
                 if replay.dry_run {
                     "would replay"

@@ -40,16 +40,14 @@ pub struct FilterArgs {
 
 impl FilterArgs {
     pub fn filter(&self) -> Result<DeadLetterFilter, String> {
-        let mut filter = DeadLetterFilter {
-            min_count: self.min_count,
-            routing_key: self.routing_key.clone(),
-            before: self.before,
-            after: self.after,
-            limit: self.limit,
-            group: self.group.clone(),
-            message_id: self.message_id.clone(),
-            ..DeadLetterFilter::default()
-        };
+        let mut filter = DeadLetterFilter::default();
+        filter.min_count = self.min_count;
+        filter.routing_key = self.routing_key.clone();
+        filter.before = self.before;
+        filter.after = self.after;
+        filter.limit = self.limit;
+        filter.group = self.group.clone();
+        filter.message_id = self.message_id.clone();
         if let Some(text) = &self.text {
             filter = filter.text(text);
         }

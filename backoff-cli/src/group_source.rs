@@ -33,8 +33,8 @@ pub fn sourced(report: &GroupReport) -> Vec<SourcedGroup<'_>> {
 /// a pass over the queue" and why.
 pub fn read_from(report: &GroupReport) -> String {
     let read = match (&report.fallback, report.source) {
-        (None, _) | (_, GroupSource::Index) => "read from the index".to_owned(),
         (Some(why), GroupSource::Pass) => format!("read with a pass over the queue: {why}"),
+        _ => "read from the index".to_owned(),
     };
     match &report.checkpoint {
         Some(note) => format!("{read}; {note}"),

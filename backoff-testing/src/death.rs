@@ -227,6 +227,7 @@ pub(crate) fn string(value: &AMQPValue) -> Option<&str> {
 /// One entry of a message's `x-death` header, as
 /// [`Message::x_death`](crate::Message::x_death) reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Death {
     /// The queue the message was dead-lettered from.
     pub queue: String,

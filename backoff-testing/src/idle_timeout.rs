@@ -6,6 +6,7 @@ use std::time::Duration;
 /// What [`TestBroker::run_until_idle_within`](crate::TestBroker::run_until_idle_within) found still going on when
 /// its time ran out.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StillBusy {
     /// How much tokio time it let run.
     pub waited: Duration,
@@ -15,6 +16,7 @@ pub struct StillBusy {
 
 /// One queue that is not idle.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QueueActivity {
     /// The queue.
     pub queue: String,

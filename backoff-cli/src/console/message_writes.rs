@@ -208,20 +208,15 @@ impl Console {
         let (filter, options) = match write {
             Write::Replay(selection) | Write::Discard(selection) => (
                 selection.filter().map_err(ApiError::bad_request)?,
-                ReplayOptions {
-                    by: Some(who.to_owned()),
-                    ..ReplayOptions::default()
-                },
+                ReplayOptions::default().by(who),
             ),
             Write::Edit(request) => (
                 DeadLetterFilter::default()
                     .message_id(request.message_id.clone())
                     .limit(1),
-                ReplayOptions {
-                    by: Some(who.to_owned()),
-                    edit: Some(request.edit().map_err(ApiError::bad_request)?),
-                    ..ReplayOptions::default()
-                },
+                ReplayOptions::default()
+                    .by(who)
+                    .edit(request.edit().map_err(ApiError::bad_request)?),
             ),
         };
         let _one_at_a_time = self.lock(queue).await;

@@ -13,6 +13,7 @@ use crate::transport::values::header_view;
 /// A message waiting in a retry tier, and when it is due back in its work
 /// queue.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct WaitingMessage {
     /// Its 0-based position in the tier (the head expires first).
     pub position: usize,
@@ -36,6 +37,7 @@ pub struct WaitingMessage {
 
 /// The head of one retry tier.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct TierListing {
     /// The retry queue.
     pub queue: String,

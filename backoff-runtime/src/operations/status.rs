@@ -9,6 +9,7 @@ use crate::transport::inspect::inspect_queue;
 
 /// The depth and consumers of one queue of a consumer's topology.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct QueueStatus {
     /// `work`, `retry` or `dead-letter`.
     pub role: &'static str,
@@ -27,6 +28,7 @@ pub struct QueueStatus {
 
 /// Every queue of one consumer.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ConsumerStatus {
     /// The work queue's name.
     pub queue: String,

@@ -11,19 +11,17 @@ use rabbit_backoff_core::{REPLAY_HISTORY, headers};
 /// the original is lost.
 ///
 /// ```
-/// use rabbit_backoff::{MessageEdit, ReplayOptions};
+/// use rabbit_backoff::dead_letters::{MessageEdit, ReplayOptions};
 ///
 /// let edit = MessageEdit::default()
 ///     .body(br#"{"order": 17, "sku": "A-1"}"#.to_vec())
 ///     .set_header("tenant", "acme")?
 ///     .remove_header("debug")?;
-/// let options = ReplayOptions {
-///     edit: Some(edit),
-///     ..ReplayOptions::default()
-/// };
+/// let options = ReplayOptions::default().edit(edit);
 /// # Ok::<(), String>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MessageEdit {
     /// The new body, or `None` to keep it.
     pub body: Option<Vec<u8>>,

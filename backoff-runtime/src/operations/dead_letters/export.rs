@@ -20,6 +20,7 @@ const IMPORT_WINDOW: usize = 500;
 
 /// What [`Dlq::export`] wrote.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct ExportReport {
     /// Messages written.
     pub exported: usize,

@@ -20,6 +20,7 @@ use crate::operations::dead_letters::message::DeadLetterMessage;
 /// # Ok::<(), regex::Error>(())
 /// ```
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct DeadLetterFilter {
     /// `x-error` matches this pattern.
     pub error: Option<Regex>,

@@ -10,6 +10,7 @@ use crate::operations::dead_letters::message::DeadLetterMessage;
 /// error [`fingerprint`](rabbit_backoff_core::fingerprint), so that "order 17 not
 /// found" and "order 42 not found" are one group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct DeadLetterGroup {
     /// Its id: 12 hex digits, the same for the same reason and fingerprint in
     /// every run; [`DeadLetterFilter::group`](crate::DeadLetterFilter::group)

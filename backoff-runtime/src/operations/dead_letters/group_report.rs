@@ -28,6 +28,7 @@ use crate::transport::error::Error;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum GroupSource {
     /// The dead-letter index: its streams, without touching the queue.
     Index,
@@ -59,6 +60,7 @@ impl GroupSource {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct GroupReport {
     /// The groups, largest first.
     pub groups: Vec<DeadLetterGroup>,
@@ -75,17 +77,37 @@ pub struct GroupReport {
 }
 
 impl GroupReport {
+    /// A report of `groups` read from `source`, with no fallback and no
+    /// checkpoint (what a test double of [`Dlq::group_report`] answers).
+    pub fn new(groups: Vec<DeadLetterGroup>, source: GroupSource) -> Self {
+        GroupReport {
+            groups,
+            source,
+            fallback: None,
+            checkpoint: None,
+        }
+    }
+
+    /// The report, saying why the index was not read.
+    pub fn with_fallback(mut self, fallback: IndexFallback) -> Self {
+        self.fallback = Some(fallback);
+        self
+    }
+
+    /// The report, with what happened to the index's checkpoint.
+    pub fn with_checkpoint(mut self, checkpoint: CheckpointNote) -> Self {
+        self.checkpoint = Some(checkpoint);
+        self
+    }
+
     /// Where the groups were read from and why, in a few words.
     ///
     /// ```
-    /// use rabbit_backoff::{CheckpointNote, GroupReport, GroupSource, IndexFallback};
+    /// use rabbit_backoff::dead_letters::{CheckpointNote, GroupReport, GroupSource, IndexFallback};
     ///
-    /// let report = GroupReport {
-    ///     groups: Vec::new(),
-    ///     source: GroupSource::Pass,
-    ///     fallback: Some(IndexFallback::CountMismatch { indexed: 40, depth: 10 }),
-    ///     checkpoint: Some(CheckpointNote::Written { offset: 52 }),
-    /// };
+    /// let report = GroupReport::new(Vec::new(), GroupSource::Pass)
+    ///     .with_fallback(IndexFallback::CountMismatch { indexed: 40, depth: 10 })
+    ///     .with_checkpoint(CheckpointNote::Written { offset: 52 });
     /// assert_eq!(
     ///     report.reason(),
     ///     "index out of step: 40 live entries, 10 messages; \

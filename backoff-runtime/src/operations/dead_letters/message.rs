@@ -15,6 +15,7 @@ pub const BODY_PREVIEW_LEN: usize = 200;
 
 /// What an operator sees of one dead-lettered message.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct DeadLetterMessage {
     /// Its 0-based position in the dead-letter queue when it was read.
     pub position: usize,

@@ -6,6 +6,7 @@ use crate::operations::dead_letters::message::DeadLetterMessage;
 
 /// What an operation did.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct DeadLetterReport {
     /// The messages it applied to (peeked, replayed, discarded, or that a dry
     /// run would replay).
@@ -20,6 +21,7 @@ pub struct DeadLetterReport {
 
 /// A dead letter that a replay could not copy, and stays where it is.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct SkippedMessage {
     /// The message.
     pub message: DeadLetterMessage,
