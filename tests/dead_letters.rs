@@ -500,28 +500,32 @@ async fn many_dead_letters(channel: &Channel, spec: &ConsumerSpec, ids: std::ops
             "x-dead-letter-reason".into(),
             AMQPValue::LongString("exhausted".into()),
         );
-        let confirm = channel
-            .basic_publish(
-                "".into(),
-                names.dead_letter_queue.as_str().into(),
-                BasicPublishOptions::default(),
-                b"{}",
-                BasicProperties::default()
-                    .with_message_id(format!("m-{id}").into())
-                    .with_delivery_mode(2)
-                    .with_headers(headers),
-            )
-            .await
-            .unwrap();
-        pending.push(confirm);
-        if pending.len() == 500 {
-            for confirm in pending.drain(..) {
-                confirm.await.unwrap();
-            }
-        }
+        pending.push(
+            channel
+                .basic_publish(
+                    "".into(),
+                    names.dead_letter_queue.as_str().into(),
+                    BasicPublishOptions::default(),
+                    b"{}",
+                    BasicProperties::default()
+                        .with_message_id(format!("m-{id}").into())
+                        .with_delivery_mode(2)
+                        .with_headers(headers),
+                )
+                .await
+                .unwrap(),
+        );
+        confirmed(&mut pending, 500).await;
     }
-    for confirm in pending {
-        confirm.await.unwrap();
+    confirmed(&mut pending, 0).await;
+}
+
+/// Awaits the confirms `pending` once it holds more than `most`.
+async fn confirmed(pending: &mut Vec<lapin::PublisherConfirm>, most: usize) {
+    if pending.len() > most {
+        for confirm in pending.drain(..) {
+            confirm.await.unwrap();
+        }
     }
 }
 
@@ -1375,15 +1379,9 @@ async fn indexed_dead_letters(
             .await
             .unwrap();
         pending.push(confirm);
-        if pending.len() == 1000 {
-            for confirm in pending.drain(..) {
-                confirm.await.unwrap();
-            }
-        }
+        confirmed(&mut pending, 1000).await;
     }
-    for confirm in pending {
-        confirm.await.unwrap();
-    }
+    confirmed(&mut pending, 0).await;
 }
 
 /// An index long enough to be read in ranges on several channels at once

@@ -57,15 +57,14 @@ async fn start(broker: &TestBroker, queue: &str) -> (rabbit_backoff::RunningRunt
     (running, journal)
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_message_and_its_retry_are_one_trace() {
-    exporter();
+/// A consumer of `queue` on a new in-memory broker handles one message that
+/// fails once: published, retried, handled; then stops.
+async fn one_retry(queue: &str) {
     let broker = TestBroker::new();
-    let queue = unique("traced");
-    let (running, journal) = start(&broker, &queue).await;
+    let (running, journal) = start(&broker, queue).await;
     let publisher = Publisher::with_transport(broker.clone()).await.unwrap();
     let mut spec = process_job.spec();
-    spec.queue = queue.clone();
+    spec.queue = queue.to_owned();
     publisher
         .publish_to(&spec, &Job::new(1, Fail::Transient, Some(1)))
         .await
@@ -73,6 +72,13 @@ async fn a_message_and_its_retry_are_one_trace() {
     broker.run_until_idle().await;
     assert!(journal.reached(1, 1), "retried, then handled");
     running.stop().await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_message_and_its_retry_are_one_trace() {
+    exporter();
+    let queue = unique("traced");
+    one_retry(&queue).await;
 
     let published = spans(&format!("{queue} publish"));
     let processed = spans(&format!("{queue} process"));
@@ -209,19 +215,8 @@ async fn the_log_filter_users_type_is_rabbit_backoff() {
             .with_ansi(false)
             .finish();
         let _default = tracing::subscriber::set_default(subscriber);
-        let broker = TestBroker::new();
         let queue = unique("log-filter");
-        let (running, journal) = start(&broker, &queue).await;
-        let publisher = Publisher::with_transport(broker.clone()).await.unwrap();
-        let mut spec = process_job.spec();
-        spec.queue = queue.clone();
-        publisher
-            .publish_to(&spec, &Job::new(1, Fail::Transient, Some(1)))
-            .await
-            .unwrap();
-        broker.run_until_idle().await;
-        assert!(journal.reached(1, 1), "retried, then handled");
-        running.stop().await.unwrap();
+        one_retry(&queue).await;
         let lines = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
         assert_eq!(
             lines.contains("rabbit_backoff_runtime::") && lines.contains(&queue),
