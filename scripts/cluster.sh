@@ -136,16 +136,16 @@ ctl() {
     done
     local name=${NODES[0]}
     [ -z "$node" ] || name=$(name_of_node "$node")
-    RB_NETNS=$(nb_ns "$(host_of "$name")") rb_ctl "$VERSION" "$@"
+    RB_NETNS=$(nb_ns "$(host_of "$name")") RB_DIST_IP=$(ip_of "$name") rb_ctl "$VERSION" "$@"
   else
     rb_ctl "$VERSION" "$@"
   fi
 }
 # rabbitmqctl against node $1 (a short name), bounded by $2 seconds.
 ctl_at() {
-  local name=$1 seconds=$2 netns=""; shift 2
-  [ "$NETNS" = 0 ] || netns=$(nb_ns "$(host_of "$name")")
-  RB_NETNS=$netns timeout -k 5 "$seconds" bash -c '. "$0"; rb_ctl "$@"' \
+  local name=$1 seconds=$2 netns="" ip=""; shift 2
+  [ "$NETNS" = 0 ] || { netns=$(nb_ns "$(host_of "$name")"); ip=$(ip_of "$name"); }
+  RB_NETNS=$netns RB_DIST_IP=$ip timeout -k 5 "$seconds" bash -c '. "$0"; rb_ctl "$@"' \
     "$here/lib/rabbitmq.sh" "$VERSION" -n "$(node_of "$name")" "$@"
 }
 
@@ -207,9 +207,9 @@ start_node() {
 
 # Waits until a node's application runs (its PID file, then rabbitmqctl wait).
 wait_node() {
-  local netns=""
-  [ "$NETNS" = 0 ] || netns=$(nb_ns "$(host_of "$1")")
-  RB_NETNS=$netns rb_wait_node "$VERSION" "$(node_of "$1")" "$(dir_of "$1")/pid" "$UP_TIMEOUT" \
+  local netns="" ip=""
+  [ "$NETNS" = 0 ] || { netns=$(nb_ns "$(host_of "$1")"); ip=$(ip_of "$1"); }
+  RB_NETNS=$netns RB_DIST_IP=$ip rb_wait_node "$VERSION" "$(node_of "$1")" "$(dir_of "$1")/pid" "$UP_TIMEOUT" \
     || { echo "see $(host_dir_of "$1")/log/" >&2; return 1; }
 }
 

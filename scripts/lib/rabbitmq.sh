@@ -127,9 +127,17 @@ rb_full_version() {
 
 # What commands of the functions below run in: nothing (this machine's
 # network) or, when RB_NETNS names a network namespace, `ip netns exec` of it
-# (scripts/lib/netns.sh). Set for one call: RB_NETNS=rbp-1 rb_ctl ...
+# (scripts/lib/netns.sh), with the host name RB_DIST_IP (the namespace's
+# address) in a UTS namespace of its own: the command-line tools' own
+# Erlang node is named after the host name, and the other nodes of the
+# cluster answer it there (list_queues would time out on `vm.localdomain`).
+# Set for one call: RB_NETNS=rbp-1 RB_DIST_IP=10.213.0.11 rb_ctl ...
 rb_in_netns() {
-  if [ -n "${RB_NETNS:-}" ]; then ip netns exec "$RB_NETNS" "$@"; else "$@"; fi
+  if [ -n "${RB_NETNS:-}" ]; then
+    ip netns exec "$RB_NETNS" unshare --uts -- sh -c 'hostname "$0" && exec "$@"' "$RB_DIST_IP" "$@"
+  else
+    "$@"
+  fi
 }
 
 # Runs a command of version $1 as its rabbitmq user (with its HOME, so with
