@@ -481,7 +481,14 @@ fn timeline(
         }
     }
     (0..seconds)
-        .map(|s| format!("{:+}s: {} calls, {} confirms", s as i64 - 5, handled[s], confirms[s]))
+        .map(|s| {
+            format!(
+                "{:+}s: {} calls, {} confirms",
+                s as i64 - 5,
+                handled[s],
+                confirms[s]
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -491,7 +498,11 @@ async fn run(fault: Fault, round: usize) -> Report {
     let nodes = nodes();
     let _heal = Heal;
     let queue_type = queue_type();
-    let hold = Duration::from_secs(env_or("PARTITION_HOLD_SECS", "15").parse().expect("seconds"));
+    let hold = Duration::from_secs(
+        env_or("PARTITION_HOLD_SECS", "15")
+            .parse()
+            .expect("seconds"),
+    );
     snapshotter();
 
     let mut spec = place.spec();
@@ -503,7 +514,10 @@ async fn run(fault: Fault, round: usize) -> Report {
     let _inbox = PgCleanup {
         consumers: vec![spec.queue.clone()],
     };
-    let table = format!("rbt_effects_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let table = format!(
+        "rbt_effects_{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    );
     let _table = DropTable(table.clone());
     {
         use sqlx::Connection;
@@ -514,6 +528,30 @@ async fn run(fault: Fault, round: usize) -> Report {
             .execute(&mut conn)
             .await
             .expect("the effect table is created");
+    }
+
+    if fault == Fault::RetryTierLeader {
+        // The work queue led by node a, the consumer's; the retry tiers and
+        // the dead-letter queue by node c (a queue's first leader is the
+        // node that declared it).
+        let connection = rabbit_backoff::connect(&nodes[0].url)
+            .await
+            .expect("the framework connects to node a");
+        connection
+            .open_channel()
+            .await
+            .expect("a channel")
+            .declare_queue(&Topology::of(&spec).work_queue)
+            .await
+            .expect("the work queue is declared");
+        connection.close().await;
+        let connection = rabbit_backoff::connect(&nodes[2].url)
+            .await
+            .expect("the framework connects to node c");
+        rabbit_backoff::declare_topology(&*connection, &Topology::of(&spec))
+            .await
+            .expect("the topology is declared");
+        connection.close().await;
     }
 
     // The consumer on node a, the publisher on node b.
@@ -610,12 +648,10 @@ async fn run(fault: Fault, round: usize) -> Report {
         .await
         .expect("PostgreSQL answers");
     let effect_rows = |pool: sqlx::PgPool, table: String| async move {
-        sqlx::query_as::<_, (i64, i64)>(&format!(
-            "SELECT id, count(*) FROM {table} GROUP BY id"
-        ))
-        .fetch_all(&pool)
-        .await
-        .expect("the effects are read")
+        sqlx::query_as::<_, (i64, i64)>(&format!("SELECT id, count(*) FROM {table} GROUP BY id"))
+            .fetch_all(&pool)
+            .await
+            .expect("the effects are read")
     };
     let deadline = Instant::now() + SETTLE;
     let settled_at = loop {
@@ -711,7 +747,10 @@ async fn run(fault: Fault, round: usize) -> Report {
         running.health().reconnects(),
     );
     if std::env::var_os("PARTITION_TIMELINE").is_some() {
-        eprintln!("{}", timeline(&calls_seen, &confirmed, fault_at, settled_at));
+        eprintln!(
+            "{}",
+            timeline(&calls_seen, &confirmed, fault_at, settled_at)
+        );
     }
     publisher_close(publisher).await;
     running.stop().await.expect("the runtime stops");

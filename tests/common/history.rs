@@ -85,7 +85,10 @@ impl History {
             if reasons.len() > 1 {
                 report.duplicate_dead_letters.push((id, reasons.len()));
             }
-            if reasons.iter().any(|r| r.as_deref().is_none_or(str::is_empty)) {
+            if reasons
+                .iter()
+                .any(|r| r.as_deref().is_none_or(str::is_empty))
+            {
                 report.dead_without_reason.push(id);
             }
         }
@@ -174,12 +177,18 @@ impl fmt::Display for Report {
             ("lost", some(&self.lost)),
             ("handled and dead-lettered", some(&self.both)),
             ("outcome not as the job says", some(&self.wrong_outcome)),
-            ("duplicate effects (id, rows)", some(&self.duplicate_effects)),
+            (
+                "duplicate effects (id, rows)",
+                some(&self.duplicate_effects),
+            ),
             (
                 "duplicate dead letters (id, copies)",
                 some(&self.duplicate_dead_letters),
             ),
-            ("dead letters without a reason", some(&self.dead_without_reason)),
+            (
+                "dead letters without a reason",
+                some(&self.dead_without_reason),
+            ),
         ] {
             if list != "[]" {
                 write!(f, "; {what}: {list}")?;
