@@ -92,3 +92,19 @@ fn dead_letters_need_a_reason_and_one_copy_and_the_outcome_the_job_says() {
     assert_eq!(report.both, vec![13]);
     assert!(!report.is_clean());
 }
+
+#[test]
+fn a_dead_letter_sent_twice_is_counted_but_clean() {
+    let mut h = clean();
+    h.dead_letter(8, Some("permanent".into()));
+    let report = h.check();
+    assert_eq!(report.duplicate_dead_letters, vec![(8, 2)]);
+    assert_eq!(report.dead_lettered, 2);
+    assert!(report.is_clean(), "{report}");
+    assert!(
+        report
+            .to_string()
+            .contains("duplicate dead letters (id, copies): [(8, 2)]"),
+        "{report}"
+    );
+}
