@@ -584,10 +584,8 @@ async fn run(fault: Fault, round: usize) -> Report {
             .with_confirm_timeout(Duration::from_secs(5)),
     );
     let topology = Topology::of(&spec);
+    // A quorum queue's leader; a classic queue's node.
     let leader = |queue: &str| -> Option<usize> {
-        if queue_type != QueueType::Quorum {
-            return None;
-        }
         let name = cluster_sh(&["leader", queue]).trim().to_owned();
         nodes.iter().position(|n| n.name == name)
     };
