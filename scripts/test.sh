@@ -9,7 +9,9 @@
 #   1. the workspace's tests on 3.10 and on 4.3, side by side (one build);
 #   2. the semantics and broker-version suites on 4.0;
 #   3. the fault tests on a three-node 4.3 cluster with quorum queues
-#      (tests/cluster.rs, scripts/cluster.sh);
+#      (tests/cluster.rs, scripts/cluster.sh), then the network faults on a
+#      three-node 4.3 cluster in network namespaces, one run each
+#      (tests/partitions.rs; scripts/partitions.sh repeats them);
 #   4. the amqps:// tests on a TLS node of 3.10, then of 4.3 (scripts/tls.sh);
 #   5. the shipped Prometheus rules: promtool's unit tests, and one alert
 #      firing in a real Prometheus scraping examples/orders (scripts/alerts.sh).
@@ -26,6 +28,7 @@ logs=$(mktemp -d)
 cleanup() {
   scripts/cluster.sh down >/dev/null 2>&1 || true
   RABBITMQ_VERSION=4.3 scripts/cluster.sh down >/dev/null 2>&1 || true
+  CLUSTER_NETNS=1 RABBITMQ_VERSION=4.3 scripts/cluster.sh down >/dev/null 2>&1 || true
   scripts/tls.sh down >/dev/null 2>&1 || true
   RABBITMQ_VERSION=4.3 scripts/tls.sh down >/dev/null 2>&1 || true
   scripts/broker.sh down 4.3 >/dev/null 2>&1 || true
@@ -85,9 +88,17 @@ scripts/broker.sh down 4.0
 export RABBITMQ_VERSION=4.3
 scripts/cluster.sh up
 # --nocapture: the tests print what they measured (recovery times, duplicates).
+# Both features in both runs: one build of the crate for the two.
 RABBITMQCTL="$PWD/scripts/cluster.sh ctl" \
-  cargo test --locked --features cluster-tests --test cluster -- --nocapture
+  cargo test --locked --features cluster-tests,partition-tests --test cluster -- --nocapture
 scripts/cluster.sh down
+# Partitions, a client cut off, a rolling restart: each node a host of its
+# own (network namespaces), pause_minority, quorum queues, one run per fault
+# (about 3 minutes).
+echo "==================== partitions on RabbitMQ 4.3 ===================="
+CLUSTER_NETNS=1 scripts/cluster.sh up
+CLUSTER_NETNS=1 cargo test --locked --features cluster-tests,partition-tests --test partitions -- --nocapture
+CLUSTER_NETNS=1 scripts/cluster.sh down
 unset RABBITMQ_VERSION
 
 # 4. amqps:// on each version: the handshake against the node, then a

@@ -125,17 +125,32 @@ rb_full_version() {
   fi
 }
 
+# What commands of the functions below run in: nothing (this machine's
+# network) or, when RB_NETNS names a network namespace, `ip netns exec` of it
+# (scripts/lib/netns.sh), with the host name RB_DIST_IP (the namespace's
+# address) in a UTS namespace of its own: the command-line tools' own
+# Erlang node is named after the host name, and the other nodes of the
+# cluster answer it there (list_queues would time out on `vm.localdomain`).
+# Set for one call: RB_NETNS=rbp-1 RB_DIST_IP=10.213.0.11 rb_ctl ...
+rb_in_netns() {
+  if [ -n "${RB_NETNS:-}" ]; then
+    ip netns exec "$RB_NETNS" unshare --uts -- sh -c 'hostname "$0" && exec "$@"' "$RB_DIST_IP" "$@"
+  else
+    "$@"
+  fi
+}
+
 # Runs a command of version $1 as its rabbitmq user (with its HOME, so with
-# its Erlang cookie), in its root for 4.x.
+# its Erlang cookie), in its root for 4.x, in RB_NETNS when set.
 rb_as_rabbitmq() {
   local version=$1; shift
   local home
   home=$(rb_home "$version")
   if [ "$version" = 3.10 ]; then
     if [ "$(id -un)" = rabbitmq ]; then
-      (cd / && HOME="$home" "$@")
+      (cd / && HOME="$home" rb_in_netns "$@")
     else
-      (cd / && runuser -u rabbitmq -- env HOME="$home" "$@")
+      (cd / && rb_in_netns runuser -u rabbitmq -- env HOME="$home" "$@")
     fi
   else
     # With /proc mounted in the root (in a mount namespace that ends with
@@ -144,7 +159,7 @@ rb_as_rabbitmq() {
     # to import, say) is the same file for the command.
     local root
     root=$(rb_root "$version")
-    unshare --mount --propagation private -- sh -c \
+    rb_in_netns unshare --mount --propagation private -- sh -c \
       'mount -t proc proc "$1/proc" && mount --bind /tmp "$1/tmp" && shift && cd / && exec chroot "$@"' sh \
       "$root" "$root" runuser -u rabbitmq -- env HOME="$home" "$@"
   fi
@@ -161,19 +176,28 @@ rb_ctl() {
 # session of its own with every descriptor redirected, so that it outlives
 # the caller and never holds its pipes. A 4.x node runs in a mount namespace
 # of its own with the root's /proc mounted; the mount goes with the node.
+# On this machine's network the node and its epmd listen on 127.0.0.1 only;
+# in the network namespace RB_NETNS, on every address of it, the node's
+# distribution on RB_DIST_IP (its address there) only.
 rb_start_node() {
   local version=$1 env_file=$2 log=$3 home root
   home=$(rb_home "$version")
   local settings=(RABBITMQ_CONF_ENV_FILE="$env_file" ERL_EPMD_ADDRESS=127.0.0.1
     "ERL_FLAGS=-kernel inet_dist_use_interface {127,0,0,1}")
+  if [ -n "${RB_NETNS:-}" ]; then
+    settings=(RABBITMQ_CONF_ENV_FILE="$env_file"
+      "ERL_FLAGS=-kernel inet_dist_use_interface {${RB_DIST_IP//./,}}")
+  fi
+  local netns=()
+  [ -z "${RB_NETNS:-}" ] || netns=(ip netns exec "$RB_NETNS")
   if [ "$version" = 3.10 ]; then
     local as=()
     if [ "$(id -un)" != rabbitmq ]; then as=(runuser -u rabbitmq --); fi
-    (cd "$(dirname "$env_file")" && exec setsid "${as[@]}" env HOME="$home" "${settings[@]}" \
+    (cd "$(dirname "$env_file")" && exec setsid "${netns[@]}" "${as[@]}" env HOME="$home" "${settings[@]}" \
       "$RB_BIN/rabbitmq-server" >>"$log" 2>&1 </dev/null) &
   else
     root=$(rb_root "$version")
-    (cd / && exec setsid unshare --mount --propagation private -- sh -c \
+    (cd / && exec setsid "${netns[@]}" unshare --mount --propagation private -- sh -c \
       'mount -t proc proc "$1/proc" && shift && exec chroot "$@"' sh \
       "$root" "$root" runuser -u rabbitmq -- env HOME="$home" "${settings[@]}" \
       "$RB_BIN/rabbitmq-server" >>"$root$log" 2>&1 </dev/null) &
@@ -244,7 +268,8 @@ rb_chown() {
 # Writes the settings of node $3 (distribution port $4) whose folder the node
 # sees as $2 (rabbitmq.conf, enabled_plugins and, when present,
 # advanced.config in it), read by the server's scripts instead of
-# /etc/rabbitmq/rabbitmq-env.conf, which names the default node; then hands
+# /etc/rabbitmq/rabbitmq-env.conf, which names the default node (a long
+# name when its host is an address, 10.213.0.11 say); then hands
 # the folder's files to the version's rabbitmq user.
 rb_write_node_env() {
   local version=$1 dir=$2 node=$3 dist_port=$4 host advanced=""
@@ -252,6 +277,8 @@ rb_write_node_env() {
   [ -e "$host/advanced.config" ] && advanced="ADVANCED_CONFIG_FILE=$dir/advanced.config"
   {
     echo "NODENAME=$node"
+    # A host with dots (an address) is a long name.
+    case "${node#*@}" in *.*) echo "USE_LONGNAME=true" ;; esac
     echo "DIST_PORT=$dist_port"
     echo "MNESIA_BASE=$dir/mnesia"
     echo "LOG_BASE=$dir/log"

@@ -1,0 +1,811 @@
+//! Network faults on a three-node RabbitMQ cluster whose nodes are hosts of
+//! their own (network namespaces on a bridge: `CLUSTER_NETNS=1
+//! scripts/cluster.sh up`), under a steady load of the orders mix, checked
+//! by a history of what the broker confirmed (tests/common/history.rs):
+//! every confirmed message handled exactly once (one effect row, written
+//! through `Tx` with `dedupe` on PostgreSQL) or dead-lettered with a reason.
+//!
+//! Faults: the minority node cut off and healed; the consumer's node cut off
+//! from the clients (not from the cluster); the leader of the work queue, and
+//! of a retry tier, partitioned away; a rolling restart of the three nodes.
+//!
+//! Built only with the feature `partition-tests`: `cargo test --features
+//! partition-tests --test partitions -- --nocapture` (scripts/test.sh runs
+//! it once per fault on 4.3; scripts/partitions.sh repeats it, with both
+//! partition handlings and classic queues). The tests change the network, so
+//! they run one at a time (`SERIAL`), and undo every fault even when they
+//! fail (`Heal`). Environment: `PARTITION_REPEATS` (runs per fault, default
+//! 1), `PARTITION_QUEUE_TYPE` (`quorum`, the default, or `classic`: then only
+//! duplicate effects fail the test, losses are reported),
+//! `PARTITION_HOLD_SECS` (how long a cut lasts, default 15),
+//! `CLUSTER_PARTITION_HANDLING` and `RABBITMQ_VERSION` (as given to
+//! scripts/cluster.sh, for the report).
+
+mod common;
+#[path = "common/history.rs"]
+mod history;
+
+use std::collections::{BTreeMap, HashMap};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use common::stores::{self, PgCleanup};
+use common::{Cleanup, Fail, Job, Verdict, depth, unique};
+use history::{Expect, History, Report};
+use lapin::options::BasicGetOptions;
+use lapin::{Connection, ConnectionProperties};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use rabbit_backoff::dedupe::{Tx, sqlx};
+use rabbit_backoff::prelude::*;
+use rabbit_backoff::{Dedupe, QueueType, RunningRuntime, Topology};
+use tokio::time::Instant;
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Messages published per second by the load.
+const RATE: u64 = 100;
+/// Load before the fault and after it is over.
+const AROUND: Duration = Duration::from_secs(3);
+/// How long everything confirmed may take to settle once the fault is over.
+const SETTLE: Duration = Duration::from_secs(120);
+/// Heartbeat of the consumer's and publisher's connections: a link that
+/// drops packets is noticed within about two of them.
+const HEARTBEAT_SECS: u32 = 5;
+
+// ---- the cluster ----
+
+/// One node: its name and AMQP URL, as `scripts/cluster.sh nodes` prints them.
+#[derive(Debug, Clone)]
+struct Node {
+    name: String,
+    url: String,
+}
+
+fn script(args: &[&str]) -> Output {
+    Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/cluster.sh"))
+        .args(args)
+        .env("CLUSTER_NETNS", "1")
+        .output()
+        .expect("scripts/cluster.sh runs")
+}
+
+fn cluster_sh(args: &[&str]) -> String {
+    let output = script(args);
+    assert!(
+        output.status.success(),
+        "CLUSTER_NETNS=1 scripts/cluster.sh {} failed:\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The three nodes; fails the test, saying what to do, unless they all run
+/// in one cluster.
+fn nodes() -> Vec<Node> {
+    let status = script(&["status"]);
+    let text = String::from_utf8_lossy(&status.stdout);
+    let nodes: Vec<Node> = cluster_sh(&["nodes"])
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(name, url)| Node {
+            name: name.to_owned(),
+            url: url.to_owned(),
+        })
+        .collect();
+    let members: Vec<&str> = text
+        .lines()
+        .find_map(|l| l.strip_prefix("running in the cluster: "))
+        .map(|m| m.split_whitespace().collect())
+        .unwrap_or_default();
+    assert!(
+        status.status.success()
+            && nodes.len() == 3
+            && nodes.iter().all(|n| members.contains(&n.name.as_str())),
+        "these tests need the namespaced cluster: run CLUSTER_NETNS=1 scripts/cluster.sh up \
+         first (scripts/test.sh does). Its status says:\n{text}{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    nodes
+}
+
+/// The nodes' URLs as a list, starting with node `first`, with the test's
+/// heartbeat.
+fn cluster_url(nodes: &[Node], first: usize) -> String {
+    (0..nodes.len())
+        .map(|k| {
+            format!(
+                "{}?heartbeat={HEARTBEAT_SECS}",
+                nodes[(first + k) % nodes.len()].url
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Which node an address (as `health().node()` shows it) is.
+fn node_index(nodes: &[Node], address: &str) -> Option<usize> {
+    nodes.iter().position(|n| {
+        let host = n.url.split('@').nth(1).and_then(|r| r.split('/').next());
+        host.is_some_and(|h| address.contains(h))
+    })
+}
+
+/// Undoes every fault, and starts any node that is down, when dropped: the
+/// next test finds the cluster whole even when this one failed.
+struct Heal;
+
+impl Drop for Heal {
+    fn drop(&mut self) {
+        let _ = script(&["heal-all"]);
+        let _ = script(&["up"]);
+    }
+}
+
+/// Waits (bounded) until all three nodes run in the cluster again.
+async fn whole_again(within: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        let output = script(&["status"]);
+        let text = String::from_utf8_lossy(&output.stdout);
+        let members = text
+            .lines()
+            .find_map(|l| l.strip_prefix("running in the cluster: "))
+            .map_or(0, |m| m.split_whitespace().count());
+        if members == 3 && !text.contains("starting") {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < within,
+            "the cluster was not whole again within {within:?}:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+// ---- the consumer ----
+
+/// What each id does: 2% fail permanently (dead-lettered), 5% fail once and
+/// 3% twice before they succeed, the rest succeed at once (the orders mix).
+fn mixed(id: u64) -> Job {
+    match id % 100 {
+        0 | 50 => Job::new(id, Fail::Permanent, None),
+        1..=5 => Job::new(id, Fail::Transient, Some(1)),
+        6..=8 => Job::new(id, Fail::Transient, Some(2)),
+        _ => Job::new(id, Fail::None, None),
+    }
+}
+
+fn expect(id: u64) -> Expect {
+    match mixed(id).verdict(u32::MAX) {
+        Verdict::Ok => Expect::Handled,
+        _ => Expect::DeadLettered,
+    }
+}
+
+/// Every handler call: id, retry count, when.
+#[derive(Clone, Default)]
+struct Calls(Arc<Mutex<Vec<(u64, u32, Instant)>>>);
+
+/// The table the handler writes its effect rows to.
+struct Effects {
+    table: String,
+}
+
+#[derive(Debug, thiserror::Error, Classify)]
+enum OrderError {
+    #[error("dependency unavailable (order {0})")]
+    Unavailable(u64),
+    #[permanent]
+    #[error("order {0} is invalid")]
+    Invalid(u64),
+    #[error("database: {0}")]
+    Db(#[from] sqlx::Error),
+}
+
+/// Writes one effect row through the delivery's transaction when the job
+/// succeeds at this retry count; fails as the job says otherwise.
+#[backoff_consumer(queue = "placeholder", delays = "1s,2s", dedupe = "24h")]
+async fn place(
+    job: Job,
+    ctx: &Context,
+    tx: Tx<'_>,
+    effects: State<Effects>,
+    calls: State<Calls>,
+) -> Result<(), OrderError> {
+    calls
+        .0
+        .lock()
+        .unwrap()
+        .push((job.id, ctx.retry_count(), Instant::now()));
+    match job.verdict(ctx.retry_count()) {
+        Verdict::Ok => {}
+        Verdict::Transient => return Err(OrderError::Unavailable(job.id)),
+        Verdict::Permanent => return Err(OrderError::Invalid(job.id)),
+    }
+    sqlx::query(&format!("INSERT INTO {} (id) VALUES ($1)", effects.table))
+        .bind(job.id as i64)
+        .execute(&mut *tx.conn().await?)
+        .await?;
+    Ok(())
+}
+
+fn queue_type() -> QueueType {
+    match std::env::var("PARTITION_QUEUE_TYPE").as_deref() {
+        Err(_) | Ok("quorum") => QueueType::Quorum,
+        Ok("classic") => QueueType::Classic,
+        Ok(other) => panic!("PARTITION_QUEUE_TYPE is quorum or classic, not {other:?}"),
+    }
+}
+
+fn env_or(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_owned())
+}
+
+/// The recorder of this test binary, for the inbox's duplicates counter.
+fn snapshotter() -> &'static Snapshotter {
+    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
+    SNAPSHOTTER.get_or_init(|| {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder
+            .install()
+            .expect("the only recorder of this binary");
+        snapshotter
+    })
+}
+
+/// A counter's total for one consumer (a snapshot resets the recorder's
+/// counters: every snapshot adds to running totals).
+fn counter(name: &str, consumer: &str) -> u64 {
+    static TOTALS: OnceLock<Mutex<HashMap<(String, String), u64>>> = OnceLock::new();
+    let mut totals = TOTALS.get_or_init(Mutex::default).lock().unwrap();
+    for (key, _, _, value) in snapshotter().snapshot().into_vec() {
+        let DebugValue::Counter(n) = value else {
+            continue;
+        };
+        let label = key
+            .key()
+            .labels()
+            .find(|l| l.key() == "consumer")
+            .map(|l| l.value().to_owned())
+            .unwrap_or_default();
+        *totals
+            .entry((key.key().name().to_owned(), label))
+            .or_default() += n;
+    }
+    totals
+        .get(&(name.to_owned(), consumer.to_owned()))
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Drops the effect table when dropped.
+struct DropTable(String);
+
+impl Drop for DropTable {
+    fn drop(&mut self) {
+        let table = std::mem::take(&mut self.0);
+        let url = stores::postgres_url();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                use sqlx::Connection;
+                if let Ok(mut conn) = sqlx::PgConnection::connect(&url).await {
+                    let _ = sqlx::query(&format!("DROP TABLE IF EXISTS {table}"))
+                        .execute(&mut conn)
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+// ---- the load ----
+
+/// A publisher sending the orders mix at [`RATE`], each message again (same
+/// `message_id`) until the broker confirms it; records what was confirmed.
+struct Load {
+    confirmed: Arc<Mutex<BTreeMap<u64, Instant>>>,
+    /// Publishes that failed and were sent again.
+    retries: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<u64>,
+}
+
+impl Load {
+    fn start(publisher: Arc<Publisher>, spec: &ConsumerSpec, run: &str) -> Load {
+        let confirmed = Arc::new(Mutex::new(BTreeMap::new()));
+        let retries = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let names = spec.names();
+        let run = run.to_owned();
+        let task = tokio::spawn({
+            let (confirmed, retries, stop) = (confirmed.clone(), retries.clone(), stop.clone());
+            async move {
+                let mut sends = tokio::task::JoinSet::new();
+                let mut tick = tokio::time::interval(Duration::from_millis(1000 / RATE));
+                let mut id = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    tick.tick().await;
+                    while sends.try_join_next().is_some() {}
+                    // At most a few seconds' worth waiting for confirms.
+                    if sends.len() >= (RATE * 5) as usize {
+                        continue;
+                    }
+                    let (publisher, confirmed, retries) =
+                        (publisher.clone(), confirmed.clone(), retries.clone());
+                    let (exchange, key) = (names.exchange.clone(), names.routing_key.clone());
+                    let message_id = format!("{run}-{id}");
+                    let job = mixed(id);
+                    sends.spawn(async move {
+                        // Bounded: a message never confirmed in time is
+                        // simply not in the history.
+                        let deadline = Instant::now() + SETTLE;
+                        while Instant::now() < deadline {
+                            let message = Outgoing::json(&job)
+                                .expect("a job encodes")
+                                .message_id(message_id.clone());
+                            match publisher.publish(&exchange, &key, message).await {
+                                Ok(_) => {
+                                    confirmed.lock().unwrap().insert(job.id, Instant::now());
+                                    return;
+                                }
+                                Err(_) => {
+                                    retries.fetch_add(1, Ordering::Relaxed);
+                                    tokio::time::sleep(Duration::from_millis(250)).await;
+                                }
+                            }
+                        }
+                    });
+                    id += 1;
+                }
+                while sends.join_next().await.is_some() {}
+                id
+            }
+        });
+        Load {
+            confirmed,
+            retries,
+            stop,
+            task,
+        }
+    }
+
+    /// Stops sending new messages, waits for the confirms of those sent;
+    /// how many were sent.
+    async fn finish(self) -> (u64, BTreeMap<u64, Instant>, usize) {
+        self.stop.store(true, Ordering::Relaxed);
+        let sent = self.task.await.expect("the load does not panic");
+        let confirmed = self.confirmed.lock().unwrap().clone();
+        (sent, confirmed, self.retries.load(Ordering::Relaxed))
+    }
+}
+
+// ---- one run ----
+
+/// The faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// A node that neither the consumer nor the publisher is connected to,
+    /// cut off from the other two, then healed.
+    MinorityCut,
+    /// The consumer's node cut off from the clients, not from the cluster.
+    ConsumerLink,
+    /// The node leading the work queue cut off from the other two.
+    WorkQueueLeader,
+    /// The node leading the first retry tier cut off from the other two.
+    RetryTierLeader,
+    /// Each node stopped in order and started again, one at a time.
+    RollingRestart,
+}
+
+/// A connection to the first node that answers, starting with `first`.
+async fn connect_from(nodes: &[Node], first: usize) -> Connection {
+    let mut errors = Vec::new();
+    for k in 0..nodes.len() {
+        let node = &nodes[(first + k) % nodes.len()];
+        match Connection::connect(&node.url, ConnectionProperties::default()).await {
+            Ok(connection) => return connection,
+            Err(e) => errors.push(format!("{}: {e}", node.name)),
+        }
+    }
+    panic!("no node of the cluster answers ({})", errors.join("; "))
+}
+
+/// Takes every message of the dead-letter queue: (id, reason) each.
+async fn drain_dead_letters(channel: &lapin::Channel, queue: &str) -> Vec<(u64, Option<String>)> {
+    let mut dead = Vec::new();
+    while let Some(message) = channel
+        .basic_get(queue.into(), BasicGetOptions { no_ack: true })
+        .await
+        .unwrap_or_else(|e| panic!("basic.get on {queue}: {e}"))
+    {
+        let job: Job = serde_json::from_slice(&message.delivery.data).expect("a job");
+        let reason = common::header_str(&message.delivery.properties, "x-dead-letter-reason");
+        dead.push((job.id, reason));
+    }
+    dead
+}
+
+/// The longest time without a handler call between `from` and `to`.
+fn longest_pause(calls: &[(u64, u32, Instant)], from: Instant, to: Instant) -> Duration {
+    let mut at: Vec<Instant> = calls
+        .iter()
+        .map(|c| c.2)
+        .filter(|&t| t >= from && t <= to)
+        .collect();
+    at.sort();
+    let mut edges = vec![from];
+    edges.extend(at);
+    edges.push(to);
+    edges
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or_default()
+}
+
+/// Handler calls and confirms per second from 5 s before the fault to `to`
+/// (`PARTITION_TIMELINE=1` prints it), to see where a pause was.
+fn timeline(
+    calls: &[(u64, u32, Instant)],
+    confirmed: &BTreeMap<u64, Instant>,
+    fault_at: Instant,
+    to: Instant,
+) -> String {
+    let start = fault_at - Duration::from_secs(5);
+    let seconds = (to.saturating_duration_since(start).as_secs() + 1) as usize;
+    let mut handled = vec![0; seconds];
+    let mut confirms = vec![0; seconds];
+    let slot = |t: Instant| {
+        t.checked_duration_since(start)
+            .map(|d| d.as_secs() as usize)
+            .filter(|&s| s < seconds)
+    };
+    for &(_, _, at) in calls {
+        if let Some(s) = slot(at) {
+            handled[s] += 1;
+        }
+    }
+    for &at in confirmed.values() {
+        if let Some(s) = slot(at) {
+            confirms[s] += 1;
+        }
+    }
+    (0..seconds)
+        .map(|s| {
+            format!(
+                "{:+}s: {} calls, {} confirms",
+                s as i64 - 5,
+                handled[s],
+                confirms[s]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One run of `fault` under load; what the history says.
+async fn run(fault: Fault, round: usize) -> Report {
+    let nodes = nodes();
+    let _heal = Heal;
+    let queue_type = queue_type();
+    let hold = Duration::from_secs(
+        env_or("PARTITION_HOLD_SECS", "15")
+            .parse()
+            .expect("seconds"),
+    );
+    snapshotter();
+
+    let mut spec = place.spec();
+    spec.queue = unique(&format!("part-{fault:?}").to_lowercase());
+    spec.queue_type = queue_type;
+    spec.prefetch = 50;
+    spec.dedupe = Some(Dedupe::new(Duration::from_secs(24 * 3600)));
+    let _cleanup = Cleanup::of(&spec).at(&cluster_url(&nodes, 1));
+    let _inbox = PgCleanup {
+        consumers: vec![spec.queue.clone()],
+    };
+    let table = format!(
+        "rbt_effects_{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    );
+    let _table = DropTable(table.clone());
+    {
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&stores::postgres_url())
+            .await
+            .unwrap_or_else(|e| panic!("PostgreSQL at {}: {e}", stores::postgres_url()));
+        sqlx::query(&format!("CREATE TABLE {table} (id BIGINT NOT NULL)"))
+            .execute(&mut conn)
+            .await
+            .expect("the effect table is created");
+    }
+
+    if fault == Fault::RetryTierLeader {
+        // The work queue led by node a, the consumer's; the retry tiers and
+        // the dead-letter queue by node c (a queue's first leader is the
+        // node that declared it).
+        let connection = rabbit_backoff::connect(&nodes[0].url)
+            .await
+            .expect("the framework connects to node a");
+        connection
+            .open_channel()
+            .await
+            .expect("a channel")
+            .declare_queue(&Topology::of(&spec).work_queue)
+            .await
+            .expect("the work queue is declared");
+        connection.close().await;
+        let connection = rabbit_backoff::connect(&nodes[2].url)
+            .await
+            .expect("the framework connects to node c");
+        rabbit_backoff::declare_topology(&*connection, &Topology::of(&spec))
+            .await
+            .expect("the topology is declared");
+        connection.close().await;
+    }
+
+    // The consumer on node a, the publisher on node b.
+    let calls = Calls::default();
+    let running: RunningRuntime = {
+        let spec = spec.clone();
+        Runtime::builder()
+            .uri(cluster_url(&nodes, 0))
+            .state(calls.clone())
+            .state(Effects {
+                table: table.clone(),
+            })
+            .dedupe_store(stores::postgres().await)
+            .handle_signals(false)
+            .shutdown_grace(Duration::from_secs(5))
+            .consumer_with(place, |s| *s = spec)
+            .start()
+            .await
+            .expect("the consumer starts on the cluster")
+    };
+    let consumer_node = running
+        .health()
+        .node()
+        .and_then(|n| node_index(&nodes, &n))
+        .expect("the consumer is connected to a node of the cluster");
+    let publisher = Arc::new(
+        Publisher::connect(&cluster_url(&nodes, 1))
+            .await
+            .expect("a publisher connects")
+            .with_confirm_timeout(Duration::from_secs(5)),
+    );
+    let topology = Topology::of(&spec);
+    // A quorum queue's leader; a classic queue's node.
+    let leader = |queue: &str| -> Option<usize> {
+        let name = cluster_sh(&["leader", queue]).trim().to_owned();
+        nodes.iter().position(|n| n.name == name)
+    };
+    let work_leader = leader(&spec.queue);
+    let tier_leader = leader(&topology.retry_queues[0].name);
+    let load = Load::start(publisher.clone(), &spec, &spec.queue);
+    tokio::time::sleep(AROUND).await;
+
+    // The fault.
+    let fault_at = Instant::now();
+    let target = match fault {
+        Fault::MinorityCut => (0..3).find(|&n| n != consumer_node && n != (consumer_node + 1) % 3),
+        Fault::ConsumerLink => Some(consumer_node),
+        Fault::WorkQueueLeader => Some(work_leader.unwrap_or(consumer_node)),
+        Fault::RetryTierLeader => Some(tier_leader.unwrap_or(consumer_node)),
+        Fault::RollingRestart => None,
+    };
+    let mut restarts = Vec::new();
+    match fault {
+        Fault::ConsumerLink => {
+            let node = &nodes[target.expect("a node")].name;
+            cluster_sh(&["cut-client", node]);
+            tokio::time::sleep(hold).await;
+            cluster_sh(&["heal", node]);
+        }
+        Fault::MinorityCut | Fault::WorkQueueLeader | Fault::RetryTierLeader => {
+            let node = &nodes[target.expect("a node")].name;
+            cluster_sh(&["cut", node]);
+            tokio::time::sleep(hold).await;
+            cluster_sh(&["heal", node]);
+        }
+        Fault::RollingRestart => {
+            for node in &nodes {
+                let started = Instant::now();
+                let name = node.name.clone();
+                tokio::task::spawn_blocking(move || cluster_sh(&["restart", &name]))
+                    .await
+                    .expect("the restart runs");
+                restarts.push(started.elapsed());
+            }
+        }
+    }
+    let healed_at = Instant::now();
+    let rejoined = whole_again(Duration::from_secs(120)).await;
+    tokio::time::sleep(AROUND).await;
+    let (sent, confirmed, retries) = load.finish().await;
+
+    // Settled: every confirmed message that succeeds has its effect, and
+    // the dead-letter queue holds as many as fail for good.
+    let expected_ok: Vec<u64> = confirmed
+        .keys()
+        .copied()
+        .filter(|&id| expect(id) == Expect::Handled)
+        .collect();
+    let expected_dead = confirmed.len() - expected_ok.len();
+    let dlq = spec.names().dead_letter_queue;
+    let pool = sqlx::PgPool::connect(&stores::postgres_url())
+        .await
+        .expect("PostgreSQL answers");
+    let effect_rows = |pool: sqlx::PgPool, table: String| async move {
+        sqlx::query_as::<_, (i64, i64)>(&format!("SELECT id, count(*) FROM {table} GROUP BY id"))
+            .fetch_all(&pool)
+            .await
+            .expect("the effects are read")
+    };
+    let deadline = Instant::now() + SETTLE;
+    let settled_at = loop {
+        let effects: HashMap<i64, i64> = effect_rows(pool.clone(), table.clone())
+            .await
+            .into_iter()
+            .collect();
+        let done = expected_ok
+            .iter()
+            .all(|id| effects.contains_key(&(*id as i64)));
+        let dead = if done {
+            let connection = connect_from(&nodes, 1).await;
+            let channel = connection.create_channel().await.expect("a channel");
+            let n = depth(&channel, &dlq).await as usize;
+            let _ = connection.close(200, "".into()).await;
+            n
+        } else {
+            0
+        };
+        if done && dead >= expected_dead {
+            break Instant::now();
+        }
+        if Instant::now() > deadline {
+            break Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    // Late duplicates, if any, have a moment to show.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let mut history = History::default();
+    for &id in confirmed.keys() {
+        history.confirmed(id, expect(id));
+    }
+    for (id, n) in effect_rows(pool.clone(), table.clone()).await {
+        for _ in 0..n {
+            history.effect(id as u64);
+        }
+    }
+    let connection = connect_from(&nodes, 1).await;
+    let channel = connection.create_channel().await.expect("a channel");
+    for (id, reason) in drain_dead_letters(&channel, &dlq).await {
+        history.dead_letter(id, reason);
+    }
+    let _ = connection.close(200, "".into()).await;
+    let calls_seen = calls.0.lock().unwrap().clone();
+    for &(id, retry_count, _) in &calls_seen {
+        history.call(id, retry_count);
+    }
+    let report = history.check();
+    let skipped = counter("rabbit_backoff_duplicates_skipped_total", &spec.queue);
+    let pause = longest_pause(&calls_seen, fault_at, settled_at);
+    let name = |n: Option<usize>| n.map_or("-".to_owned(), |n| nodes[n].name.clone());
+    let what = match fault {
+        Fault::MinorityCut => format!("{} cut from the other nodes for {hold:?}", name(target)),
+        Fault::ConsumerLink => format!(
+            "the consumer's node {} cut from the clients for {hold:?}",
+            name(target)
+        ),
+        Fault::WorkQueueLeader => format!(
+            "the work queue's leader {} cut from the other nodes for {hold:?}",
+            name(target)
+        ),
+        Fault::RetryTierLeader => format!(
+            "the 1 s tier's leader {} cut from the other nodes for {hold:?}",
+            name(target)
+        ),
+        Fault::RollingRestart => format!(
+            "rolling restart, each node {}",
+            restarts
+                .iter()
+                .map(|d| format!("{:.0} s", d.as_secs_f64()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    eprintln!(
+        "partitions, RabbitMQ {}, {:?} queues, {}, run {round}: {what}; consumer started on {}, \
+         work queue led by {}, tier by {}: {report}; inbox skipped {skipped} redeliveries; \
+         longest pause in handling {:.1} s from the fault; cluster whole {:.1} s after the \
+         fault ended; settled {:.1} s after it; {sent} sent, {retries} publishes sent again; \
+         consumer now on {}, {} reconnects",
+        env_or("RABBITMQ_VERSION", "3.10"),
+        queue_type,
+        env_or("CLUSTER_PARTITION_HANDLING", "pause_minority"),
+        nodes[consumer_node].name,
+        name(work_leader),
+        name(tier_leader),
+        pause.as_secs_f64(),
+        rejoined.as_secs_f64(),
+        (settled_at - healed_at).as_secs_f64(),
+        running.health().node().unwrap_or_default(),
+        running.health().reconnects(),
+    );
+    if std::env::var_os("PARTITION_TIMELINE").is_some() {
+        eprintln!(
+            "{}",
+            timeline(&calls_seen, &confirmed, fault_at, settled_at)
+        );
+    }
+    publisher_close(publisher).await;
+    running.stop().await.expect("the runtime stops");
+    let must_be_clean = queue_type == QueueType::Quorum;
+    if must_be_clean {
+        assert!(report.is_clean(), "{fault:?}: {report}");
+    } else {
+        assert!(
+            report.duplicate_effects.is_empty(),
+            "{fault:?}: the inbox let an effect through twice: {report}"
+        );
+    }
+    assert!(
+        report.confirmed > 0,
+        "{fault:?}: the broker confirmed nothing"
+    );
+    report
+}
+
+async fn publisher_close(publisher: Arc<Publisher>) {
+    if let Ok(publisher) = Arc::try_unwrap(publisher) {
+        publisher.close().await;
+    }
+}
+
+/// `PARTITION_REPEATS` runs of `fault`.
+async fn repeat(fault: Fault) {
+    let _serial = SERIAL.lock().await;
+    let repeats: usize = env_or("PARTITION_REPEATS", "1")
+        .parse()
+        .expect("PARTITION_REPEATS is a number");
+    for round in 1..=repeats {
+        run(fault, round).await;
+    }
+}
+
+#[tokio::test]
+async fn the_minority_node_cut_off_and_healed_loses_nothing_and_doubles_no_effect() {
+    repeat(Fault::MinorityCut).await;
+}
+
+#[tokio::test]
+async fn the_consumers_node_cut_off_from_the_consumer_loses_nothing_and_doubles_no_effect() {
+    repeat(Fault::ConsumerLink).await;
+}
+
+#[tokio::test]
+async fn the_work_queues_leader_partitioned_away_loses_nothing_and_doubles_no_effect() {
+    repeat(Fault::WorkQueueLeader).await;
+}
+
+#[tokio::test]
+async fn a_retry_tiers_leader_partitioned_away_loses_nothing_and_doubles_no_effect() {
+    repeat(Fault::RetryTierLeader).await;
+}
+
+#[tokio::test]
+async fn a_rolling_restart_under_load_loses_nothing_and_doubles_no_effect() {
+    repeat(Fault::RollingRestart).await;
+}
