@@ -336,6 +336,9 @@ impl Topology {
                 Argument::Int(i64::from(spec.delivery_limit)),
             ));
         }
+        if let Some(delayed) = spec.delayed_retry() {
+            work_args.extend(delayed.arguments());
+        }
         let (return_exchange, return_key) = Self::retry_return_route(spec);
 
         let retry_queues = spec
@@ -469,6 +472,42 @@ mod tests {
 
     fn spec() -> ConsumerSpec {
         ConsumerSpec::new("orders", "5s,15s,60s".parse().unwrap())
+    }
+
+    #[test]
+    fn delayed_retries_declare_no_retry_queue_and_set_the_work_queues_arguments() {
+        let mut spec = ConsumerSpec::new("orders", "2s,4s,6s".parse().unwrap());
+        spec.queue_type = QueueType::Quorum;
+        spec.retry = crate::RetryBackend::Delayed;
+        let t = Topology::of(&spec);
+        assert!(t.retry_queues.is_empty());
+        assert_eq!(t.queues().count(), 2, "the dead-letter and work queues");
+        assert!(
+            t.bindings
+                .iter()
+                .all(|b| b.exchange != t.retry_exchange.name)
+        );
+        let work = &t.work_queue;
+        assert_eq!(
+            work.argument("x-delayed-retry-type"),
+            Some(&Argument::Str("failed".into()))
+        );
+        assert_eq!(
+            work.argument("x-delayed-retry-min"),
+            Some(&Argument::Int(2_000))
+        );
+        assert_eq!(
+            work.argument("x-delayed-retry-max"),
+            Some(&Argument::Int(6_000))
+        );
+        assert_eq!(work.argument("x-delivery-limit"), Some(&Argument::Int(20)));
+        spec.retry = crate::RetryBackend::Tiers;
+        assert_eq!(
+            Topology::of(&spec)
+                .work_queue
+                .argument("x-delayed-retry-min"),
+            None
+        );
     }
 
     #[test]

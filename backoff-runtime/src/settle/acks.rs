@@ -238,14 +238,26 @@ impl Acks {
     /// Returns the delivery to its queue (`requeue`) or rejects it into the
     /// dead-letter exchange, after acknowledging what finished before.
     pub(crate) async fn nack(&self, acker: &Acker, requeue: bool) -> Result<(), TransportError> {
+        let back = if requeue { Back::Requeue } else { Back::Reject };
+        self.settle_back(acker, back).await
+    }
+
+    /// Returns the delivery to its queue as a failed delivery
+    /// (`basic.reject` with requeue, see [`Acker::fail`]), after
+    /// acknowledging what finished before.
+    pub(crate) async fn fail(&self, acker: &Acker) -> Result<(), TransportError> {
+        self.settle_back(acker, Back::Fail).await
+    }
+
+    async fn settle_back(&self, acker: &Acker, back: Back) -> Result<(), TransportError> {
         let _sending = self.sending.lock().await;
         let flush = self.ledger().take(Held::All);
         flush.send().await;
         let tag = acker.delivery_tag();
-        let nacked = if requeue {
-            acker.requeue().await
-        } else {
-            acker.reject().await
+        let nacked = match back {
+            Back::Requeue => acker.requeue().await,
+            Back::Reject => acker.reject().await,
+            Back::Fail => acker.fail().await,
         };
         let mut ledger = self.ledger();
         if let Some(at) = ledger.position(tag) {
@@ -253,6 +265,17 @@ impl Acks {
         }
         nacked
     }
+}
+
+/// How a delivery goes back to the broker unacknowledged.
+#[derive(Clone, Copy)]
+enum Back {
+    /// `basic.nack` with requeue.
+    Requeue,
+    /// `basic.nack` without requeue: dead-lettered by its queue.
+    Reject,
+    /// `basic.reject` with requeue: a failed delivery.
+    Fail,
 }
 
 #[cfg(test)]
@@ -317,6 +340,10 @@ mod tests {
                 self.wire.0.lock().unwrap().push(sent);
                 Ok(())
             })
+        }
+
+        fn fail(&self) -> BoxFuture<'_, Result<(), TransportError>> {
+            self.nack(true)
         }
     }
 
