@@ -348,10 +348,11 @@ pub enum SpecError {
     },
     /// `retry = "delayed"` with a setting only retry tiers can honour.
     #[error(
-        "retry = \"delayed\" cannot honour {setting}: the broker holds a rejected message back on the work queue's one linear ladder, with no copy per attempt to carry anything else; remove {setting}, or use retry = \"tiers\""
+        "retry = \"delayed\" cannot honour {setting}: a failed message waits in the work queue itself, on its one linear ladder, with no retry queue and no copy per attempt; remove {setting}, or use retry = \"tiers\""
     )]
     DelayedExcludes {
-        /// The setting: `jitter`, `max_age` or the error type's own ladders.
+        /// The setting: `jitter`, `max_age`, `retry_queue`, `retry_exchange`,
+        /// `retry_return` or the error type's own ladders.
         setting: &'static str,
     },
 }
@@ -459,8 +460,9 @@ impl ConsumerSpec {
 
     /// Every problem of `retry = "delayed"` with the rest of the spec: a
     /// classic queue, a schedule that is not a linear ladder, a delivery
-    /// limit the retries would reach, jitter, `max_age` or the error type's
-    /// own ladders. Empty with retry tiers.
+    /// limit the retries would reach, jitter, `max_age`, the retry queues'
+    /// names or route, or the error type's own ladders. Empty with retry
+    /// tiers.
     pub fn delayed_problems(&self) -> Vec<SpecError> {
         let mut problems = Vec::new();
         if self.retry != RetryBackend::Delayed {
@@ -483,6 +485,9 @@ impl ConsumerSpec {
         for (set, setting) in [
             (self.jitter.is_some(), "jitter"),
             (self.max_age.is_some(), "max_age"),
+            (self.names.retry_queue.is_some(), "retry_queue"),
+            (self.names.retry_exchange.is_some(), "retry_exchange"),
+            (self.retry_return != RetryReturn::Queue, "retry_return"),
             (
                 !self.ladders.is_empty(),
                 "the error type's own ladders (#[retry(delays = \"…\")])",
@@ -679,6 +684,8 @@ mod tests {
         s.jitter = Some("20%".parse().unwrap());
         s.max_age = Some(std::time::Duration::from_secs(60));
         s.ladders = vec![vec![60_000]];
+        s.names.retry_queue = Some("orders.wait_{ms}".into());
+        s.retry_return = RetryReturn::Exchange;
         let settings: Vec<_> = s
             .problems()
             .into_iter()
@@ -687,8 +694,11 @@ mod tests {
                 other => panic!("{other}"),
             })
             .collect();
-        assert_eq!(settings.len(), 3);
-        assert_eq!(settings[..2], ["jitter", "max_age"]);
+        assert_eq!(settings.len(), 5);
+        assert_eq!(
+            settings[..4],
+            ["jitter", "max_age", "retry_queue", "retry_return"]
+        );
         // None of it matters with tiers.
         s.retry = RetryBackend::Tiers;
         s.jitter = None;

@@ -122,6 +122,11 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
         }
         spec.jitter = jitter;
         spec.max_age = max_age_ms.map(std::time::Duration::from_millis);
+        spec.names.retry_queue = names.retry_queue.clone();
+        spec.names.retry_exchange = names.retry_exchange.clone();
+        if let Some(route) = retry_return {
+            spec.retry_return = route;
+        }
         delayed_errors(cx, args, &spec);
     }
     let krate = match args.string("crate") {

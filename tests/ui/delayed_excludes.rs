@@ -6,7 +6,7 @@ enum OrderError {
     Unavailable,
 }
 
-#[backoff_consumer(queue = "orders", delays = "1s,2s", queue_type = "quorum", retry = "delayed", jitter = "20%", max_age = "1h")]
+#[backoff_consumer(queue = "orders", delays = "1s,2s", queue_type = "quorum", retry = "delayed", jitter = "20%", max_age = "1h", retry_queue = "orders.wait_{ms}")]
 async fn process_order(_order: String) -> Result<(), OrderError> {
     Ok(())
 }
