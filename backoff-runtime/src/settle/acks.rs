@@ -18,7 +18,9 @@
 //! one by one as soon as a batch of them waits cost more than it saved:
 //! see PERFORMANCE.md, "Coalesced acknowledgements".)
 //!
-//! A requeue or a reject flushes what waits first, then goes out; until it
+//! A requeue or a reject flushes what waits first, then goes out (a failed
+//! delivery under delayed retries goes out alone, see
+//! [`fail`](Acks::fail)); until it
 //! has gone out its tag ends every run, so no multiple ack covers a tag
 //! the broker has still to see nacked. Acknowledgements and nacks go out one
 //! flush at a time, in the order they were planned.
@@ -251,8 +253,15 @@ impl Acks {
 
     async fn settle_back(&self, acker: &Acker, back: Back) -> Result<(), TransportError> {
         let _sending = self.sending.lock().await;
-        let flush = self.ledger().take(Held::All);
-        flush.send().await;
+        // A failed delivery under delayed retries waits in its queue, so
+        // nothing is gained by acknowledging first what finished before it;
+        // and when most messages fail once, a flush per failure would undo
+        // the coalescing. Its tag stays open until the reject has gone out,
+        // so no multiple ack covers it before.
+        if back != Back::Fail {
+            let flush = self.ledger().take(Held::All);
+            flush.send().await;
+        }
         let tag = acker.delivery_tag();
         let nacked = match back {
             Back::Requeue => acker.requeue().await,
@@ -268,7 +277,7 @@ impl Acks {
 }
 
 /// How a delivery goes back to the broker unacknowledged.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Back {
     /// `basic.nack` with requeue.
     Requeue,
@@ -292,6 +301,7 @@ mod tests {
     enum Sent {
         Ack { tag: u64, multiple: bool },
         Nack { tag: u64, requeue: bool },
+        Fail { tag: u64 },
     }
 
     #[derive(Clone, Default)]
@@ -343,7 +353,11 @@ mod tests {
         }
 
         fn fail(&self) -> BoxFuture<'_, Result<(), TransportError>> {
-            self.nack(true)
+            let sent = Sent::Fail { tag: self.tag };
+            Box::pin(async move {
+                self.wire.0.lock().unwrap().push(sent);
+                Ok(())
+            })
         }
     }
 
@@ -479,6 +493,28 @@ mod tests {
             wire.sent(),
             [multiple(5)],
             "3 is nacked already: 5's run passes it"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_delivery_goes_alone_and_keeps_the_run_waiting() {
+        let wire = Wire::default();
+        let acks = acks(10, 1..=5);
+        acks.ack(wire.acker(1)).await;
+        acks.ack(wire.acker(2)).await;
+        acks.fail(&wire.acker(3)).await.unwrap();
+        assert_eq!(
+            wire.sent(),
+            [Sent::Fail { tag: 3 }],
+            "no flush before it: the run waits for its batch"
+        );
+        acks.ack(wire.acker(4)).await;
+        acks.ack(wire.acker(5)).await;
+        acks.flush().await;
+        assert_eq!(
+            wire.sent(),
+            [multiple(5)],
+            "one multiple ack passes the rejected tag"
         );
     }
 
