@@ -252,16 +252,22 @@ impl Acks {
     }
 
     async fn settle_back(&self, acker: &Acker, back: Back) -> Result<(), TransportError> {
-        let _sending = self.sending.lock().await;
         // A failed delivery under delayed retries waits in its queue, so
-        // nothing is gained by acknowledging first what finished before it;
-        // and when most messages fail once, a flush per failure would undo
-        // the coalescing. Its tag stays open until the reject has gone out,
-        // so no multiple ack covers it before.
-        if back != Back::Fail {
-            let flush = self.ledger().take(Held::All);
-            flush.send().await;
-        }
+        // nothing is gained by acknowledging first what finished before it,
+        // nor by waiting for another flush or reject to go out: when most
+        // messages fail once, a flush per failure would undo the coalescing,
+        // and rejects one at a time would each wait for the one before. Its
+        // tag stays open until the reject has gone out, so no multiple ack
+        // covers it before.
+        let _sending = match back {
+            Back::Fail => None,
+            Back::Requeue | Back::Reject => {
+                let sending = self.sending.lock().await;
+                let flush = self.ledger().take(Held::All);
+                flush.send().await;
+                Some(sending)
+            }
+        };
         let tag = acker.delivery_tag();
         let nacked = match back {
             Back::Requeue => acker.requeue().await,
