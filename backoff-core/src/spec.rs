@@ -272,6 +272,7 @@ pub struct ConsumerSpec {
     /// How the consumer waits between retries: retry tiers (the default),
     /// or RabbitMQ 4.3's delayed retries of its quorum work queue
     /// (`retry = "delayed"`, see [`RetryBackend::Delayed`]).
+    #[serde(default)]
     pub retry: RetryBackend,
 }
 
