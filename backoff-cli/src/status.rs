@@ -233,6 +233,16 @@ async fn discovered(url: &str, management: &str, args: &StatusArgs) -> Result<Ex
                 rows.push(row(&tier.depth, "retry", delay.to_string()));
             }
             rows.push(row(&c.dead_letter, "dead-letter", String::new()));
+            if let Some(held) = c.held_back {
+                rows.push(vec![
+                    c.queue.clone(),
+                    c.queue.clone(),
+                    "held back (delayed retries)".to_owned(),
+                    String::new(),
+                    held.to_string(),
+                    String::new(),
+                ]);
+            }
         }
         table::print(
             &[

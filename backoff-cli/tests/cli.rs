@@ -1367,7 +1367,8 @@ fn broker_version() -> (u32, u32) {
 }
 
 /// `status --retry delayed` looks for no retry tier, finds the work queue's
-/// arguments as declared, and shows the messages the work queue holds back
+/// arguments as declared, and shows the messages the work queue holds back;
+/// `status` without a queue finds the consumer by its shape and shows them
 /// (counted by the management API on RabbitMQ 4.3; AMQP counts them neither
 /// ready nor unacknowledged). Before 4.3 the queue ignores the arguments and
 /// holds nothing back.
@@ -1460,6 +1461,19 @@ async fn status_shows_what_delayed_retries_hold_back() {
         .collect();
     assert_eq!(roles, ["work", "dead-letter"], "no retry tier: {doc}");
     assert_eq!(doc["argument_differences"], serde_json::json!([]), "{doc}");
+    // Found by its shape too, with no retry queue: the delayed retry
+    // arguments make it a consumer's.
+    let output = cli(&["status", "--json"]);
+    assert!(output.status.success(), "{output:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let found = doc["consumers"]
+        .as_array()
+        .expect("consumers")
+        .iter()
+        .find(|c| c["queue"] == serde_json::json!(queue))
+        .unwrap_or_else(|| panic!("{queue} not found: {doc}"));
+    assert_eq!(found["tiers"], serde_json::json!([]), "{found}");
+    assert_eq!(found["held_back"], serde_json::json!(held), "{found}");
     let _ = connection.close(200, "".into()).await;
 }
 
