@@ -1056,15 +1056,24 @@ async fn delayed_retries_wait_on_4_3_and_are_refused_before(backend: Backend) {
             );
         }
     }
-    let tier = h.spec.names().retry_queue(100);
+    let names = h.spec.names();
     let probe = backend.transport.connect().await.expect("connect");
+    // A refused check closes its channel: one channel each.
     let channel = probe.open_channel().await.expect("a channel");
     assert!(
         channel
-            .check_queue(&tier)
+            .check_queue(&names.retry_queue(100))
             .await
             .is_err_and(|e| e.is_not_found()),
         "no retry queue is declared"
+    );
+    let channel = probe.open_channel().await.expect("a channel");
+    assert!(
+        channel
+            .check_exchange(&names.retry_exchange)
+            .await
+            .is_err_and(|e| e.is_not_found()),
+        "no retry exchange is declared"
     );
     probe.close().await;
     h.stop().await;

@@ -434,13 +434,28 @@ impl Topology {
         }
     }
 
-    /// The exchanges, in declaration order.
-    pub fn exchanges(&self) -> [&ExchangeDecl; 3] {
-        [
-            &self.work_exchange,
-            &self.retry_exchange,
-            &self.dead_letter_exchange,
-        ]
+    /// The exchanges, in declaration order: the work exchange, the retry
+    /// exchange when there are retry queues to route to (none with
+    /// `retry = "delayed"`), the dead-letter exchange.
+    ///
+    /// ```
+    /// use rabbit_backoff::{ConsumerSpec, QueueType, RetryBackend, Topology};
+    ///
+    /// let mut spec = ConsumerSpec::new("orders", "1s,2s".parse()?);
+    /// assert_eq!(Topology::of(&spec).exchanges().len(), 3);
+    /// spec.queue_type = QueueType::Quorum;
+    /// spec.retry = RetryBackend::Delayed;
+    /// let names: Vec<_> = Topology::of(&spec).exchanges().iter().map(|e| e.name.clone()).collect();
+    /// assert_eq!(names, ["orders", "orders.dlx"]);
+    /// # Ok::<(), rabbit_backoff::DelayError>(())
+    /// ```
+    pub fn exchanges(&self) -> Vec<&ExchangeDecl> {
+        let mut exchanges = vec![&self.work_exchange];
+        if !self.retry_queues.is_empty() {
+            exchanges.push(&self.retry_exchange);
+        }
+        exchanges.push(&self.dead_letter_exchange);
+        exchanges
     }
 
     /// Every queue the topology may hold: [`queues`](Self::queues), then the
