@@ -50,6 +50,13 @@
 //! holds back that long (no copy, no `x-retry-count`, no `x-error`). Its
 //! row's ratios are the framework's to it, as for the other baselines.
 //!
+//! `framework-delayed` (only when named, on a quorum target of RabbitMQ
+//! 4.3): the framework with `retry = "delayed"`, the backend built on those
+//! delayed retries (the same `x-delayed-retry-*` arguments, a transient
+//! failure rejected with requeue, a dead letter still a confirmed copy with
+//! the framework's headers). Its ratios are its own to the framework with
+//! retry tiers (throughput, then CPU per message).
+//!
 //! Two more sides run S1 and S4 only: the framework with `dedupe` on
 //! PostgreSQL (`dedupe=postgres`, `DATABASE_URL`, a pool as large as the
 //! concurrency) and on Redis (`dedupe=redis`, `REDIS_URL`), each message
@@ -70,7 +77,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use rabbit_backoff::dedupe::{DedupeStore, PostgresStore, RedisStore, sqlx};
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{Argument, Dedupe, QueueType, ShutdownHandle, Topology};
+use rabbit_backoff::{Argument, Dedupe, QueueType, RetryBackend, ShutdownHandle, Topology};
 use rabbit_backoff_core::ConsumerSpec;
 use serde::{Deserialize, Serialize};
 
@@ -441,10 +448,12 @@ enum Side {
     /// The stronger hand-written loop: `article`'s headers, a task spawned
     /// per delivery on the multi-thread runtime.
     Spawned,
+    /// The framework with `retry = "delayed"`. Only when named.
+    FrameworkDelayed,
 }
 
 impl Side {
-    const ALL: [Side; 8] = [
+    const ALL: [Side; 9] = [
         Side::Framework,
         Side::Article,
         Side::Spawned,
@@ -453,6 +462,7 @@ impl Side {
         Side::DedupePostgres,
         Side::DedupeRedis,
         Side::Delayed,
+        Side::FrameworkDelayed,
     ];
     const DEFAULT: [Side; 4] = [Side::Framework, Side::Article, Side::Spawned, Side::Full];
 
@@ -466,6 +476,7 @@ impl Side {
             Side::DedupeRedis => "dedupe=redis",
             Side::Delayed => "delayed",
             Side::Spawned => "spawned",
+            Side::FrameworkDelayed => "framework-delayed",
         }
     }
 
@@ -696,7 +707,7 @@ async fn start(
     tally: &Arc<Tally>,
 ) -> (ShutdownHandle, tokio::task::JoinHandle<()>) {
     match side {
-        Side::Framework | Side::DedupePostgres | Side::DedupeRedis => {
+        Side::Framework | Side::FrameworkDelayed | Side::DedupePostgres | Side::DedupeRedis => {
             let mut builder = Runtime::builder()
                 .uri(target.url.clone())
                 .state_arc(tally.clone())
@@ -788,6 +799,13 @@ async fn declare(target: &Target, spec: &rabbit_backoff::ConsumerSpec, side: Sid
     let connection = rabbit_backoff::connect(target.first_node())
         .await
         .expect("connect");
+    if side == Side::FrameworkDelayed {
+        assert_eq!(
+            (spec.queue_type, spec.retry),
+            (QueueType::Quorum, RetryBackend::Delayed),
+            "the framework-delayed side needs a quorum target (BENCH_TARGETS=single-quorum) on RabbitMQ 4.3"
+        );
+    }
     let mut topology = Topology::of(spec);
     if side == Side::Delayed {
         assert_eq!(
@@ -818,7 +836,10 @@ async fn run_once(
     prefetch: u16,
 ) -> Sample {
     let admin = connect(target).await;
-    let spec = spec_for(target, prefetch);
+    let mut spec = spec_for(target, prefetch);
+    if side == Side::FrameworkDelayed {
+        spec.retry = RetryBackend::Delayed;
+    }
     declare(target, &spec, side).await;
     let publish_channel = admin.create_channel().await.expect("channel");
     publish_channel
@@ -1195,7 +1216,7 @@ async fn table(
             .join(",")
     );
     println!(
-        "{:<4} {:<15} {:>10} {:>10} {:>10} {:>11} {:>11} {:>6}   framework/baseline: throughput, CPU, broker CPU",
+        "{:<4} {:<17} {:>10} {:>10} {:>10} {:>11} {:>11} {:>6}   framework/baseline: throughput, CPU, broker CPU",
         "", "side", "msg/s med", "min", "max", "CPU µs/msg", "broker µs", "dups"
     );
     for scenario in SCENARIOS {
@@ -1251,6 +1272,11 @@ async fn table(
                     rate.0 / summary[f].0.0,
                     cpu / summary[f].1
                 ),
+                Some(f) if *side == Side::FrameworkDelayed => format!(
+                    "{:.2}x, {:.2}x of the framework with retry tiers",
+                    rate.0 / summary[f].0.0,
+                    cpu / summary[f].1
+                ),
                 Some(f) if *side != Side::Framework => {
                     format!(
                         "{:.2}x, {:.2}x{}",
@@ -1262,7 +1288,7 @@ async fn table(
                 _ => String::new(),
             };
             println!(
-                "{:<4} {:<15} {:>10.0} {:>10.0} {:>10.0} {:>11.1} {:>11} {:>6}   {}",
+                "{:<4} {:<17} {:>10.0} {:>10.0} {:>10.0} {:>11.1} {:>11} {:>6}   {}",
                 scenario.name,
                 side.name(),
                 rate.0,
@@ -1354,7 +1380,7 @@ fn main() {
     };
     assert!(
         !sides.is_empty(),
-        "BENCH_SIDES names none of framework, article, spawned, full, guarded, dedupe=postgres, dedupe=redis, delayed"
+        "BENCH_SIDES names none of framework, article, spawned, full, guarded, dedupe=postgres, dedupe=redis, delayed, framework-delayed"
     );
     let targets: Vec<Target> = env_or("BENCH_TARGETS", String::from("single-classic"))
         .split(',')

@@ -2,7 +2,7 @@
 
 pub use rabbit_backoff_core::{
     BreakerSpec, Classify, ConsumerSpec, DeclareMode, Dedupe, Delays, ErrorClass, ExchangeKind,
-    Jitter, QueueType, RetryReturn, Verdict,
+    Jitter, QueueType, RetryBackend, RetryReturn, Verdict,
 };
 pub use rabbit_backoff_runtime::{Consumer, Context, FromContext, State, StateRequirement};
 

@@ -46,7 +46,8 @@
 pub use rabbit_backoff_core::{
     ATTRIBUTE_KEYS, BreakerSpec, Classify, ConsumerSpec, DeclareMode, Dedupe, DedupeKey,
     DelayError, Delays, ErrorClass, ExchangeKind, Jitter, MAX_DELAY_MS, MAX_JITTER_PERCENT,
-    MAX_TIERS, QueueType, RetryReturn, SUB_QUEUES, SpecError, parse_duration,
+    MAX_TIERS, NotLinear, QueueType, RetryBackend, RetryReturn, SUB_QUEUES, SpecError,
+    parse_duration,
 };
 pub use rabbit_backoff_runtime::{meters, transport};
 
@@ -149,6 +150,7 @@ pub use rabbit_backoff_runtime::{
 /// | `declare` | `"declare"` the topology, or `"passive"`: only check that every exchange and queue exists (not their arguments), for topologies operators own | `"declare"` |
 /// | `dedupe` | drop duplicates: a delivery whose key was handled (or dead-lettered, or discarded) within this window is acked without the handler; needs [`RuntimeBuilder::dedupe_store`] | none |
 /// | `dedupe_key` | the key: `"message_id"` or `"header:<name>"` (only with `dedupe`) | `"message_id"` |
+/// | `retry` | how a retry waits: `"tiers"` (a TTL retry queue per delay, a copy per attempt) or `"delayed"` (RabbitMQ 4.3's delayed retries of a quorum work queue: a rejection the queue holds back, no copy; needs `queue_type = "quorum"`, a linear ladder such as `"5s,10s,15s"` and `delivery_limit` above the retries; refuses to start before 4.3) | `"tiers"` |
 /// | `crate` | path of this crate, when renamed | `::rabbit_backoff` |
 pub use rabbit_backoff_macros::backoff_consumer;
 

@@ -6,9 +6,9 @@
 
 pub use rabbit_backoff_core::{
     Argument, ArgumentDifference, Binding, BindingDefinition, BindingListing, DeadLetterIndexDecl,
-    Definitions, ExchangeDecl, ExchangeDefinition, FoundTopology, INDEX_MAX_BYTES,
+    Definitions, DelayedRetry, ExchangeDecl, ExchangeDefinition, FoundTopology, INDEX_MAX_BYTES,
     INDEX_REMOVALS_MAX_BYTES, INDEX_REMOVALS_SEGMENT_BYTES, INDEX_SEGMENT_BYTES, NameError,
     NameOverrides, QueueDecl, QueueDefinition, QueueListing, Topology, TopologyNames, arguments,
-    discover, validate_name,
+    delayed_arguments, discover, validate_name,
 };
 pub use rabbit_backoff_runtime::{MissingObject, check_topology, declare_topology};

@@ -17,7 +17,9 @@ use rabbit_backoff::lapin::BasicProperties;
 use rabbit_backoff::lapin::types::{AMQPValue, FieldTable};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::transport::{AmqpTransport, Transport};
-use rabbit_backoff::{Consumer, ConsumerSpec, Error, Jitter, Topology};
+use rabbit_backoff::{
+    Consumer, ConsumerSpec, Error, Jitter, QueueType, RetryBackend, SpecError, Topology,
+};
 use serde::{Deserialize, Serialize};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -85,6 +87,13 @@ impl Backend {
                 (backend, Killer::Proxy(proxy))
             }
         }
+    }
+
+    /// Whether the broker applies RabbitMQ 4.3's delayed retries: the real
+    /// one from 4.3 on; not the in-memory broker, which refuses
+    /// `retry = "delayed"` as RabbitMQ 3.10 and 4.0 do.
+    fn applies_delayed_retries(&self) -> bool {
+        self.memory.is_none() && broker_version() >= (4, 3)
     }
 
     fn in_memory_of(broker: &rabbit_backoff::testing::TestBroker) -> Self {
@@ -927,6 +936,149 @@ async fn eventually_async<F: std::future::Future<Output = bool>>(
     }
 }
 
+/// `retry = "delayed"`: on RabbitMQ 4.3 a failed message is rejected with
+/// requeue and the quorum work queue holds it back on the linear ladder
+/// (100, 200, 300 ms: the test consumer's delays), counted in
+/// `x-delivery-count`; one that keeps failing ends in the dead-letter queue
+/// with `x-error` and its count; a permanent one goes there at once; no
+/// retry queue exists. On a broker that would ignore the arguments (3.10,
+/// 4.0, the in-memory broker) the consumer refuses to start, naming the
+/// queue and the argument, and declares nothing.
+async fn delayed_retries_wait_on_4_3_and_are_refused_before(backend: Backend) {
+    let delayed = |spec: &mut ConsumerSpec| {
+        spec.queue_type = QueueType::Quorum;
+        spec.retry = RetryBackend::Delayed;
+    };
+    if !backend.applies_delayed_retries() {
+        let queue = unique("sem-delayed-refused");
+        let started = Runtime::builder()
+            .transport(Arc::clone(&backend.transport))
+            .state(Journal::default())
+            .handle_signals(false)
+            .consumer_with(process_job, |s| {
+                s.queue = queue.clone();
+                delayed(s);
+            })
+            .start()
+            .await;
+        let error = match started {
+            Err(error) => error,
+            Ok(_) => panic!("a delayed consumer started on a broker that ignores delayed retries"),
+        };
+        let message = error.to_string();
+        match error {
+            Error::InvalidSpec {
+                queue: refused,
+                source: SpecError::DelayedUnsupported { argument },
+            } => {
+                assert_eq!(refused, queue);
+                assert_eq!(argument, "x-delayed-retry-type");
+            }
+            other => panic!("another error: {other}"),
+        }
+        assert!(
+            message.contains(&queue)
+                && message.contains("x-delayed-retry-type")
+                && message.contains("retry = \"tiers\""),
+            "{message}"
+        );
+        let connection = backend.transport.connect().await.expect("connect");
+        let channel = connection.open_channel().await.expect("a channel");
+        let work_queue = channel.check_queue(&queue).await;
+        assert!(
+            work_queue.as_ref().is_err_and(|e| e.is_not_found()),
+            "nothing declared: {work_queue:?}"
+        );
+        connection.close().await;
+        return;
+    }
+    let h = Harness::start(&backend, "sem-delayed", delayed).await;
+    h.publish(&Job::new(1, Fail::Transient, Some(1)), props())
+        .await;
+    h.publish(&Job::new(2, Fail::Transient, None), props())
+        .await;
+    h.publish(&Job::new(3, Fail::Permanent, None), props())
+        .await;
+    let mut dead = Vec::new();
+    for _ in 0..2 {
+        let letter = h.next_dead_letter().await;
+        let job: Job = serde_json::from_slice(&letter.data).expect("a job");
+        dead.push((job.id, letter.properties));
+    }
+    dead.sort_by_key(|(id, _)| *id);
+    let [(2, exhausted), (3, permanent)] = &dead[..] else {
+        panic!(
+            "dead letters of jobs 2 and 3, not {:?}",
+            dead.iter().map(|d| d.0).collect::<Vec<_>>()
+        );
+    };
+    assert_eq!(
+        header_str(exhausted, "x-dead-letter-reason").as_deref(),
+        Some("exhausted")
+    );
+    assert_eq!(header_int(exhausted, "x-retry-count"), Some(3));
+    assert_eq!(
+        header_str(exhausted, "x-error").as_deref(),
+        Some("dependency unavailable (job 2)")
+    );
+    assert!(header_str(exhausted, "x-failed-at").is_some_and(|at| at.ends_with('Z')));
+    assert_eq!(
+        header_str(permanent, "x-dead-letter-reason").as_deref(),
+        Some("permanent")
+    );
+    assert_eq!(header_int(permanent, "x-retry-count"), Some(0));
+    assert_eq!(
+        header_str(permanent, "x-error").as_deref(),
+        Some("job 3 is invalid")
+    );
+    eventually("job 1 retried to success", WAIT, || h.journal.reached(1, 1)).await;
+    let counts = |id| -> Vec<u32> {
+        h.journal
+            .calls_for(id)
+            .iter()
+            .map(|s| s.retry_count)
+            .collect()
+    };
+    assert_eq!(counts(1), [0, 1], "failed once, handled after the delay");
+    assert_eq!(
+        counts(2),
+        [0, 1, 2, 3],
+        "every retry held back, none at once"
+    );
+    assert_eq!(counts(3), [0], "a permanent failure never waits");
+    for id in [1, 2] {
+        let calls = h.journal.calls_for(id);
+        for (gap, delay) in calls.windows(2).zip([100u64, 200, 300]) {
+            let waited = gap[1].at.duration_since(gap[0].at);
+            assert!(
+                waited >= Duration::from_millis(delay),
+                "job {id}: retry after {delay}ms came after {waited:?}"
+            );
+        }
+    }
+    let names = h.spec.names();
+    let probe = backend.transport.connect().await.expect("connect");
+    // A refused check closes its channel: one channel each.
+    let channel = probe.open_channel().await.expect("a channel");
+    assert!(
+        channel
+            .check_queue(&names.retry_queue(100))
+            .await
+            .is_err_and(|e| e.is_not_found()),
+        "no retry queue is declared"
+    );
+    let channel = probe.open_channel().await.expect("a channel");
+    assert!(
+        channel
+            .check_exchange(&names.retry_exchange)
+            .await
+            .is_err_and(|e| e.is_not_found()),
+        "no retry exchange is declared"
+    );
+    probe.close().await;
+    h.stop().await;
+}
+
 macro_rules! on_every_broker {
     ($($case:ident),* $(,)?) => {
         /// Against the real RabbitMQ at `AMQP_URL`.
@@ -973,4 +1125,5 @@ on_every_broker!(
     a_requeue_and_a_reject_in_the_middle_of_a_run,
     shutdown_in_the_middle_of_a_run_acks_exactly_what_finished,
     a_killed_connection_redelivers_exactly_what_had_not_finished,
+    delayed_retries_wait_on_4_3_and_are_refused_before,
 );

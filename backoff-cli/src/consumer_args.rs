@@ -1,6 +1,6 @@
 use clap::Args;
 use rabbit_backoff::{
-    ConsumerSpec, Delays, ExchangeKind, Jitter, NameOverrides, QueueType, RetryReturn,
+    ConsumerSpec, Delays, ExchangeKind, Jitter, NameOverrides, QueueType, RetryBackend, RetryReturn,
 };
 
 /// Names one consumer's topology, as `#[backoff_consumer]` does.
@@ -51,6 +51,11 @@ pub struct ConsumerArgs {
     /// Jitter of the retry tiers, e.g. 20% (five sub-queues per tier).
     #[arg(long, value_name = "PERCENT")]
     pub jitter: Option<Jitter>,
+    /// How retries wait: tiers (a TTL retry queue per delay) or delayed
+    /// (RabbitMQ 4.3's delayed retries of the quorum work queue: no retry
+    /// queue; `status` shows the messages it holds back).
+    #[arg(long, value_name = "BACKEND", default_value = "tiers")]
+    pub retry: RetryBackend,
 }
 
 impl ConsumerArgs {
@@ -67,6 +72,7 @@ impl ConsumerArgs {
         spec.delivery_limit = self.delivery_limit;
         spec.retry_return = self.retry_return;
         spec.jitter = self.jitter;
+        spec.retry = self.retry;
         spec.names = NameOverrides::default();
         spec.names.exchange = self.exchange.clone();
         spec.names.routing_key = self.work_routing_key.clone();

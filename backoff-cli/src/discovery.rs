@@ -2,7 +2,7 @@
 //! queues and bindings by its shape (see `rabbit_backoff::discover`).
 
 use rabbit_backoff::{
-    BindingListing, ConsumerSpec, Delays, FoundTopology, NameOverrides, QueueListing,
+    BindingListing, ConsumerSpec, Delays, FoundTopology, NameOverrides, QueueListing, RetryBackend,
     discover as discover_topologies,
 };
 use serde::Serialize;
@@ -45,6 +45,10 @@ pub struct DiscoveredConsumer {
     pub tiers: Vec<Tier>,
     /// Its dead-letter queue.
     pub dead_letter: QueueDepth,
+    /// With RabbitMQ 4.3's delayed retries (`retry = "delayed"`): the
+    /// messages the work queue holds back; `None` with retry tiers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_back: Option<u64>,
 }
 
 /// Every consumer topology of the AMQP address's vhost, through the
@@ -92,6 +96,12 @@ pub fn discover(amqp_url: &str, management_url: &str) -> Result<Vec<DiscoveredCo
                     })
                     .collect(),
                 dead_letter: depth(&found.dead_letter_queue),
+                held_back: (found.retry == RetryBackend::Delayed).then(|| {
+                    queues
+                        .iter()
+                        .find(|q| q.name == found.queue)
+                        .map_or(0, |q| q.messages_delayed)
+                }),
             })
             .collect(),
     )
@@ -123,6 +133,7 @@ fn spec_of(found: &FoundTopology) -> ConsumerSpec {
     let mut spec = ConsumerSpec::new(found.queue.clone(), delays);
     spec.queue_type = found.queue_type;
     spec.retry_return = found.retry_return;
+    spec.retry = found.retry;
     spec.names = NameOverrides::default();
     spec.names.dead_letter_exchange = Some(found.dead_letter_exchange.clone());
     spec.names.dead_letter_queue = Some(found.dead_letter_queue.clone());

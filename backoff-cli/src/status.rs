@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use rabbit_backoff::{Argument, ArgumentDifference, Topology};
+use rabbit_backoff::{Argument, ArgumentDifference, RetryBackend, Topology};
 use rabbit_backoff::{ConsumerStatus, connect, status};
 
 use crate::consumer_args::ConsumerArgs;
@@ -105,12 +105,33 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
         );
     }
     connection.close().await;
+    // With delayed retries the work queue holds failed messages back: they
+    // are neither ready (what AMQP counts) nor in a retry queue. Only the
+    // management API counts them; `None` when it is unreachable.
+    let held_back: Vec<(String, Option<u64>)> = consumers
+        .iter()
+        .filter(|c| c.retry == RetryBackend::Delayed)
+        .map(|c| {
+            let queue = c.queue.clone();
+            let held = listed.as_ref().map(|l| {
+                l.iter()
+                    .find(|q| q.name == queue)
+                    .map_or(0, |q| q.messages_delayed)
+            });
+            (queue, held)
+        })
+        .collect();
 
     if args.json {
+        let held_back: Vec<_> = held_back
+            .iter()
+            .map(|(queue, messages)| serde_json::json!({ "queue": queue, "messages": messages }))
+            .collect();
         let doc = serde_json::json!({
             "consumers": statuses,
             "note": note,
             "argument_differences": differences,
+            "held_back": held_back,
         });
         println!(
             "{}",
@@ -138,6 +159,16 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
                 ]
             })
             .collect();
+        let mut rows = rows;
+        for (queue, held) in &held_back {
+            rows.push(vec![
+                queue.clone(),
+                "held back (delayed retries)".to_owned(),
+                String::new(),
+                held.map_or("unknown".to_owned(), |n| n.to_string()),
+                String::new(),
+            ]);
+        }
         table::print(&["QUEUE", "ROLE", "DELAY", "MESSAGES", "CONSUMERS"], &rows);
         if let Some(note) = &note {
             eprintln!("note: {note}");
@@ -202,6 +233,16 @@ async fn discovered(url: &str, management: &str, args: &StatusArgs) -> Result<Ex
                 rows.push(row(&tier.depth, "retry", delay.to_string()));
             }
             rows.push(row(&c.dead_letter, "dead-letter", String::new()));
+            if let Some(held) = c.held_back {
+                rows.push(vec![
+                    c.queue.clone(),
+                    c.queue.clone(),
+                    "held back (delayed retries)".to_owned(),
+                    String::new(),
+                    held.to_string(),
+                    String::new(),
+                ]);
+            }
         }
         table::print(
             &[

@@ -1352,3 +1352,160 @@ async fn purge_asks_for_yes_and_leaves_the_index_answering_groups() {
     let text = stdout(&cli(&["dlq", "purge", "--queue", q, "--yes"]));
     assert!(text.contains("purged 4 (checkpoint written"), "{text}");
 }
+
+/// The test broker's version as (major, minor), from its `rabbitmqctl`.
+fn broker_version() -> (u32, u32) {
+    let output = ctl()
+        .args(["-q", "status", "--formatter", "json"])
+        .output()
+        .expect("rabbitmqctl");
+    assert!(output.status.success(), "rabbitmqctl status: {output:?}");
+    let status: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let version = status["rabbitmq_version"].as_str().expect("a version");
+    let mut parts = version.split('.').map(|p| p.parse().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+/// `status --retry delayed` looks for no retry tier, finds the work queue's
+/// arguments as declared, and shows the messages the work queue holds back;
+/// `status` without a queue finds the consumer by its shape and shows them
+/// (counted by the management API on RabbitMQ 4.3; AMQP counts them neither
+/// ready nor unacknowledged). Before 4.3 the queue ignores the arguments and
+/// holds nothing back.
+#[tokio::test]
+async fn status_shows_what_delayed_retries_hold_back() {
+    use rabbit_backoff::{ConsumerSpec, QueueType, RetryBackend, Topology};
+
+    let queue = unique("held");
+    let mut spec = ConsumerSpec::new(queue.clone(), "30s".parse().unwrap());
+    spec.queue_type = QueueType::Quorum;
+    spec.retry = RetryBackend::Delayed;
+    let topology = Topology::of(&spec);
+    let framework = rabbit_backoff::connect(&url()).await.expect("connect");
+    rabbit_backoff::declare_topology(&*framework, &topology)
+        .await
+        .expect("declare");
+    framework.close().await;
+    let connection = connect(&url()).await;
+    let channel = connection.create_channel().await.unwrap();
+    let _cleanup = Deleting(
+        topology.every_queue().map(|q| q.name.clone()).collect(),
+        topology
+            .exchanges()
+            .iter()
+            .map(|e| e.name.clone())
+            .collect(),
+    );
+    channel
+        .basic_publish(
+            "".into(),
+            queue.as_str().into(),
+            BasicPublishOptions::default(),
+            b"{}",
+            BasicProperties::default(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let got = loop {
+        if let Some(got) = channel
+            .basic_get(queue.as_str().into(), Default::default())
+            .await
+            .unwrap()
+        {
+            break got;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    got.acker
+        .reject(lapin::options::BasicRejectOptions { requeue: true })
+        .await
+        .unwrap();
+    let held = if broker_version() >= (4, 3) { 1 } else { 0 };
+    // The management API samples queues every few seconds: ask until it
+    // counts the message where it is.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let doc = loop {
+        let output = cli(&[
+            "status",
+            "--queue",
+            &queue,
+            "--delays",
+            "30s",
+            "--queue-type",
+            "quorum",
+            "--retry",
+            "delayed",
+            "--json",
+        ]);
+        assert!(output.status.success(), "{output:?}");
+        let doc: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+        if doc["held_back"][0]["messages"] == serde_json::json!(held)
+            || std::time::Instant::now() > deadline
+        {
+            break doc;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    assert_eq!(
+        doc["held_back"],
+        serde_json::json!([{ "queue": queue, "messages": held }]),
+        "{doc}"
+    );
+    let roles: Vec<&str> = doc["consumers"][0]["queues"]
+        .as_array()
+        .expect("queues")
+        .iter()
+        .map(|q| q["role"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(roles, ["work", "dead-letter"], "no retry tier: {doc}");
+    assert_eq!(doc["argument_differences"], serde_json::json!([]), "{doc}");
+    // Found by its shape too, with no retry queue: the delayed retry
+    // arguments make it a consumer's.
+    let output = cli(&["status", "--json"]);
+    assert!(output.status.success(), "{output:?}");
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let found = doc["consumers"]
+        .as_array()
+        .expect("consumers")
+        .iter()
+        .find(|c| c["queue"] == serde_json::json!(queue))
+        .unwrap_or_else(|| panic!("{queue} not found: {doc}"));
+    assert_eq!(found["tiers"], serde_json::json!([]), "{found}");
+    assert_eq!(found["held_back"], serde_json::json!(held), "{found}");
+    let _ = connection.close(200, "".into()).await;
+}
+
+/// Deletes the queues and exchanges when dropped.
+struct Deleting(Vec<String>, Vec<String>);
+
+impl Drop for Deleting {
+    fn drop(&mut self) {
+        let queues = std::mem::take(&mut self.0);
+        let exchanges = std::mem::take(&mut self.1);
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let connection = connect(&url()).await;
+                let channel = connection.create_channel().await.unwrap();
+                for queue in queues {
+                    let _ = channel
+                        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
+                        .await;
+                }
+                for exchange in exchanges {
+                    let _ = channel
+                        .exchange_delete(exchange.as_str().into(), Default::default())
+                        .await;
+                }
+                let _ = connection.close(200, "".into()).await;
+            });
+        })
+        .join()
+        .expect("cleanup");
+    }
+}

@@ -32,5 +32,6 @@ pub const ATTRIBUTE_KEYS: &[&str] = &[
     "breaker",
     "dedupe",
     "dedupe_key",
+    "retry",
     "crate",
 ];

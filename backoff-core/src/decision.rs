@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use crate::{DeadLetterReason, Delays, Verdict};
+use crate::{DeadLetterReason, DelayedRetry, Delays, RetryBackend, Verdict};
 
 /// What happened to one delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +38,16 @@ pub enum Decision {
         /// The count the copy carries.
         next_count: u32,
     },
+    /// Give it back to the work queue as a failed delivery
+    /// (`basic.reject(requeue = true)`, no copy): with `retry = "delayed"`,
+    /// RabbitMQ 4.3 holds it back `delay_ms` and counts it in
+    /// `x-delivery-count`.
+    Redeliver {
+        /// How long the queue holds it back.
+        delay_ms: u64,
+        /// The delivery count it comes back with.
+        next_count: u32,
+    },
     /// Republish to the dead-letter queue, then acknowledge the original.
     DeadLetter {
         /// Why.
@@ -53,6 +63,9 @@ pub struct Policy<'a> {
     /// Dead-letter (reason `expired`) once the first failure is older than
     /// this (`max_age`).
     pub max_age: Option<Duration>,
+    /// How a retry waits: a copy to a retry tier, or a rejection the work
+    /// queue holds back (`retry = "delayed"`).
+    pub backend: RetryBackend,
 }
 
 impl<'a> Policy<'a> {
@@ -61,6 +74,7 @@ impl<'a> Policy<'a> {
         Policy {
             delays,
             max_age: None,
+            backend: RetryBackend::Tiers,
         }
     }
 }
@@ -100,6 +114,11 @@ impl Attempt {
 ///   any retry, so a dependency that keeps asking to wait cannot keep a
 ///   message forever: after as many retries as the ladder has tiers, it is
 ///   exhausted.
+/// - With [`RetryBackend::Delayed`], a retry is [`Decision::Redeliver`]:
+///   the count is the broker's `x-delivery-count`, the wait the work queue's
+///   linear ladder, `n × the first delay` capped at the last (what the
+///   broker applies, whatever the verdict asked); after as many retries as
+///   the consumer's ladder has tiers, it is exhausted.
 ///
 /// ```
 /// use std::time::Duration;
@@ -139,6 +158,8 @@ pub fn decide(policy: Policy<'_>, attempt: Attempt, outcome: &Outcome) -> Decisi
         }
         Verdict::Discard => return Decision::Discard,
         Verdict::Retry | Verdict::RetryAfter(_) => policy.delays.as_millis(),
+        // The work queue has one ladder; the broker applies only it.
+        Verdict::Ladder(_) if policy.backend == RetryBackend::Delayed => policy.delays.as_millis(),
         Verdict::Ladder(ladder) => ladder,
     };
     if let (Some(max_age), Some(age)) = (policy.max_age, attempt.since_first_failure)
@@ -152,6 +173,19 @@ pub fn decide(policy: Policy<'_>, attempt: Attempt, outcome: &Outcome) -> Decisi
     if tier >= ladder.len() {
         return Decision::DeadLetter {
             reason: DeadLetterReason::Exhausted,
+        };
+    }
+    if policy.backend == RetryBackend::Delayed {
+        let next_count = attempt.count.saturating_add(1);
+        // The broker's ladder: exactly the consumer's delays when they are
+        // linear, which the spec's validation requires.
+        let delay_ms = match DelayedRetry::of(policy.delays) {
+            Ok(delayed) => delayed.delay_ms(next_count),
+            Err(_) => ladder[tier],
+        };
+        return Decision::Redeliver {
+            delay_ms,
+            next_count,
         };
     }
     let delay_ms = match verdict {
@@ -292,6 +326,7 @@ mod tests {
         let policy = Policy {
             delays: &delays,
             max_age: Some(Duration::from_secs(3_600)),
+            backend: RetryBackend::Tiers,
         };
         let old = Attempt {
             count: 1,
@@ -317,6 +352,48 @@ mod tests {
                 reason: DeadLetterReason::Permanent
             },
             "a permanent failure is permanent, however old"
+        );
+    }
+
+    #[test]
+    fn delayed_retries_redeliver_on_the_linear_ladder_then_dead_letter() {
+        let delays: Delays = "1s,2s,3s".parse().unwrap();
+        let policy = Policy {
+            backend: RetryBackend::Delayed,
+            ..Policy::new(&delays)
+        };
+        for (count, delay_ms) in [(0, 1_000), (1, 2_000), (2, 3_000)] {
+            for verdict in [
+                Verdict::Retry,
+                Verdict::RetryAfter(Duration::from_secs(60)),
+                Verdict::Ladder(&[60_000]),
+            ] {
+                assert_eq!(
+                    decide(policy, Attempt::count(count), &failed(verdict)),
+                    Decision::Redeliver {
+                        delay_ms,
+                        next_count: count + 1
+                    },
+                    "{verdict:?} at {count}"
+                );
+            }
+        }
+        assert_eq!(
+            decide(policy, Attempt::count(3), &failed(Verdict::Retry)),
+            Decision::DeadLetter {
+                reason: DeadLetterReason::Exhausted
+            }
+        );
+        assert_eq!(
+            decide(policy, Attempt::count(0), &failed(Verdict::DeadLetter)),
+            Decision::DeadLetter {
+                reason: DeadLetterReason::Permanent
+            },
+            "a permanent failure never waits"
+        );
+        assert_eq!(
+            decide(policy, Attempt::count(0), &Outcome::Success),
+            Decision::Ack
         );
     }
 

@@ -156,7 +156,7 @@ impl KeyFate {
     pub fn of(decision: &Decision) -> KeyFate {
         match decision {
             Decision::Ack | Decision::Discard | Decision::DeadLetter { .. } => KeyFate::Complete,
-            Decision::Retry { .. } => KeyFate::Release,
+            Decision::Retry { .. } | Decision::Redeliver { .. } => KeyFate::Release,
         }
     }
 }

@@ -6,7 +6,7 @@
 //! directly or through an exchange.
 
 use crate::topology::arguments as arg;
-use crate::{Argument, QueueType, RetryReturn};
+use crate::{Argument, QueueType, RetryBackend, RetryReturn, delayed_arguments};
 
 /// A queue as the broker lists it.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,11 +60,15 @@ pub struct FoundTopology {
     pub dead_letter_queue: String,
     /// The work queue's type.
     pub queue_type: QueueType,
+    /// How it retries: retry queues, or RabbitMQ 4.3's delayed retries of
+    /// the work queue (`x-delayed-retry-type` set, no retry queue).
+    pub retry: RetryBackend,
 }
 
 /// Every retry topology among `queues` and `bindings`, in the order of the
 /// work queues' names. A work queue needs a dead-letter queue and at least one
-/// retry queue to count; queues whose names end in `skip` are left out (the
+/// retry queue to count, or without one the delayed retry arguments of
+/// `retry = "delayed"`; queues whose names end in `skip` are left out (the
 /// operator tools' own marker queues).
 pub fn discover(
     queues: &[QueueListing],
@@ -122,9 +126,15 @@ pub fn discover(
                     Some((retry.name.clone(), ttl))
                 })
                 .collect();
-            if retry_queues.is_empty() {
-                return None;
-            }
+            let delayed = work
+                .text(delayed_arguments::TYPE)
+                .is_some_and(|t| t != "disabled")
+                && work.int(delayed_arguments::MIN).is_some();
+            let retry = match (retry_queues.is_empty(), delayed) {
+                (false, _) => RetryBackend::Tiers,
+                (true, true) => RetryBackend::Delayed,
+                (true, false) => return None,
+            };
             retry_queues.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
             Some(FoundTopology {
                 queue: work.name.clone(),
@@ -136,6 +146,7 @@ pub fn discover(
                     Some("quorum") => QueueType::Quorum,
                     _ => QueueType::Classic,
                 },
+                retry,
             })
         })
         .collect();
@@ -167,6 +178,26 @@ mod tests {
             })
             .collect();
         (queues, bindings)
+    }
+
+    #[test]
+    fn finds_a_topology_with_delayed_retries_and_no_retry_queue() {
+        let mut spec = ConsumerSpec::new("orders", "1s,2s".parse().unwrap());
+        spec.queue_type = QueueType::Quorum;
+        spec.retry = RetryBackend::Delayed;
+        let (queues, bindings) = listing(&Topology::of(&spec));
+        let found = discover(&queues, &bindings, &|_| false);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].queue, "orders");
+        assert_eq!(found[0].retry, RetryBackend::Delayed);
+        assert!(found[0].retry_queues.is_empty());
+        assert_eq!(found[0].dead_letter_queue, "orders.dlq");
+        // Without the arguments, a queue with a dead-letter queue and no
+        // retry queue is no consumer's.
+        spec.retry = RetryBackend::Tiers;
+        let (mut queues, bindings) = listing(&Topology::of(&spec));
+        queues.retain(|q| q.int(arg::MESSAGE_TTL).is_none());
+        assert!(discover(&queues, &bindings, &|_| false).is_empty());
     }
 
     #[test]

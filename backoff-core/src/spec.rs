@@ -3,7 +3,10 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Dedupe, Delays, Jitter, NameError, NameOverrides, TopologyNames};
+use crate::{
+    Dedupe, DelayedRetry, Delays, Jitter, NameError, NameOverrides, NotLinear, RetryBackend,
+    TopologyNames,
+};
 
 /// The kind of queues a consumer declares.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -266,6 +269,11 @@ pub struct ConsumerSpec {
     /// `dedupe_key`); needs a dedupe store on the runtime. `None`: every
     /// delivery is handled.
     pub dedupe: Option<Dedupe>,
+    /// How the consumer waits between retries: retry tiers (the default),
+    /// or RabbitMQ 4.3's delayed retries of its quorum work queue
+    /// (`retry = "delayed"`, see [`RetryBackend::Delayed`]).
+    #[serde(default)]
+    pub retry: RetryBackend,
 }
 
 /// The default `prefetch`: the knee of the measured throughput curve (see
@@ -306,6 +314,48 @@ pub enum SpecError {
     /// A dedupe window of zero, which would remember no key.
     #[error("the dedupe window is 0, so no duplicate would be dropped; set e.g. 24h, or None")]
     ZeroDedupeWindow,
+    /// `retry = "delayed"` on classic queues: only quorum queues hold a
+    /// rejected message back.
+    #[error(
+        "retry = \"delayed\" uses RabbitMQ 4.3's delayed retries, which only quorum queues have; add queue_type = \"quorum\", or use retry = \"tiers\""
+    )]
+    DelayedNeedsQuorum,
+    /// `retry = "delayed"` with a schedule the broker cannot wait.
+    #[error(transparent)]
+    DelayedNotLinear(#[from] NotLinear),
+    /// `retry = "delayed"` with a delivery limit the retries would reach:
+    /// the broker would dead-letter the message itself, without `x-error`.
+    #[error(
+        "retry = \"delayed\" counts each retry in the quorum queue's delivery count, and the queue dead-letters a message itself (without x-error) once it is past delivery_limit = {limit}; {retries} retries need delivery_limit = {need} or more"
+    )]
+    DelayedDeliveryLimit {
+        /// The work queue's `x-delivery-limit`.
+        limit: u32,
+        /// How many retries the schedule has.
+        retries: usize,
+        /// The smallest limit that leaves room: one more than the retries.
+        need: usize,
+    },
+    /// `retry = "delayed"` on a broker that does not apply RabbitMQ 4.3's
+    /// delayed retries (found when the consumer starts, before anything is
+    /// declared): it would accept the work queue's arguments and ignore
+    /// them, and deliver every rejected message again at once.
+    #[error(
+        "retry = \"delayed\" needs a broker that applies the quorum queue argument '{argument}', and this one does not: RabbitMQ before 4.3 accepts it and ignores it, so every failed message would be delivered again at once, a hot loop. Run the consumer on RabbitMQ 4.3 or later, or use retry = \"tiers\" (the default)"
+    )]
+    DelayedUnsupported {
+        /// The argument the broker does not apply: `x-delayed-retry-type`.
+        argument: &'static str,
+    },
+    /// `retry = "delayed"` with a setting only retry tiers can honour.
+    #[error(
+        "retry = \"delayed\" cannot honour {setting}: a failed message waits in the work queue itself, on its one linear ladder, with no retry queue and no copy per attempt; remove {setting}, or use retry = \"tiers\""
+    )]
+    DelayedExcludes {
+        /// The setting: `jitter`, `max_age`, `retry_queue`, `retry_exchange`,
+        /// `retry_return` or the error type's own ladders.
+        setting: &'static str,
+    },
 }
 
 impl ConsumerSpec {
@@ -331,12 +381,13 @@ impl ConsumerSpec {
             immediate: 0,
             breaker: None,
             dedupe: None,
+            retry: RetryBackend::Tiers,
         }
     }
 
     /// Every distinct delay a retry can wait, in tier order: each tier's
     /// delay, or with [`jitter`](Self::jitter) each of its sub-delays. One
-    /// retry queue each.
+    /// retry queue each; none with `retry = "delayed"`.
     ///
     /// ```
     /// use rabbit_backoff::ConsumerSpec;
@@ -349,6 +400,10 @@ impl ConsumerSpec {
     /// ```
     pub fn retry_delays(&self) -> Vec<u64> {
         let mut delays = Vec::new();
+        if self.retry == RetryBackend::Delayed {
+            // The work queue holds retries back itself: no retry queue.
+            return delays;
+        }
         let ladders = self.ladders.iter().flatten();
         for &ms in self.delays.as_millis().iter().chain(ladders) {
             let subs = match self.jitter {
@@ -378,7 +433,72 @@ impl ConsumerSpec {
         crate::Policy {
             delays: &self.delays,
             max_age: self.max_age,
+            backend: self.retry,
         }
+    }
+
+    /// With `retry = "delayed"`, the work queue's delayed retry for this
+    /// schedule; `None` with retry tiers, or when the schedule is not a
+    /// linear ladder (which [`validate`](Self::validate) refuses).
+    ///
+    /// ```
+    /// use rabbit_backoff::{ConsumerSpec, QueueType, RetryBackend};
+    ///
+    /// let mut spec = ConsumerSpec::new("orders", "2s,4s,6s".parse()?);
+    /// assert_eq!(spec.delayed_retry(), None);
+    /// spec.retry = RetryBackend::Delayed;
+    /// spec.queue_type = QueueType::Quorum;
+    /// spec.validate()?;
+    /// assert_eq!(spec.delayed_retry().map(|d| (d.min_ms, d.max_ms)), Some((2_000, 6_000)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn delayed_retry(&self) -> Option<DelayedRetry> {
+        match self.retry {
+            RetryBackend::Delayed => DelayedRetry::of(&self.delays).ok(),
+            RetryBackend::Tiers => None,
+        }
+    }
+
+    /// Every problem of `retry = "delayed"` with the rest of the spec: a
+    /// classic queue, a schedule that is not a linear ladder, a delivery
+    /// limit the retries would reach, jitter, `max_age`, the retry queues'
+    /// names or route, or the error type's own ladders. Empty with retry
+    /// tiers.
+    pub fn delayed_problems(&self) -> Vec<SpecError> {
+        let mut problems = Vec::new();
+        if self.retry != RetryBackend::Delayed {
+            return problems;
+        }
+        if self.queue_type != QueueType::Quorum {
+            problems.push(SpecError::DelayedNeedsQuorum);
+        }
+        if let Err(e) = DelayedRetry::of(&self.delays) {
+            problems.push(e.into());
+        }
+        let retries = self.delays.len();
+        if (self.delivery_limit as usize) <= retries {
+            problems.push(SpecError::DelayedDeliveryLimit {
+                limit: self.delivery_limit,
+                retries,
+                need: retries + 1,
+            });
+        }
+        for (set, setting) in [
+            (self.jitter.is_some(), "jitter"),
+            (self.max_age.is_some(), "max_age"),
+            (self.names.retry_queue.is_some(), "retry_queue"),
+            (self.names.retry_exchange.is_some(), "retry_exchange"),
+            (self.retry_return != RetryReturn::Queue, "retry_return"),
+            (
+                !self.ladders.is_empty(),
+                "the error type's own ladders (#[retry(delays = \"…\")])",
+            ),
+        ] {
+            if set {
+                problems.push(SpecError::DelayedExcludes { setting });
+            }
+        }
+        problems
     }
 
     /// Sets `prefetch`; a concurrency that was not set explicitly follows it.
@@ -442,6 +562,7 @@ impl ConsumerSpec {
         if self.dedupe.as_ref().is_some_and(|d| d.window.is_zero()) {
             problems.push(SpecError::ZeroDedupeWindow);
         }
+        problems.extend(self.delayed_problems());
         problems
     }
 }
@@ -514,6 +635,76 @@ mod tests {
         );
         assert_eq!(spec().retry_return, RetryReturn::Queue);
         assert_eq!(spec().declare, DeclareMode::Declare);
+    }
+
+    fn delayed(delays: &str) -> ConsumerSpec {
+        let mut s = ConsumerSpec::new("orders", delays.parse().unwrap());
+        s.retry = RetryBackend::Delayed;
+        s.queue_type = QueueType::Quorum;
+        s
+    }
+
+    #[test]
+    fn delayed_retries_need_a_quorum_queue_a_linear_ladder_and_room_under_the_limit() {
+        assert_eq!(delayed("1s,2s,3s").validate(), Ok(()));
+        let mut s = delayed("1s,2s,3s");
+        s.queue_type = QueueType::Classic;
+        assert_eq!(s.problems(), [SpecError::DelayedNeedsQuorum]);
+        assert!(
+            s.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("queue_type = \"quorum\"")
+        );
+
+        let s = delayed("5s,15s,60s");
+        let [SpecError::DelayedNotLinear(refused)] = &s.problems()[..] else {
+            panic!("{:?}", s.problems());
+        };
+        assert_eq!(refused.suggestion.to_string(), "5s,10s,15s");
+
+        let mut s = delayed("1s,2s,3s");
+        s.delivery_limit = 3;
+        let message = s.validate().unwrap_err().to_string();
+        assert_eq!(
+            s.problems(),
+            [SpecError::DelayedDeliveryLimit {
+                limit: 3,
+                retries: 3,
+                need: 4
+            }]
+        );
+        assert!(message.contains("delivery_limit = 4 or more"), "{message}");
+        s.delivery_limit = 4;
+        assert_eq!(s.validate(), Ok(()));
+    }
+
+    #[test]
+    fn delayed_retries_refuse_what_only_tiers_can_honour() {
+        let mut s = delayed("1s,2s");
+        s.jitter = Some("20%".parse().unwrap());
+        s.max_age = Some(std::time::Duration::from_secs(60));
+        s.ladders = vec![vec![60_000]];
+        s.names.retry_queue = Some("orders.wait_{ms}".into());
+        s.retry_return = RetryReturn::Exchange;
+        let settings: Vec<_> = s
+            .problems()
+            .into_iter()
+            .map(|p| match p {
+                SpecError::DelayedExcludes { setting } => setting,
+                other => panic!("{other}"),
+            })
+            .collect();
+        assert_eq!(settings.len(), 5);
+        assert_eq!(
+            settings[..4],
+            ["jitter", "max_age", "retry_queue", "retry_return"]
+        );
+        // None of it matters with tiers.
+        s.retry = RetryBackend::Tiers;
+        s.jitter = None;
+        assert_eq!(s.validate(), Ok(()));
+        assert_eq!(s.delayed_retry(), None);
     }
 
     #[test]

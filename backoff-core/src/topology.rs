@@ -336,6 +336,9 @@ impl Topology {
                 Argument::Int(i64::from(spec.delivery_limit)),
             ));
         }
+        if let Some(delayed) = spec.delayed_retry() {
+            work_args.extend(delayed.arguments());
+        }
         let (return_exchange, return_key) = Self::retry_return_route(spec);
 
         let retry_queues = spec
@@ -431,13 +434,28 @@ impl Topology {
         }
     }
 
-    /// The exchanges, in declaration order.
-    pub fn exchanges(&self) -> [&ExchangeDecl; 3] {
-        [
-            &self.work_exchange,
-            &self.retry_exchange,
-            &self.dead_letter_exchange,
-        ]
+    /// The exchanges, in declaration order: the work exchange, the retry
+    /// exchange when there are retry queues to route to (none with
+    /// `retry = "delayed"`), the dead-letter exchange.
+    ///
+    /// ```
+    /// use rabbit_backoff::{ConsumerSpec, QueueType, RetryBackend, Topology};
+    ///
+    /// let mut spec = ConsumerSpec::new("orders", "1s,2s".parse()?);
+    /// assert_eq!(Topology::of(&spec).exchanges().len(), 3);
+    /// spec.queue_type = QueueType::Quorum;
+    /// spec.retry = RetryBackend::Delayed;
+    /// let names: Vec<_> = Topology::of(&spec).exchanges().iter().map(|e| e.name.clone()).collect();
+    /// assert_eq!(names, ["orders", "orders.dlx"]);
+    /// # Ok::<(), rabbit_backoff::DelayError>(())
+    /// ```
+    pub fn exchanges(&self) -> Vec<&ExchangeDecl> {
+        let mut exchanges = vec![&self.work_exchange];
+        if !self.retry_queues.is_empty() {
+            exchanges.push(&self.retry_exchange);
+        }
+        exchanges.push(&self.dead_letter_exchange);
+        exchanges
     }
 
     /// Every queue the topology may hold: [`queues`](Self::queues), then the
@@ -469,6 +487,42 @@ mod tests {
 
     fn spec() -> ConsumerSpec {
         ConsumerSpec::new("orders", "5s,15s,60s".parse().unwrap())
+    }
+
+    #[test]
+    fn delayed_retries_declare_no_retry_queue_and_set_the_work_queues_arguments() {
+        let mut spec = ConsumerSpec::new("orders", "2s,4s,6s".parse().unwrap());
+        spec.queue_type = QueueType::Quorum;
+        spec.retry = crate::RetryBackend::Delayed;
+        let t = Topology::of(&spec);
+        assert!(t.retry_queues.is_empty());
+        assert_eq!(t.queues().count(), 2, "the dead-letter and work queues");
+        assert!(
+            t.bindings
+                .iter()
+                .all(|b| b.exchange != t.retry_exchange.name)
+        );
+        let work = &t.work_queue;
+        assert_eq!(
+            work.argument("x-delayed-retry-type"),
+            Some(&Argument::Str("failed".into()))
+        );
+        assert_eq!(
+            work.argument("x-delayed-retry-min"),
+            Some(&Argument::Int(2_000))
+        );
+        assert_eq!(
+            work.argument("x-delayed-retry-max"),
+            Some(&Argument::Int(6_000))
+        );
+        assert_eq!(work.argument("x-delivery-limit"), Some(&Argument::Int(20)));
+        spec.retry = crate::RetryBackend::Tiers;
+        assert_eq!(
+            Topology::of(&spec)
+                .work_queue
+                .argument("x-delayed-retry-min"),
+            None
+        );
     }
 
     #[test]

@@ -243,6 +243,14 @@ impl Settle for MemoryAcker {
         };
         Box::pin(async move { self.settle(how, false) })
     }
+
+    /// Like RabbitMQ 3.10: a rejection with requeue is a requeue. The
+    /// in-memory broker has no delayed retries, and a consumer with
+    /// `retry = "delayed"` refuses to start on it (it accepts the
+    /// arguments on a classic queue, as 3.10 does).
+    fn fail(&self) -> BoxFuture<'_, Result<(), TransportError>> {
+        Box::pin(async move { self.settle(Settlement::Requeue, false) })
+    }
 }
 
 /// A channel on the in-memory broker.

@@ -138,6 +138,7 @@ pub(crate) fn example(key: &str) -> &'static str {
         "breaker" => "breaker = \"50% of 20, pause 30s\"",
         "dedupe" => "dedupe = \"24h\"",
         "dedupe_key" => "dedupe_key = \"header:x-idempotency-key\"",
+        "retry" => "retry = \"delayed\"",
         "crate" => "crate = \"::rabbit_backoff\"",
         _ => "exchange = \"orders\"",
     }

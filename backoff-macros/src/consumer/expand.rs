@@ -77,6 +77,9 @@ pub(crate) fn expand(handler: &Handler<'_>, config: &Config) -> TokenStream {
             spec.dedupe = ::core::option::Option::Some(#private::dedupe(#window_ms, #key));
         });
     }
+    if let Some(rabbit_backoff_core::RetryBackend::Delayed) = config.retry {
+        settings.push(quote! { spec.retry = #private::RetryBackend::Delayed; });
+    }
     if let Some(rabbit_backoff_core::DeclareMode::Passive) = config.declare {
         settings.push(quote! { spec.declare = #private::DeclareMode::Passive; });
     }

@@ -2,8 +2,8 @@
 //! that a bad delay or name is a compile error pointing at it.
 
 use rabbit_backoff_core::{
-    BreakerSpec, DeclareMode, DedupeKey, Delays, ExchangeKind, Jitter, NameOverrides, QueueType,
-    RetryReturn, TopologyNames, parse_duration, validate_name,
+    BreakerSpec, ConsumerSpec, DeclareMode, DedupeKey, Delays, ExchangeKind, Jitter, NameOverrides,
+    QueueType, RetryBackend, RetryReturn, SpecError, TopologyNames, parse_duration, validate_name,
 };
 use syn::{LitStr, Type};
 
@@ -29,6 +29,7 @@ pub(crate) struct Config {
     pub(crate) queue_type: Option<QueueType>,
     pub(crate) retry_return: Option<RetryReturn>,
     pub(crate) declare: Option<DeclareMode>,
+    pub(crate) retry: Option<RetryBackend>,
     /// The dedupe window in milliseconds and the key, written back canonically.
     pub(crate) dedupe: Option<(u64, String)>,
     pub(crate) krate: syn::Path,
@@ -109,6 +110,25 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
     {
         cx.error_spanned_by(&arg.key, "`delivery_limit` applies to quorum queues only; add `queue_type = \"quorum\"` or remove it");
     }
+    let retry = parsed::<RetryBackend>(cx, args, "retry");
+    if retry == Some(RetryBackend::Delayed)
+        && let Some(delays) = &delays
+    {
+        let mut spec = ConsumerSpec::new(queue.clone().unwrap_or_default(), delays.clone());
+        spec.retry = RetryBackend::Delayed;
+        spec.queue_type = queue_type.unwrap_or_default();
+        if let Some(limit) = delivery_limit {
+            spec.delivery_limit = limit;
+        }
+        spec.jitter = jitter;
+        spec.max_age = max_age_ms.map(std::time::Duration::from_millis);
+        spec.names.retry_queue = names.retry_queue.clone();
+        spec.names.retry_exchange = names.retry_exchange.clone();
+        if let Some(route) = retry_return {
+            spec.retry_return = route;
+        }
+        delayed_errors(cx, args, &spec);
+    }
     let krate = match args.string("crate") {
         None => syn::parse_quote!(::rabbit_backoff),
         Some(arg) => match arg.value.parse::<syn::Path>() {
@@ -140,11 +160,37 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
         queue_type,
         retry_return,
         declare,
+        retry,
         dedupe,
         krate,
         payload: payload?,
         error: error?,
     })
+}
+
+/// The problems of `retry = "delayed"` with the rest of the attribute, each
+/// pointing at the token to change.
+fn delayed_errors(cx: &mut Ctxt, args: &Args, spec: &ConsumerSpec) {
+    let value = |key: &str| args.string(key).map(|a| a.value.span());
+    let key = |key: &str| {
+        args.string(key)
+            .map(|a| a.key.span())
+            .or_else(|| args.int(key).map(|a| a.key.span()))
+    };
+    let retry = value("retry").unwrap_or_else(proc_macro2::Span::call_site);
+    for problem in spec.delayed_problems() {
+        let at = match &problem {
+            SpecError::DelayedNeedsQuorum => value("queue_type").unwrap_or(retry),
+            SpecError::DelayedNotLinear(_) => value("delays").unwrap_or(retry),
+            SpecError::DelayedDeliveryLimit { .. } => args
+                .int("delivery_limit")
+                .map(|a| a.value.span())
+                .unwrap_or(retry),
+            SpecError::DelayedExcludes { setting } => key(setting).unwrap_or(retry),
+            _ => retry,
+        };
+        cx.push(syn::Error::new(at, problem));
+    }
 }
 
 fn validate_function(cx: &mut Ctxt, handler: &Handler<'_>) -> (Option<Type>, Option<Type>) {

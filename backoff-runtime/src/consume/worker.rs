@@ -24,7 +24,7 @@ use crate::consume::shutdown::ShutdownHandle;
 use crate::consume::state::StateMap;
 use crate::dedupe::{DedupeStore, HeldKey};
 use crate::settle::acks::ACK_LINGER;
-use crate::settle::copy::{retry_count_of, since_first_failure};
+use crate::settle::copy::{count_in, since_first_failure};
 use crate::settle::executor::{Executor, Original};
 use crate::settle::trace_context::delivery_span;
 use crate::transport::error::{Error, channel_error};
@@ -367,7 +367,7 @@ impl<C: Consumer> Worker<C> {
 
     /// The delivery in its span.
     fn process_one(&self, delivery: Delivery) -> impl Future<Output = bool> + Send + '_ {
-        let retry = retry_count_of(&delivery.properties);
+        let retry = count_in(&delivery.properties, self.spec.retry.count_header());
         let span = delivery_span(&self.queue, &delivery, retry.count);
         // Without a subscriber that records it, the span is not entered at
         // every poll.

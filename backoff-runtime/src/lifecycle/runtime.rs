@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use rabbit_backoff_core::{ConsumerSpec, ReconnectBackoff, ReconnectProbe, Topology};
+use rabbit_backoff_core::{ConsumerSpec, ReconnectBackoff, ReconnectProbe, RetryBackend, Topology};
 use tokio::task::JoinSet;
 
 use crate::consume::consumer::Consumer;
@@ -20,6 +20,7 @@ use crate::lifecycle::outbox_relay::relay_outbox;
 use crate::settle::meters;
 use crate::transport::amqp::AmqpTransport;
 use crate::transport::declare::establish_topology;
+use crate::transport::delayed_retry_probe::check_delayed_retries;
 use crate::transport::error::Error;
 use crate::transport::{Connection, Transport};
 
@@ -255,6 +256,9 @@ impl Runtime {
     ) -> Result<(), Error> {
         for registration in &self.consumers {
             let spec = registration.spec();
+            if spec.retry == RetryBackend::Delayed {
+                check_delayed_retries(&**connection, &spec.queue).await?;
+            }
             establish_topology(&**connection, &Topology::of(spec), spec.declare).await?;
         }
         if let Some(store) = &self.dedupe_store {

@@ -18,7 +18,9 @@
 //! one by one as soon as a batch of them waits cost more than it saved:
 //! see PERFORMANCE.md, "Coalesced acknowledgements".)
 //!
-//! A requeue or a reject flushes what waits first, then goes out; until it
+//! A requeue or a reject flushes what waits first, then goes out (a failed
+//! delivery under delayed retries goes out alone, see
+//! [`fail`](Acks::fail)); until it
 //! has gone out its tag ends every run, so no multiple ack covers a tag
 //! the broker has still to see nacked. Acknowledgements and nacks go out one
 //! flush at a time, in the order they were planned.
@@ -238,14 +240,39 @@ impl Acks {
     /// Returns the delivery to its queue (`requeue`) or rejects it into the
     /// dead-letter exchange, after acknowledging what finished before.
     pub(crate) async fn nack(&self, acker: &Acker, requeue: bool) -> Result<(), TransportError> {
-        let _sending = self.sending.lock().await;
-        let flush = self.ledger().take(Held::All);
-        flush.send().await;
+        let back = if requeue { Back::Requeue } else { Back::Reject };
+        self.settle_back(acker, back).await
+    }
+
+    /// Returns the delivery to its queue as a failed delivery
+    /// (`basic.reject` with requeue, see [`Acker::fail`]), after
+    /// acknowledging what finished before.
+    pub(crate) async fn fail(&self, acker: &Acker) -> Result<(), TransportError> {
+        self.settle_back(acker, Back::Fail).await
+    }
+
+    async fn settle_back(&self, acker: &Acker, back: Back) -> Result<(), TransportError> {
+        // A failed delivery under delayed retries waits in its queue, so
+        // nothing is gained by acknowledging first what finished before it,
+        // nor by waiting for another flush or reject to go out: when most
+        // messages fail once, a flush per failure would undo the coalescing,
+        // and rejects one at a time would each wait for the one before. Its
+        // tag stays open until the reject has gone out, so no multiple ack
+        // covers it before.
+        let _sending = match back {
+            Back::Fail => None,
+            Back::Requeue | Back::Reject => {
+                let sending = self.sending.lock().await;
+                let flush = self.ledger().take(Held::All);
+                flush.send().await;
+                Some(sending)
+            }
+        };
         let tag = acker.delivery_tag();
-        let nacked = if requeue {
-            acker.requeue().await
-        } else {
-            acker.reject().await
+        let nacked = match back {
+            Back::Requeue => acker.requeue().await,
+            Back::Reject => acker.reject().await,
+            Back::Fail => acker.fail().await,
         };
         let mut ledger = self.ledger();
         if let Some(at) = ledger.position(tag) {
@@ -253,6 +280,17 @@ impl Acks {
         }
         nacked
     }
+}
+
+/// How a delivery goes back to the broker unacknowledged.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Back {
+    /// `basic.nack` with requeue.
+    Requeue,
+    /// `basic.nack` without requeue: dead-lettered by its queue.
+    Reject,
+    /// `basic.reject` with requeue: a failed delivery.
+    Fail,
 }
 
 #[cfg(test)]
@@ -269,6 +307,7 @@ mod tests {
     enum Sent {
         Ack { tag: u64, multiple: bool },
         Nack { tag: u64, requeue: bool },
+        Fail { tag: u64 },
     }
 
     #[derive(Clone, Default)]
@@ -313,6 +352,14 @@ mod tests {
                 tag: self.tag,
                 requeue,
             };
+            Box::pin(async move {
+                self.wire.0.lock().unwrap().push(sent);
+                Ok(())
+            })
+        }
+
+        fn fail(&self) -> BoxFuture<'_, Result<(), TransportError>> {
+            let sent = Sent::Fail { tag: self.tag };
             Box::pin(async move {
                 self.wire.0.lock().unwrap().push(sent);
                 Ok(())
@@ -452,6 +499,28 @@ mod tests {
             wire.sent(),
             [multiple(5)],
             "3 is nacked already: 5's run passes it"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_delivery_goes_alone_and_keeps_the_run_waiting() {
+        let wire = Wire::default();
+        let acks = acks(10, 1..=5);
+        acks.ack(wire.acker(1)).await;
+        acks.ack(wire.acker(2)).await;
+        acks.fail(&wire.acker(3)).await.unwrap();
+        assert_eq!(
+            wire.sent(),
+            [Sent::Fail { tag: 3 }],
+            "no flush before it: the run waits for its batch"
+        );
+        acks.ack(wire.acker(4)).await;
+        acks.ack(wire.acker(5)).await;
+        acks.flush().await;
+        assert_eq!(
+            wire.sent(),
+            [multiple(5)],
+            "one multiple ack passes the rejected tag"
         );
     }
 

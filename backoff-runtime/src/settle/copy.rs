@@ -13,10 +13,16 @@ use crate::transport::values::{PERSISTENT, amqp_value, header_view};
 
 /// Reads `x-retry-count` from a delivery's properties.
 pub fn retry_count_of(properties: &BasicProperties) -> RetryCount {
+    count_in(properties, headers::RETRY_COUNT)
+}
+
+/// The count in the header `name` (`x-retry-count`, or with delayed retries
+/// the broker's `x-delivery-count`), read as tolerantly as `x-retry-count`.
+pub(crate) fn count_in(properties: &BasicProperties, name: &str) -> RetryCount {
     let header = properties
         .headers()
         .as_ref()
-        .and_then(|h| h.inner().get(headers::RETRY_COUNT))
+        .and_then(|h| h.inner().get(name))
         .map(header_view);
     read_retry_count(header.as_ref())
 }

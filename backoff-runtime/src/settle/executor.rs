@@ -11,7 +11,7 @@ use std::time::Duration;
 use lapin::BasicProperties;
 use rabbit_backoff_core::{
     ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, QueueType,
-    Topology, broker_headroom, header_limit, truncate_error,
+    RetryBackend, Topology, broker_headroom, header_limit, truncate_error,
 };
 
 use crate::settle::acks::Acks;
@@ -130,6 +130,27 @@ impl Executor {
                 },
                 self.retry_target(delay_ms),
             ),
+            Decision::Redeliver {
+                delay_ms,
+                next_count,
+            } => {
+                // No copy: the work queue holds it back and counts it.
+                if let Err(e) = self.acks.fail(&acker).await {
+                    tracing::warn!(
+                        error,
+                        "not rejected ({e}); the broker will redeliver the message"
+                    );
+                    return false;
+                }
+                self.meters.retried(delay_ms);
+                tracing::warn!(
+                    error,
+                    "failed (transient); retry {next_count}/{} in {delay_ms}ms, held back by {}",
+                    self.spec.delays.len(),
+                    self.topology.work_queue.name,
+                );
+                return true;
+            }
             Decision::DeadLetter { reason } => {
                 (CopyKind::DeadLetter(reason), self.dead_letter_target())
             }
@@ -413,9 +434,15 @@ impl Executor {
     /// failed once it had been given back that often (4.3 counts only
     /// rejections). A copy is a new message, with no deliveries counted.
     /// Elsewhere, or when the copy is not taken, the delivery is nacked with
-    /// requeue.
+    /// requeue. With `retry = "delayed"` (RabbitMQ 4.3 only) it is nacked
+    /// with requeue too: 4.3 does not count that return, and the original
+    /// keeps its `x-delivery-count`, the retry count of that backend, which a
+    /// copy would not.
     async fn give_back(&self, acker: Acker, body: &[u8], properties: &BasicProperties) {
-        if self.spec.queue_type == QueueType::Quorum && !self.settler.lost().is_lost() {
+        if self.spec.queue_type == QueueType::Quorum
+            && self.spec.retry == RetryBackend::Tiers
+            && !self.settler.lost().is_lost()
+        {
             let queue = &self.topology.work_queue.name;
             let target = Target {
                 exchange: "",

@@ -8,8 +8,9 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicNackOptions,
-    BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
-    QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions, QueuePurgeOptions,
+    BasicPublishOptions, BasicQosOptions, BasicRejectOptions, ConfirmSelectOptions,
+    ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions, QueueDeleteOptions,
+    QueuePurgeOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::uri::AMQPUri;
@@ -588,6 +589,16 @@ impl Settle for LapinAcker {
                 ..BasicNackOptions::default()
             };
             match self.0.nack(options).await {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(TransportError::Closed("the channel is closed".into())),
+                Err(e) => Err(transport_error(e)),
+            }
+        }))
+    }
+
+    fn fail(&self) -> BoxFuture<'_, Result<(), TransportError>> {
+        Box::pin(self.1.or_fail(async move {
+            match self.0.reject(BasicRejectOptions { requeue: true }).await {
                 Ok(true) => Ok(()),
                 Ok(false) => Err(TransportError::Closed("the channel is closed".into())),
                 Err(e) => Err(transport_error(e)),

@@ -17,6 +17,7 @@
 pub mod amqp;
 mod connector;
 pub(crate) mod declare;
+pub(crate) mod delayed_retry_probe;
 pub(crate) mod error;
 pub(crate) mod frame_guard;
 pub(crate) mod inspect;
@@ -299,6 +300,13 @@ pub trait Settle: Send + Sync + 'static {
     /// Returns it: to its queue when `requeue` (with `redelivered` set), or
     /// dead-letters it through its queue's dead-letter exchange otherwise.
     fn nack(&self, requeue: bool) -> BoxFuture<'_, Result<(), TransportError>>;
+    /// Returns it to its queue as a failed delivery (`basic.reject` with
+    /// requeue). RabbitMQ 4.3 tells the two returns apart on a quorum queue:
+    /// this one counts in `x-delivery-count` (and toward the delivery limit)
+    /// and is held back by the queue's delayed retry; a `nack` with requeue
+    /// is neither. Before 4.3, and on the in-memory broker, the two are the
+    /// same.
+    fn fail(&self) -> BoxFuture<'_, Result<(), TransportError>>;
 }
 
 /// Settles one delivery, once. A delivery dropped unsettled stays
@@ -332,6 +340,13 @@ impl Acker {
     /// Returns the delivery to its queue, marked redelivered.
     pub async fn requeue(&self) -> Result<(), TransportError> {
         self.0.nack(true).await
+    }
+
+    /// Returns the delivery to its queue as a failed delivery
+    /// (`basic.reject` with requeue), which RabbitMQ 4.3 counts and, under a
+    /// delayed retry, holds back (see [`Settle::fail`]).
+    pub async fn fail(&self) -> Result<(), TransportError> {
+        self.0.fail().await
     }
 
     /// Rejects the delivery without requeue: its queue's dead-letter exchange

@@ -316,6 +316,9 @@ mod tests {
         fn nack(&self, _: bool) -> BoxFuture<'_, Result<(), crate::transport::TransportError>> {
             Box::pin(async { Ok(()) })
         }
+        fn fail(&self) -> BoxFuture<'_, Result<(), crate::transport::TransportError>> {
+            Box::pin(async { Ok(()) })
+        }
     }
 
     #[test]

@@ -1,0 +1,80 @@
+//! Whether the broker applies RabbitMQ 4.3's delayed retries, asked before a
+//! consumer with `retry = "delayed"` declares anything.
+
+use rabbit_backoff_core::{Argument, QueueDecl, SpecError, delayed_arguments};
+
+use super::error::{Error, channel_error};
+use super::{Connection, PRECONDITION_FAILED, TransportError};
+
+/// How long the probe queue outlives a process that died before deleting it
+/// (`x-expires`, in milliseconds).
+const PROBE_EXPIRES_MS: i64 = 60_000;
+
+/// Refuses a consumer with `retry = "delayed"` on a broker that would ignore
+/// the delayed retry arguments ([`Error::InvalidSpec`] with
+/// [`SpecError::DelayedUnsupported`], naming the queue and the argument): RabbitMQ 3.10 and 4.0 accept
+/// `x-delayed-retry-type` on a quorum queue and ignore it, so every rejected
+/// message would be delivered again at once, a hot loop.
+///
+/// The probe is a declaration, not the server's version. It declares a
+/// classic queue (uniquely named, expiring after a minute, deleted at once)
+/// with `x-delayed-retry-type`, `x-delayed-retry-min` and `x-expires`. A
+/// broker that applies delayed retries knows these arguments as quorum queue
+/// arguments, and refuses them on a classic queue (RabbitMQ 4.3:
+/// `PRECONDITION_FAILED - invalid arg 'x-delayed-retry-min' for queue … of
+/// queue type rabbit_classic_queue`); a broker that does not know them
+/// accepts them as it accepts any unknown `x-` argument (3.10 and 4.0,
+/// checked by `tests/delayed_retry.rs` on each; and the in-memory broker).
+/// So the answer comes from the code that reads the argument, not from a
+/// version string, which forks, patched builds and other AMQP brokers spell
+/// as they like; and nothing of the consumer's topology is declared on a
+/// broker that would ignore it, where a work queue declared with arguments
+/// it ignores would keep them, unapplied.
+pub(crate) async fn check_delayed_retries(
+    connection: &dyn Connection,
+    queue: &str,
+) -> Result<(), Error> {
+    let channel = connection.open_channel().await.map_err(channel_error(
+        queue,
+        "opening a channel to ask whether the broker applies delayed retries",
+    ))?;
+    let probe = QueueDecl {
+        name: format!(
+            "rabbit-backoff.delayed-retry-probe.{:016x}",
+            fastrand::u64(..)
+        ),
+        arguments: vec![
+            (
+                delayed_arguments::TYPE.to_owned(),
+                Argument::Str(delayed_arguments::FAILED.to_owned()),
+            ),
+            (delayed_arguments::MIN.to_owned(), Argument::Int(1)),
+            ("x-expires".to_owned(), Argument::Int(PROBE_EXPIRES_MS)),
+        ],
+    };
+    let declared = channel.declare_queue(&probe).await;
+    let answer = match declared {
+        Err(TransportError::Refused {
+            code: PRECONDITION_FAILED,
+            text,
+        }) if text.contains("x-delayed-retry") => Ok(()),
+        Err(source) => Err(Error::Declare {
+            object: "queue",
+            name: probe.name.clone(),
+            source,
+        }),
+        Ok(_) => {
+            if let Err(e) = channel.delete_queue(&probe.name).await {
+                tracing::debug!("deleting the probe queue {}: {e}", probe.name);
+            }
+            Err(Error::InvalidSpec {
+                queue: queue.to_owned(),
+                source: SpecError::DelayedUnsupported {
+                    argument: delayed_arguments::TYPE,
+                },
+            })
+        }
+    };
+    channel.close().await;
+    answer
+}
