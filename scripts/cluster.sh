@@ -317,7 +317,7 @@ cmd_status() {
   printf '%-20s %-9s %-8s %s\n' NODE STATE PID AMQP
   for name in "${NODES[@]}"; do
     if pid=$(pid_of "$name"); then
-      if answers "$(amqp_port "$name")"; then state=running; else state=starting; fi
+      if answers "$name"; then state=running; else state=starting; fi
       [ -n "$members" ] || members=$(running_nodes "$(node_of "$name")" | paste -sd " " -)
     else
       pid=-; state=down
