@@ -435,7 +435,9 @@ async fn drain_dead_letters(channel: &lapin::Channel, queue: &str) -> Vec<(u64, 
     dead
 }
 
-/// The longest time without a handler call between `from` and `to`.
+/// The longest time without a handler call from `from` to the last call
+/// before `to` (a run that lost messages waits for them until its deadline:
+/// that wait is not a pause in handling).
 fn longest_pause(calls: &[(u64, u32, Instant)], from: Instant, to: Instant) -> Duration {
     let mut at: Vec<Instant> = calls
         .iter()
@@ -445,7 +447,6 @@ fn longest_pause(calls: &[(u64, u32, Instant)], from: Instant, to: Instant) -> D
     at.sort();
     let mut edges = vec![from];
     edges.extend(at);
-    edges.push(to);
     edges
         .windows(2)
         .map(|w| w[1] - w[0])
