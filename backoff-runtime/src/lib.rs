@@ -7,11 +7,14 @@
 //! The modules are its layers, each using only those below it:
 //! - `transport`: what the framework asks of a broker ([`transport::Transport`]),
 //!   over lapin, declaring a topology, inspecting queues, and the errors;
+//! - `telemetry`: the framework's wall clock, its metrics, trace context;
+//! - `publish`: publishing with confirms, the typed [`Publisher`] and
+//!   [`Outgoing`] messages;
 //! - `settle`: what a decision does (ack, requeue, reject, republish-then-ack,
-//!   the framework's headers, fitting copies into a frame), its metrics, and
-//!   publishing with confirms;
-//! - `consume`: the loop per consumer, its context, state, extractors and
-//!   shutdown;
+//!   the framework's headers, fitting copies into a frame);
+//! - `dedupe`: the inbox stores and the outbox;
+//! - `consume`: the loop per consumer, its context, state, extractors,
+//!   what a delivery's headers say of its past attempts, and shutdown;
 //! - `operations`: dead-letter operations and status;
 //! - `lifecycle`: the builder, supervision and health.
 #![warn(missing_docs)]
@@ -26,7 +29,9 @@ pub mod idempotency {
 }
 mod lifecycle;
 mod operations;
+mod publish;
 mod settle;
+mod telemetry;
 pub mod transport;
 
 pub use consume::consumer::Consumer;
@@ -54,13 +59,13 @@ pub use operations::dead_letters::purge::PurgeReport;
 pub use operations::dead_letters::record::{
     DeadLetterRecord, RecordError, RecordProperties, TypedValue,
 };
-pub use operations::dead_letters::replay::ReplayOptions;
+pub use operations::dead_letters::replay_options::ReplayOptions;
 pub use operations::dead_letters::report::{DeadLetterReport, SkippedMessage};
 pub use operations::retry_tier::{TierListing, WaitingMessage, list_retry_tier};
 pub use operations::status::{ConsumerStatus, QueueStatus, status};
-pub use settle::meters;
-pub use settle::outgoing::Outgoing;
-pub use settle::publisher::Publisher;
+pub use publish::outgoing::Outgoing;
+pub use publish::publisher::Publisher;
+pub use telemetry::meters;
 pub use transport::declare::{check_topology, declare_topology};
 pub use transport::error::{Error, MissingObject, PublishFailure};
 
@@ -68,7 +73,8 @@ pub use transport::error::{Error, MissingObject, PublishFailure};
 /// stable API.
 #[doc(hidden)]
 pub mod __hot_path {
-    pub use crate::settle::copy::{republish_properties, retry_count_of};
+    pub use crate::consume::retry_count::retry_count_of;
+    pub use crate::settle::copy_properties::republish_properties;
     pub use crate::transport::frame_guard::{read_through, write_through};
 }
 

@@ -14,7 +14,7 @@ use rabbit_backoff_core::{
 
 use crate::dedupe::{Claim, ClaimRequest, DedupeStore, HeldKey};
 use crate::settle::executor::{Executor, Original};
-use crate::settle::meters::{DUPLICATES_SKIPPED, WITHOUT_KEY};
+use crate::telemetry::meters::{DUPLICATES_SKIPPED, WITHOUT_KEY};
 use crate::transport::values::header_view;
 use crate::transport::{Acker, Delivery};
 

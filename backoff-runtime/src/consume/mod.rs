@@ -5,6 +5,7 @@ pub(crate) mod consumer;
 pub(crate) mod context;
 pub(crate) mod dedupe;
 pub(crate) mod extract;
+pub(crate) mod retry_count;
 pub(crate) mod shutdown;
 pub(crate) mod state;
 pub(crate) mod worker;

@@ -17,7 +17,7 @@ use crate::dedupe::DedupeStore;
 use crate::lifecycle::broker_return::broker_returns;
 use crate::lifecycle::health::{Health, HealthWatch};
 use crate::lifecycle::outbox_relay::relay_outbox;
-use crate::settle::meters;
+use crate::telemetry::meters;
 use crate::transport::amqp::AmqpTransport;
 use crate::transport::declare::establish_topology;
 use crate::transport::delayed_retry_probe::check_delayed_retries;

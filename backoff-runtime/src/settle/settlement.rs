@@ -9,9 +9,9 @@ use lapin::BasicProperties;
 use rabbit_backoff_core::header_limit;
 use tracing::Instrument;
 
+use crate::publish::confirmed::publish_confirmed;
 use crate::settle::frame_fit::{TooLarge, fit_to_frame};
-use crate::settle::publish::publish_confirmed;
-use crate::settle::trace_context::{publish_span, traced};
+use crate::telemetry::trace_context::{publish_span, traced};
 use crate::transport::error::PublishFailure;
 use crate::transport::{Channel, Connection, Lost};
 

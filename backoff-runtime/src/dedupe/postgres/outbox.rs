@@ -10,7 +10,7 @@ use lapin::types::generation::gen_field_table;
 use lapin::types::parsing::parse_field_table;
 use sqlx::{PgConnection, PgPool};
 
-use crate::settle::outgoing::Outgoing;
+use crate::publish::outgoing::Outgoing;
 use crate::transport::{Channel, Confirm};
 
 /// The outbox table.

@@ -9,7 +9,7 @@ use sqlx::{PgConnection, Postgres};
 use tokio::sync::MappedMutexGuard;
 
 use crate::dedupe::postgres::outbox;
-use crate::settle::outgoing::Outgoing;
+use crate::publish::outgoing::Outgoing;
 
 /// The transaction of one delivery's claim in a `PostgresStore`: the inbox
 /// row, the handler's writes and its outbox messages commit together.

@@ -1,7 +1,7 @@
 //! [`Dlq`]: one consumer's dead-letter queue, and the pass that peeks,
 //! visits and discards its messages in place.
 
-use crate::operations::dead_letters::replay::ReplayOptions;
+use crate::operations::dead_letters::replay_options::ReplayOptions;
 use crate::operations::dead_letters::report::{DeadLetterReport, SkippedMessage};
 use std::sync::Arc;
 use std::time::Duration;

@@ -21,5 +21,6 @@ pub(crate) mod pass;
 pub(crate) mod purge;
 pub(crate) mod record;
 pub(crate) mod replay;
+pub(crate) mod replay_options;
 pub(crate) mod report;
 pub(crate) mod tombstones;

@@ -10,7 +10,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
 use rabbit_backoff_core::DeadLetterReason;
 
-use crate::settle::clock;
+use crate::telemetry::wall_clock;
 
 /// Messages whose handler succeeded, by consumer.
 pub const HANDLED: &str = "rabbit_backoff_messages_handled_total";
@@ -184,7 +184,7 @@ impl Meters {
         let Some(published) = timestamp.map(|s| UNIX_EPOCH + Duration::from_secs(s)) else {
             return;
         };
-        if let Ok(age) = clock::now().duration_since(published) {
+        if let Ok(age) = wall_clock::now().duration_since(published) {
             self.handles.critical_time.record(age.as_secs_f64());
         }
     }

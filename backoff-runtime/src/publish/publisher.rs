@@ -9,9 +9,9 @@ use tokio::sync::Mutex;
 
 use tracing::Instrument;
 
-use crate::settle::outgoing::Outgoing;
-use crate::settle::publish::publish_confirmed;
-use crate::settle::trace_context::{publish_span, traced};
+use crate::publish::confirmed::publish_confirmed;
+use crate::publish::outgoing::Outgoing;
+use crate::telemetry::trace_context::{publish_span, traced};
 use crate::transport::amqp::AmqpTransport;
 use crate::transport::error::{Error, PublishFailure};
 use crate::transport::open::confirm_channel;

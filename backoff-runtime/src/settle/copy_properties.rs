@@ -1,31 +1,12 @@
-//! The framework's headers on a delivery and its copies: reading the retry
-//! count and the first failure's time, building the properties of a
-//! republished copy.
-
-use std::time::Duration;
+//! The properties of the copies the framework republishes: every original
+//! header kept, its own headers set, the time stamped.
 
 use lapin::BasicProperties;
 use lapin::types::ShortString;
-use rabbit_backoff_core::{HeaderValue, RetryCount, headers, parse_failed_at, read_retry_count};
+use rabbit_backoff_core::{HeaderValue, headers};
 
-use crate::settle::clock::{self, Stamp};
-use crate::transport::values::{PERSISTENT, amqp_value, header_view};
-
-/// Reads `x-retry-count` from a delivery's properties.
-pub fn retry_count_of(properties: &BasicProperties) -> RetryCount {
-    count_in(properties, headers::RETRY_COUNT)
-}
-
-/// The count in the header `name` (`x-retry-count`, or with delayed retries
-/// the broker's `x-delivery-count`), read as tolerantly as `x-retry-count`.
-pub(crate) fn count_in(properties: &BasicProperties, name: &str) -> RetryCount {
-    let header = properties
-        .headers()
-        .as_ref()
-        .and_then(|h| h.inner().get(name))
-        .map(header_view);
-    read_retry_count(header.as_ref())
-}
+use crate::telemetry::wall_clock::Stamp;
+use crate::transport::values::{PERSISTENT, amqp_value};
 
 /// The properties of a republished copy: every original header plus `set`,
 /// and `message_id`, `correlation_id`, `content_type`, `content_encoding`,
@@ -88,20 +69,6 @@ pub(crate) fn now_rfc3339() -> Stamp {
     Stamp::now()
 }
 
-/// How long ago the message first failed, from `x-first-failed-at`.
-pub(crate) fn since_first_failure(properties: &BasicProperties) -> Option<Duration> {
-    let value = properties
-        .headers()
-        .as_ref()?
-        .inner()
-        .get(headers::FIRST_FAILED_AT)?;
-    let HeaderValue::Str(text) = header_view(value) else {
-        return None;
-    };
-    let first = parse_failed_at(text)?;
-    Some(clock::now().duration_since(first).unwrap_or_default())
-}
-
 /// The properties of a retry copy: the original's, with `x-retry-count` of
 /// `next_count`, `x-retried-at` of now and, on a first failure, `x-first-failed-at` (a copy of a
 /// message that failed before keeps the one it carries).
@@ -129,6 +96,19 @@ pub(crate) fn retry_properties(original: &BasicProperties, next_count: u32) -> B
 
 #[cfg(test)]
 mod tests {
+    use rabbit_backoff_core::{RetryCount, read_retry_count};
+
+    use crate::transport::values::header_view;
+    /// `x-retry-count` of `properties`, as the consumer reads it.
+    fn retry_count_of(properties: &BasicProperties) -> RetryCount {
+        let header = properties
+            .headers()
+            .as_ref()
+            .and_then(|h| h.inner().get(headers::RETRY_COUNT))
+            .map(header_view);
+        read_retry_count(header.as_ref())
+    }
+
     use super::*;
     use lapin::types::{AMQPValue, FieldTable};
 
