@@ -55,7 +55,7 @@
 //! delayed retries (the same `x-delayed-retry-*` arguments, a transient
 //! failure rejected with requeue, a dead letter still a confirmed copy with
 //! the framework's headers). Its ratios are its own to the framework with
-//! retry tiers (throughput, then CPU per message).
+//! retry tiers (throughput, then CPU per message, then the broker's).
 //!
 //! Two more sides run S1 and S4 only: the framework with `dedupe` on
 //! PostgreSQL (`dedupe=postgres`, `DATABASE_URL`, a pool as large as the
@@ -1046,6 +1046,9 @@ fn child(job: &str) {
         .with_prefetch(prefetch.parse().expect("a prefetch"));
     spec.queue = queue.to_owned();
     spec.queue_type = target.queue_type;
+    if side == Side::FrameworkDelayed {
+        spec.retry = RetryBackend::Delayed;
+    }
     let runtime = tokio::runtime::Runtime::new().expect("tokio");
     let run = runtime.block_on(consume(&target, side, scenario, n, &spec));
     println!(
@@ -1273,9 +1276,13 @@ async fn table(
                     cpu / summary[f].1
                 ),
                 Some(f) if *side == Side::FrameworkDelayed => format!(
-                    "{:.2}x, {:.2}x of the framework with retry tiers",
+                    "{:.2}x, {:.2}x{} of the framework with retry tiers",
                     rate.0 / summary[f].0.0,
-                    cpu / summary[f].1
+                    cpu / summary[f].1,
+                    match (median_of(&brokers[f]), broker) {
+                        (Some(tiers), Some(delayed)) => format!(", {:.2}x", delayed / tiers),
+                        _ => String::new(),
+                    }
                 ),
                 Some(f) if *side != Side::Framework => {
                     format!(
