@@ -24,7 +24,7 @@
 #
 #   scripts/cluster.sh cut NODE                  NODE loses the other nodes, they lose it (a partition)
 #   scripts/cluster.sh cut-client NODE           NODE and this machine's clients lose each other, the nodes do not
-#   scripts/cluster.sh slow NODE DELAY LOSS      netem on NODE's link, each way: slow rabbit-a@10.213.0.11 2s 10%
+#   scripts/cluster.sh slow NODE DELAY LOSS      netem on NODE's link, each way: slow rabbit-a@10.213.0.11 2s 10% (without netem in the kernel: the loss alone, by nftables)
 #   scripts/cluster.sh heal NODE                 NODE's cuts, client cut and netem undone
 #   scripts/cluster.sh heal-all                  every fault undone
 #   scripts/cluster.sh restart NODE              stop NODE in order, start it, wait until it runs in the cluster again
@@ -400,7 +400,6 @@ case "${1:-}" in
   slow)
     [ $# -eq 4 ] || usage
     nb_slow "$FAULT_HOST" "$3" "$4"
-    echo "$2's link: delay $3, loss $4, each way" >&2
     ;;
   heal) nb_heal_host "$FAULT_HOST"; echo "healed $2" >&2 ;;
   heal-all) check_netns heal-all; nb_heal_all; echo "healed every link" >&2 ;;

@@ -405,6 +405,10 @@ enum Fault {
     RetryTierLeader,
     /// Each node stopped in order and started again, one at a time.
     RollingRestart,
+    /// The consumer's node's link made slow and lossy: 2 s each way and 10%
+    /// of the packets lost with netem; where the kernel has no netem, the
+    /// loss alone (`scripts/cluster.sh slow`).
+    LossyLink,
 }
 
 /// A connection to the first node that answers, starting with `first`.
@@ -599,7 +603,7 @@ async fn run(fault: Fault, round: usize) -> Report {
     let fault_at = Instant::now();
     let target = match fault {
         Fault::MinorityCut => (0..3).find(|&n| n != consumer_node && n != (consumer_node + 1) % 3),
-        Fault::ConsumerLink => Some(consumer_node),
+        Fault::ConsumerLink | Fault::LossyLink => Some(consumer_node),
         Fault::WorkQueueLeader => Some(work_leader.unwrap_or(consumer_node)),
         Fault::RetryTierLeader => Some(tier_leader.unwrap_or(consumer_node)),
         Fault::RollingRestart => None,
@@ -615,6 +619,12 @@ async fn run(fault: Fault, round: usize) -> Report {
         Fault::MinorityCut | Fault::WorkQueueLeader | Fault::RetryTierLeader => {
             let node = &nodes[target.expect("a node")].name;
             cluster_sh(&["cut", node]);
+            tokio::time::sleep(hold).await;
+            cluster_sh(&["heal", node]);
+        }
+        Fault::LossyLink => {
+            let node = &nodes[target.expect("a node")].name;
+            cluster_sh(&["slow", node, "2s", "10%"]);
             tokio::time::sleep(hold).await;
             cluster_sh(&["heal", node]);
         }
@@ -718,6 +728,10 @@ async fn run(fault: Fault, round: usize) -> Report {
             "the 1 s tier's leader {} cut from the other nodes for {hold:?}",
             name(target)
         ),
+        Fault::LossyLink => format!(
+            "the consumer's node {} on a slow, lossy link (2 s, 10%) for {hold:?}",
+            name(target)
+        ),
         Fault::RollingRestart => format!(
             "rolling restart, each node {}",
             restarts
@@ -809,4 +823,9 @@ async fn a_retry_tiers_leader_partitioned_away_loses_nothing_and_doubles_no_effe
 #[tokio::test]
 async fn a_rolling_restart_under_load_loses_nothing_and_doubles_no_effect() {
     repeat(Fault::RollingRestart).await;
+}
+
+#[tokio::test]
+async fn a_slow_lossy_link_loses_nothing_and_doubles_no_effect() {
+    repeat(Fault::LossyLink).await;
 }

@@ -131,17 +131,34 @@ nb_cut_client() {
 }
 
 # netem on both ends of host $1's link: delay $2 (tc's syntax: 2s, 300ms)
-# and loss $3 (10%) on each direction.
-# Fails, saying so, on a kernel without netem (CONFIG_NET_SCH_NETEM).
+# and loss $3 (10%) on each direction. On a kernel without netem
+# (CONFIG_NET_SCH_NETEM), the loss alone: nftables in the host's namespace
+# drops that share of the packets on its link at random, each way, and the
+# delay is left out (said on stderr).
 nb_slow() {
   local host=$1 delay=$2 loss=$3
-  if ! nb_exec "$host" tc qdisc replace dev eth0 root netem delay "$delay" loss "$loss" 2>/dev/null; then
-    nb_exec "$host" tc qdisc del dev eth0 root 2>/dev/null || true
-    echo "tc netem failed on $(nb_ns "$host"): this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM)," \
-      "or '$delay' / '$loss' is not tc's syntax (2s, 300ms; 10%)" >&2
+  if nb_exec "$host" tc qdisc replace dev eth0 root netem delay "$delay" loss "$loss" 2>/dev/null; then
+    tc qdisc replace dev "$(nb_veth "$host")" root netem delay "$delay" loss "$loss"
+    echo "slow: $(nb_ns "$host")'s link: delay $delay, loss $loss, each way" >&2
+    return
+  fi
+  nb_exec "$host" tc qdisc del dev eth0 root 2>/dev/null || true
+  local percent=${loss%\%}
+  if ! [[ $percent =~ ^[0-9]+$ ]] || ((percent > 100)); then
+    echo "slow: '$loss' is not a whole percentage (10%)" >&2
     return 1
   fi
-  tc qdisc replace dev "$(nb_veth "$host")" root netem delay "$delay" loss "$loss"
+  if ! command -v nft >/dev/null; then
+    echo "Installing nftables from the OS packages..." >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q nftables >/dev/null
+  fi
+  nb_exec "$host" nft -f - <<NFT
+table inet rb_slow {
+  chain in { type filter hook input priority 0; iifname "eth0" numgen random mod 100 < $percent counter drop; }
+  chain out { type filter hook output priority 0; oifname "eth0" numgen random mod 100 < $percent counter drop; }
+}
+NFT
+  echo "slow: this kernel has no netem qdisc: $(nb_ns "$host") drops $loss of the packets on its link each way, without the $delay delay" >&2
 }
 
 # Every fault of host $1 undone: its cuts, its client cut, its netem.
@@ -156,6 +173,7 @@ nb_heal_host() {
   nb_blackhole del 0 "$(nb_ip "$host")"
   nb_exec "$host" tc qdisc del dev eth0 root 2>/dev/null || true
   tc qdisc del dev "$(nb_veth "$host")" root 2>/dev/null || true
+  nb_exec "$host" nft delete table inet rb_slow 2>/dev/null || true
 }
 
 nb_heal_all() {
@@ -179,5 +197,8 @@ nb_faults() {
     local q
     q=$(tc qdisc show dev "$(nb_veth "$host")" 2>/dev/null | grep netem || true)
     [ -z "$q" ] || echo "slow: $(nb_ip "$host"): ${q#*netem }"
+    if nb_exec "$host" nft list table inet rb_slow >/dev/null 2>&1; then
+      echo "lossy: $(nb_ip "$host") (nftables, no netem)"
+    fi
   done
 }
