@@ -6,14 +6,16 @@
 //! relay, and stores that go down.
 
 mod common;
+#[path = "common/counters.rs"]
+mod counters;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::stores::{self, PgCleanup, Proxy};
 use common::*;
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use counters::{counter, snapshotter};
 use rabbit_backoff::dedupe::{DedupeStore, MemoryStore, PostgresStore, RedisStore, Tx, sqlx};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::{
@@ -81,44 +83,6 @@ async fn charge(payment: Payment, ctx: &Context, calls: State<Calls>) -> Result<
         Mode::TransientOnce => Ok(()),
         Mode::Permanent => Err(PaymentError::Refused),
     }
-}
-
-/// The recorder of this test binary, for the duplicates counter.
-fn snapshotter() -> &'static Snapshotter {
-    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
-    SNAPSHOTTER.get_or_init(|| {
-        let recorder = DebuggingRecorder::new();
-        let snapshotter = recorder.snapshotter();
-        recorder
-            .install()
-            .expect("the only recorder of this binary");
-        snapshotter
-    })
-}
-
-/// A counter's total for one consumer. A snapshot resets the recorder's
-/// counters, so every snapshot adds what it read to running totals.
-fn counter(name: &str, consumer: &str) -> u64 {
-    static TOTALS: OnceLock<Mutex<HashMap<(String, String), u64>>> = OnceLock::new();
-    let mut totals = TOTALS.get_or_init(Mutex::default).lock().unwrap();
-    for (key, _, _, value) in snapshotter().snapshot().into_vec() {
-        let DebugValue::Counter(n) = value else {
-            continue;
-        };
-        let label = key
-            .key()
-            .labels()
-            .find(|l| l.key() == "consumer")
-            .map(|l| l.value().to_owned())
-            .unwrap_or_default();
-        *totals
-            .entry((key.key().name().to_owned(), label))
-            .or_default() += n;
-    }
-    totals
-        .get(&(name.to_owned(), consumer.to_owned()))
-        .copied()
-        .unwrap_or(0)
 }
 
 struct Service {

@@ -22,21 +22,23 @@
 //! scripts/cluster.sh, for the report).
 
 mod common;
+#[path = "common/counters.rs"]
+mod counters;
 #[path = "common/history.rs"]
 mod history;
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::stores::{self, PgCleanup};
 use common::{Cleanup, Fail, Job, Verdict, depth, unique};
+use counters::{counter, snapshotter};
 use history::{Expect, History, Report};
 use lapin::options::BasicGetOptions;
 use lapin::{Connection, ConnectionProperties};
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use rabbit_backoff::dedupe::{Tx, sqlx};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::{Dedupe, QueueType, RunningRuntime, Topology};
@@ -243,44 +245,6 @@ fn queue_type() -> QueueType {
 
 fn env_or(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_owned())
-}
-
-/// The recorder of this test binary, for the inbox's duplicates counter.
-fn snapshotter() -> &'static Snapshotter {
-    static SNAPSHOTTER: OnceLock<Snapshotter> = OnceLock::new();
-    SNAPSHOTTER.get_or_init(|| {
-        let recorder = DebuggingRecorder::new();
-        let snapshotter = recorder.snapshotter();
-        recorder
-            .install()
-            .expect("the only recorder of this binary");
-        snapshotter
-    })
-}
-
-/// A counter's total for one consumer (a snapshot resets the recorder's
-/// counters: every snapshot adds to running totals).
-fn counter(name: &str, consumer: &str) -> u64 {
-    static TOTALS: OnceLock<Mutex<HashMap<(String, String), u64>>> = OnceLock::new();
-    let mut totals = TOTALS.get_or_init(Mutex::default).lock().unwrap();
-    for (key, _, _, value) in snapshotter().snapshot().into_vec() {
-        let DebugValue::Counter(n) = value else {
-            continue;
-        };
-        let label = key
-            .key()
-            .labels()
-            .find(|l| l.key() == "consumer")
-            .map(|l| l.value().to_owned())
-            .unwrap_or_default();
-        *totals
-            .entry((key.key().name().to_owned(), label))
-            .or_default() += n;
-    }
-    totals
-        .get(&(name.to_owned(), consumer.to_owned()))
-        .copied()
-        .unwrap_or(0)
 }
 
 /// Drops the effect table when dropped.
