@@ -10,13 +10,15 @@
 //! again, and rejoins, even when a test fails. Figures go to stderr
 //! (`-- --nocapture` shows them).
 
+#[path = "common/cluster_script.rs"]
+mod cluster_script;
 mod common;
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
-use std::process::{Command, Output};
 use std::time::Duration;
 
+use cluster_script::Cluster;
 use common::*;
 use futures_util::future::join_all;
 use lapin::options::BasicGetOptions;
@@ -25,6 +27,9 @@ use rabbit_backoff::prelude::*;
 use rabbit_backoff::{Health, QueueType, RunningRuntime, Topology};
 use serde::Deserialize;
 use tokio::time::Instant;
+
+/// The cluster these tests drive.
+const CLUSTER: Cluster = Cluster::Localhost;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -56,27 +61,9 @@ fn node_of(address: &str) -> usize {
         .unwrap_or_else(|| panic!("{address} is not a node of the cluster"))
 }
 
-fn script(args: &[&str]) -> Output {
-    Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/cluster.sh"))
-        .args(args)
-        .output()
-        .expect("scripts/cluster.sh runs")
-}
-
-fn cluster_sh(args: &[&str]) {
-    let output = script(args);
-    assert!(
-        output.status.success(),
-        "scripts/cluster.sh {} failed:\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 /// Fails the test, saying what to do, unless all three nodes run in one cluster.
 fn require_cluster() {
-    let output = script(&["status"]);
+    let output = CLUSTER.script(&["status"]);
     let text = String::from_utf8_lossy(&output.stdout);
     let members: Vec<&str> = text
         .lines()
@@ -101,7 +88,7 @@ impl Revive {
     /// `scripts/cluster.sh up`: the node starts and rejoins; how long it took.
     fn now(&mut self) -> Duration {
         let started = std::time::Instant::now();
-        cluster_sh(&["up"]);
+        CLUSTER.sh(&["up"]);
         self.pending = false;
         require_cluster();
         started.elapsed()
@@ -111,7 +98,7 @@ impl Revive {
 impl Drop for Revive {
     fn drop(&mut self) {
         if self.pending {
-            let _ = script(&["up"]);
+            let _ = CLUSTER.script(&["up"]);
         }
     }
 }
@@ -119,7 +106,7 @@ impl Drop for Revive {
 /// `kill -9` of a node's Erlang VM; when it was killed.
 fn kill(node: usize) -> (Revive, Instant) {
     let revive = Revive { pending: true };
-    cluster_sh(&["kill", NODES[node].0]);
+    CLUSTER.sh(&["kill", NODES[node].0]);
     (revive, Instant::now())
 }
 

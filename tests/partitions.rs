@@ -21,14 +21,17 @@
 //! `CLUSTER_PARTITION_HANDLING` and `RABBITMQ_VERSION` (as given to
 //! scripts/cluster.sh, for the report).
 
+#[path = "common/cluster_script.rs"]
+mod cluster_script;
 mod common;
+
+use cluster_script::Cluster;
 #[path = "common/counters.rs"]
 mod counters;
 #[path = "common/history.rs"]
 mod history;
 
 use std::collections::{BTreeMap, HashMap};
-use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -43,6 +46,9 @@ use rabbit_backoff::dedupe::{Tx, sqlx};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::{Dedupe, QueueType, RunningRuntime, Topology};
 use tokio::time::Instant;
+
+/// The cluster these tests drive.
+const CLUSTER: Cluster = Cluster::Netns;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -65,32 +71,13 @@ struct Node {
     url: String,
 }
 
-fn script(args: &[&str]) -> Output {
-    Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/cluster.sh"))
-        .args(args)
-        .env("CLUSTER_NETNS", "1")
-        .output()
-        .expect("scripts/cluster.sh runs")
-}
-
-fn cluster_sh(args: &[&str]) -> String {
-    let output = script(args);
-    assert!(
-        output.status.success(),
-        "CLUSTER_NETNS=1 scripts/cluster.sh {} failed:\n{}{}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 /// The three nodes; fails the test, saying what to do, unless they all run
 /// in one cluster.
 fn nodes() -> Vec<Node> {
-    let status = script(&["status"]);
+    let status = CLUSTER.script(&["status"]);
     let text = String::from_utf8_lossy(&status.stdout);
-    let nodes: Vec<Node> = cluster_sh(&["nodes"])
+    let nodes: Vec<Node> = CLUSTER
+        .sh(&["nodes"])
         .lines()
         .filter_map(|l| l.split_once(' '))
         .map(|(name, url)| Node {
@@ -142,8 +129,8 @@ struct Heal;
 
 impl Drop for Heal {
     fn drop(&mut self) {
-        let _ = script(&["heal-all"]);
-        let _ = script(&["up"]);
+        let _ = CLUSTER.script(&["heal-all"]);
+        let _ = CLUSTER.script(&["up"]);
     }
 }
 
@@ -151,7 +138,7 @@ impl Drop for Heal {
 async fn whole_again(within: Duration) -> Duration {
     let started = Instant::now();
     loop {
-        let output = script(&["status"]);
+        let output = CLUSTER.script(&["status"]);
         let text = String::from_utf8_lossy(&output.stdout);
         let members = text
             .lines()
@@ -555,7 +542,7 @@ async fn run(fault: Fault, round: usize) -> Report {
     let topology = Topology::of(&spec);
     // A quorum queue's leader; a classic queue's node.
     let leader = |queue: &str| -> Option<usize> {
-        let name = cluster_sh(&["leader", queue]).trim().to_owned();
+        let name = CLUSTER.sh(&["leader", queue]).trim().to_owned();
         nodes.iter().position(|n| n.name == name)
     };
     let work_leader = leader(&spec.queue);
@@ -576,27 +563,27 @@ async fn run(fault: Fault, round: usize) -> Report {
     match fault {
         Fault::ConsumerLink => {
             let node = &nodes[target.expect("a node")].name;
-            cluster_sh(&["cut-client", node]);
+            CLUSTER.sh(&["cut-client", node]);
             tokio::time::sleep(hold).await;
-            cluster_sh(&["heal", node]);
+            CLUSTER.sh(&["heal", node]);
         }
         Fault::MinorityCut | Fault::WorkQueueLeader | Fault::RetryTierLeader => {
             let node = &nodes[target.expect("a node")].name;
-            cluster_sh(&["cut", node]);
+            CLUSTER.sh(&["cut", node]);
             tokio::time::sleep(hold).await;
-            cluster_sh(&["heal", node]);
+            CLUSTER.sh(&["heal", node]);
         }
         Fault::LossyLink => {
             let node = &nodes[target.expect("a node")].name;
-            cluster_sh(&["slow", node, "2s", "10%"]);
+            CLUSTER.sh(&["slow", node, "2s", "10%"]);
             tokio::time::sleep(hold).await;
-            cluster_sh(&["heal", node]);
+            CLUSTER.sh(&["heal", node]);
         }
         Fault::RollingRestart => {
             for node in &nodes {
                 let started = Instant::now();
                 let name = node.name.clone();
-                tokio::task::spawn_blocking(move || cluster_sh(&["restart", &name]))
+                tokio::task::spawn_blocking(move || CLUSTER.sh(&["restart", &name]))
                     .await
                     .expect("the restart runs");
                 restarts.push(started.elapsed());
