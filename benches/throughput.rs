@@ -400,6 +400,16 @@ struct Scenario {
     kind: fn(u64) -> Kind,
 }
 
+impl Scenario {
+    /// How many of the messages `0..n` fail for good: the dead letters a
+    /// run of `n` ends with.
+    fn permanent_among(self, n: u64) -> usize {
+        (0..n)
+            .filter(|&id| (self.kind)(id) == Kind::Permanent)
+            .count()
+    }
+}
+
 const SCENARIOS: [Scenario; 4] = [
     Scenario {
         name: "S1",
@@ -847,9 +857,7 @@ async fn run_once(
         .await
         .expect("confirms");
     prepublish(&publish_channel, &spec, scenario, 0..n as u64).await;
-    let expected_dead = (0..n as u64)
-        .filter(|&id| (scenario.kind)(id) == Kind::Permanent)
-        .count();
+    let expected_dead = scenario.permanent_among(n as u64);
 
     let broker = broker_pid(target);
     let broker_before = broker.and_then(cpu_seconds_of);
@@ -905,9 +913,7 @@ async fn consume(
     spec: &ConsumerSpec,
 ) -> Run {
     let admin = connect(target).await;
-    let expected_dead = (0..n as u64)
-        .filter(|&id| (scenario.kind)(id) == Kind::Permanent)
-        .count();
+    let expected_dead = scenario.permanent_among(n as u64);
     let expected_ok = n - expected_dead;
     let poll_channel = admin.create_channel().await.expect("channel");
     let tally = Arc::new(Tally::new(n));
@@ -1153,9 +1159,7 @@ async fn memory_check(target: &Target, prefetch: u16) {
             let next = (published + 10_000).min(target);
             prepublish(&channel, &spec, s4, published..next).await;
             published = next;
-            let ok_expected = (0..published)
-                .filter(|&id| (s4.kind)(id) != Kind::Permanent)
-                .count();
+            let ok_expected = published as usize - s4.permanent_among(published);
             while tally.ok.load(Ordering::Relaxed) < ok_expected {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
