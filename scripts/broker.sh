@@ -152,9 +152,17 @@ cmd_ctl() {
 command=$1 version=$2
 shift 2
 rb_check_version "$version"
+# Two scripts bringing one version up (or down) at once wait for each other
+# instead of making its root or starting its node twice.
+locked() {
+  mkdir -p /var/lock
+  exec 9>"/var/lock/rabbit-backoff-broker-$(suffix "$version").lock"
+  flock 9
+  "$@"
+}
 case "$command" in
-  up) cmd_up "$version" ;;
-  down) cmd_down "$version" ;;
+  up) locked cmd_up "$version" ;;
+  down) locked cmd_down "$version" ;;
   status) cmd_status "$version" ;;
   env) cmd_env "$version" ;;
   ctl) cmd_ctl "$version" "$@" ;;
