@@ -178,5 +178,9 @@ pub mod dead_letters;
 pub mod rules;
 pub mod topology;
 
+// The README and the book (docs/), whose code blocks are doctests.
+#[cfg(doctest)]
+mod book;
+
 #[doc(hidden)]
 pub mod __private;
