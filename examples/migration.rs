@@ -1,5 +1,5 @@
-//! Migrating from the article's hand-written consumer, step by step (README,
-//! "Migrating from a hand-written consumer").
+//! Migrating from the article's hand-written consumer, step by step
+//! (docs/migrating.md).
 //!
 //! ```text
 //! cargo run --example migration -- declare     # the article's topology, as its Node code declares it

@@ -55,11 +55,11 @@ pub use rabbit_backoff_runtime::{meters, transport};
 /// inbox stores of consumers with `dedupe = "…"` (`MemoryStore`, and with the
 /// features of the same names `PostgresStore` and `RedisStore`), the handler
 /// parameter `Tx` (the PostgreSQL transaction the inbox row commits in) and
-/// the transactional outbox. See the README's "Duplicates".
+/// the transactional outbox. See docs/duplicates.md.
 pub use rabbit_backoff_runtime::dedupe;
 
 /// An in-memory RabbitMQ with virtual time, for testing consumers without a
-/// broker (feature `testing`): see the README's "Testing your consumers".
+/// broker (feature `testing`): see docs/testing.md.
 #[cfg(feature = "testing")]
 pub use rabbit_backoff_testing as testing;
 
@@ -177,6 +177,10 @@ pub mod prelude;
 pub mod dead_letters;
 pub mod rules;
 pub mod topology;
+
+// The README and the book (docs/), whose code blocks are doctests.
+#[cfg(doctest)]
+mod book;
 
 #[doc(hidden)]
 pub mod __private;

@@ -207,9 +207,9 @@ async fn the_articles_own_topology_is_adopted_with_retry_return_exchange() {
     let (connection, channel) = channel().await;
     article.declare(&channel).await;
 
-    // As the README's default would have it: the retry queues exist with
-    // another route, and start-up says which queue and which argument, in
-    // words (what `main` returning the error prints is its Debug form).
+    // As the default `retry_return` (docs/attributes.md) would have it: the
+    // retry queues exist with another route, and start-up says which queue
+    // and which argument, in words (what `main` returning the error prints is its Debug form).
     let refused = Runtime::builder()
         .uri(url())
         .state(Journal::default())

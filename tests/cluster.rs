@@ -374,7 +374,7 @@ async fn killing_the_consumers_node_loses_nothing_and_it_consumes_again_from_ano
         "consumed again only {again:?} after the kill"
     );
     // What the cluster settles without the node: on RabbitMQ 3.10, retries
-    // whose work queue had its leader there wait for it (see the README).
+    // whose work queue had its leader there wait for it (see docs/cluster.md).
     let expected_ok = (0..N)
         .filter(|&id| mixed(id).verdict(u32::MAX) == Verdict::Ok)
         .count();

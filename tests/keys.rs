@@ -1,6 +1,7 @@
-//! The keys `#[backoff_consumer]` accepts, the README's key table and the
-//! attribute's own documentation list the same keys: a key added to the macro
-//! and forgotten in either table (or the reverse) fails here.
+//! The keys `#[backoff_consumer]` accepts, the book's key table
+//! (docs/attributes.md) and the attribute's own documentation list the same
+//! keys: a key added to the macro and forgotten in either table (or the
+//! reverse) fails here.
 
 use std::collections::BTreeSet;
 
@@ -43,10 +44,15 @@ fn differences(table: &BTreeSet<String>) -> String {
 }
 
 #[test]
-fn the_readme_key_table_lists_exactly_the_accepted_keys() {
-    let readme = include_str!("../README.md");
-    let table = table_keys(readme, "");
-    assert_eq!(table, accepted(), "README.md: {}", differences(&table));
+fn the_book_key_table_lists_exactly_the_accepted_keys() {
+    let page = include_str!("../docs/attributes.md");
+    let table = table_keys(page, "");
+    assert_eq!(
+        table,
+        accepted(),
+        "docs/attributes.md: {}",
+        differences(&table)
+    );
 }
 
 #[test]

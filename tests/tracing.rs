@@ -196,9 +196,9 @@ impl std::io::Write for Captured {
     }
 }
 
-/// `rabbit_backoff=debug` is the filter users type (the README's and the
-/// examples'): a filter's target matches every target it starts, so it
-/// turns on the lines of every crate of the framework (their targets are
+/// `rabbit_backoff=debug` is the filter users type (docs/one-message.md's
+/// and the examples'): a filter's target matches every target it starts, so
+/// it turns on the lines of every crate of the framework (their targets are
 /// their modules' paths, `rabbit_backoff_runtime::consume::…`); a filter
 /// for another target leaves them off.
 #[tokio::test(start_paused = true)]

@@ -1,9 +1,9 @@
 //! The keys `#[backoff_consumer]` accepts.
 
 /// Every key `#[backoff_consumer(…)]` accepts, in the order its help lists
-/// them. The attribute refuses any other key at compile time; the README's key
-/// table and the attribute's documentation list exactly these (a test holds
-/// all three together).
+/// them. The attribute refuses any other key at compile time; the book's key
+/// table (docs/attributes.md) and the attribute's documentation list exactly
+/// these (a test holds all three together).
 ///
 /// ```
 /// assert!(rabbit_backoff::ATTRIBUTE_KEYS.contains(&"delays"));
