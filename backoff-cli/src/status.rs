@@ -180,7 +180,7 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
         };
         for d in &differences {
             eprintln!(
-                "note: queue {} has {} = {}, the consumer declares {}; it would fail to start (see README, \"When a queue's arguments differ\")",
+                "note: queue {} has {} = {}, the consumer declares {}; it would fail to start (see docs/migrating.md, \"When a queue's arguments differ\")",
                 d.queue,
                 d.argument,
                 show(&d.actual),
