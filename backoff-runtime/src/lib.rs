@@ -6,7 +6,10 @@
 //!
 //! The modules are its layers, each using only those below it:
 //! - `transport`: what the framework asks of a broker ([`transport::Transport`]),
-//!   over lapin, declaring a topology, inspecting queues, and the errors;
+//!   over lapin, and the errors;
+//! - `broker`: the runtime's own requests over it, in its errors: a confirm
+//!   channel for a queue, declaring or checking a topology, inspecting
+//!   queues and exchanges, asking whether delayed retries apply;
 //! - `telemetry`: the framework's wall clock, its metrics, trace context;
 //! - `publish`: publishing with confirms, the typed [`Publisher`] and
 //!   [`Outgoing`] messages;
@@ -20,6 +23,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod broker;
 mod consume;
 pub mod dedupe;
 /// The old path of [`dedupe`].
@@ -34,6 +38,7 @@ mod settle;
 mod telemetry;
 pub mod transport;
 
+pub use broker::declare::{check_topology, declare_topology};
 pub use consume::consumer::Consumer;
 pub use consume::context::{Context, ContextBuilder};
 pub use consume::extract::FromContext;
@@ -66,7 +71,6 @@ pub use operations::status::{ConsumerStatus, QueueStatus, status};
 pub use publish::outgoing::Outgoing;
 pub use publish::publisher::Publisher;
 pub use telemetry::meters;
-pub use transport::declare::{check_topology, declare_topology};
 pub use transport::error::{Error, MissingObject, PublishFailure};
 
 /// The runtime's per-message work that needs no I/O, for benchmarks. Not a

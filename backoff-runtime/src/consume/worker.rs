@@ -16,6 +16,7 @@ use rabbit_backoff_core::{
 };
 use tracing::Instrument;
 
+use crate::broker::confirm_channel::confirm_channel;
 use crate::consume::consumer::Consumer;
 use crate::consume::context::Context;
 use crate::consume::dedupe::{Admission, Inbox, StoreReport};
@@ -29,7 +30,6 @@ use crate::settle::executor::{Executor, Original};
 use crate::telemetry::trace_context::delivery_span;
 use crate::transport::error::{Error, channel_error};
 use crate::transport::frame_guard::SetAside;
-use crate::transport::open::confirm_channel;
 use crate::transport::{Acker, Connection, Deliveries, Delivery, TransportError};
 
 /// The first pause of an immediate retry; the n-th waits n times as long.

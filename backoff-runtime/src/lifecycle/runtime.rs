@@ -7,6 +7,8 @@ use futures_util::future::BoxFuture;
 use rabbit_backoff_core::{ConsumerSpec, ReconnectBackoff, ReconnectProbe, RetryBackend, Topology};
 use tokio::task::JoinSet;
 
+use crate::broker::declare::establish_topology;
+use crate::broker::delayed_retry_probe::check_delayed_retries;
 use crate::consume::consumer::Consumer;
 use crate::consume::dedupe::StoreReport;
 use crate::consume::extract::transaction_requirement;
@@ -19,8 +21,6 @@ use crate::lifecycle::health::{Health, HealthWatch};
 use crate::lifecycle::outbox_relay::relay_outbox;
 use crate::telemetry::meters;
 use crate::transport::amqp::AmqpTransport;
-use crate::transport::declare::establish_topology;
-use crate::transport::delayed_retry_probe::check_delayed_retries;
 use crate::transport::error::Error;
 use crate::transport::{Connection, Transport};
 

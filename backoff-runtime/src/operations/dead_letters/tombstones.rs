@@ -14,9 +14,9 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::TopologyNames;
 use rabbit_backoff_core::headers::TOMBSTONE_LAYOUT;
 
+use crate::broker::confirm_channel::confirm_channel;
 use crate::operations::dead_letters::key::key_of;
 use crate::transport::error::{Error, channel_error};
-use crate::transport::open::confirm_channel;
 use crate::transport::values::PERSISTENT;
 use crate::transport::{Confirm, Connection, TransportError};
 
