@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::transport::error::{Error, channel_error};
+use crate::error::{Error, channel_error};
 use crate::transport::{Channel, Connection};
 
 /// A new channel in confirm mode; errors name `queue`.

@@ -3,7 +3,7 @@
 use rabbit_backoff_core::{Binding, DeadLetterIndexDecl, DeclareMode, Topology};
 
 use super::inspect::{exchange_exists, inspect_queue};
-use crate::transport::error::{Error, MissingObject, channel_error};
+use crate::error::{Error, MissingObject, channel_error};
 use crate::transport::{Channel, Connection, PRECONDITION_FAILED, TransportError};
 
 /// Declares the topology, or with [`DeclareMode::Passive`] only checks it.

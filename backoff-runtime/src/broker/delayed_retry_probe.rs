@@ -3,7 +3,7 @@
 
 use rabbit_backoff_core::{Argument, QueueDecl, SpecError, delayed_arguments};
 
-use crate::transport::error::{Error, channel_error};
+use crate::error::{Error, channel_error};
 use crate::transport::{Connection, PRECONDITION_FAILED, TransportError};
 
 /// How long the probe queue outlives a process that died before deleting it

@@ -3,8 +3,8 @@
 //! channel it is asked on.
 
 use super::confirm_channel::confirm_channel;
+use crate::error::Error;
 use crate::transport::Connection;
-use crate::transport::error::Error;
 
 /// The ready messages and consumers of `name`, or `None` when it does not
 /// exist. A passive declare, on a channel of its own because a missing queue

@@ -25,10 +25,10 @@ use crate::consume::retry_count::{count_in, since_first_failure};
 use crate::consume::shutdown::ShutdownHandle;
 use crate::consume::state::StateMap;
 use crate::dedupe::{DedupeStore, HeldKey};
+use crate::error::{Error, channel_error};
 use crate::settle::acks::ACK_LINGER;
 use crate::settle::executor::{Executor, Original};
 use crate::telemetry::trace_context::delivery_span;
-use crate::transport::error::{Error, channel_error};
 use crate::transport::frame_guard::SetAside;
 use crate::transport::{Acker, Connection, Deliveries, Delivery, TransportError};
 

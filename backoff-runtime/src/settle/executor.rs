@@ -15,12 +15,12 @@ use rabbit_backoff_core::{
 };
 
 use crate::broker::declare::establish_topology;
+use crate::error::PublishFailure;
 use crate::settle::acks::Acks;
 use crate::settle::copy_properties::{now_rfc3339, republish_properties, retry_properties};
 use crate::settle::frame_fit::{TooLarge, without_largest_headers};
 use crate::settle::settlement::{Settler, Target};
 use crate::telemetry::meters::Meters;
-use crate::transport::error::PublishFailure;
 use crate::transport::shape::content_header_len;
 use crate::transport::{Acker, Channel, Connection};
 

@@ -21,14 +21,13 @@ mod confirm;
 mod connection;
 mod connector;
 mod delivery;
-pub(crate) mod error;
 pub(crate) mod frame_guard;
 pub(crate) mod lapin_error;
 pub mod lost;
 pub(crate) mod probe;
 mod queue_info;
+pub(crate) mod redact;
 pub(crate) mod shape;
-pub(crate) mod store_error;
 pub mod stream_offset;
 #[cfg(feature = "tls")]
 mod tls;

@@ -10,8 +10,8 @@ use crate::operations::dead_letters::filter::DeadLetterFilter;
 use crate::operations::dead_letters::message::DeadLetterMessage;
 
 use crate::broker::confirm_channel::confirm_channel;
+use crate::error::Error;
 use crate::operations::dead_letters::record::DeadLetterRecord;
-use crate::transport::error::Error;
 use crate::transport::frame_guard::SetAside;
 use crate::transport::{Confirm, Delivery, TransportError};
 

@@ -11,9 +11,9 @@ use rabbit_backoff_core::HeaderValue;
 use rabbit_backoff_core::headers::INDEX_MARKER;
 
 use crate::broker::confirm_channel::confirm_channel;
+use crate::error::Error;
 use crate::operations::dead_letters::index_fallback::IndexFallback;
 use crate::operations::dead_letters::pass::pass_id;
-use crate::transport::error::Error;
 use crate::transport::values::header_view;
 use crate::transport::{Channel, Confirm, Connection, Deliveries, Delivery, StreamOffset};
 

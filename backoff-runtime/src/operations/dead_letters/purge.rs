@@ -9,7 +9,7 @@ use crate::operations::dead_letters::checkpoint_note::CheckpointNote;
 use crate::operations::dead_letters::index::index_exists;
 
 use crate::broker::confirm_channel::confirm_channel;
-use crate::transport::error::{Error, channel_error};
+use crate::error::{Error, channel_error};
 
 /// What [`Dlq::purge`](crate::Dlq::purge) did.
 ///
