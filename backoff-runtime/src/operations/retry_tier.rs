@@ -8,7 +8,7 @@ use crate::error::Error;
 use crate::error::channel_error;
 use crate::operations::dead_letters::message::BODY_PREVIEW_LEN;
 use crate::transport::Connection;
-use crate::transport::values::header_view;
+use crate::transport::amqp_values::header_view;
 
 /// A message waiting in a retry tier, and when it is due back in its work
 /// queue.

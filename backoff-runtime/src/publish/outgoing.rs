@@ -6,7 +6,7 @@ use lapin::types::{AMQPValue, FieldTable, ShortString};
 use serde::Serialize;
 
 use crate::error::Error;
-use crate::transport::values::PERSISTENT;
+use crate::transport::amqp_values::PERSISTENT;
 
 /// A message to publish: a JSON body with its properties.
 ///

@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use crate::error::PublishFailure;
 use crate::publish::confirmed::publish_confirmed;
-use crate::settle::frame_fit::{TooLarge, fit_to_frame};
+use crate::settle::shrink_copy::{TooLarge, fit_to_frame};
 use crate::telemetry::trace_context::{publish_span, traced};
 use crate::transport::{Channel, Connection, Lost};
 

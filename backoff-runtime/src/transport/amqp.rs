@@ -21,10 +21,10 @@ use super::{
     Acker, Channel, Confirm, Connection, Deliveries, Delivery, Lost, LostSignal, PendingConfirm,
     QueueInfo, Settle, StreamOffset, Transport, TransportError,
 };
+use crate::transport::amqp_values::arguments_table;
 use crate::transport::connector::connect_node;
 use crate::transport::lapin_error::transport_error;
 use crate::transport::redact::redact;
-use crate::transport::values::arguments_table;
 
 pub use crate::transport::frame_guard::MAX_FRAME_SIZE;
 

@@ -16,18 +16,18 @@
 //! carry exactly what goes on the wire.
 mod acker;
 pub mod amqp;
+pub(crate) mod amqp_values;
 mod channel;
 mod confirm;
 mod connection;
+mod connection_loss;
 mod connector;
 mod delivery;
 pub(crate) mod frame_guard;
 pub(crate) mod lapin_error;
-pub mod lost;
-pub(crate) mod probe;
+pub(crate) mod node_probe;
 mod queue_info;
 pub(crate) mod redact;
-pub(crate) mod shape;
 pub mod stream_offset;
 #[cfg(feature = "tls")]
 mod tls;
@@ -36,18 +36,24 @@ pub mod tls_error;
 #[allow(clippy::module_inception)]
 mod transport;
 mod transport_error;
-pub(crate) mod values;
 
 pub use acker::{Acker, Settle};
 pub use amqp::AmqpTransport;
+pub use amqp_values::header_view;
 pub use channel::Channel;
 pub use confirm::{Confirm, PendingConfirm};
 pub use connection::Connection;
+pub use connection_loss::{Lost, LostSignal};
 pub use delivery::{Deliveries, Delivery};
-pub use lost::{Lost, LostSignal};
 pub use queue_info::QueueInfo;
 pub use stream_offset::StreamOffset;
 pub use tls_error::{TlsError, Trusted};
 pub use transport::Transport;
 pub use transport_error::{NOT_FOUND, PRECONDITION_FAILED, TransportError};
-pub use values::header_view;
+
+/// The old path of [`Lost`] and [`LostSignal`], whose file is now
+/// `connection_loss.rs`.
+#[deprecated(note = "use `transport::{Lost, LostSignal}`")]
+pub mod lost {
+    pub use super::connection_loss::{Lost, LostSignal};
+}

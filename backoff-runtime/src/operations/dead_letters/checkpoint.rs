@@ -59,7 +59,7 @@ use crate::operations::dead_letters::index_stream::{mark_end, offset_now, read_t
 use crate::operations::dead_letters::key::key_of;
 use crate::operations::dead_letters::message::DeadLetterMessage;
 use crate::operations::dead_letters::pass::pass_id;
-use crate::transport::values::PERSISTENT;
+use crate::transport::amqp_values::PERSISTENT;
 use crate::transport::{Confirm, Connection, Delivery, TransportError};
 
 /// Groups in one message of a checkpoint.

@@ -52,7 +52,7 @@ use rabbit_backoff_core::{QueueDecl, headers::PASS_SENTINEL};
 
 use crate::broker::confirm_channel::confirm_channel;
 use crate::error::{Error, channel_error};
-use crate::transport::values::PERSISTENT;
+use crate::transport::amqp_values::PERSISTENT;
 use crate::transport::{
     Channel, Confirm, Connection, Delivery, NOT_FOUND, PendingConfirm, QueueInfo, TransportError,
 };

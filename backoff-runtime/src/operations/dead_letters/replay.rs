@@ -19,8 +19,8 @@ use crate::settle::copy_properties::{now_rfc3339, republish_properties};
 use crate::settle::settlement::{Settler, Target};
 use crate::telemetry::trace_context::link_trace;
 use crate::transport::Delivery;
+use crate::transport::amqp_values::header_view;
 use crate::transport::frame_guard::SetAside;
-use crate::transport::values::header_view;
 use tracing::Instrument;
 
 impl Dlq {
