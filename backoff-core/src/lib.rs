@@ -38,7 +38,6 @@ mod delays;
 mod discovery;
 mod failed_at;
 mod fingerprint;
-mod frame_fit;
 mod header_value;
 pub mod headers;
 mod index_key;
@@ -52,6 +51,7 @@ mod retry_backend;
 mod retry_count;
 mod return_watch;
 mod serde_str;
+mod shrink_plan;
 mod spec;
 mod tombstone_ledger;
 mod topology;
@@ -69,10 +69,6 @@ pub use delays::{DelayError, Delays, MAX_DELAY_MS, MAX_TIERS, parse_duration};
 pub use discovery::{BindingListing, FoundTopology, QueueListing, discover};
 pub use failed_at::parse_failed_at;
 pub use fingerprint::{fingerprint, group_id};
-pub use frame_fit::{
-    CopySizes, DEAD_LETTER_HEADROOM, FRAME_OVERHEAD, Fit, MAX_HEADER_DEPTH, MIN_ERROR_LEN,
-    ShrinkPlan, broker_headroom, fit_copy, header_limit, headers_to_drop,
-};
 pub use header_value::HeaderValue;
 pub use headers::{REPLAY_HISTORY, REPLAYED_AT};
 pub use index_key::index_key;
@@ -85,6 +81,10 @@ pub use replay::{FAILURE_HEADERS, REPLAY_HISTORY_LIMIT, history_overflow, replay
 pub use retry_backend::{DelayedRetry, NotLinear, RetryBackend, delayed_arguments};
 pub use retry_count::{RetryCount, RetryCountWarning, read_retry_count};
 pub use return_watch::{NodeProbe, ProbeVerdict, ReturnWatch};
+pub use shrink_plan::{
+    CopySizes, DEAD_LETTER_HEADROOM, FRAME_OVERHEAD, Fit, MAX_HEADER_DEPTH, MIN_ERROR_LEN,
+    ShrinkPlan, broker_headroom, fit_copy, header_limit, headers_to_drop,
+};
 pub use spec::{ConsumerSpec, DeclareMode, ExchangeKind, QueueType, RetryReturn, SpecError};
 pub use tombstone_ledger::TombstoneLedger;
 pub use topology::{

@@ -6,7 +6,13 @@
 //!
 //! The modules are its layers, each using only those below it:
 //! - `transport`: what the framework asks of a broker ([`transport::Transport`]),
-//!   over lapin, declaring a topology, inspecting queues, and the errors;
+//!   over lapin, and its [`TransportError`](transport::TransportError);
+//! - `error.rs` and `store_error.rs`: everything the runtime fails with
+//!   ([`Error`]), wrapping the transport's, the dedupe store's and the core's
+//!   errors;
+//! - `broker`: the runtime's own requests over it, in its errors: a confirm
+//!   channel for a queue, declaring or checking a topology, inspecting
+//!   queues and exchanges, asking whether delayed retries apply;
 //! - `telemetry`: the framework's wall clock, its metrics, trace context;
 //! - `publish`: publishing with confirms, the typed [`Publisher`] and
 //!   [`Outgoing`] messages;
@@ -20,8 +26,10 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod broker;
 mod consume;
 pub mod dedupe;
+mod error;
 /// The old path of [`dedupe`].
 #[deprecated(note = "renamed: use `dedupe`, the attribute's word for it")]
 pub mod idempotency {
@@ -31,14 +39,17 @@ mod lifecycle;
 mod operations;
 mod publish;
 mod settle;
+mod store_error;
 mod telemetry;
 pub mod transport;
 
+pub use broker::declare::{check_topology, declare_topology};
 pub use consume::consumer::Consumer;
 pub use consume::context::{Context, ContextBuilder};
 pub use consume::extract::FromContext;
 pub use consume::shutdown::ShutdownHandle;
 pub use consume::state::{State, StateRequirement};
+pub use error::{Error, MissingObject, PublishFailure};
 pub use lifecycle::health::{Health, HealthWatch};
 #[cfg(feature = "http")]
 pub use lifecycle::http;
@@ -66,8 +77,6 @@ pub use operations::status::{ConsumerStatus, QueueStatus, status};
 pub use publish::outgoing::Outgoing;
 pub use publish::publisher::Publisher;
 pub use telemetry::meters;
-pub use transport::declare::{check_topology, declare_topology};
-pub use transport::error::{Error, MissingObject, PublishFailure};
 
 /// The runtime's per-message work that needs no I/O, for benchmarks. Not a
 /// stable API.

@@ -15,7 +15,7 @@ use rabbit_backoff_core::{
 use crate::dedupe::{Claim, ClaimRequest, DedupeStore, HeldKey};
 use crate::settle::executor::{Executor, Original};
 use crate::telemetry::meters::{DUPLICATES_SKIPPED, WITHOUT_KEY};
-use crate::transport::values::header_view;
+use crate::transport::amqp_values::header_view;
 use crate::transport::{Acker, Delivery};
 
 /// Where an inbox says that its store does not answer (`Some`, with why)

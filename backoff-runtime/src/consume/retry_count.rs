@@ -9,7 +9,7 @@ use lapin::BasicProperties;
 use rabbit_backoff_core::{HeaderValue, RetryCount, headers, parse_failed_at, read_retry_count};
 
 use crate::telemetry::wall_clock;
-use crate::transport::values::header_view;
+use crate::transport::amqp_values::header_view;
 
 /// Reads `x-retry-count` from a delivery's properties.
 pub fn retry_count_of(properties: &BasicProperties) -> RetryCount {

@@ -16,6 +16,7 @@ use rabbit_backoff_core::{
 };
 use tracing::Instrument;
 
+use crate::broker::confirm_channel::confirm_channel;
 use crate::consume::consumer::Consumer;
 use crate::consume::context::Context;
 use crate::consume::dedupe::{Admission, Inbox, StoreReport};
@@ -24,12 +25,11 @@ use crate::consume::retry_count::{count_in, since_first_failure};
 use crate::consume::shutdown::ShutdownHandle;
 use crate::consume::state::StateMap;
 use crate::dedupe::{DedupeStore, HeldKey};
+use crate::error::{Error, channel_error};
 use crate::settle::acks::ACK_LINGER;
 use crate::settle::executor::{Executor, Original};
 use crate::telemetry::trace_context::delivery_span;
-use crate::transport::error::{Error, channel_error};
 use crate::transport::frame_guard::SetAside;
-use crate::transport::open::confirm_channel;
 use crate::transport::{Acker, Connection, Deliveries, Delivery, TransportError};
 
 /// The first pause of an immediate retry; the n-th waits n times as long.

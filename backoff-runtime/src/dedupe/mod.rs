@@ -36,7 +36,7 @@ pub(crate) mod postgres;
 pub(crate) mod redis;
 pub(crate) mod store;
 
-pub use crate::transport::store_error::StoreError;
+pub use crate::store_error::StoreError;
 pub use memory::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::broker::confirm_channel::confirm_channel;
 use crate::consume::shutdown::ShutdownHandle;
 use crate::dedupe::DedupeStore;
 use crate::transport::Connection;
-use crate::transport::open::confirm_channel;
 
 /// Relays at once, then every `interval`, on a channel of its own, until
 /// `stop`. Every running process relays: rows are locked while published,

@@ -7,6 +7,8 @@ use futures_util::future::BoxFuture;
 use rabbit_backoff_core::{ConsumerSpec, ReconnectBackoff, ReconnectProbe, RetryBackend, Topology};
 use tokio::task::JoinSet;
 
+use crate::broker::declare::establish_topology;
+use crate::broker::delayed_retry_probe::check_delayed_retries;
 use crate::consume::consumer::Consumer;
 use crate::consume::dedupe::StoreReport;
 use crate::consume::extract::transaction_requirement;
@@ -14,14 +16,12 @@ use crate::consume::shutdown::ShutdownHandle;
 use crate::consume::state::{StateMap, StateRequirement};
 use crate::consume::worker::{PauseReport, Worker, WorkerEnv};
 use crate::dedupe::DedupeStore;
+use crate::error::Error;
 use crate::lifecycle::broker_return::broker_returns;
 use crate::lifecycle::health::{Health, HealthWatch};
 use crate::lifecycle::outbox_relay::relay_outbox;
 use crate::telemetry::meters;
 use crate::transport::amqp::AmqpTransport;
-use crate::transport::declare::establish_topology;
-use crate::transport::delayed_retry_probe::check_delayed_retries;
-use crate::transport::error::Error;
 use crate::transport::{Connection, Transport};
 
 /// The default broker address: `amqp://guest:guest@127.0.0.1:5672/%2f`.

@@ -3,12 +3,12 @@ use std::time::Duration;
 use rabbit_backoff_core::{HeaderValue, headers, parse_failed_at, read_retry_count};
 use serde::Serialize;
 
+use crate::broker::confirm_channel::confirm_channel;
+use crate::error::Error;
+use crate::error::channel_error;
 use crate::operations::dead_letters::message::BODY_PREVIEW_LEN;
 use crate::transport::Connection;
-use crate::transport::error::Error;
-use crate::transport::error::channel_error;
-use crate::transport::open::confirm_channel;
-use crate::transport::values::header_view;
+use crate::transport::amqp_values::header_view;
 
 /// A message waiting in a retry tier, and when it is due back in its work
 /// queue.

@@ -3,9 +3,9 @@
 use rabbit_backoff_core::TopologyNames;
 use serde::Serialize;
 
+use crate::broker::inspect::inspect_queue;
+use crate::error::Error;
 use crate::transport::Connection;
-use crate::transport::error::Error;
-use crate::transport::inspect::inspect_queue;
 
 /// The depth and consumers of one queue of a consumer's topology.
 #[derive(Debug, Clone, PartialEq, Serialize)]

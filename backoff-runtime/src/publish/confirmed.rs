@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use lapin::BasicProperties;
 
-use crate::transport::error::PublishFailure;
+use crate::error::PublishFailure;
 use crate::transport::{Channel, Confirm};
 
 /// Publishes with `mandatory` and awaits the broker's confirm of this very

@@ -5,8 +5,8 @@ use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use serde::Serialize;
 
-use crate::transport::error::Error;
-use crate::transport::values::{PERSISTENT, short};
+use crate::error::Error;
+use crate::transport::amqp_values::PERSISTENT;
 
 /// A message to publish: a JSON body with its properties.
 ///
@@ -86,4 +86,9 @@ impl Outgoing {
         }
         Ok(properties)
     }
+}
+
+/// A short string, or an error naming what was too long.
+fn short(s: &str, what: &'static str) -> Result<ShortString, Error> {
+    ShortString::try_new(s).map_err(|_| Error::TooLong { what, len: s.len() })
 }

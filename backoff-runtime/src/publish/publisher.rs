@@ -9,12 +9,12 @@ use tokio::sync::Mutex;
 
 use tracing::Instrument;
 
+use crate::broker::confirm_channel::confirm_channel;
+use crate::error::{Error, PublishFailure};
 use crate::publish::confirmed::publish_confirmed;
 use crate::publish::outgoing::Outgoing;
 use crate::telemetry::trace_context::{publish_span, traced};
 use crate::transport::amqp::AmqpTransport;
-use crate::transport::error::{Error, PublishFailure};
-use crate::transport::open::confirm_channel;
 use crate::transport::{Channel, Connection, Transport};
 
 /// Publishes persistent messages and waits for the broker's confirm of each.

@@ -6,7 +6,7 @@ use lapin::types::ShortString;
 use rabbit_backoff_core::{HeaderValue, headers};
 
 use crate::telemetry::wall_clock::Stamp;
-use crate::transport::values::{PERSISTENT, amqp_value};
+use crate::transport::amqp_values::{PERSISTENT, amqp_value};
 
 /// The properties of a republished copy: every original header plus `set`,
 /// and `message_id`, `correlation_id`, `content_type`, `content_encoding`,
@@ -98,7 +98,7 @@ pub(crate) fn retry_properties(original: &BasicProperties, next_count: u32) -> B
 mod tests {
     use rabbit_backoff_core::{RetryCount, read_retry_count};
 
-    use crate::transport::values::header_view;
+    use crate::transport::amqp_values::header_view;
     /// `x-retry-count` of `properties`, as the consumer reads it.
     fn retry_count_of(properties: &BasicProperties) -> RetryCount {
         let header = properties

@@ -14,14 +14,14 @@ use rabbit_backoff_core::{
     RetryBackend, Topology, broker_headroom, header_limit, truncate_error,
 };
 
+use crate::broker::declare::establish_topology;
+use crate::error::PublishFailure;
 use crate::settle::acks::Acks;
 use crate::settle::copy_properties::{now_rfc3339, republish_properties, retry_properties};
-use crate::settle::frame_fit::{TooLarge, without_largest_headers};
+use crate::settle::encoded_size::content_header_len;
 use crate::settle::settlement::{Settler, Target};
+use crate::settle::shrink_copy::{TooLarge, without_largest_headers};
 use crate::telemetry::meters::Meters;
-use crate::transport::declare::establish_topology;
-use crate::transport::error::PublishFailure;
-use crate::transport::shape::content_header_len;
 use crate::transport::{Acker, Channel, Connection};
 
 /// How long a message whose republish failed is held before it is requeued,

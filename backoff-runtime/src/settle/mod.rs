@@ -4,6 +4,7 @@
 
 pub(crate) mod acks;
 pub(crate) mod copy_properties;
+pub(crate) mod encoded_size;
 pub(crate) mod executor;
-pub(crate) mod frame_fit;
 pub(crate) mod settlement;
+pub(crate) mod shrink_copy;

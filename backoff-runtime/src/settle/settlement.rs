@@ -9,10 +9,10 @@ use lapin::BasicProperties;
 use rabbit_backoff_core::header_limit;
 use tracing::Instrument;
 
+use crate::error::PublishFailure;
 use crate::publish::confirmed::publish_confirmed;
-use crate::settle::frame_fit::{TooLarge, fit_to_frame};
+use crate::settle::shrink_copy::{TooLarge, fit_to_frame};
 use crate::telemetry::trace_context::{publish_span, traced};
-use crate::transport::error::PublishFailure;
 use crate::transport::{Channel, Connection, Lost};
 
 /// Where a copy goes: the exchange and routing key it is published with, the

@@ -21,10 +21,10 @@ use super::{
     Acker, Channel, Confirm, Connection, Deliveries, Delivery, Lost, LostSignal, PendingConfirm,
     QueueInfo, Settle, StreamOffset, Transport, TransportError,
 };
+use crate::transport::amqp_values::arguments_table;
 use crate::transport::connector::connect_node;
-use crate::transport::error::redact;
 use crate::transport::lapin_error::transport_error;
-use crate::transport::values::arguments_table;
+use crate::transport::redact::redact;
 
 pub use crate::transport::frame_guard::MAX_FRAME_SIZE;
 
@@ -362,8 +362,7 @@ impl Channel for AmqpChannel {
         queue: &'a QueueDecl,
     ) -> BoxFuture<'a, Result<QueueInfo, TransportError>> {
         self.guarded(async move {
-            let arguments = arguments_table(&queue.arguments)
-                .map_err(|e| TransportError::Other(e.to_string()))?;
+            let arguments = arguments_table(&queue.arguments)?;
             let declared = self
                 .inner
                 .queue_declare(short(&queue.name)?, durable_queue(false), arguments)

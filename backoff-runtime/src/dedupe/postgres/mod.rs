@@ -22,7 +22,7 @@ use crate::dedupe::postgres::transaction::ATTEMPT;
 use crate::dedupe::store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
 use crate::dedupe::{StoreError, Transaction};
 use crate::transport::Channel;
-use crate::transport::error::redact;
+use crate::transport::redact::redact;
 
 /// The inbox table.
 const INBOX: &str = "rabbit_backoff_inbox";

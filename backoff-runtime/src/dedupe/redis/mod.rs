@@ -16,7 +16,7 @@ use redis::{Client, Script};
 use crate::dedupe::StoreError;
 use crate::dedupe::redis::pipeline::{Found, Pipeliner};
 use crate::dedupe::store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
-use crate::transport::error::redact;
+use crate::transport::redact::redact;
 
 /// How long a claim lasts unless its holder renews it: the longest a key
 /// stays blocked after its process died.

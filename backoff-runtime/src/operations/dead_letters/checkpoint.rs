@@ -51,15 +51,15 @@ use rabbit_backoff_core::TopologyNames;
 use rabbit_backoff_core::headers::INDEX_CHECKPOINT;
 use serde::{Deserialize, Serialize};
 
+use crate::broker::confirm_channel::confirm_channel;
+use crate::error::{Error, channel_error};
 use crate::operations::dead_letters::group::{DeadLetterGroup, GroupTally};
 use crate::operations::dead_letters::index_fallback::IndexFallback;
 use crate::operations::dead_letters::index_stream::{mark_end, offset_now, read_to_marker};
 use crate::operations::dead_letters::key::key_of;
 use crate::operations::dead_letters::message::DeadLetterMessage;
 use crate::operations::dead_letters::pass::pass_id;
-use crate::transport::error::{Error, channel_error};
-use crate::transport::open::confirm_channel;
-use crate::transport::values::PERSISTENT;
+use crate::transport::amqp_values::PERSISTENT;
 use crate::transport::{Confirm, Connection, Delivery, TransportError};
 
 /// Groups in one message of a checkpoint.

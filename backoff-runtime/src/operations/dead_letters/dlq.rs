@@ -12,12 +12,12 @@ use crate::operations::dead_letters::filter::DeadLetterFilter;
 use crate::operations::dead_letters::message::DeadLetterMessage;
 use crate::operations::dead_letters::pass::Pass;
 
+use crate::broker::confirm_channel::confirm_channel;
+use crate::broker::inspect::inspect_queue;
+use crate::error::Error;
 use crate::operations::dead_letters::tombstones::Tombstones;
 use crate::settle::settlement::Settler;
 use crate::transport::amqp::AmqpTransport;
-use crate::transport::error::Error;
-use crate::transport::inspect::inspect_queue;
-use crate::transport::open::confirm_channel;
 use crate::transport::{Connection, Delivery, Transport};
 
 /// Operations on one consumer's dead-letter queue: look at it, replay

@@ -9,10 +9,10 @@ use serde::Serialize;
 use crate::operations::dead_letters::filter::DeadLetterFilter;
 use crate::operations::dead_letters::message::DeadLetterMessage;
 
+use crate::broker::confirm_channel::confirm_channel;
+use crate::error::Error;
 use crate::operations::dead_letters::record::DeadLetterRecord;
-use crate::transport::error::Error;
 use crate::transport::frame_guard::SetAside;
-use crate::transport::open::confirm_channel;
 use crate::transport::{Confirm, Delivery, TransportError};
 
 /// Copies an import keeps in flight before it waits for confirmations.

@@ -14,8 +14,8 @@ use crate::operations::dead_letters::index::{index_exists, index_groups};
 use crate::operations::dead_letters::index_fallback::IndexFallback;
 use crate::operations::dead_letters::message::DeadLetterMessage;
 
+use crate::error::Error;
 use crate::transport::Delivery;
-use crate::transport::error::Error;
 
 /// What [`Dlq::group_report`](crate::Dlq::group_report) read.
 ///

@@ -47,6 +47,9 @@ use std::ops::Range;
 use futures_util::future::try_join_all;
 use rabbit_backoff_core::{TombstoneLedger, TopologyNames, split_offsets};
 
+use crate::broker::confirm_channel::confirm_channel;
+use crate::broker::inspect::inspect_queue;
+use crate::error::Error;
 use crate::operations::dead_letters::checkpoint::{Checkpoint, Parts, is_part};
 use crate::operations::dead_letters::filter::DeadLetterFilter;
 use crate::operations::dead_letters::group::{DeadLetterGroup, GroupTally};
@@ -59,9 +62,6 @@ use crate::operations::dead_letters::message::DeadLetterMessage;
 use crate::operations::dead_letters::pass::pass_id;
 use crate::operations::dead_letters::tombstones::{group_of_number, removals_in};
 use crate::transport::Connection;
-use crate::transport::error::Error;
-use crate::transport::inspect::inspect_queue;
-use crate::transport::open::confirm_channel;
 
 /// The groups an index read found, and where it started.
 #[derive(Debug)]

@@ -10,11 +10,11 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::HeaderValue;
 use rabbit_backoff_core::headers::INDEX_MARKER;
 
+use crate::broker::confirm_channel::confirm_channel;
+use crate::error::Error;
 use crate::operations::dead_letters::index_fallback::IndexFallback;
 use crate::operations::dead_letters::pass::pass_id;
-use crate::transport::error::Error;
-use crate::transport::open::confirm_channel;
-use crate::transport::values::header_view;
+use crate::transport::amqp_values::header_view;
 use crate::transport::{Channel, Confirm, Connection, Deliveries, Delivery, StreamOffset};
 
 /// Deliveries a stream consumer of the index may hold unacknowledged.

@@ -5,7 +5,7 @@ use lapin::BasicProperties;
 use lapin::types::AMQPValue;
 use rabbit_backoff_core::{HeaderValue, headers, index_key};
 
-use crate::transport::values::header_view;
+use crate::transport::amqp_values::header_view;
 
 /// The headers that enter the key, besides the message id, correlation id
 /// and timestamp: those grouping reads, and the broker's `x-death`, which

@@ -7,8 +7,8 @@ use rabbit_backoff_core::{
 };
 use serde::Serialize;
 
+use crate::transport::amqp_values::header_view;
 use crate::transport::frame_guard::packed_headers;
-use crate::transport::values::header_view;
 
 /// How many bytes of the body a summary shows.
 pub const BODY_PREVIEW_LEN: usize = 200;

@@ -50,9 +50,9 @@ use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::{QueueDecl, headers::PASS_SENTINEL};
 
-use crate::transport::error::{Error, channel_error};
-use crate::transport::open::confirm_channel;
-use crate::transport::values::PERSISTENT;
+use crate::broker::confirm_channel::confirm_channel;
+use crate::error::{Error, channel_error};
+use crate::transport::amqp_values::PERSISTENT;
 use crate::transport::{
     Channel, Confirm, Connection, Delivery, NOT_FOUND, PendingConfirm, QueueInfo, TransportError,
 };

@@ -8,8 +8,8 @@ use crate::operations::dead_letters::checkpoint::{entries_offset, write as write
 use crate::operations::dead_letters::checkpoint_note::CheckpointNote;
 use crate::operations::dead_letters::index::index_exists;
 
-use crate::transport::error::{Error, channel_error};
-use crate::transport::open::confirm_channel;
+use crate::broker::confirm_channel::confirm_channel;
+use crate::error::{Error, channel_error};
 
 /// What [`Dlq::purge`](crate::Dlq::purge) did.
 ///

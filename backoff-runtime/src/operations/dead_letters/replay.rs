@@ -14,13 +14,13 @@ use rabbit_backoff_core::{
 use crate::operations::dead_letters::filter::DeadLetterFilter;
 use crate::operations::dead_letters::replay_options::ReplayOptions;
 
+use crate::error::Error;
 use crate::settle::copy_properties::{now_rfc3339, republish_properties};
 use crate::settle::settlement::{Settler, Target};
 use crate::telemetry::trace_context::link_trace;
 use crate::transport::Delivery;
-use crate::transport::error::Error;
+use crate::transport::amqp_values::header_view;
 use crate::transport::frame_guard::SetAside;
-use crate::transport::values::header_view;
 use tracing::Instrument;
 
 impl Dlq {

@@ -14,10 +14,10 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::TopologyNames;
 use rabbit_backoff_core::headers::TOMBSTONE_LAYOUT;
 
+use crate::broker::confirm_channel::confirm_channel;
+use crate::error::{Error, channel_error};
 use crate::operations::dead_letters::key::key_of;
-use crate::transport::error::{Error, channel_error};
-use crate::transport::open::confirm_channel;
-use crate::transport::values::PERSISTENT;
+use crate::transport::amqp_values::PERSISTENT;
 use crate::transport::{Confirm, Connection, TransportError};
 
 /// Removals in one tombstone message.

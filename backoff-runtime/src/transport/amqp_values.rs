@@ -4,7 +4,7 @@
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::{Argument, HeaderValue};
 
-use super::error::Error;
+use super::TransportError;
 
 /// The core's view of an AMQP value: integers of every width as one integer,
 /// strings and UTF-8 byte arrays as text, other bytes as bytes, and the
@@ -68,19 +68,22 @@ pub(crate) fn amqp_value(value: &HeaderValue<'_>) -> AMQPValue {
 pub(crate) const PERSISTENT: u8 = 2;
 
 /// Queue arguments as an AMQP table.
-pub(crate) fn arguments_table(arguments: &[(String, Argument)]) -> Result<FieldTable, Error> {
+pub(crate) fn arguments_table(
+    arguments: &[(String, Argument)],
+) -> Result<FieldTable, TransportError> {
     let mut table = FieldTable::default();
     for (key, value) in arguments {
         let value = match value {
             Argument::Int(n) => AMQPValue::LongLongInt(*n),
             Argument::Str(s) => AMQPValue::LongString(LongString::from(s.as_bytes())),
         };
-        table.insert(short(key, "argument name")?, value);
+        let name = ShortString::try_new(key.as_str()).map_err(|_| {
+            TransportError::Other(format!(
+                "argument name is {} bytes long; AMQP allows at most 255",
+                key.len()
+            ))
+        })?;
+        table.insert(name, value);
     }
     Ok(table)
-}
-
-/// A short string, or an error naming what was too long.
-pub(crate) fn short(s: &str, what: &'static str) -> Result<ShortString, Error> {
-    ShortString::try_new(s).map_err(|_| Error::TooLong { what, len: s.len() })
 }

@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use super::error::{Error, channel_error};
-use super::{Channel, Connection};
+use crate::error::{Error, channel_error};
+use crate::transport::{Channel, Connection};
 
 /// A new channel in confirm mode; errors name `queue`.
 pub(crate) async fn confirm_channel(

@@ -2,9 +2,9 @@
 //! each, on a channel of its own, because a missing object closes the
 //! channel it is asked on.
 
-use super::Connection;
-use super::error::Error;
-use super::open::confirm_channel;
+use super::confirm_channel::confirm_channel;
+use crate::error::Error;
+use crate::transport::Connection;
 
 /// The ready messages and consumers of `name`, or `None` when it does not
 /// exist. A passive declare, on a channel of its own because a missing queue

@@ -5,7 +5,7 @@ use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::{CopySizes, Fit, ShrinkPlan, fit_copy, headers, truncate_error_to};
 
-use crate::transport::shape::{content_header_len, value_len};
+use crate::settle::encoded_size::{content_header_len, value_len};
 
 /// A copy that cannot fit in one frame, whatever the framework shrinks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,7 +143,7 @@ fn error_text(table: &FieldTable) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::shape::tests::encoded;
+    use crate::settle::encoded_size::tests::encoded;
 
     fn history_entry(error: &str) -> AMQPValue {
         let mut entry = FieldTable::default();

@@ -2,9 +2,9 @@
 
 use rabbit_backoff_core::{Binding, DeadLetterIndexDecl, DeclareMode, Topology};
 
-use super::error::{Error, MissingObject, channel_error};
 use super::inspect::{exchange_exists, inspect_queue};
-use super::{Channel, Connection, PRECONDITION_FAILED, TransportError};
+use crate::error::{Error, MissingObject, channel_error};
+use crate::transport::{Channel, Connection, PRECONDITION_FAILED, TransportError};
 
 /// Declares the topology, or with [`DeclareMode::Passive`] only checks it.
 pub(crate) async fn establish_topology(

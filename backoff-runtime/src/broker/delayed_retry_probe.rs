@@ -3,8 +3,8 @@
 
 use rabbit_backoff_core::{Argument, QueueDecl, SpecError, delayed_arguments};
 
-use super::error::{Error, channel_error};
-use super::{Connection, PRECONDITION_FAILED, TransportError};
+use crate::error::{Error, channel_error};
+use crate::transport::{Connection, PRECONDITION_FAILED, TransportError};
 
 /// How long the probe queue outlives a process that died before deleting it
 /// (`x-expires`, in milliseconds).

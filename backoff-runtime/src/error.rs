@@ -1,11 +1,15 @@
-//! Everything the runtime fails with: defined here, at the lowest layer that
-//! reports it, and re-exported at the crate's root.
+//! Everything the runtime fails with: [`Error`], and what its variants
+//! carry of their own ([`MissingObject`], [`PublishFailure`]). It wraps the
+//! errors of the parts below it (the transport's [`TransportError`], the
+//! dedupe store's [`StoreError`], the core's [`SpecError`]) and is
+//! re-exported at the crate's root.
 
 use std::time::Duration;
 
 use rabbit_backoff_core::SpecError;
 
-use super::TransportError;
+use crate::store_error::StoreError;
+use crate::transport::TransportError;
 
 /// Everything the runtime can fail with. Each message names the queue,
 /// exchange or argument involved and says what to do.
@@ -62,7 +66,7 @@ pub enum Error {
     /// The dedupe store does not answer: the runtime waits for it before
     /// consuming, as for the broker.
     #[error("{0}; the consumers with dedupe wait for it")]
-    DedupeStore(crate::transport::store_error::StoreError),
+    DedupeStore(StoreError),
     /// The broker could not be reached.
     #[error(
         "cannot connect to RabbitMQ at {uri}: {source}; is the broker running? (the address comes from AMQP_URL)"
@@ -242,20 +246,6 @@ pub(crate) fn channel_error(
     }
 }
 
-/// The address without its password, for messages and logs.
-pub(crate) fn redact(uri: &str) -> String {
-    let Some((scheme, rest)) = uri.split_once("://") else {
-        return uri.to_owned();
-    };
-    match rest.split_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{scheme}://{user}:***@{host}")
-        }
-        None => uri.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -299,14 +289,5 @@ mod tests {
             "{message}"
         );
         assert!(!e.is_recoverable());
-    }
-
-    #[test]
-    fn redacts_the_password() {
-        assert_eq!(
-            super::redact("amqp://guest:secret@h:5672/%2f"),
-            "amqp://guest:***@h:5672/%2f"
-        );
-        assert_eq!(super::redact("amqp://h:5672"), "amqp://h:5672");
     }
 }

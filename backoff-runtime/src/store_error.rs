@@ -1,5 +1,8 @@
-//! Why a dedupe store could not answer: beside the runtime's other errors,
-//! which carry it.
+//! Why a dedupe store could not answer. Re-exported as `dedupe::StoreError`,
+//! beside the stores; defined here, beside `error.rs`, because the
+//! runtime's [`Error::DedupeStore`](crate::Error::DedupeStore) carries it
+//! and `error.rs` sits below the dedupe layer (whose outbox publishes
+//! [`Outgoing`](crate::Outgoing) messages, which fail with `Error`).
 
 /// Why a dedupe store could not answer. The delivery that asked is requeued
 /// after a pause, never handled without its key and never lost.

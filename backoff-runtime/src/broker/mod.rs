@@ -1,0 +1,10 @@
+//! The runtime's own requests to a broker, made over the transport and
+//! failing with the runtime's [`Error`](crate::Error), which names the
+//! queue or exchange involved: a confirm channel for work on one queue,
+//! declaring or checking a consumer's topology, inspecting a queue or an
+//! exchange, and asking whether the broker applies delayed retries.
+
+pub(crate) mod confirm_channel;
+pub(crate) mod declare;
+pub(crate) mod delayed_retry_probe;
+pub(crate) mod inspect;

@@ -1,0 +1,129 @@
+//! [`Channel`]: one channel in publisher-confirm mode, and every operation
+//! the framework makes on it.
+
+use futures_util::future::BoxFuture;
+use lapin::BasicProperties;
+use rabbit_backoff_core::{ExchangeKind, QueueDecl};
+
+use super::{
+    Confirm, Deliveries, Delivery, PendingConfirm, QueueInfo, StreamOffset, TransportError,
+};
+
+/// One channel, in publisher-confirm mode. A refused operation (such as a
+/// declaration with other arguments than the existing queue's) closes it, as
+/// AMQP 0-9-1 does: every later call fails with the same error.
+pub trait Channel: Send + Sync + 'static {
+    /// Declares a durable exchange (idempotent when it exists with the same type).
+    fn declare_exchange<'a>(
+        &'a self,
+        name: &'a str,
+        kind: ExchangeKind,
+    ) -> BoxFuture<'a, Result<(), TransportError>>;
+
+    /// Declares a durable queue with its arguments (idempotent when it exists
+    /// with the same arguments; [`TransportError::Refused`] with code 406
+    /// `PRECONDITION_FAILED` otherwise).
+    fn declare_queue<'a>(
+        &'a self,
+        queue: &'a QueueDecl,
+    ) -> BoxFuture<'a, Result<QueueInfo, TransportError>>;
+
+    /// Binds a queue to an exchange with a routing key.
+    fn bind_queue<'a>(
+        &'a self,
+        queue: &'a str,
+        exchange: &'a str,
+        routing_key: &'a str,
+    ) -> BoxFuture<'a, Result<(), TransportError>>;
+
+    /// Checks that an exchange exists (a passive declare): code 404
+    /// `NOT_FOUND` when it does not.
+    fn check_exchange<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>>;
+
+    /// Checks that a queue exists (a passive declare) and reads its depth:
+    /// code 404 `NOT_FOUND` when it does not.
+    fn check_queue<'a>(&'a self, name: &'a str)
+    -> BoxFuture<'a, Result<QueueInfo, TransportError>>;
+
+    /// Sets how many unacknowledged deliveries the broker sends to this
+    /// channel's consumers (`basic.qos`, per consumer).
+    fn qos(&self, prefetch: u16) -> BoxFuture<'_, Result<(), TransportError>>;
+
+    /// Starts consuming `queue`, manual acknowledgement.
+    fn consume<'a>(&'a self, queue: &'a str) -> BoxFuture<'a, Result<Deliveries, TransportError>>;
+
+    /// Starts consuming the stream `queue` from `offset`, manual
+    /// acknowledgement: the messages stay in the stream, and an ack only
+    /// lets the broker send more, so set a prefetch with
+    /// [`qos`](Channel::qos) first. The default refuses: a broker without
+    /// streams (the in-memory one) has none to read.
+    fn consume_stream<'a>(
+        &'a self,
+        queue: &'a str,
+        offset: StreamOffset,
+    ) -> BoxFuture<'a, Result<Deliveries, TransportError>> {
+        let _ = offset;
+        Box::pin(async move {
+            Err(TransportError::Other(format!(
+                "'{queue}': this broker has no stream queues"
+            )))
+        })
+    }
+
+    /// Stops the consumer with this tag: nothing more is delivered to it; the
+    /// deliveries it holds stay unacknowledged until settled or the channel
+    /// closes.
+    fn cancel<'a>(&'a self, consumer_tag: &'a str) -> BoxFuture<'a, Result<(), TransportError>>;
+
+    /// Takes the message at the head of `queue`, unacknowledged (`basic.get`).
+    fn get<'a>(&'a self, queue: &'a str)
+    -> BoxFuture<'a, Result<Option<Delivery>, TransportError>>;
+
+    /// Publishes with `mandatory` and resolves once the broker confirmed this
+    /// very message (or returned or refused it).
+    fn publish<'a>(
+        &'a self,
+        exchange: &'a str,
+        routing_key: &'a str,
+        body: &'a [u8],
+        properties: BasicProperties,
+    ) -> BoxFuture<'a, Result<Confirm, TransportError>>;
+
+    /// Publishes like [`publish`](Channel::publish), but resolves as soon as
+    /// the message is handed to the connection, in call order, with the
+    /// broker's confirmation still to come: many messages can be in flight
+    /// at once, and still reach the queue in the order they were sent.
+    fn send<'a>(
+        &'a self,
+        exchange: &'a str,
+        routing_key: &'a str,
+        body: &'a [u8],
+        properties: BasicProperties,
+    ) -> BoxFuture<'a, Result<PendingConfirm, TransportError>> {
+        Box::pin(async move {
+            let confirm = self
+                .publish(exchange, routing_key, body, properties)
+                .await?;
+            let pending: PendingConfirm = Box::pin(std::future::ready(Ok(confirm)));
+            Ok(pending)
+        })
+    }
+
+    /// Removes every ready message of `queue` (`queue.purge`) and says how
+    /// many; unacknowledged deliveries stay. The default refuses, for a
+    /// broker that cannot.
+    fn purge_queue<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<u32, TransportError>> {
+        Box::pin(async move {
+            Err(TransportError::Other(format!(
+                "'{name}': this broker cannot purge a queue"
+            )))
+        })
+    }
+
+    /// Deletes a queue and its messages (nothing when it does not exist).
+    fn delete_queue<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>>;
+
+    /// Closes the channel; its unsettled deliveries return to their queues,
+    /// in their original order.
+    fn close(&self) -> BoxFuture<'_, ()>;
+}
