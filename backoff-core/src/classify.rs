@@ -1,3 +1,6 @@
+//! [`Classify`]: how an error type says whether retrying can help
+//! ([`ErrorClass`], [`Verdict`]).
+
 /// Whether retrying a failed message can help.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorClass {

@@ -1,3 +1,6 @@
+//! [`DeadLetter`]: the headers a dead-lettered message carries, and why it
+//! was dead-lettered ([`DeadLetterReason`]).
+
 use std::fmt;
 
 use serde::{Deserialize, Serialize};

@@ -1,3 +1,7 @@
+//! [`decide`]: what to do with one delivery after its handler ran (ack,
+//! retry in a tier, dead-letter), from its [`Outcome`], [`Attempt`] and
+//! [`Policy`].
+
 use std::time::Duration;
 
 use crate::{DeadLetterReason, DelayedRetry, Delays, RetryBackend, Verdict};

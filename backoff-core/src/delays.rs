@@ -1,3 +1,6 @@
+//! [`Delays`]: the retry schedule, one tier per delay, parsed from
+//! `"5s,15s,60s"`.
+
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;

@@ -1,3 +1,5 @@
+//! [`HeaderValue`]: the framework's view of an AMQP header value.
+
 /// A header value as the framework sees it: a view of the AMQP field types
 /// that matter for its own headers, so the rules stay independent of any
 /// client library.

@@ -1,3 +1,6 @@
+//! [`TopologyNames`]: the names of a consumer's exchanges and queues, with
+//! the [`NameOverrides`] of its attribute, and their validation.
+
 use serde::{Deserialize, Serialize};
 
 /// Optional replacements for the default names derived from the queue name.

@@ -1,3 +1,6 @@
+//! [`ReconnectBackoff`]: how long the runtime waits between reconnection
+//! attempts.
+
 use std::time::Duration;
 
 /// Capped exponential backoff with jitter, for reconnecting to the broker.

@@ -1,3 +1,6 @@
+//! [`ReconnectProbe`]: when to probe the nodes' addresses while waiting to
+//! reconnect.
+
 use std::time::Duration;
 
 /// How often a node that is down is probed between reconnection attempts.

@@ -1,3 +1,6 @@
+//! Replaying a dead letter: where it goes and the replay history its
+//! headers keep.
+
 use crate::headers;
 
 /// The most `x-replay-history` entries a replayed message keeps: the newest.

@@ -1,3 +1,6 @@
+//! [`read_retry_count`]: the tolerant reading of a delivery's
+//! `x-retry-count` header.
+
 use crate::HeaderValue;
 
 /// The retry count of a delivery, as read from `x-retry-count`.

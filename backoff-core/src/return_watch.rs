@@ -1,3 +1,6 @@
+//! [`ReturnWatch`]: what the probes of the nodes' addresses say about a
+//! node coming back.
+
 /// What one probe of a node's address found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeProbe {

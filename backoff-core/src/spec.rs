@@ -1,3 +1,6 @@
+//! [`ConsumerSpec`]: everything a consumer is configured with, and the
+//! [`SpecError`]s of an invalid one.
+
 use std::fmt;
 use std::str::FromStr;
 

@@ -1,3 +1,6 @@
+//! [`Topology`]: the exchanges, queues and bindings a consumer declares,
+//! with their arguments.
+
 use serde::{Deserialize, Serialize};
 
 use crate::{ConsumerSpec, ExchangeKind, QueueType, RetryReturn};

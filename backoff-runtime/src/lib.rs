@@ -4,16 +4,17 @@
 //! ack / republish loop with publisher confirms, and offers a typed
 //! [`Publisher`]. Every decision it executes comes from `backoff-core`.
 //!
-//! The modules are its layers, each using only those below it:
+//! The modules are its layers, each using only those below it (from the
+//! bottom up):
 //! - `transport`: what the framework asks of a broker ([`transport::Transport`]),
 //!   over lapin, and its [`TransportError`](transport::TransportError);
 //! - `error.rs` and `store_error.rs`: everything the runtime fails with
 //!   ([`Error`]), wrapping the transport's, the dedupe store's and the core's
 //!   errors;
-//! - `broker`: the runtime's own requests over it, in its errors: a confirm
-//!   channel for a queue, declaring or checking a topology, inspecting
-//!   queues and exchanges, asking whether delayed retries apply;
 //! - `telemetry`: the framework's wall clock, its metrics, trace context;
+//! - `broker`: the runtime's own requests over the transport, in its errors:
+//!   a confirm channel for a queue, declaring or checking a topology,
+//!   inspecting queues and exchanges, asking whether delayed retries apply;
 //! - `publish`: publishing with confirms, the typed [`Publisher`] and
 //!   [`Outgoing`] messages;
 //! - `settle`: what a decision does (ack, requeue, reject, republish-then-ack,
@@ -21,7 +22,7 @@
 //! - `dedupe`: the inbox stores and the outbox;
 //! - `consume`: the loop per consumer, its context, state, extractors,
 //!   what a delivery's headers say of its past attempts, and shutdown;
-//! - `operations`: dead-letter operations and status;
+//! - `operations`: dead-letter operations, retry-tier listings and status;
 //! - `lifecycle`: the builder, supervision and health.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]

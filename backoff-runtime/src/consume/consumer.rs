@@ -1,3 +1,6 @@
+//! [`Consumer`]: what `#[backoff_consumer]` generates for a handler, and the
+//! runtime registers and runs.
+
 use std::fmt::Display;
 use std::future::Future;
 

@@ -1,3 +1,6 @@
+//! [`Context`]: what a handler can know about the delivery it handles (its
+//! queue, attempt, headers) and the shared state, and [`ContextBuilder`] for tests.
+
 use std::any::Any;
 use std::sync::Arc;
 

@@ -1,3 +1,5 @@
+//! [`ShutdownHandle`]: stops a running runtime gracefully, from anywhere.
+
 use tokio::sync::watch;
 
 /// Stops a running [`Runtime`](crate::Runtime) gracefully: consumers stop

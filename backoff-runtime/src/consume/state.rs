@@ -1,3 +1,6 @@
+//! [`State`]: shared values a handler takes by type, registered on the
+//! builder, and [`StateRequirement`], what a consumer's handler needs of them.
+
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;

@@ -1,3 +1,6 @@
+//! [`Health`]: whether the runtime is connected and consuming, watched
+//! through a [`HealthWatch`].
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 

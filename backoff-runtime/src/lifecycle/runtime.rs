@@ -1,3 +1,6 @@
+//! [`Runtime`]: the builder of consumers, state and stores, and the running
+//! runtime that connects, declares, consumes and reconnects.
+
 use std::any::Any;
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -1,3 +1,5 @@
+//! Listing what waits in a consumer's retry tiers ([`list_retry_tier`]).
+
 use std::time::Duration;
 
 use rabbit_backoff_core::{HeaderValue, headers, parse_failed_at, read_retry_count};

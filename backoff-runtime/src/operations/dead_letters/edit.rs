@@ -1,3 +1,6 @@
+//! [`MessageEdit`]: changes made to a dead letter's headers or body before
+//! it is replayed.
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use lapin::BasicProperties;

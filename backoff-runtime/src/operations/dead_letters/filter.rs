@@ -1,3 +1,6 @@
+//! [`DeadLetterFilter`]: which dead letters an operation (list, replay,
+//! purge, export) applies to.
+
 use std::collections::BTreeSet;
 use std::time::SystemTime;
 

@@ -1,3 +1,6 @@
+//! [`DeadLetterGroup`]: dead letters grouped by what failed them, with a
+//! [`GroupTally`] each.
+
 use std::collections::HashMap;
 use std::time::SystemTime;
 

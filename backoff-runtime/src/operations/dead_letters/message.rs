@@ -1,3 +1,6 @@
+//! [`DeadLetterMessage`]: one dead letter as the operations show it, with
+//! a preview of its body.
+
 use std::collections::BTreeMap;
 
 use crate::transport::Delivery;

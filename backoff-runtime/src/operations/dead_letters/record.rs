@@ -1,3 +1,6 @@
+//! [`DeadLetterRecord`]: one dead letter as a line of an export file, every
+//! property and typed header kept, and read back for an import.
+
 use std::collections::BTreeMap;
 
 use base64::Engine;
