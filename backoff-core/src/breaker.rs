@@ -28,6 +28,7 @@ use crate::parse_duration;
 /// # Ok::<(), String>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct BreakerSpec {
     /// The share of transient failures that trips it, 1 to 100.
     pub percent: u8,

@@ -76,6 +76,7 @@ impl FromStr for DedupeKey {
 /// # Ok::<(), String>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Dedupe {
     /// How long a completed key is remembered.
     pub window: Duration,

@@ -70,6 +70,7 @@ pub enum TableError {
 
 /// What [`unpack`] gives back.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Unpacked {
     /// The table's encoded entries, as on the wire (without the table's own
     /// 4-byte length).
@@ -81,6 +82,7 @@ pub struct Unpacked {
 /// One entry of a packed table, for showing it: its name, how deeply its
 /// value nests, and the value as on the wire (type tag first).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Entry {
     /// The header's name.
     pub name: String,

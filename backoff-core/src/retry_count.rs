@@ -5,6 +5,7 @@ use crate::HeaderValue;
 
 /// The retry count of a delivery, as read from `x-retry-count`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RetryCount {
     /// The count to act on: how many retry tiers the message has been through.
     pub count: u32,

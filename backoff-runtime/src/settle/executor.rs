@@ -221,15 +221,9 @@ impl Executor {
         error: &'a str,
         failed_at: &'a str,
     ) -> DeadLetter<'a> {
-        DeadLetter {
-            reason,
-            retry_count: original.retry_count,
-            error,
-            failed_at,
-            queue: &self.spec.queue,
-            exchange: original.exchange,
-            routing_key: original.routing_key,
-        }
+        DeadLetter::new(reason, error, failed_at)
+            .with_retry_count(original.retry_count)
+            .with_origin(&self.spec.queue, original.exchange, original.routing_key)
     }
 
     /// Publishes the copy, shrunk to fit one frame with room for what the
