@@ -99,6 +99,7 @@ pub enum BreakerState {
 
 /// What the runtime must do after an outcome or a probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BreakerAction {
     /// Nothing changes.
     Continue,

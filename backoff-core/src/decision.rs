@@ -8,6 +8,7 @@ use crate::{DeadLetterReason, DelayedRetry, Delays, RetryBackend, Verdict};
 
 /// What happened to one delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Outcome {
     /// The handler returned `Ok`.
     Success,
@@ -28,6 +29,7 @@ pub enum Outcome {
 
 /// What the runtime must do with one delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Decision {
     /// Acknowledge it: done.
     Ack,

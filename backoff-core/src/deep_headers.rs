@@ -47,6 +47,7 @@ const END: u8 = 0;
 /// A field table that is not well formed, where lapin's parser would fail
 /// too.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TableError {
     /// A value or a table's content runs past the end of what holds it.
     #[error("a value runs past the end of its table at byte {0}")]

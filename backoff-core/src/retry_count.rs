@@ -16,6 +16,7 @@ pub struct RetryCount {
 
 /// Why an `x-retry-count` header was not taken as it stood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RetryCountWarning {
     /// A negative number: read as 0.
     #[error("x-retry-count is negative ({0}); treating it as 0")]

@@ -109,6 +109,7 @@ pub struct ShrinkPlan {
 
 /// Whether a copy fits in one frame, and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Fit {
     /// It fits as it is.
     AsIs,

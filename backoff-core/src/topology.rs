@@ -53,6 +53,7 @@ use arguments as arg;
 /// A queue or exchange argument value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
+#[non_exhaustive]
 pub enum Argument {
     /// An integer argument such as `x-message-ttl`.
     Int(i64),

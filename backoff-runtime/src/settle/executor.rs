@@ -154,6 +154,17 @@ impl Executor {
             Decision::DeadLetter { reason } => {
                 (CopyKind::DeadLetter(reason), self.dead_letter_target())
             }
+            // A decision of a newer core than this runtime knows: nothing
+            // is lost, the delivery goes back to its queue after a pause.
+            unknown => {
+                tracing::error!(
+                    error,
+                    "a decision this runtime cannot carry out ({unknown:?}); requeued after a pause"
+                );
+                self.requeue_after_pause(acker, original.body, original.properties)
+                    .await;
+                return false;
+            }
         };
         if !self.copy_then_ack(acker, original, &target, copy).await {
             return false;
