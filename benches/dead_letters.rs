@@ -251,6 +251,7 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
             let value = match value {
                 Argument::Int(n) => AMQPValue::LongLongInt(*n),
                 Argument::Str(s) => AMQPValue::LongString(s.as_bytes().into()),
+                other => panic!("an index argument this bench cannot write: {other:?}"),
             };
             arguments.insert(key.as_str().into(), value);
         }

@@ -363,14 +363,8 @@ async fn declare_passive_checks_an_operator_owned_topology_and_names_all_that_is
             assert_eq!(
                 missing,
                 &[
-                    MissingObject {
-                        object: "exchange",
-                        name: article.dlx_exchange.clone()
-                    },
-                    MissingObject {
-                        object: "queue",
-                        name: article.retry_queue(200)
-                    },
+                    MissingObject::new("exchange", article.dlx_exchange.clone()),
+                    MissingObject::new("queue", article.retry_queue(200)),
                 ]
             );
             let message = e.to_string();

@@ -17,20 +17,12 @@ use rabbit_backoff::dedupe::{
 
 /// A claim for a handler that takes the store's transaction (`Tx`).
 fn request<'a>(consumer: &'a str, key: &'a str, window: Duration) -> ClaimRequest<'a> {
-    ClaimRequest {
-        consumer,
-        key,
-        window,
-        transaction: true,
-    }
+    ClaimRequest::new(consumer, key, window).with_transaction(true)
 }
 
 /// A claim for a handler that does not: batched, with a lease, on PostgreSQL.
 fn without_tx(request: ClaimRequest<'_>) -> ClaimRequest<'_> {
-    ClaimRequest {
-        transaction: false,
-        ..request
-    }
+    request.with_transaction(false)
 }
 
 async fn claim(store: &dyn DedupeStore, consumer: &str, key: &str) -> Claim {

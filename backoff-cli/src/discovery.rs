@@ -58,19 +58,12 @@ pub fn discover(amqp_url: &str, management_url: &str) -> Result<Vec<DiscoveredCo
     let bindings = management::bindings(management_url, amqp_url)?;
     let listings: Vec<QueueListing> = queues
         .iter()
-        .map(|q| QueueListing {
-            name: q.name.clone(),
-            arguments: q.arguments.clone(),
-        })
+        .map(|q| QueueListing::new(q.name.clone(), q.arguments.clone()))
         .collect();
     let bindings: Vec<BindingListing> = bindings
         .into_iter()
         .filter(|b| b.destination_type == "queue")
-        .map(|b| BindingListing {
-            exchange: b.source,
-            queue: b.destination,
-            routing_key: b.routing_key,
-        })
+        .map(|b| BindingListing::new(b.source, b.destination, b.routing_key))
         .collect();
     let depth = |name: &str| {
         let listed = queues.iter().find(|q| q.name == name);

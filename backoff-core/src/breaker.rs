@@ -28,6 +28,7 @@ use crate::parse_duration;
 /// # Ok::<(), String>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct BreakerSpec {
     /// The share of transient failures that trips it, 1 to 100.
     pub percent: u8,
@@ -98,6 +99,7 @@ pub enum BreakerState {
 
 /// What the runtime must do after an outcome or a probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BreakerAction {
     /// Nothing changes.
     Continue,

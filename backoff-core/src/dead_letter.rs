@@ -97,18 +97,16 @@ pub fn truncate_error_to(error: &str, max: usize) -> String {
 /// ```
 /// use rabbit_backoff::{DeadLetter, DeadLetterReason, HeaderValue};
 ///
-/// let dead_letter = DeadLetter {
-///     reason: DeadLetterReason::Permanent,
-///     retry_count: 0,
-///     error: "order 7 not found",
-///     failed_at: "2026-01-01T00:00:00.000Z",
-///     queue: "orders",
-///     exchange: "orders",
-///     routing_key: "orders",
-/// };
+/// let dead_letter = DeadLetter::new(
+///     DeadLetterReason::Permanent,
+///     "order 7 not found",
+///     "2026-01-01T00:00:00.000Z",
+/// )
+/// .with_origin("orders", "orders", "orders");
 /// assert!(dead_letter.headers().contains(&("x-error", HeaderValue::Str("order 7 not found"))));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeadLetter<'a> {
     /// Why it was dead-lettered.
     pub reason: DeadLetterReason,
@@ -127,6 +125,47 @@ pub struct DeadLetter<'a> {
 }
 
 impl<'a> DeadLetter<'a> {
+    /// The dead letter of a message that failed with `error` (already
+    /// bounded by [`truncate_error`]) at `failed_at` (RFC 3339 in UTC), for
+    /// `reason`; with a retry count of 0 and an empty origin until
+    /// [`with_retry_count`](Self::with_retry_count) and
+    /// [`with_origin`](Self::with_origin) set them.
+    ///
+    /// ```
+    /// use rabbit_backoff::{DeadLetter, DeadLetterReason};
+    ///
+    /// let dead_letter = DeadLetter::new(DeadLetterReason::Exhausted, "db down", "2026-01-01T00:00:00Z")
+    ///     .with_retry_count(3)
+    ///     .with_origin("orders", "orders", "orders.eu");
+    /// assert_eq!((dead_letter.retry_count, dead_letter.routing_key), (3, "orders.eu"));
+    /// ```
+    pub fn new(reason: DeadLetterReason, error: &'a str, failed_at: &'a str) -> Self {
+        DeadLetter {
+            reason,
+            retry_count: 0,
+            error,
+            failed_at,
+            queue: "",
+            exchange: "",
+            routing_key: "",
+        }
+    }
+
+    /// The same dead letter, having gone through `retry_count` retry tiers.
+    pub fn with_retry_count(mut self, retry_count: u32) -> Self {
+        self.retry_count = retry_count;
+        self
+    }
+
+    /// The same dead letter of a delivery that failed in the work queue
+    /// `queue`, published to `exchange` with `routing_key`.
+    pub fn with_origin(mut self, queue: &'a str, exchange: &'a str, routing_key: &'a str) -> Self {
+        self.queue = queue;
+        self.exchange = exchange;
+        self.routing_key = routing_key;
+        self
+    }
+
     /// The headers to set, as name and value.
     pub fn headers(&self) -> [(&'static str, HeaderValue<'a>); 7] {
         [

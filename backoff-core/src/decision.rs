@@ -8,6 +8,7 @@ use crate::{DeadLetterReason, DelayedRetry, Delays, RetryBackend, Verdict};
 
 /// What happened to one delivery.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Outcome {
     /// The handler returned `Ok`.
     Success,
@@ -28,6 +29,7 @@ pub enum Outcome {
 
 /// What the runtime must do with one delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Decision {
     /// Acknowledge it: done.
     Ack,
@@ -61,6 +63,7 @@ pub enum Decision {
 
 /// A consumer's retry policy: its ladder and its deadline.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Policy<'a> {
     /// The consumer's own ladder.
     pub delays: &'a Delays,
@@ -81,10 +84,36 @@ impl<'a> Policy<'a> {
             backend: RetryBackend::Tiers,
         }
     }
+
+    /// The same policy, dead-lettering (reason `expired`) once the first
+    /// failure is older than `max_age` (`None`: no deadline).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rabbit_backoff::{Delays, Policy, RetryBackend};
+    ///
+    /// let delays: Delays = "5s,15s".parse()?;
+    /// let policy = Policy::new(&delays)
+    ///     .with_max_age(Some(Duration::from_secs(3_600)))
+    ///     .with_backend(RetryBackend::Tiers);
+    /// assert_eq!(policy.max_age, Some(Duration::from_secs(3_600)));
+    /// # Ok::<(), rabbit_backoff::DelayError>(())
+    /// ```
+    pub fn with_max_age(mut self, max_age: Option<Duration>) -> Self {
+        self.max_age = max_age;
+        self
+    }
+
+    /// The same policy, waiting between retries by `backend`.
+    pub fn with_backend(mut self, backend: RetryBackend) -> Self {
+        self.backend = backend;
+        self
+    }
 }
 
 /// Where one delivery stands.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Attempt {
     /// The retry tiers it has been through (`x-retry-count`).
     pub count: u32,
@@ -100,6 +129,21 @@ impl Attempt {
             count,
             since_first_failure: None,
         }
+    }
+
+    /// The same delivery, which first failed `since_first_failure` ago
+    /// (`None`: it has not failed before).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rabbit_backoff::Attempt;
+    ///
+    /// let attempt = Attempt::count(2).with_since_first_failure(Some(Duration::from_secs(90)));
+    /// assert_eq!(attempt.since_first_failure, Some(Duration::from_secs(90)));
+    /// ```
+    pub fn with_since_first_failure(mut self, since_first_failure: Option<Duration>) -> Self {
+        self.since_first_failure = since_first_failure;
+        self
     }
 }
 

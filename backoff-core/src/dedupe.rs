@@ -24,6 +24,7 @@ use crate::Decision;
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum DedupeKey {
     /// The `message_id` property (the default).
     #[default]
@@ -76,6 +77,7 @@ impl FromStr for DedupeKey {
 /// # Ok::<(), String>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Dedupe {
     /// How long a completed key is remembered.
     pub window: Duration,
@@ -132,6 +134,7 @@ pub fn outbox_message_id(key: &str, position: u32) -> String {
 
 /// What settling a delivery does to its inbox key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum KeyFate {
     /// The message is done with (handled, dead-lettered or discarded): a
     /// duplicate within the window is acknowledged without the handler.

@@ -47,6 +47,7 @@ const END: u8 = 0;
 /// A field table that is not well formed, where lapin's parser would fail
 /// too.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TableError {
     /// A value or a table's content runs past the end of what holds it.
     #[error("a value runs past the end of its table at byte {0}")]
@@ -70,6 +71,7 @@ pub enum TableError {
 
 /// What [`unpack`] gives back.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Unpacked {
     /// The table's encoded entries, as on the wire (without the table's own
     /// 4-byte length).
@@ -81,6 +83,7 @@ pub struct Unpacked {
 /// One entry of a packed table, for showing it: its name, how deeply its
 /// value nests, and the value as on the wire (type tag first).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Entry {
     /// The header's name.
     pub name: String,

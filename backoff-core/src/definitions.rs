@@ -7,6 +7,7 @@ use crate::{Argument, Topology};
 
 /// A definitions document: queues, exchanges and bindings of one vhost.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Definitions {
     /// Queues.
     pub queues: Vec<QueueDefinition>,
@@ -18,6 +19,7 @@ pub struct Definitions {
 
 /// One queue of a definitions file.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct QueueDefinition {
     /// Name.
     pub name: String,
@@ -33,6 +35,7 @@ pub struct QueueDefinition {
 
 /// One exchange of a definitions file.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct ExchangeDefinition {
     /// Name.
     pub name: String,
@@ -53,6 +56,7 @@ pub struct ExchangeDefinition {
 
 /// One binding of a definitions file.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct BindingDefinition {
     /// The exchange.
     pub source: String,

@@ -10,6 +10,7 @@ use crate::{Argument, QueueType, RetryBackend, RetryReturn, delayed_arguments};
 
 /// A queue as the broker lists it.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct QueueListing {
     /// Its name.
     pub name: String,
@@ -18,6 +19,35 @@ pub struct QueueListing {
 }
 
 impl QueueListing {
+    /// The queue `name`, listed with `arguments`.
+    ///
+    /// ```
+    /// use rabbit_backoff::{Argument, BindingListing, QueueListing, discover};
+    ///
+    /// let queues = [
+    ///     QueueListing::new("orders", vec![
+    ///         ("x-dead-letter-exchange".into(), Argument::Str("orders.dlx".into())),
+    ///         ("x-dead-letter-routing-key".into(), Argument::Str("orders.dlq".into())),
+    ///     ]),
+    ///     QueueListing::new("orders.dlq", vec![]),
+    ///     QueueListing::new("orders.retry_5000ms", vec![
+    ///         ("x-message-ttl".into(), Argument::Int(5_000)),
+    ///         ("x-dead-letter-exchange".into(), Argument::Str("".into())),
+    ///         ("x-dead-letter-routing-key".into(), Argument::Str("orders".into())),
+    ///     ]),
+    /// ];
+    /// let bindings = [BindingListing::new("orders.dlx", "orders.dlq", "orders.dlq")];
+    /// let found = discover(&queues, &bindings, &|_| false);
+    /// assert_eq!(found[0].queue, "orders");
+    /// assert_eq!(found[0].retry_queues, vec![("orders.retry_5000ms".to_owned(), 5_000)]);
+    /// ```
+    pub fn new(name: impl Into<String>, arguments: Vec<(String, Argument)>) -> Self {
+        QueueListing {
+            name: name.into(),
+            arguments,
+        }
+    }
+
     fn text(&self, name: &str) -> Option<&str> {
         self.arguments.iter().find_map(|(k, v)| match v {
             Argument::Str(s) if k == name => Some(s.as_str()),
@@ -35,6 +65,7 @@ impl QueueListing {
 
 /// A binding of a queue to an exchange.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BindingListing {
     /// The exchange.
     pub exchange: String,
@@ -44,8 +75,24 @@ pub struct BindingListing {
     pub routing_key: String,
 }
 
+impl BindingListing {
+    /// The binding of `queue` to `exchange` with `routing_key`.
+    pub fn new(
+        exchange: impl Into<String>,
+        queue: impl Into<String>,
+        routing_key: impl Into<String>,
+    ) -> Self {
+        BindingListing {
+            exchange: exchange.into(),
+            queue: queue.into(),
+            routing_key: routing_key.into(),
+        }
+    }
+}
+
 /// A retry topology found on the broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FoundTopology {
     /// The work queue.
     pub queue: String,

@@ -4,6 +4,7 @@
 /// that matter for its own headers, so the rules stay independent of any
 /// client library.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum HeaderValue<'a> {
     /// Any AMQP integer width, widened.
     Int(i128),

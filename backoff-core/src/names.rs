@@ -38,6 +38,7 @@ pub struct NameOverrides {
 /// assert_eq!(names.dead_letter_queue, "orders.dlq");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TopologyNames {
     /// The work queue.
     pub queue: String,

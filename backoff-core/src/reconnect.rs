@@ -20,6 +20,7 @@ use std::time::Duration;
 /// assert!(backoff.delay(40, 0.5) <= Duration::from_secs(30));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ReconnectBackoff {
     /// The wait before the first retry.
     pub initial: Duration,

@@ -30,6 +30,7 @@ use std::time::Duration;
 /// [`ReconnectBackoff`]: crate::ReconnectBackoff
 /// [`ReturnWatch`]: crate::ReturnWatch
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ReconnectProbe {
     /// The longest pause between two probes of the same node.
     pub interval: Duration,

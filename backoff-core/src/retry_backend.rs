@@ -135,6 +135,7 @@ pub struct DelayedRetry {
 #[error(
     "delays = \"{delays}\" is not a linear ladder, and RabbitMQ 4.3's delayed retries wait only those: the n-th retry waits n × the first delay, capped at the last delay; write delays = \"{suggestion}\", or keep this schedule with retry = \"tiers\""
 )]
+#[non_exhaustive]
 pub struct NotLinear {
     /// The schedule as given, written canonically.
     pub delays: String,

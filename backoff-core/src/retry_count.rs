@@ -5,6 +5,7 @@ use crate::HeaderValue;
 
 /// The retry count of a delivery, as read from `x-retry-count`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct RetryCount {
     /// The count to act on: how many retry tiers the message has been through.
     pub count: u32,
@@ -15,6 +16,7 @@ pub struct RetryCount {
 
 /// Why an `x-retry-count` header was not taken as it stood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RetryCountWarning {
     /// A negative number: read as 0.
     #[error("x-retry-count is negative ({0}); treating it as 0")]

@@ -3,6 +3,7 @@
 
 /// What one probe of a node's address found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NodeProbe {
     /// The TCP connection was accepted: something listens there.
     Accepted,
@@ -12,6 +13,7 @@ pub enum NodeProbe {
 
 /// What the runtime does after a round of probes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ProbeVerdict {
     /// A node that was down accepts connections again: reconnect now.
     ConnectNow {

@@ -43,6 +43,7 @@ pub const MIN_ERROR_LEN: usize = 256;
 
 /// What a copy is made of, in encoded bytes, as far as shrinking it goes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CopySizes {
     /// The whole content-header payload: class, weight, body size, property
     /// flags and every property, headers included.
@@ -55,8 +56,48 @@ pub struct CopySizes {
     pub original: usize,
 }
 
+impl CopySizes {
+    /// A copy whose content-header payload takes `total` bytes, with no
+    /// `x-replay-history`, `x-error` or `x-original-*` headers until the
+    /// `with_*` methods add their sizes.
+    ///
+    /// ```
+    /// use rabbit_backoff_core::{CopySizes, Fit, fit_copy};
+    ///
+    /// let sizes = CopySizes::new(1_000).with_error(600);
+    /// assert_eq!(fit_copy(&sizes, 2_000), Fit::AsIs);
+    /// ```
+    pub fn new(total: usize) -> Self {
+        CopySizes {
+            total,
+            ..CopySizes::default()
+        }
+    }
+
+    /// The same copy, whose `x-replay-history` entries take these encoded
+    /// sizes, oldest first.
+    pub fn with_history(mut self, history: Vec<usize>) -> Self {
+        self.history = history;
+        self
+    }
+
+    /// The same copy, whose `x-error` text is `error` bytes long.
+    pub fn with_error(mut self, error: usize) -> Self {
+        self.error = error;
+        self
+    }
+
+    /// The same copy, whose `x-original-*` headers take `original` encoded
+    /// bytes, names included.
+    pub fn with_original(mut self, original: usize) -> Self {
+        self.original = original;
+        self
+    }
+}
+
 /// How to shrink a copy so that it fits.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ShrinkPlan {
     /// Drop this many of the oldest `x-replay-history` entries.
     pub drop_history: usize,
@@ -68,6 +109,7 @@ pub struct ShrinkPlan {
 
 /// Whether a copy fits in one frame, and how.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Fit {
     /// It fits as it is.
     AsIs,
@@ -142,7 +184,10 @@ pub fn header_limit(frame_max: u32) -> usize {
 /// ```
 /// use rabbit_backoff_core::{CopySizes, Fit, ShrinkPlan, fit_copy};
 ///
-/// let sizes = CopySizes { total: 143_000, history: vec![5_000, 5_000], error: 4_096, original: 80 };
+/// let sizes = CopySizes::new(143_000)
+///     .with_history(vec![5_000, 5_000])
+///     .with_error(4_096)
+///     .with_original(80);
 /// // Both history entries go, then x-error is cut by what is still over.
 /// let Fit::Shrunk(plan) = fit_copy(&sizes, 131_064) else { panic!() };
 /// assert_eq!(plan.drop_history, 2);

@@ -28,6 +28,7 @@ pub enum QueueType {
 /// The type of the work exchange.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum ExchangeKind {
     /// Routes on an exact routing key (the default).
     #[default]
@@ -141,6 +142,7 @@ impl FromStr for RetryReturn {
 /// Whether a consumer declares its topology or only checks that it exists.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum DeclareMode {
     /// Declare every exchange, queue and binding at start-up (idempotent;
     /// the default).

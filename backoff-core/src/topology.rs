@@ -53,6 +53,7 @@ use arguments as arg;
 /// A queue or exchange argument value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
+#[non_exhaustive]
 pub enum Argument {
     /// An integer argument such as `x-message-ttl`.
     Int(i64),
@@ -62,6 +63,7 @@ pub enum Argument {
 
 /// An exchange the consumer declares (always durable, never auto-deleted).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ExchangeDecl {
     /// Its name.
     pub name: String,
@@ -72,6 +74,7 @@ pub struct ExchangeDecl {
 /// A queue the consumer declares (always durable, never exclusive or
 /// auto-deleted), with its arguments in a stable order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct QueueDecl {
     /// Its name.
     pub name: String,
@@ -79,7 +82,66 @@ pub struct QueueDecl {
     pub arguments: Vec<(String, Argument)>,
 }
 
+impl ExchangeDecl {
+    /// The exchange `name`, of type `kind`.
+    ///
+    /// ```
+    /// use rabbit_backoff::{ExchangeDecl, ExchangeKind};
+    ///
+    /// let exchange = ExchangeDecl::new("orders", ExchangeKind::Topic);
+    /// assert_eq!(exchange.name, "orders");
+    /// ```
+    pub fn new(name: impl Into<String>, kind: ExchangeKind) -> Self {
+        ExchangeDecl {
+            name: name.into(),
+            kind,
+        }
+    }
+}
+
 impl QueueDecl {
+    /// The queue `name`, without arguments until
+    /// [`with_argument`](Self::with_argument) adds them.
+    ///
+    /// ```
+    /// use rabbit_backoff::{Argument, QueueDecl};
+    ///
+    /// let retry = QueueDecl::new("orders.retry_5000ms")
+    ///     .with_argument("x-message-ttl", Argument::Int(5_000))
+    ///     .with_argument("x-dead-letter-exchange", Argument::Str("".into()));
+    /// assert_eq!(retry.argument("x-message-ttl"), Some(&Argument::Int(5_000)));
+    /// ```
+    pub fn new(name: impl Into<String>) -> Self {
+        QueueDecl {
+            name: name.into(),
+            arguments: Vec::new(),
+        }
+    }
+
+    /// The same queue, with the argument `key` set to `value` after the
+    /// arguments it has.
+    pub fn with_argument(mut self, key: impl Into<String>, value: Argument) -> Self {
+        self.arguments.push((key.into(), value));
+        self
+    }
+
+    /// The same queue, with `arguments` after the arguments it has.
+    ///
+    /// ```
+    /// use rabbit_backoff::{Argument, QueueDecl};
+    ///
+    /// let listed = vec![("x-queue-type".to_owned(), Argument::Str("quorum".into()))];
+    /// let queue = QueueDecl::new("orders").with_arguments(listed);
+    /// assert_eq!(queue.arguments.len(), 1);
+    /// ```
+    pub fn with_arguments(
+        mut self,
+        arguments: impl IntoIterator<Item = (String, Argument)>,
+    ) -> Self {
+        self.arguments.extend(arguments);
+        self
+    }
+
     /// The value of one argument.
     pub fn argument(&self, key: &str) -> Option<&Argument> {
         self.arguments
@@ -91,6 +153,7 @@ impl QueueDecl {
 
 /// An argument of an existing queue that is not what the consumer declares.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ArgumentDifference {
     /// The queue.
     pub queue: String,
@@ -165,6 +228,7 @@ fn classic_or_unset(queue_type: Option<&Argument>) -> bool {
 
 /// A binding of a queue to an exchange.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Binding {
     /// The queue.
     pub queue: String,
@@ -172,6 +236,28 @@ pub struct Binding {
     pub exchange: String,
     /// The routing key.
     pub routing_key: String,
+}
+
+impl Binding {
+    /// The binding of `queue` to `exchange` with `routing_key`.
+    ///
+    /// ```
+    /// use rabbit_backoff::Binding;
+    ///
+    /// let binding = Binding::new("orders", "orders", "orders.eu");
+    /// assert_eq!(binding.routing_key, "orders.eu");
+    /// ```
+    pub fn new(
+        queue: impl Into<String>,
+        exchange: impl Into<String>,
+        routing_key: impl Into<String>,
+    ) -> Self {
+        Binding {
+            queue: queue.into(),
+            exchange: exchange.into(),
+            routing_key: routing_key.into(),
+        }
+    }
 }
 
 /// The dead-letter index: two streams beside the dead-letter queue. The
@@ -194,6 +280,7 @@ pub struct Binding {
 /// # Ok::<(), rabbit_backoff::DelayError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct DeadLetterIndexDecl {
     /// The stream of dead letters, bound beside the dead-letter queue.
     pub entries: QueueDecl,
@@ -259,6 +346,7 @@ impl DeadLetterIndexDecl {
 /// # Ok::<(), rabbit_backoff::DelayError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Topology {
     /// The work exchange.
     pub work_exchange: ExchangeDecl,

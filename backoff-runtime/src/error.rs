@@ -185,11 +185,29 @@ impl std::fmt::Debug for Error {
 
 /// An exchange or queue that a passive check did not find.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MissingObject {
     /// `exchange` or `queue`.
     pub object: &'static str,
     /// Its name.
     pub name: String,
+}
+
+impl MissingObject {
+    /// The `object` (`exchange` or `queue`) named `name`.
+    ///
+    /// ```
+    /// use rabbit_backoff::topology::MissingObject;
+    ///
+    /// let missing = MissingObject::new("queue", "orders.dlq");
+    /// assert_eq!(missing.to_string(), "queue `orders.dlq`");
+    /// ```
+    pub fn new(object: &'static str, name: impl Into<String>) -> Self {
+        MissingObject {
+            object,
+            name: name.into(),
+        }
+    }
 }
 
 impl std::fmt::Display for MissingObject {
@@ -216,6 +234,7 @@ impl Error {
 
 /// Why the broker did not take a published message.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PublishFailure {
     /// No queue is bound for the routing key (the message came back as
     /// mandatory-unroutable).

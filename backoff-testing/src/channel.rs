@@ -175,17 +175,14 @@ fn delivery_of(
     if let Some(set_aside) = as_delivered(&properties) {
         properties = set_aside;
     }
-    Delivery {
-        exchange: message.exchange.clone(),
-        routing_key: message.routing_key.clone(),
-        redelivered: message.redelivered,
-        properties,
-        data: message.body.to_vec(),
-        acker: Acker::new(MemoryAcker {
-            channel: Arc::clone(channel),
-            tag,
-        }),
-    }
+    let acker = Acker::new(MemoryAcker {
+        channel: Arc::clone(channel),
+        tag,
+    });
+    Delivery::new(message.body.to_vec(), acker)
+        .with_route(message.exchange.clone(), message.routing_key.clone())
+        .with_properties(properties)
+        .with_redelivered(message.redelivered)
 }
 
 /// Settles one delivery of an in-memory channel.
@@ -379,10 +376,7 @@ impl Channel for MemoryChannel {
                         }
                     }
                 });
-                Ok(Deliveries {
-                    consumer_tag,
-                    stream: Box::pin(stream),
-                })
+                Ok(Deliveries::new(consumer_tag, Box::pin(stream)))
             })
         })
     }

@@ -56,6 +56,8 @@ impl Exchange {
                 ExchangeKind::Fanout => true,
                 ExchangeKind::Topic => topic_matches(&binding.routing_key, routing_key),
                 ExchangeKind::Headers => headers_match(&binding.arguments, headers),
+                // A type the in-memory broker does not model routes nothing.
+                _ => false,
             };
             if matches && !out.contains(&binding.queue.as_str()) {
                 out.push(&binding.queue);

@@ -41,18 +41,14 @@
 //! let broker = TestBroker::new();
 //! let channel = broker.connect().await?.open_channel().await?;
 //! channel.declare_exchange("orders", ExchangeKind::Direct).await?;
-//! let work = QueueDecl { name: "orders".into(), arguments: vec![] };
+//! let work = QueueDecl::new("orders");
 //! channel.declare_queue(&work).await?;
 //! channel.bind_queue("orders", "orders", "orders").await?;
 //! // A retry queue: after 5 s, messages go back to the work queue.
-//! let retry = QueueDecl {
-//!     name: "orders.retry_5000ms".into(),
-//!     arguments: vec![
-//!         ("x-message-ttl".into(), Argument::Int(5_000)),
-//!         ("x-dead-letter-exchange".into(), Argument::Str("".into())),
-//!         ("x-dead-letter-routing-key".into(), Argument::Str("orders".into())),
-//!     ],
-//! };
+//! let retry = QueueDecl::new("orders.retry_5000ms")
+//!     .with_argument("x-message-ttl", Argument::Int(5_000))
+//!     .with_argument("x-dead-letter-exchange", Argument::Str("".into()))
+//!     .with_argument("x-dead-letter-routing-key", Argument::Str("orders".into()));
 //! channel.declare_queue(&retry).await?;
 //!
 //! broker.publish_json("", "orders.retry_5000ms", &"order 1").await;

@@ -231,10 +231,10 @@ impl Queue {
             let mut st = lock(&self.state);
             self.expire_heads(&mut st, Instant::now(), &mut dead);
             self.ensure_reaper(&mut st);
-            QueueInfo {
-                messages: u32::try_from(st.len()).unwrap_or(u32::MAX),
-                consumers: u32::try_from(st.consumers.len()).unwrap_or(u32::MAX),
-            }
+            QueueInfo::new(
+                u32::try_from(st.len()).unwrap_or(u32::MAX),
+                u32::try_from(st.consumers.len()).unwrap_or(u32::MAX),
+            )
         };
         self.route(dead);
         info

@@ -88,6 +88,8 @@ impl QueueConfig {
                     key,
                     "{unacceptable_type,longstr}",
                 )),
+                // A value type the in-memory broker does not model.
+                Some(_) => Err(replies::invalid_argument(queue, key, "{unacceptable_type}")),
             }
         };
         let string = |key: &str| -> Result<Option<String>, TransportError> {
@@ -99,6 +101,8 @@ impl QueueConfig {
                     key,
                     "{unacceptable_type,long}",
                 )),
+                // A value type the in-memory broker does not model.
+                Some(_) => Err(replies::invalid_argument(queue, key, "{unacceptable_type}")),
             }
         };
 

@@ -82,6 +82,7 @@ fn bare(value: &Argument) -> String {
     match value {
         Argument::Int(n) => format!("'{n}'"),
         Argument::Str(s) => format!("'{s}'"),
+        other => format!("'{other:?}'"),
     }
 }
 
@@ -92,5 +93,6 @@ fn typed(value: Option<&Argument>) -> String {
         // calls `long`, and strings as long strings (`longstr`).
         Some(Argument::Int(n)) => format!("the value '{n}' of type 'long'"),
         Some(Argument::Str(s)) => format!("the value '{s}' of type 'longstr'"),
+        Some(other) => format!("the value {other:?}"),
     }
 }

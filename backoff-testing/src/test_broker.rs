@@ -39,7 +39,7 @@ pub const IDLE_LIMIT: Duration = Duration::from_secs(3600);
 /// let channel = broker.connect().await?.open_channel().await?;
 /// channel.declare_exchange("orders", ExchangeKind::Direct).await?;
 /// channel
-///     .declare_queue(&QueueDecl { name: "orders".into(), arguments: vec![] })
+///     .declare_queue(&QueueDecl::new("orders"))
 ///     .await?;
 /// channel.bind_queue("orders", "orders", "orders").await?;
 ///
@@ -192,10 +192,7 @@ impl TestBroker {
     /// # }
     /// ```
     pub async fn declare_queue(&self, name: &str, arguments: Vec<(String, Argument)>) {
-        let decl = rabbit_backoff_core::QueueDecl {
-            name: name.to_owned(),
-            arguments,
-        };
+        let decl = rabbit_backoff_core::QueueDecl::new(name).with_arguments(arguments);
         if let Err(error) = self.shared.declare_queue(&decl) {
             panic!("TestBroker::declare_queue('{name}'): {error}");
         }

@@ -9,10 +9,7 @@ use rabbit_backoff_core::QueueDecl;
 #[tokio::test(start_paused = true)]
 async fn a_publish_after_the_connection_was_lost_reconnects_first() {
     let broker = TestBroker::new();
-    let queue = QueueDecl {
-        name: "q".into(),
-        arguments: Vec::new(),
-    };
+    let queue = QueueDecl::new("q");
     let admin = broker.connect().await.unwrap();
     admin
         .open_channel()

@@ -38,20 +38,16 @@ pub(crate) async fn check_delayed_retries(
         queue,
         "opening a channel to ask whether the broker applies delayed retries",
     ))?;
-    let probe = QueueDecl {
-        name: format!(
-            "rabbit-backoff.delayed-retry-probe.{:016x}",
-            fastrand::u64(..)
-        ),
-        arguments: vec![
-            (
-                delayed_arguments::TYPE.to_owned(),
-                Argument::Str(delayed_arguments::FAILED.to_owned()),
-            ),
-            (delayed_arguments::MIN.to_owned(), Argument::Int(1)),
-            ("x-expires".to_owned(), Argument::Int(PROBE_EXPIRES_MS)),
-        ],
-    };
+    let probe = QueueDecl::new(format!(
+        "rabbit-backoff.delayed-retry-probe.{:016x}",
+        fastrand::u64(..)
+    ))
+    .with_argument(
+        delayed_arguments::TYPE,
+        Argument::Str(delayed_arguments::FAILED.to_owned()),
+    )
+    .with_argument(delayed_arguments::MIN, Argument::Int(1))
+    .with_argument("x-expires", Argument::Int(PROBE_EXPIRES_MS));
     let declared = channel.declare_queue(&probe).await;
     let answer = match declared {
         Err(TransportError::Refused {

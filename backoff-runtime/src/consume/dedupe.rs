@@ -172,7 +172,10 @@ impl Inbox {
                     tracing::warn!("{e}; a duplicate of this message would be handled again");
                 }
             }
-            (KeyFate::Release, _) => {
+            // Release, and a fate this runtime does not know: the key is
+            // freed, so that the message is handled again rather than
+            // dropped as a duplicate.
+            _ => {
                 if let Err(e) = held.release().await {
                     tracing::warn!("{e}; the key is freed when its claim ends");
                 }
@@ -209,6 +212,9 @@ impl Inbox {
                 HeaderValue::Int(n) => n.to_string(),
                 _ => return None,
             },
+            // A key source this runtime does not know: handled without the
+            // inbox, never dropped.
+            _ => return None,
         };
         if key.is_empty() {
             return None;

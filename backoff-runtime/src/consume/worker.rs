@@ -423,10 +423,8 @@ impl<C: Consumer> Worker<C> {
         retry_count: u32,
         #[cfg_attr(not(feature = "postgres"), allow(unused_variables))] held: Option<&dyn HeldKey>,
     ) -> (Attempt, Context, Vec<u8>, Acker) {
-        let attempt = Attempt {
-            count: retry_count,
-            since_first_failure: since_first_failure(&delivery.properties),
-        };
+        let attempt = Attempt::count(retry_count)
+            .with_since_first_failure(since_first_failure(&delivery.properties));
         let Delivery {
             exchange,
             routing_key,
@@ -574,6 +572,8 @@ fn failure(outcome: &Outcome) -> (bool, &str) {
             error.as_str(),
         ),
         Outcome::Undecodable { error } => (false, error.as_str()),
+        // An outcome this runtime does not know: not counted by the breaker.
+        _ => (false, ""),
     }
 }
 

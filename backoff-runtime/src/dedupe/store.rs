@@ -11,6 +11,7 @@ use crate::transport::Channel;
 
 /// One delivery's request for its key.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ClaimRequest<'a> {
     /// The consumer (its work queue): each has keys of its own.
     pub consumer: &'a str,
@@ -22,6 +23,36 @@ pub struct ClaimRequest<'a> {
     /// a `PostgresStore` holds a transaction through the handler for it, and
     /// claims the other keys in batches, with a lease.
     pub transaction: bool,
+}
+
+impl<'a> ClaimRequest<'a> {
+    /// The claim of `consumer`'s key `key`, remembered for `window` once
+    /// completed, for a handler that does not write in the store's
+    /// transaction until [`with_transaction`](Self::with_transaction) says it does.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rabbit_backoff::dedupe::ClaimRequest;
+    ///
+    /// let request = ClaimRequest::new("orders", "order-7", Duration::from_secs(86_400))
+    ///     .with_transaction(true);
+    /// assert!(request.transaction);
+    /// ```
+    pub fn new(consumer: &'a str, key: &'a str, window: Duration) -> Self {
+        ClaimRequest {
+            consumer,
+            key,
+            window,
+            transaction: false,
+        }
+    }
+
+    /// The same claim, for a handler that writes in the store's transaction
+    /// (`true`) or not.
+    pub fn with_transaction(mut self, transaction: bool) -> Self {
+        self.transaction = transaction;
+        self
+    }
 }
 
 /// A store of handled keys: the inbox of every consumer with `dedupe`.
@@ -119,6 +150,7 @@ impl<S: DedupeStore + ?Sized> DedupeStore for Arc<S> {
 }
 
 /// The answer to a claim.
+#[non_exhaustive]
 pub enum Claim {
     /// The key is this delivery's: run the handler, then complete or release it.
     Claimed(Box<dyn HeldKey>),
@@ -168,7 +200,22 @@ pub trait HeldKey: Send + Sync {
 
 /// What completing a key left to do.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Completed {
     /// Outbox messages committed with the key, to dispatch now.
     pub outbox: Vec<i64>,
+}
+
+impl Completed {
+    /// A completed key, with the outbox messages `outbox` committed with it
+    /// (empty for a store without an outbox).
+    ///
+    /// ```
+    /// use rabbit_backoff::dedupe::Completed;
+    ///
+    /// assert_eq!(Completed::new(Vec::new()), Completed::default());
+    /// ```
+    pub fn new(outbox: Vec<i64>) -> Self {
+        Completed { outbox }
+    }
 }

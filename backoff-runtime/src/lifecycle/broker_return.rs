@@ -25,6 +25,9 @@ pub(crate) async fn broker_returns(transport: &dyn Transport, probe: ReconnectPr
             }
             ProbeVerdict::Continue => tokio::time::sleep(probe.pause(fastrand::f64())).await,
             ProbeVerdict::Stop => std::future::pending::<()>().await,
+            // A verdict this runtime does not know: stop probing, the
+            // backoff decides when to reconnect.
+            _ => std::future::pending::<()>().await,
         }
     }
 }

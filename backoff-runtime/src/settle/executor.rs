@@ -154,6 +154,17 @@ impl Executor {
             Decision::DeadLetter { reason } => {
                 (CopyKind::DeadLetter(reason), self.dead_letter_target())
             }
+            // A decision of a newer core than this runtime knows: nothing
+            // is lost, the delivery goes back to its queue after a pause.
+            unknown => {
+                tracing::error!(
+                    error,
+                    "a decision this runtime cannot carry out ({unknown:?}); requeued after a pause"
+                );
+                self.requeue_after_pause(acker, original.body, original.properties)
+                    .await;
+                return false;
+            }
         };
         if !self.copy_then_ack(acker, original, &target, copy).await {
             return false;
@@ -221,15 +232,9 @@ impl Executor {
         error: &'a str,
         failed_at: &'a str,
     ) -> DeadLetter<'a> {
-        DeadLetter {
-            reason,
-            retry_count: original.retry_count,
-            error,
-            failed_at,
-            queue: &self.spec.queue,
-            exchange: original.exchange,
-            routing_key: original.routing_key,
-        }
+        DeadLetter::new(reason, error, failed_at)
+            .with_retry_count(original.retry_count)
+            .with_origin(&self.spec.queue, original.exchange, original.routing_key)
     }
 
     /// Publishes the copy, shrunk to fit one frame with room for what the

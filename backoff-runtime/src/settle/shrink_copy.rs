@@ -28,26 +28,31 @@ pub(crate) fn fit_to_frame(
         return Ok(properties);
     }
     let table = properties.headers().clone().unwrap_or_default();
-    let sizes = CopySizes {
-        total,
-        history: history(&table)
-            .map(|items| items.as_slice().iter().map(value_len).collect())
-            .unwrap_or_default(),
-        error: error_text(&table).map_or(0, str::len),
-        original: headers::ORIGINAL
-            .iter()
-            .filter_map(|name| {
-                table
-                    .inner()
-                    .get(*name)
-                    .map(|v| 1 + name.len() + value_len(v))
-            })
-            .sum(),
-    };
+    let sizes = CopySizes::new(total)
+        .with_history(
+            history(&table)
+                .map(|items| items.as_slice().iter().map(value_len).collect())
+                .unwrap_or_default(),
+        )
+        .with_error(error_text(&table).map_or(0, str::len))
+        .with_original(
+            headers::ORIGINAL
+                .iter()
+                .filter_map(|name| {
+                    table
+                        .inner()
+                        .get(*name)
+                        .map(|v| 1 + name.len() + value_len(v))
+                })
+                .sum(),
+        );
     match fit_copy(&sizes, limit) {
         Fit::AsIs => Ok(properties),
         Fit::TooLarge { size, limit } => Err(TooLarge { size, limit }),
         Fit::Shrunk(plan) => Ok(properties.with_headers(shrink(table, &plan))),
+        // A fit this runtime does not know: no copy, as for one too large,
+        // so the broker dead-letters the original with its headers intact.
+        _ => Err(TooLarge { size: total, limit }),
     }
 }
 

@@ -345,6 +345,8 @@ impl Channel for AmqpChannel {
                 ExchangeKind::Fanout => lapin::ExchangeKind::Fanout,
                 ExchangeKind::Topic => lapin::ExchangeKind::Topic,
                 ExchangeKind::Headers => lapin::ExchangeKind::Headers,
+                // A type this runtime does not know, by its AMQP name.
+                other => lapin::ExchangeKind::Custom(other.as_str().to_owned()),
             };
             let options = ExchangeDeclareOptions {
                 durable: true,

@@ -61,6 +61,8 @@ pub(crate) fn amqp_value(value: &HeaderValue<'_>) -> AMQPValue {
         HeaderValue::Bytes(b) => AMQPValue::ByteArray(b.to_vec().into()),
         HeaderValue::Bool(b) => AMQPValue::Boolean(*b),
         HeaderValue::Other(_) => AMQPValue::Void,
+        // A value this runtime does not know, like any other: void.
+        _ => AMQPValue::Void,
     }
 }
 
@@ -76,6 +78,13 @@ pub(crate) fn arguments_table(
         let value = match value {
             Argument::Int(n) => AMQPValue::LongLongInt(*n),
             Argument::Str(s) => AMQPValue::LongString(LongString::from(s.as_bytes())),
+            // A value this runtime cannot write: refused rather than
+            // declared as something else, which the queue would keep.
+            other => {
+                return Err(TransportError::Other(format!(
+                    "argument {key} = {other:?}: a value type this runtime cannot write"
+                )));
+            }
         };
         let name = ShortString::try_new(key.as_str()).map_err(|_| {
             TransportError::Other(format!(

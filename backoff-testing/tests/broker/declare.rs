@@ -16,13 +16,7 @@ async fn redeclaring_with_the_same_arguments_is_idempotent_and_reports_the_depth
     put(&ch, "q", "m2").await;
     let info = ch.declare_queue(&q).await.unwrap();
     // Both were delivered to the consumer; none is ready.
-    assert_eq!(
-        info,
-        QueueInfo {
-            messages: 0,
-            consumers: 1
-        }
-    );
+    assert_eq!(info, QueueInfo::new(0, 1));
     assert_eq!(broker.unacked_count("q"), 2);
 }
 
@@ -199,13 +193,7 @@ async fn check_queue_reports_ready_messages_and_consumers() {
     declare_plain(&ch, "q").await;
     put(&ch, "q", "a").await;
     put(&ch, "q", "b").await;
-    assert_eq!(
-        ch.check_queue("q").await.unwrap(),
-        QueueInfo {
-            messages: 2,
-            consumers: 0
-        }
-    );
+    assert_eq!(ch.check_queue("q").await.unwrap(), QueueInfo::new(2, 0));
 }
 
 #[tokio::test(start_paused = true)]

@@ -46,10 +46,7 @@ fn text(key: &str, value: &str) -> (String, Argument) {
 }
 
 fn decl(name: &str, arguments: Vec<(String, Argument)>) -> QueueDecl {
-    QueueDecl {
-        name: name.to_owned(),
-        arguments,
-    }
+    QueueDecl::new(name).with_arguments(arguments)
 }
 
 /// Declares a queue that dead-letters to the queue `to` through the default

@@ -84,6 +84,7 @@ fn normalized(value: &AMQPValue, out: &mut Vec<u8>) {
             HeaderValue::Float(f) => out.extend_from_slice(&f.to_bits().to_le_bytes()),
             HeaderValue::Bool(b) => out.push(u8::from(b)),
             HeaderValue::Other(kind) => out.extend_from_slice(kind.as_bytes()),
+            unknown => out.extend_from_slice(unknown.type_name().as_bytes()),
         },
     }
 }

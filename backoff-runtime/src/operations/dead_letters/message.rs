@@ -187,6 +187,7 @@ fn render(value: &AMQPValue, level: usize) -> String {
             HeaderValue::Bool(b) => b.to_string(),
             HeaderValue::Bytes(b) => format!("{} bytes", b.len()),
             HeaderValue::Other(kind) => kind.to_owned(),
+            unknown => unknown.type_name().to_owned(),
         },
     }
 }

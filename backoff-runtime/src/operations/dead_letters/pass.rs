@@ -630,10 +630,7 @@ async fn raise_flag(connection: &dyn Connection, queue: &str, id: &str) -> Resul
 /// Publishes the flag `id` to the marker queue (declared here) and takes it.
 async fn take_flag(channel: &dyn Channel, marker: &str, id: &str) -> Result<Delivery, Error> {
     channel
-        .declare_queue(&QueueDecl {
-            name: marker.to_owned(),
-            arguments: Vec::new(),
-        })
+        .declare_queue(&QueueDecl::new(marker))
         .await
         .map_err(channel_error(marker, "declaring the pass's marker queue"))?;
     publish_marker(channel, marker, marked(id, "flag")).await?;

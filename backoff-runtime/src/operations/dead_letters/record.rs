@@ -31,6 +31,7 @@ use crate::transport::Delivery;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct DeadLetterRecord {
     /// The exchange it was last published to (empty: the default exchange).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -85,6 +86,7 @@ pub struct RecordProperties {
 #[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "value", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum TypedValue {
     Bool(bool),
     I8(i8),
