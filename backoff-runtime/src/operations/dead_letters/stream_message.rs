@@ -397,7 +397,7 @@ mod tests {
         let at = chrono::DateTime::from_timestamp_millis(1_700_000_002_500).expect("a date");
         let message = Message::builder()
             .properties()
-            .message_id("m-\"1\"")
+            .message_id(String::from("m-\"1\""))
             .creation_time(at)
             .message_builder()
             .application_properties()
