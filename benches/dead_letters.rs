@@ -26,7 +26,9 @@
 //! times `Dlq::group_report` twice: the pass that leaves a checkpoint, and
 //! the read from the index that starts from it. `BENCH_INDEX_READERS=1,2,1`
 //! times the index read on one channel, then two, then one again, over the
-//! same fill (`Dlq::index_readers`).
+//! same fill (`Dlq::index_readers`). The index is read over the stream
+//! protocol at `RABBITMQ_STREAM_PORT` (default 5552) when the broker serves
+//! it, over AMQP with `BENCH_STREAM_PROTOCOL=0`.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -53,6 +55,15 @@ fn index_readers() -> Vec<usize> {
                 .collect()
         })
         .unwrap_or_else(|_| vec![rabbit_backoff::DEFAULT_INDEX_READERS])
+}
+
+/// The broker's stream port (`RABBITMQ_STREAM_PORT`, default 5552), where
+/// the index is read unless `BENCH_STREAM_PROTOCOL=0`.
+fn stream_port() -> u16 {
+    std::env::var("RABBITMQ_STREAM_PORT")
+        .ok()
+        .and_then(|port| port.parse().ok())
+        .unwrap_or(rabbit_backoff::DEFAULT_STREAM_PORT)
 }
 
 fn url() -> String {
@@ -287,7 +298,11 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
     let broker_before = broker_memory_mib();
     reset_peak_rss();
 
-    let dlq = Dlq::connect(&url(), &spec).await.expect("connects");
+    let dlq = Dlq::connect(&url(), &spec)
+        .await
+        .expect("connects")
+        .stream_port(stream_port())
+        .stream_protocol(std::env::var("BENCH_STREAM_PROTOCOL").map_or(true, |v| v != "0"));
     let mut row = Row {
         version,
         declare: (declare_queue, declare_index),
@@ -358,7 +373,8 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
             row.index_rss_mib = peak_rss_mib();
             row.index_broker_peak = broker_memory_mib().unwrap_or(0.0);
             println!(
-                "v{version}: groups from the index on {readers} channel(s) {:.1} s, CPU client {:.1} s / broker {:.1} s, client peak RSS {:.0} MiB",
+                "v{version}: groups from the index on {readers} reader(s) over {} {:.1} s, CPU client {:.1} s / broker {:.1} s, client peak RSS {:.0} MiB",
+                report.index_protocol().map_or("-", |p| p.as_str()),
                 took.as_secs_f64(),
                 row.index_cpu.0,
                 row.index_cpu.1,

@@ -3,8 +3,8 @@
 //! filters, groups and reports, and the dead-letter index it reads.
 
 pub use rabbit_backoff_runtime::{
-    BODY_PREVIEW_LEN, CheckpointNote, DEFAULT_INDEX_READERS, DeadLetterFilter, DeadLetterGroup,
-    DeadLetterMessage, DeadLetterRecord, DeadLetterReport, Dlq, ExportReport, GroupReport,
-    GroupSource, GroupTally, IndexFallback, MessageEdit, PurgeReport, RecordError,
-    RecordProperties, ReplayOptions, SkippedMessage, TypedValue, is_marker_queue,
+    BODY_PREVIEW_LEN, CheckpointNote, DEFAULT_INDEX_READERS, DEFAULT_STREAM_PORT, DeadLetterFilter,
+    DeadLetterGroup, DeadLetterMessage, DeadLetterRecord, DeadLetterReport, Dlq, ExportReport,
+    GroupReport, GroupSource, GroupTally, IndexFallback, IndexProtocol, MessageEdit, PurgeReport,
+    RecordError, RecordProperties, ReplayOptions, SkippedMessage, TypedValue, is_marker_queue,
 };

@@ -91,11 +91,11 @@ pub use rabbit_backoff_core::{
 };
 #[doc(hidden)]
 pub use rabbit_backoff_runtime::{
-    BODY_PREVIEW_LEN, CheckpointNote, DEFAULT_INDEX_READERS, DeadLetterFilter, DeadLetterGroup,
-    DeadLetterMessage, DeadLetterRecord, DeadLetterReport, Dlq, ExportReport, GroupReport,
-    GroupSource, GroupTally, IndexFallback, MessageEdit, MissingObject, PurgeReport, RecordError,
-    RecordProperties, ReplayOptions, SkippedMessage, TypedValue, check_topology, declare_topology,
-    is_marker_queue,
+    BODY_PREVIEW_LEN, CheckpointNote, DEFAULT_INDEX_READERS, DEFAULT_STREAM_PORT, DeadLetterFilter,
+    DeadLetterGroup, DeadLetterMessage, DeadLetterRecord, DeadLetterReport, Dlq, ExportReport,
+    GroupReport, GroupSource, GroupTally, IndexFallback, IndexProtocol, MessageEdit, MissingObject,
+    PurgeReport, RecordError, RecordProperties, ReplayOptions, SkippedMessage, TypedValue,
+    check_topology, declare_topology, is_marker_queue,
 };
 
 /// Turns an `async fn` handler into a consumer of the same name.

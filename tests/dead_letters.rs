@@ -13,6 +13,24 @@ use rabbit_backoff::{DeadLetterFilter, Dlq, ReplayOptions, Topology};
 
 const WAIT: Duration = Duration::from_secs(15);
 
+/// The test broker's stream port (`RABBITMQ_STREAM_PORT`, default 5552),
+/// where the dead-letter index is read over the stream protocol.
+fn stream_port() -> u16 {
+    std::env::var("RABBITMQ_STREAM_PORT")
+        .ok()
+        .and_then(|port| port.parse().ok())
+        .unwrap_or(rabbit_backoff::DEFAULT_STREAM_PORT)
+}
+
+/// A `Dlq` of `spec` on the test broker, reading the index over its stream
+/// port.
+async fn connect_dlq(spec: &ConsumerSpec) -> Dlq {
+    Dlq::connect(&url(), spec)
+        .await
+        .unwrap()
+        .stream_port(stream_port())
+}
+
 /// A declared consumer topology with no consumer, for synthetic dead letters.
 async fn declared(name: &str) -> (ConsumerSpec, Cleanup) {
     declared_with(name, |_| {}).await
@@ -107,7 +125,7 @@ async fn peek_leaves_the_queue_unchanged() {
         )
         .await;
     }
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let all = dlq.peek(&DeadLetterFilter::default()).await.unwrap();
     assert_eq!(
         ids(&all),
@@ -158,7 +176,7 @@ async fn replay_moves_exactly_the_filtered_subset() {
         )
         .await;
     }
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let report = dlq
         .replay(
             &DeadLetterFilter::default().error("db").unwrap(),
@@ -234,7 +252,7 @@ async fn replayed_messages_go_through_the_tiers_again_from_the_first() {
     .await;
     eventually_depth(&channel, &dlq_name, 1).await;
 
-    let dlq = Dlq::connect(&url(), &running.spec).await.unwrap();
+    let dlq = connect_dlq(&running.spec).await;
     let report = dlq
         .replay(&DeadLetterFilter::default(), &ReplayOptions::default())
         .await
@@ -288,7 +306,7 @@ async fn a_replay_interrupted_by_closing_its_connection_loses_nothing() {
     for id in 0..50 {
         dead_letter(&channel, &spec, id, "db down", 3).await;
     }
-    let dlq = std::sync::Arc::new(Dlq::connect(&url(), &spec).await.unwrap());
+    let dlq = std::sync::Arc::new(connect_dlq(&spec).await);
     let replaying = {
         let dlq = dlq.clone();
         tokio::spawn(async move {
@@ -334,7 +352,7 @@ async fn replay_honours_its_rate() {
     for id in 0..100 {
         dead_letter(&channel, &spec, id, "db down", 3).await;
     }
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let started = Instant::now();
     let report = dlq
         .replay(
@@ -367,7 +385,7 @@ async fn discard_removes_only_what_matches() {
         )
         .await;
     }
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let report = dlq
         .discard(&DeadLetterFilter::default().error("invalid").unwrap())
         .await
@@ -459,7 +477,7 @@ async fn peek_and_replay_keep_the_order_of_a_quorum_dead_letter_queue() {
         )
         .await;
     }
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let limited = dlq
         .peek(&DeadLetterFilter::default().limit(1))
         .await
@@ -581,7 +599,7 @@ async fn a_pass_longer_than_its_window_keeps_the_order_and_a_killed_one_is_put_r
     let (connection, channel) = confirm_channel().await;
     const N: u64 = 2500;
     many_dead_letters(&channel, &spec, 0..N).await;
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
 
     // Past the window of 1000 held messages, the pass moves messages to the
     // back until its sentinel comes round: the order is the same after.
@@ -625,7 +643,7 @@ async fn a_pass_longer_than_its_window_keeps_the_order_and_a_killed_one_is_put_r
 
     // A pass killed midway (its connection closed once it moves messages)
     // leaves the queue rotated; the next pass puts it right first.
-    let killed = std::sync::Arc::new(Dlq::connect(&url(), &spec).await.unwrap());
+    let killed = std::sync::Arc::new(connect_dlq(&spec).await);
     let pass = tokio::spawn({
         let killed = killed.clone();
         async move { killed.peek(&DeadLetterFilter::default()).await }
@@ -654,7 +672,7 @@ async fn a_pass_longer_than_its_window_keeps_the_order_and_a_killed_one_is_put_r
     killed.close().await;
     assert!(pass.await.unwrap().is_err(), "the killed pass reports it");
 
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let duplicates = put_right(&order(&dlq).await, (0..N).filter(|id| id % 2 == 0));
     println!("killed pass: {duplicates} duplicates");
     dlq.close().await;
@@ -746,7 +764,7 @@ async fn groups_from_the_index_equal_groups_from_a_pass_before_and_after_replay_
     let (spec, _cleanup) = declared("index-groups").await;
     let (connection, channel) = confirm_channel().await;
     mixed_dead_letters(&channel, &spec, 0..30).await;
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let (dlq, groups) = index_equals_pass(dlq, &spec).await;
     assert_eq!(groups.len(), 3);
     assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), 30);
@@ -788,7 +806,7 @@ async fn a_removal_without_a_tombstone_makes_groups_fall_back_to_a_pass() {
     let names = spec.names();
     let (connection, channel) = confirm_channel().await;
     mixed_dead_letters(&channel, &spec, 0..9).await;
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let (dlq, _) = index_equals_pass(dlq, &spec).await;
 
     // A basic.get (as the management UI does) takes one without a tombstone.
@@ -900,7 +918,7 @@ async fn the_brokers_own_dead_lettering_is_indexed_or_caught_by_the_count_check(
     // work queue's dead-letter exchange.
     broker_dead_letters(&channel, &names.queue, 0, 3).await;
     eventually_depth(&channel, &names.dead_letter_queue, 3).await;
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let report = dlq
         .group_report(&DeadLetterFilter::default())
         .await
@@ -1018,7 +1036,7 @@ async fn an_import_is_indexed_and_a_discard_of_everything_leaves_an_empty_index(
     let (spec, _cleanup) = declared("index-import").await;
     let (connection, channel) = confirm_channel().await;
     mixed_dead_letters(&channel, &spec, 0..6).await;
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let mut exported = Vec::new();
     dlq.export(&DeadLetterFilter::default(), &mut exported)
         .await
@@ -1116,7 +1134,7 @@ async fn a_purge_from_outside_leaves_the_index_serving_after_one_pass() {
     let names = spec.names();
     let (connection, channel) = confirm_channel().await;
     mixed_dead_letters(&channel, &spec, 0..30).await;
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let (dlq, _) = index_equals_pass(dlq, &spec).await;
 
     run_rabbitmqctl(&["purge_queue", &names.dead_letter_queue]);
@@ -1166,7 +1184,7 @@ async fn a_purge_through_the_library_leaves_an_empty_checkpoint() {
     let (spec, _cleanup) = declared("heal-lib-purge").await;
     let (connection, channel) = confirm_channel().await;
     mixed_dead_letters(&channel, &spec, 0..12).await;
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let purged = dlq.purge().await.unwrap();
     assert_eq!(purged.purged, 12);
     assert!(
@@ -1204,7 +1222,7 @@ async fn a_dead_letter_queue_deleted_and_declared_again_leaves_the_index_serving
         .await
         .unwrap();
     mixed_dead_letters(&channel, &spec, 30..40).await;
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let (dlq, groups) = heals(dlq).await;
     assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), 10);
     dlq.close().await;
@@ -1260,7 +1278,7 @@ async fn a_length_limit_on_the_dead_letter_queue_leaves_the_index_serving_after_
     }
     // Dropped heads: the index counts more than the queue holds.
     mixed_dead_letters(&channel, &spec, 21..30).await;
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let (dlq, groups) = heals(dlq).await;
     assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), 20);
     dlq.close().await;
@@ -1288,7 +1306,7 @@ async fn the_brokers_own_dead_letters_leave_the_index_serving_after_one_pass() {
     // Two expire in the work queue, three are rejected.
     broker_dead_letters(&channel, &names.queue, 2, 3).await;
     eventually_depth(&channel, &names.dead_letter_queue, 11).await;
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let all = DeadLetterFilter::default();
     let first = dlq.group_report(&all).await.unwrap();
     let (dlq, groups) = if common::broker_version() < (3, 11) {
@@ -1408,7 +1426,7 @@ async fn an_index_read_in_ranges_groups_like_one_read() {
     // Three ranges of at least 10 000 entries; m-7 at the start and again
     // at the end, alike.
     indexed_dead_letters(&channel, &spec, (0..30_000).chain([7])).await;
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let discarded = dlq
         .discard(&DeadLetterFilter::default().message_id("m-7").limit(1))
         .await
@@ -1432,5 +1450,137 @@ async fn an_index_read_in_ranges_groups_like_one_read() {
     assert_eq!(pass.groups(&all).await.unwrap(), on_one.groups);
     assert_eq!(pass.groups(&timeouts).await.unwrap(), filtered.groups);
     pass.close().await;
+    let _ = connection.close(200, "".into()).await;
+}
+
+/// Dead letters with every property the index's key reads (message and
+/// correlation ids, a timestamp) and headers of several types, some of them
+/// discarded (tombstones), then read from the index over the stream
+/// protocol: the same groups as over AMQP and as a pass, and the stream
+/// protocol was used.
+#[tokio::test]
+async fn an_index_read_over_the_stream_protocol_groups_like_one_over_amqp() {
+    use rabbit_backoff::GroupSource;
+    use rabbit_backoff::dead_letters::IndexProtocol;
+    let (spec, _cleanup) = declared("index-stream-protocol").await;
+    let (connection, channel) = confirm_channel().await;
+    indexed_dead_letters(&channel, &spec, 0..12_000).await;
+    let names = spec.names();
+    for id in 0..30u64 {
+        let mut headers = FieldTable::default();
+        let text = |s: &str| AMQPValue::LongString(s.as_bytes().into());
+        headers.insert(
+            "x-error".into(),
+            text(&format!("tenant {} over quota", id % 2)),
+        );
+        headers.insert("x-retry-count".into(), AMQPValue::ShortShortInt(2));
+        headers.insert("x-dead-letter-reason".into(), text("permanent"));
+        headers.insert("x-original-queue".into(), text(&spec.queue));
+        headers.insert("weight".into(), AMQPValue::Double(0.1 * id as f64));
+        headers.insert("urgent".into(), AMQPValue::Boolean(id % 2 == 0));
+        headers.insert("seen-at".into(), AMQPValue::Timestamp(1_700_000_000 + id));
+        channel
+            .basic_publish(
+                names.dead_letter_exchange.as_str().into(),
+                names.dead_letter_routing_key.as_str().into(),
+                BasicPublishOptions {
+                    mandatory: true,
+                    ..Default::default()
+                },
+                b"{\"quota\": 1}",
+                BasicProperties::default()
+                    .with_message_id(format!("quota-\"{id}\" \u{e9}").into())
+                    .with_correlation_id(format!("c-{id}").into())
+                    .with_timestamp(1_700_000_100 + id)
+                    .with_content_type("application/json".into())
+                    .with_delivery_mode(2)
+                    .with_headers(headers),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let dlq = connect_dlq(&spec).await;
+    // Tombstones: their keys must cancel the entries read over the stream
+    // protocol, or the count check fails.
+    let tenant = DeadLetterFilter::default().error("tenant 1").unwrap();
+    assert_eq!(dlq.discard(&tenant).await.unwrap().matched.len(), 15);
+    let some = DeadLetterFilter::default().message_id("m-42");
+    assert_eq!(dlq.discard(&some).await.unwrap().matched.len(), 1);
+
+    let all = DeadLetterFilter::default();
+    let over_stream = dlq.group_report(&all).await.unwrap();
+    assert_eq!(
+        over_stream.source,
+        GroupSource::Index,
+        "{}",
+        over_stream.reason()
+    );
+    assert_eq!(
+        over_stream.index_protocol(),
+        Some(IndexProtocol::Stream),
+        "read over the stream protocol at port {}",
+        stream_port()
+    );
+    assert_eq!(
+        over_stream.groups.iter().map(|g| g.count).sum::<usize>(),
+        12_000 - 1 + 15
+    );
+    let quota = DeadLetterFilter::default().error("over quota").unwrap();
+    let filtered = dlq.group_report(&quota).await.unwrap();
+    assert_eq!(filtered.source, GroupSource::Index, "{}", filtered.reason());
+    assert_eq!(filtered.index_protocol(), Some(IndexProtocol::Stream));
+    assert_eq!(filtered.groups.iter().map(|g| g.count).sum::<usize>(), 15);
+
+    let amqp = dlq.stream_protocol(false);
+    let over_amqp = amqp.group_report(&all).await.unwrap();
+    assert_eq!(
+        over_amqp.source,
+        GroupSource::Index,
+        "{}",
+        over_amqp.reason()
+    );
+    assert_eq!(over_amqp.index_protocol(), Some(IndexProtocol::Amqp));
+    assert_eq!(over_amqp.groups, over_stream.groups);
+    assert_eq!(
+        amqp.group_report(&quota).await.unwrap().groups,
+        filtered.groups
+    );
+    let pass = amqp.use_index(false);
+    assert_eq!(pass.groups(&all).await.unwrap(), over_stream.groups);
+    pass.close().await;
+    let _ = connection.close(200, "".into()).await;
+}
+
+/// A stream port that does not answer: the index is read over AMQP, with
+/// the same groups.
+#[tokio::test]
+async fn an_index_read_falls_back_to_amqp_when_the_stream_port_does_not_answer() {
+    use rabbit_backoff::GroupSource;
+    use rabbit_backoff::dead_letters::IndexProtocol;
+    let (spec, _cleanup) = declared("index-stream-fallback").await;
+    let (connection, channel) = confirm_channel().await;
+    indexed_dead_letters(&channel, &spec, 0..300).await;
+    let dlq = connect_dlq(&spec).await;
+    let all = DeadLetterFilter::default();
+    let over_stream = dlq.group_report(&all).await.unwrap();
+    assert_eq!(over_stream.index_protocol(), Some(IndexProtocol::Stream));
+    // Nothing listens on port 1.
+    let closed = dlq.stream_port(1);
+    let fallen_back = closed.group_report(&all).await.unwrap();
+    assert_eq!(
+        fallen_back.source,
+        GroupSource::Index,
+        "{}",
+        fallen_back.reason()
+    );
+    assert_eq!(fallen_back.index_protocol(), Some(IndexProtocol::Amqp));
+    assert_eq!(fallen_back.groups, over_stream.groups);
+    let off = closed.stream_port(stream_port()).stream_protocol(false);
+    let over_amqp = off.group_report(&all).await.unwrap();
+    assert_eq!(over_amqp.index_protocol(), Some(IndexProtocol::Amqp));
+    assert_eq!(over_amqp.groups, over_stream.groups);
+    off.close().await;
     let _ = connection.close(200, "".into()).await;
 }

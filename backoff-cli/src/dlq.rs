@@ -55,6 +55,11 @@ pub enum DlqCommand {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// The broker's stream port (plugin rabbitmq_stream), on the AMQP
+        /// URL's host: the dead-letter index is read there, or over AMQP
+        /// when it does not answer (or with 0).
+        #[arg(long, value_name = "PORT", default_value_t = rabbit_backoff::DEFAULT_STREAM_PORT)]
+        stream_port: u16,
     },
     /// Write matching messages to a file, one JSON object per line: every
     /// property, every header with its AMQP type, the body in base64. Nothing
@@ -144,7 +149,8 @@ pub async fn run(url: &str, command: DlqCommand) -> Result<ExitCode, String> {
             consumer,
             filter,
             json,
-        } => groups(url, &consumer, &filter.filter()?, json).await,
+            stream_port,
+        } => groups(url, &consumer, &filter.filter()?, json, stream_port).await,
         DlqCommand::Export {
             consumer,
             filter,
@@ -208,8 +214,12 @@ async fn groups(
     consumer: &ConsumerArgs,
     filter: &DeadLetterFilter,
     json: bool,
+    stream_port: u16,
 ) -> Result<ExitCode, String> {
-    let dlq = connect(url, consumer).await?;
+    let dlq = connect(url, consumer)
+        .await?
+        .stream_port(stream_port)
+        .stream_protocol(stream_port != 0);
     let report = dlq.group_report(filter).await;
     dlq.close().await;
     let report = report.map_err(|e| e.to_string())?;

@@ -58,12 +58,12 @@ pub use lifecycle::runtime::{
     DEFAULT_AMQP_URL, RunningRuntime, Runtime, RuntimeBuilder, amqp_url_from_env, connect,
 };
 pub use operations::dead_letters::checkpoint_note::CheckpointNote;
-pub use operations::dead_letters::dlq::{DEFAULT_INDEX_READERS, Dlq};
+pub use operations::dead_letters::dlq::{DEFAULT_INDEX_READERS, DEFAULT_STREAM_PORT, Dlq};
 pub use operations::dead_letters::edit::MessageEdit;
 pub use operations::dead_letters::export::ExportReport;
 pub use operations::dead_letters::filter::DeadLetterFilter;
 pub use operations::dead_letters::group::{DeadLetterGroup, GroupTally};
-pub use operations::dead_letters::group_report::{GroupReport, GroupSource};
+pub use operations::dead_letters::group_report::{GroupReport, GroupSource, IndexProtocol};
 pub use operations::dead_letters::index_fallback::IndexFallback;
 pub use operations::dead_letters::message::{BODY_PREVIEW_LEN, DeadLetterMessage};
 pub use operations::dead_letters::pass::is_marker_queue;

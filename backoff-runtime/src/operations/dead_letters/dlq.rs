@@ -11,6 +11,8 @@ use rabbit_backoff_core::{ConsumerSpec, QueueType, TopologyNames};
 use crate::operations::dead_letters::filter::DeadLetterFilter;
 use crate::operations::dead_letters::message::DeadLetterMessage;
 use crate::operations::dead_letters::pass::Pass;
+pub use crate::operations::dead_letters::stream_protocol::DEFAULT_STREAM_PORT;
+use crate::operations::dead_letters::stream_protocol::StreamEndpoint;
 
 use crate::broker::confirm_channel::confirm_channel;
 use crate::broker::inspect::inspect_queue;
@@ -47,6 +49,11 @@ pub struct Dlq {
     pub(super) confirm_timeout: Duration,
     pub(super) use_index: bool,
     pub(super) index_readers: usize,
+    /// The AMQP URL of the node it is connected to, when it connected with
+    /// one (the stream protocol's host, user and virtual host).
+    pub(super) amqp_uri: Option<String>,
+    pub(super) stream_port: u16,
+    pub(super) stream_protocol: bool,
 }
 
 /// Channels that read the dead-letter index's entries at once, by default
@@ -70,7 +77,27 @@ pub(super) enum Sink<'a> {
 impl Dlq {
     /// Connects to the broker for the consumer described by `spec`.
     pub async fn connect(uri: &str, spec: &ConsumerSpec) -> Result<Self, Error> {
-        Self::with_transport(AmqpTransport::new(uri), spec).await
+        let mut dlq = Self::with_transport(AmqpTransport::new(uri), spec).await?;
+        // The node it connected to, of the comma-separated list.
+        let node = dlq.connection.node();
+        let uris: Vec<&str> = uri
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .collect();
+        dlq.amqp_uri = uris
+            .iter()
+            .find(|u| {
+                u.parse::<lapin::uri::AMQPUri>().is_ok_and(|parsed| {
+                    node.contains(&format!(
+                        "{}:{}",
+                        parsed.authority.host, parsed.authority.port
+                    ))
+                })
+            })
+            .or(uris.first())
+            .map(|u| (*u).to_owned());
+        Ok(dlq)
     }
 
     /// Connects through `transport` (such as the in-memory broker of
@@ -90,6 +117,9 @@ impl Dlq {
             confirm_timeout: Duration::from_secs(30),
             use_index: true,
             index_readers: DEFAULT_INDEX_READERS,
+            amqp_uri: None,
+            stream_port: DEFAULT_STREAM_PORT,
+            stream_protocol: true,
         })
     }
 
@@ -145,6 +175,64 @@ impl Dlq {
     pub fn index_readers(mut self, readers: usize) -> Self {
         self.index_readers = readers.max(1);
         self
+    }
+
+    /// Whether a read of the dead-letter index reads its entries over
+    /// RabbitMQ's stream protocol (the default) rather than AMQP 0-9-1. The
+    /// broker sends a stream's chunks over the stream protocol as they are
+    /// stored, instead of turning each message into a delivery: a large
+    /// index reads several times cheaper for the broker. It needs the
+    /// broker's `rabbitmq_stream` plugin on [`stream_port`](Self::stream_port),
+    /// reached with the host, user, password and virtual host of the AMQP
+    /// URL given to [`connect`](Self::connect); where the port does not
+    /// answer or refuses, with an `amqps://` URL (TLS over the stream
+    /// protocol is not supported), or a `Dlq` made
+    /// [`with_transport`](Self::with_transport), the index is read over
+    /// AMQP. The groups are the same either way
+    /// ([`GroupReport::index_protocol`](crate::GroupReport::index_protocol)
+    /// says which was used).
+    ///
+    /// ```no_run
+    /// # async fn demo(spec: rabbit_backoff::ConsumerSpec) -> Result<(), rabbit_backoff::Error> {
+    /// use rabbit_backoff::{DeadLetterFilter, Dlq};
+    ///
+    /// let dlq = Dlq::connect("amqp://guest:guest@127.0.0.1:5672/%2f", &spec)
+    ///     .await?
+    ///     .stream_protocol(false);
+    /// let groups = dlq.groups(&DeadLetterFilter::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn stream_protocol(mut self, stream_protocol: bool) -> Self {
+        self.stream_protocol = stream_protocol;
+        self
+    }
+
+    /// The port of the broker's stream protocol (default
+    /// [`DEFAULT_STREAM_PORT`], 5552), on the AMQP URL's host: see
+    /// [`stream_protocol`](Self::stream_protocol).
+    ///
+    /// ```no_run
+    /// # async fn demo(spec: rabbit_backoff::ConsumerSpec) -> Result<(), rabbit_backoff::Error> {
+    /// use rabbit_backoff::{DeadLetterFilter, Dlq};
+    ///
+    /// let dlq = Dlq::connect("amqp://guest:guest@127.0.0.1:5643/%2f", &spec)
+    ///     .await?
+    ///     .stream_port(55643);
+    /// let report = dlq.group_report(&DeadLetterFilter::default()).await?;
+    /// println!("{:?}", report.index_protocol());
+    /// # Ok(()) }
+    /// ```
+    pub fn stream_port(mut self, port: u16) -> Self {
+        self.stream_port = port;
+        self
+    }
+
+    /// Where the index is read over the stream protocol, when it is.
+    pub(super) fn stream_endpoint(&self) -> Option<StreamEndpoint> {
+        if !self.stream_protocol {
+            return None;
+        }
+        StreamEndpoint::of(self.amqp_uri.as_deref()?, self.stream_port)
     }
 
     /// Calls `visit` with each matching message, whole, and its summary,

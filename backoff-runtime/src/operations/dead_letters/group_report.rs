@@ -46,6 +46,33 @@ impl GroupSource {
     }
 }
 
+/// How a read of the dead-letter index read its entries
+/// ([`GroupReport::index_protocol`]).
+///
+/// ```
+/// use rabbit_backoff::dead_letters::IndexProtocol;
+///
+/// assert_eq!(IndexProtocol::Stream.as_str(), "stream protocol");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IndexProtocol {
+    /// RabbitMQ's stream protocol ([`Dlq::stream_protocol`](crate::Dlq::stream_protocol)).
+    Stream,
+    /// AMQP 0-9-1 (for some or all of its ranges).
+    Amqp,
+}
+
+impl IndexProtocol {
+    /// `stream protocol` or `AMQP`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IndexProtocol::Stream => "stream protocol",
+            IndexProtocol::Amqp => "AMQP",
+        }
+    }
+}
+
 /// The groups of a dead-letter queue, with where they were read from.
 ///
 /// ```no_run
@@ -74,6 +101,9 @@ pub struct GroupReport {
     /// not); `None` when none was involved.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<CheckpointNote>,
+    /// How the index's entries were read (not serialized).
+    #[serde(skip)]
+    protocol: Option<IndexProtocol>,
 }
 
 impl GroupReport {
@@ -85,7 +115,16 @@ impl GroupReport {
             source,
             fallback: None,
             checkpoint: None,
+            protocol: None,
         }
+    }
+
+    /// How the index's entries were read, when they were: over the stream
+    /// protocol, or over AMQP (for some or all of them); `None` for a pass,
+    /// or an index read that had no entries to read (all of them in its
+    /// checkpoint).
+    pub fn index_protocol(&self) -> Option<IndexProtocol> {
+        self.protocol
     }
 
     /// The report, saying why the index was not read.
@@ -160,7 +199,16 @@ impl Dlq {
     /// either leaves the queue through a pass.
     pub async fn group_report(&self, filter: &DeadLetterFilter) -> Result<GroupReport, Error> {
         let fallback = if self.use_index {
-            match index_groups(&*self.connection, &self.names, filter, self.index_readers).await {
+            let stream = self.stream_endpoint();
+            match index_groups(
+                &*self.connection,
+                &self.names,
+                filter,
+                self.index_readers,
+                stream.as_ref(),
+            )
+            .await
+            {
                 Ok(read) => {
                     return Ok(GroupReport {
                         groups: read.groups,
@@ -169,6 +217,7 @@ impl Dlq {
                         checkpoint: read
                             .checkpoint
                             .map(|offset| CheckpointNote::ReadFrom { offset }),
+                        protocol: read.protocol,
                     });
                 }
                 Err(why) => why,
@@ -223,6 +272,7 @@ impl Dlq {
                 source: GroupSource::Pass,
                 fallback: Some(IndexFallback::Absent),
                 checkpoint: None,
+                protocol: None,
             });
         }
         tracing::info!(
@@ -289,6 +339,7 @@ impl Dlq {
             source: GroupSource::Pass,
             fallback: Some(fallback),
             checkpoint,
+            protocol: None,
         })
     }
 

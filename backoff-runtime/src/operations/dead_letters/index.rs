@@ -31,6 +31,13 @@
 //! and a range where it was wrong (a key with entries in two ranges: a dead
 //! letter written twice alike) is read again with the tombstones left.
 //!
+//! The entries are read over the stream protocol when the broker serves it
+//! ([`Dlq::stream_protocol`](crate::Dlq::stream_protocol)): the broker then
+//! sends the stream's chunks as stored, which costs it a fraction of the
+//! deliveries; a range it cannot read that way (the port does not answer or
+//! refuses, a message it cannot turn back into AMQP 0-9-1) is read over
+//! AMQP, with a debug log line.
+//!
 //! After a [checkpoint](crate::operations::dead_letters::checkpoint), the read
 //! starts from it: its groups, the tombstones written after it, and the
 //! entries after its offset; a tombstone that cancels no such entry comes
@@ -53,6 +60,7 @@ use crate::error::Error;
 use crate::operations::dead_letters::checkpoint::{Checkpoint, Parts, is_part};
 use crate::operations::dead_letters::filter::DeadLetterFilter;
 use crate::operations::dead_letters::group::{DeadLetterGroup, GroupTally};
+use crate::operations::dead_letters::group_report::IndexProtocol;
 use crate::operations::dead_letters::index_fallback::IndexFallback;
 use crate::operations::dead_letters::index_stream::{
     STREAM_OFFSET, Until, mark_end, offset_now, read_to_marker, read_until, unreadable,
@@ -60,8 +68,9 @@ use crate::operations::dead_letters::index_stream::{
 use crate::operations::dead_letters::key::key_of;
 use crate::operations::dead_letters::message::DeadLetterMessage;
 use crate::operations::dead_letters::pass::pass_id;
+use crate::operations::dead_letters::stream_protocol::{self, StreamEndpoint};
 use crate::operations::dead_letters::tombstones::{group_of_number, removals_in};
-use crate::transport::Connection;
+use crate::transport::{Connection, Delivery};
 
 /// The groups an index read found, and where it started.
 #[derive(Debug)]
@@ -70,6 +79,9 @@ pub(crate) struct IndexRead {
     pub(crate) groups: Vec<DeadLetterGroup>,
     /// The entries' offset of the checkpoint it started from, if any.
     pub(crate) checkpoint: Option<u64>,
+    /// How its entries were read: over the stream protocol when every
+    /// range was; none when there were none to read.
+    pub(crate) protocol: Option<IndexProtocol>,
 }
 
 /// The fewest entries a range of a read holds: a shorter index is read by
@@ -85,13 +97,15 @@ struct Removed {
 }
 
 /// The groups of the dead letters in the queue of `names` that match
-/// `filter`, read from the index with up to `readers` channels at once;
-/// why not, when it cannot be.
+/// `filter`, read from the index with up to `readers` channels (or
+/// connections of the stream protocol at `stream`) at once; why not, when
+/// it cannot be.
 pub(crate) async fn index_groups(
     connection: &dyn Connection,
     names: &TopologyNames,
     filter: &DeadLetterFilter,
     readers: usize,
+    stream: Option<&StreamEndpoint>,
 ) -> Result<IndexRead, IndexFallback> {
     if filter.limit.is_some() {
         return Err(IndexFallback::Limited);
@@ -149,12 +163,21 @@ pub(crate) async fn index_groups(
         let from = start.map_or(0, |offset| offset.saturating_add(1));
         let ranges = split_offsets(from, end, readers, MIN_RANGE);
         let tombstones: HashMap<u64, u32> = removed.iter().map(|(k, r)| (*k, r.left)).collect();
-        let reads = try_join_all(
-            ranges
-                .iter()
-                .map(|range| read_range(connection, &entries, range.clone(), &tombstones, filter)),
-        )
+        let reads = try_join_all(ranges.iter().map(|range| {
+            read_range(
+                connection,
+                &entries,
+                range.clone(),
+                &tombstones,
+                filter,
+                stream,
+            )
+        }))
         .await?;
+        let protocol = reads
+            .iter()
+            .map(|read| read.protocol)
+            .reduce(|a, b| if a == b { a } else { IndexProtocol::Amqp });
         let mut ledger = TombstoneLedger::new(tombstones.clone());
         let mut live = 0;
         for (range, read) in ranges.into_iter().zip(reads) {
@@ -162,7 +185,7 @@ pub(crate) async fn index_groups(
                 read
             } else {
                 let left = ledger.left().clone();
-                let again = read_range(connection, &entries, range, &left, filter).await?;
+                let again = read_range(connection, &entries, range, &left, filter, stream).await?;
                 ledger.settle(&left, &again.seen);
                 again
             };
@@ -199,6 +222,7 @@ pub(crate) async fn index_groups(
         Ok(IndexRead {
             groups: tally.into_groups(),
             checkpoint: start,
+            protocol,
         })
     }
     .await;
@@ -207,7 +231,6 @@ pub(crate) async fn index_groups(
 }
 
 /// What one range of the entries held.
-#[derive(Default)]
 struct RangeRead {
     /// The groups of its live entries that match the filter.
     tally: GroupTally,
@@ -215,45 +238,80 @@ struct RangeRead {
     live: usize,
     /// Per tombstoned key, its entries of that key (cancelled or not).
     seen: HashMap<u64, u32>,
+    /// How it was read.
+    protocol: IndexProtocol,
 }
 
-/// Reads the entries of `stream` at the offsets `range` on a channel of its
-/// own, cancelling the first entries of each key with the tombstones
-/// `assumed` (see [`TombstoneLedger`]).
+impl RangeRead {
+    fn new(protocol: IndexProtocol) -> Self {
+        RangeRead {
+            tally: GroupTally::default(),
+            live: 0,
+            seen: HashMap::new(),
+            protocol,
+        }
+    }
+
+    /// Takes one entry: cancelled by a tombstone `assumed` left, or live
+    /// and grouped when it matches `filter`.
+    fn take(
+        &mut self,
+        delivery: &Delivery,
+        assumed: &HashMap<u64, u32>,
+        filter: &DeadLetterFilter,
+    ) {
+        let key = key_of(&delivery.properties);
+        if let Some(&tombstones) = assumed.get(&key) {
+            let seen = self.seen.entry(key).or_default();
+            *seen += 1;
+            if *seen <= tombstones {
+                return;
+            }
+        }
+        self.live += 1;
+        // Its position within the range: no filter reads it.
+        let mut summary = DeadLetterMessage::of(delivery, self.live - 1);
+        summary.headers.remove(STREAM_OFFSET);
+        if filter.matches_with_body(&summary, &delivery.data) {
+            self.tally.add(&summary);
+        }
+    }
+}
+
+/// Reads the entries of `stream` at the offsets `range`, over the stream
+/// protocol at `over` when it can, else on a channel of its own,
+/// cancelling the first entries of each key with the tombstones `assumed`
+/// (see [`TombstoneLedger`]).
 async fn read_range(
     connection: &dyn Connection,
     stream: &str,
     range: Range<u64>,
     assumed: &HashMap<u64, u32>,
     filter: &DeadLetterFilter,
+    over: Option<&StreamEndpoint>,
 ) -> Result<RangeRead, IndexFallback> {
+    if let Some(endpoint) = over {
+        let mut read = RangeRead::new(IndexProtocol::Stream);
+        match stream_protocol::read_range(endpoint, stream, range.clone(), |delivery| {
+            read.take(delivery, assumed, filter)
+        })
+        .await
+        {
+            Ok(()) => return Ok(read),
+            Err(e) => tracing::debug!("{e}; reading the range {range:?} over AMQP"),
+        }
+    }
     let channel = confirm_channel(connection, stream)
         .await
         .map_err(unreadable)?;
-    let mut read = RangeRead::default();
+    let mut read = RangeRead::new(IndexProtocol::Amqp);
     let after = range.start.checked_sub(1);
     let result = read_until(
         &*channel,
         stream,
         after,
         Until::Offset(range.end),
-        |delivery| {
-            let key = key_of(&delivery.properties);
-            if let Some(&tombstones) = assumed.get(&key) {
-                let seen = read.seen.entry(key).or_default();
-                *seen += 1;
-                if *seen <= tombstones {
-                    return;
-                }
-            }
-            read.live += 1;
-            // Its position within the range: no filter reads it.
-            let mut summary = DeadLetterMessage::of(delivery, read.live - 1);
-            summary.headers.remove(STREAM_OFFSET);
-            if filter.matches_with_body(&summary, &delivery.data) {
-                read.tally.add(&summary);
-            }
-        },
+        |delivery| read.take(delivery, assumed, filter),
     )
     .await;
     channel.close().await;

@@ -1,6 +1,7 @@
 //! Operating a dead-letter queue: [`Dlq`](dlq::Dlq) and what it reads and
 //! writes. A pass over the queue (`pass`) or a read of the index beside it
-//! (`index`, `index_stream`, `checkpoint`, `tombstones`), the filters and
+//! (`index`, `index_stream`, `stream_protocol`, `stream_message`, `checkpoint`,
+//! `tombstones`), the filters and
 //! groups they share (`filter`, `group`, `key`, `message`, `group_report`),
 //! and the records of export and import (`record`) and of an edit (`edit`).
 
@@ -23,4 +24,6 @@ pub(crate) mod record;
 pub(crate) mod replay;
 pub(crate) mod replay_options;
 pub(crate) mod report;
+pub(crate) mod stream_message;
+pub(crate) mod stream_protocol;
 pub(crate) mod tombstones;
