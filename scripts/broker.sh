@@ -106,7 +106,8 @@ enable_stream_online() {
 cmd_up() {
   local version=$1 start=$SECONDS
   if [ "$version" = 3.10 ]; then
-    exec "$here/ensure-broker.sh"
+    # Not passing the lock on: a node it starts outlives this script.
+    exec "$here/ensure-broker.sh" 9>&-
   fi
   rb_ensure_version "$version"
   prepare "$version"
