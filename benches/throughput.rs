@@ -19,16 +19,26 @@
 //! (`x-retry-count`, `x-error`, `x-failed-at`); `full` writes the same
 //! headers as the framework (those three, `x-dead-letter-reason` and
 //! `x-original-queue`/`-exchange`/`-routing-key`), so that the broker stores
-//! messages of the same size. `spawned` is the stronger loop a careful
-//! developer writes on a multi-thread runtime: `article`'s headers, one task
-//! spawned per delivery, each awaiting its republish's confirm, then acking.
+//! messages of the same size (and, on a retry copy, `x-retried-at` and
+//! `x-first-failed-at` beside `x-retry-count`, as the framework's do).
+//! `spawned` is the stronger loop a careful developer writes on a
+//! multi-thread runtime: `article`'s headers, one task spawned per delivery,
+//! each awaiting its republish's confirm, then acking; `spawned-full` is the
+//! same loop writing `full`'s headers: beside `spawned`, what the
+//! framework's headers cost, and against it the framework's loop on equal
+//! work.
+//!
+//! `BENCH_INDEX=off` unbinds the dead-letter index from the dead-letter
+//! exchange before a hand-written side runs (a hand-written topology has no
+//! index); the framework binds it again when it declares its topology, so
+//! its rows keep theirs.
 //!
 //! `scripts/bench.sh` (or `cargo bench --bench throughput`). Settings:
 //! `BENCH_N` messages a run (default 10000; S1 `BENCH_N_S1`, default 100000
 //! or `BENCH_N` when larger, to last long enough to read), `BENCH_REPS` runs of each side
 //! (default 3), `BENCH_SCENARIOS=S2,S3` to run only some,
 //! `BENCH_SIDES=framework,spawned` to run only some of `framework`, `article`,
-//! `spawned` and `full` (ratios are printed against each baseline that ran), or
+//! `spawned`, `spawned-full` and `full` (ratios are printed against each baseline that ran), or
 //! `guarded` too (`article` through the runtime's frame guard),
 //! `BENCH_PREFETCH` (default: the framework's default prefetch; a list such
 //! as `1,10,50` measures each and prints the curve), `BENCH_MEMORY=0` to
@@ -163,7 +173,8 @@ enum DeadLetterHeaders {
     /// The article's: `x-retry-count`, `x-error`, `x-failed-at`.
     Article,
     /// The framework's: the article's, `x-dead-letter-reason` and
-    /// `x-original-queue`/`-exchange`/`-routing-key`.
+    /// `x-original-queue`/`-exchange`/`-routing-key`; on a retry copy
+    /// `x-retried-at` and `x-first-failed-at` too.
     Full,
 }
 
@@ -256,9 +267,10 @@ async fn baseline_spawned(
     spec: ConsumerSpec,
     tally: Arc<Tally>,
     stop: ShutdownHandle,
+    dead_letter_headers: DeadLetterHeaders,
 ) {
     let (channel, mut consumer) = consuming(connection, &spec).await;
-    let route = Arc::new(Route::of(&spec, DeadLetterHeaders::Article, Retries::Tiers));
+    let route = Arc::new(Route::of(&spec, dead_letter_headers, Retries::Tiers));
     let mut tasks = tokio::task::JoinSet::new();
     loop {
         let delivery = tokio::select! {
@@ -329,6 +341,16 @@ async fn handle_delivery(
     if let Some((exchange, key, new_count, error)) = republish {
         let mut headers = delivery.properties.headers().clone().unwrap_or_default();
         headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(new_count));
+        if error.is_none() && dead_letter_headers == DeadLetterHeaders::Full {
+            // What the framework's retry copies say besides: when the copy
+            // entered its tier and, on a first failure, when it first failed.
+            let now = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+            let stamp = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes()));
+            headers.insert("x-retried-at".into(), stamp(&now));
+            if !headers.contains_key("x-first-failed-at") {
+                headers.insert("x-first-failed-at".into(), stamp(&now));
+            }
+        }
         if let Some(error) = error {
             let failed_at = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
             headers.insert(
@@ -458,15 +480,18 @@ enum Side {
     /// The stronger hand-written loop: `article`'s headers, a task spawned
     /// per delivery on the multi-thread runtime.
     Spawned,
+    /// `spawned` with the framework's headers (`full`'s).
+    SpawnedFull,
     /// The framework with `retry = "delayed"`. Only when named.
     FrameworkDelayed,
 }
 
 impl Side {
-    const ALL: [Side; 9] = [
+    const ALL: [Side; 10] = [
         Side::Framework,
         Side::Article,
         Side::Spawned,
+        Side::SpawnedFull,
         Side::Full,
         Side::Guarded,
         Side::DedupePostgres,
@@ -474,7 +499,13 @@ impl Side {
         Side::Delayed,
         Side::FrameworkDelayed,
     ];
-    const DEFAULT: [Side; 4] = [Side::Framework, Side::Article, Side::Spawned, Side::Full];
+    const DEFAULT: [Side; 5] = [
+        Side::Framework,
+        Side::Article,
+        Side::Spawned,
+        Side::SpawnedFull,
+        Side::Full,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -486,8 +517,18 @@ impl Side {
             Side::DedupeRedis => "dedupe=redis",
             Side::Delayed => "delayed",
             Side::Spawned => "spawned",
+            Side::SpawnedFull => "spawned-full",
             Side::FrameworkDelayed => "framework-delayed",
         }
+    }
+
+    /// Whether it is the framework (which declares its own topology, the
+    /// index included).
+    fn is_framework(self) -> bool {
+        matches!(
+            self,
+            Side::Framework | Side::FrameworkDelayed | Side::DedupePostgres | Side::DedupeRedis
+        )
     }
 
     fn dedupe(self) -> bool {
@@ -772,12 +813,17 @@ async fn start(
             });
             (stop, task)
         }
-        Side::Spawned => {
+        Side::Spawned | Side::SpawnedFull => {
+            let headers = if side == Side::Spawned {
+                DeadLetterHeaders::Article
+            } else {
+                DeadLetterHeaders::Full
+            };
             let stop = ShutdownHandle::default();
             let connection = connect(target).await;
             let (spec, tally, stop2) = (spec.clone(), tally.clone(), stop.clone());
             let task = tokio::spawn(async move {
-                baseline_spawned(&connection, spec, tally, stop2).await;
+                baseline_spawned(&connection, spec, tally, stop2, headers).await;
                 let _ = connection.close(200, "".into()).await;
             });
             (stop, task)
@@ -836,6 +882,22 @@ async fn declare(target: &Target, spec: &rabbit_backoff::ConsumerSpec, side: Sid
         .await
         .expect("declare");
     connection.close().await;
+    if !side.is_framework() && env_or("BENCH_INDEX", String::from("on")) == "off" {
+        // A hand-written topology has no index.
+        let admin = connect(target).await;
+        let channel = admin.create_channel().await.expect("channel");
+        let binding = &topology.dead_letter_index.binding;
+        channel
+            .queue_unbind(
+                binding.queue.as_str().into(),
+                binding.exchange.as_str().into(),
+                binding.routing_key.as_str().into(),
+                FieldTable::default(),
+            )
+            .await
+            .expect("unbinding the index");
+        let _ = admin.close(200, "".into()).await;
+    }
 }
 
 async fn run_once(
@@ -1391,7 +1453,7 @@ fn main() {
     };
     assert!(
         !sides.is_empty(),
-        "BENCH_SIDES names none of framework, article, spawned, full, guarded, dedupe=postgres, dedupe=redis, delayed, framework-delayed"
+        "BENCH_SIDES names none of framework, article, spawned, spawned-full, full, guarded, dedupe=postgres, dedupe=redis, delayed, framework-delayed"
     );
     let targets: Vec<Target> = env_or("BENCH_TARGETS", String::from("single-classic"))
         .split(',')
