@@ -34,8 +34,9 @@
 //! its rows keep theirs.
 //!
 //! `scripts/bench.sh` (or `cargo bench --bench throughput`). Settings:
-//! `BENCH_N` messages a run (default 10000; S1 `BENCH_N_S1`, default 100000
-//! or `BENCH_N` when larger, to last long enough to read), `BENCH_REPS` runs of each side
+//! `BENCH_N` messages a run (default 10000; S1 and S4 `BENCH_N_S1`, default
+//! 100000 or `BENCH_N` when larger, to last long enough to read: at 20 000
+//! they take under a second), `BENCH_REPS` runs of each side
 //! (default 3), `BENCH_SCENARIOS=S2,S3` to run only some,
 //! `BENCH_SIDES=framework,spawned` to run only some of `framework`, `article`,
 //! `spawned`, `spawned-full` and `full` (ratios are printed against each baseline that ran), or
@@ -1292,7 +1293,12 @@ async fn table(
         if !only.is_empty() && !only.split(',').any(|o| o == scenario.name) {
             continue;
         }
-        let n = if scenario.name == "S1" { n_s1 } else { n };
+        // S1 and S4, where most messages succeed, last long enough to read.
+        let n = if matches!(scenario.name, "S1" | "S4") {
+            n_s1
+        } else {
+            n
+        };
         // Per side: rates, CPU µs per message, duplicates, broker CPU µs
         // per message.
         let mut samples: Vec<(Vec<f64>, Vec<f64>, usize)> = vec![Default::default(); sides.len()];
@@ -1421,7 +1427,7 @@ fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let n = if full { env_or("BENCH_N", 10_000) } else { 300 };
     let reps = if full { env_or("BENCH_REPS", 3) } else { 1 };
-    // S1 lasts long enough to read: at least 100 000 messages.
+    // S1 and S4 last long enough to read: at least 100 000 messages.
     let n_s1 = if full {
         env_or("BENCH_N_S1", n.max(100_000))
     } else {
@@ -1472,7 +1478,7 @@ fn main() {
     rt.block_on(async {
         let names: Vec<&str> = sides.iter().map(|s| s.name()).collect();
                 println!(
-            "{n} messages a run (S1: {n_s1}), {reps} runs a side, prefetch = concurrency = {}, sides {} alternating, {}",
+            "{n} messages a run (S1 and S4: {n_s1}), {reps} runs a side, prefetch = concurrency = {}, sides {} alternating, {}",
             prefetches
                 .iter()
                 .map(u16::to_string)
