@@ -8,6 +8,7 @@ use std::time::Duration;
 use lapin::BasicProperties;
 use rabbit_backoff_core::{HeaderValue, RetryCount, headers, parse_failed_at, read_retry_count};
 
+use crate::settle::copy_properties::first_failed_at;
 use crate::telemetry::wall_clock;
 use crate::transport::amqp_values::header_view;
 
@@ -27,14 +28,10 @@ pub(crate) fn count_in(properties: &BasicProperties, name: &str) -> RetryCount {
     read_retry_count(header.as_ref())
 }
 
-/// How long ago the message first failed, from `x-first-failed-at`.
+/// How long ago the message first failed, from `x-first-failed-at` (or a
+/// first retry copy's `x-retried-at`, see [`first_failed_at`]).
 pub(crate) fn since_first_failure(properties: &BasicProperties) -> Option<Duration> {
-    let value = properties
-        .headers()
-        .as_ref()?
-        .inner()
-        .get(headers::FIRST_FAILED_AT)?;
-    let HeaderValue::Str(text) = header_view(value) else {
+    let HeaderValue::Str(text) = first_failed_at(properties)? else {
         return None;
     };
     let first = parse_failed_at(text)?;

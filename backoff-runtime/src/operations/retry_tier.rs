@@ -9,6 +9,7 @@ use crate::broker::confirm_channel::confirm_channel;
 use crate::error::Error;
 use crate::error::channel_error;
 use crate::operations::dead_letters::message::BODY_PREVIEW_LEN;
+use crate::settle::copy_properties::first_failed_at;
 use crate::transport::Connection;
 use crate::transport::amqp_values::header_view;
 
@@ -23,7 +24,8 @@ pub struct WaitingMessage {
     pub message_id: Option<String>,
     /// `x-retry-count`: the tiers it has entered, this one included.
     pub retry_count: Option<u32>,
-    /// `x-first-failed-at`: when it first failed.
+    /// When it first failed: `x-first-failed-at`, or on a first retry copy
+    /// (which carries none) its `x-retried-at`.
     pub first_failed_at: Option<String>,
     /// `x-retried-at`: when this copy entered the tier. Copies published by
     /// versions of the framework before the header existed have none.
@@ -131,7 +133,10 @@ fn waiting(
         retry_count: table
             .and_then(|t| t.inner().get(headers::RETRY_COUNT))
             .map(|v| read_retry_count(Some(&header_view(v))).count),
-        first_failed_at: text(headers::FIRST_FAILED_AT),
+        first_failed_at: first_failed_at(&delivery.properties).and_then(|v| match v {
+            HeaderValue::Str(s) => Some(s.to_owned()),
+            _ => None,
+        }),
         entered_at,
         due_at,
         body_len: delivery.data.len(),

@@ -3,10 +3,10 @@
 
 use lapin::BasicProperties;
 use lapin::types::ShortString;
-use rabbit_backoff_core::{HeaderValue, headers};
+use rabbit_backoff_core::{HeaderValue, headers, read_retry_count};
 
 use crate::telemetry::wall_clock::Stamp;
-use crate::transport::amqp_values::{PERSISTENT, amqp_value};
+use crate::transport::amqp_values::{PERSISTENT, amqp_value, header_view};
 
 /// The properties of a republished copy: every original header plus `set`,
 /// and `message_id`, `correlation_id`, `content_type`, `content_encoding`,
@@ -20,6 +20,49 @@ pub fn republish_properties(
     set: &[(&'static str, HeaderValue<'_>)],
 ) -> BasicProperties {
     copy_with(original, set.iter().cloned())
+}
+
+/// The properties of a dead letter of `original`: [`republish_properties`]
+/// with the dead letter's headers `set`, and `x-first-failed-at` when
+/// `original` says it only by its `x-retried-at` (a first retry copy, see
+/// [`first_failed_at`]).
+pub(crate) fn dead_letter_properties(
+    original: &BasicProperties,
+    set: &[(&'static str, HeaderValue<'_>)],
+) -> BasicProperties {
+    let implied = implied_first_failure(original);
+    copy_with(
+        original,
+        set.iter()
+            .cloned()
+            .chain(implied.map(|at| (headers::FIRST_FAILED_AT, at))),
+    )
+}
+
+/// When the message of `properties` first failed: its `x-first-failed-at`;
+/// on a first retry copy, which carries none (it would say what its
+/// `x-retried-at` says: it entered its tier at its first failure), its
+/// `x-retried-at`. `None` before any failure.
+pub(crate) fn first_failed_at(properties: &BasicProperties) -> Option<HeaderValue<'_>> {
+    let table = properties.headers().as_ref()?.inner();
+    match table.get(headers::FIRST_FAILED_AT) {
+        Some(first) => Some(header_view(first)),
+        None => implied_first_failure(properties),
+    }
+}
+
+/// The `x-retried-at` of a retry copy without `x-first-failed-at`: when it
+/// first failed.
+fn implied_first_failure(properties: &BasicProperties) -> Option<HeaderValue<'_>> {
+    let table = properties.headers().as_ref()?.inner();
+    if table.contains_key(headers::FIRST_FAILED_AT) {
+        return None;
+    }
+    let count = table.get(headers::RETRY_COUNT).map(header_view);
+    if read_retry_count(count.as_ref()).count == 0 {
+        return None;
+    }
+    table.get(headers::RETRIED_AT).map(header_view)
 }
 
 /// [`republish_properties`] with the headers of `set`.
@@ -70,28 +113,26 @@ pub(crate) fn now_rfc3339() -> Stamp {
 }
 
 /// The properties of a retry copy: the original's, with `x-retry-count` of
-/// `next_count`, `x-retried-at` of now and, on a first failure, `x-first-failed-at` (a copy of a
-/// message that failed before keeps the one it carries).
+/// `next_count` and `x-retried-at` of now.
+///
+/// `x-first-failed-at` is written once the copy's `x-retried-at` no longer
+/// says when the message first failed: a first retry copy carries none (it
+/// entered its tier at its first failure, and one header fewer costs the
+/// broker less on every hop: PERFORMANCE.md), the copy of a first retry
+/// copy takes that copy's `x-retried-at`, and later copies keep the one
+/// they carry. [`first_failed_at`] reads either.
 pub(crate) fn retry_properties(original: &BasicProperties, next_count: u32) -> BasicProperties {
     let count = (headers::RETRY_COUNT, HeaderValue::Int(next_count.into()));
     // When the copy enters its tier, so that its due time can be shown.
     let now = now_rfc3339();
     let entered = (headers::RETRIED_AT, HeaderValue::Str(&now));
-    let known = original
-        .headers()
-        .as_ref()
-        .is_some_and(|h| h.contains_key(headers::FIRST_FAILED_AT));
-    if known {
-        return copy_with(original, [count, entered]);
+    match implied_first_failure(original) {
+        Some(first) => copy_with(
+            original,
+            [count, entered, (headers::FIRST_FAILED_AT, first)],
+        ),
+        None => copy_with(original, [count, entered]),
     }
-    copy_with(
-        original,
-        [
-            count,
-            entered,
-            (headers::FIRST_FAILED_AT, HeaderValue::Str(&now)),
-        ],
-    )
 }
 
 #[cfg(test)]
@@ -134,6 +175,79 @@ mod tests {
         assert_eq!(retry_count_of(&counted).count, 1);
         let copy = republish_properties(&counted, &[(headers::RETRY_COUNT, HeaderValue::Int(2))]);
         assert_eq!(retry_count_of(&copy).count, 2);
+    }
+
+    fn text<'p>(properties: &'p BasicProperties, name: &str) -> Option<&'p str> {
+        match header_view(properties.headers().as_ref()?.inner().get(name)?) {
+            HeaderValue::Str(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    /// A first retry copy says when the message first failed by its
+    /// `x-retried-at` alone; the next copy, and a dead letter of it, write
+    /// that time as `x-first-failed-at`, which later copies keep.
+    #[test]
+    fn the_first_failure_is_written_once_the_copy_no_longer_says_it() {
+        let fresh = BasicProperties::default().with_message_id("m".into());
+        assert!(first_failed_at(&fresh).is_none());
+
+        let first = retry_properties(&fresh, 1);
+        assert_eq!(
+            text(&first, headers::FIRST_FAILED_AT),
+            None,
+            "one header fewer"
+        );
+        let entered = text(&first, headers::RETRIED_AT)
+            .expect("x-retried-at")
+            .to_owned();
+        assert_eq!(
+            first_failed_at(&first),
+            Some(HeaderValue::Str(&entered)),
+            "read from x-retried-at"
+        );
+
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let second = retry_properties(&first, 2);
+        assert_eq!(
+            text(&second, headers::FIRST_FAILED_AT),
+            Some(entered.as_str())
+        );
+        assert_ne!(text(&second, headers::RETRIED_AT), Some(entered.as_str()));
+        let third = retry_properties(&second, 3);
+        assert_eq!(
+            text(&third, headers::FIRST_FAILED_AT),
+            Some(entered.as_str())
+        );
+
+        let dead = dead_letter_properties(&first, &[(headers::ERROR, HeaderValue::Str("no"))]);
+        assert_eq!(
+            text(&dead, headers::FIRST_FAILED_AT),
+            Some(entered.as_str())
+        );
+        let dead_later = dead_letter_properties(&third, &[]);
+        assert_eq!(
+            text(&dead_later, headers::FIRST_FAILED_AT),
+            Some(entered.as_str())
+        );
+        // A first failure dead-lettered at once: x-failed-at says it.
+        let dead_at_once = dead_letter_properties(&fresh, &[]);
+        assert_eq!(text(&dead_at_once, headers::FIRST_FAILED_AT), None);
+
+        // A replayed message (no x-retry-count) keeps a stale x-retried-at,
+        // which says nothing of its new first failure.
+        let mut replayed = FieldTable::default();
+        for (name, value) in first.headers().as_ref().expect("headers").inner() {
+            if name.as_str() != headers::RETRY_COUNT {
+                replayed.insert(name.clone(), value.clone());
+            }
+        }
+        let replayed = BasicProperties::default().with_headers(replayed);
+        assert!(first_failed_at(&replayed).is_none());
+        assert_eq!(
+            text(&retry_properties(&replayed, 1), headers::FIRST_FAILED_AT),
+            None
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use rabbit_backoff_core::{
 use crate::broker::declare::establish_topology;
 use crate::error::PublishFailure;
 use crate::settle::acks::Acks;
-use crate::settle::copy_properties::{now_rfc3339, republish_properties, retry_properties};
+use crate::settle::copy_properties::{dead_letter_properties, now_rfc3339, retry_properties};
 use crate::settle::encoded_size::content_header_len;
 use crate::settle::settlement::{Settler, Target};
 use crate::settle::shrink_copy::{TooLarge, without_largest_headers};
@@ -262,7 +262,7 @@ impl Executor {
                         self.dead_letter(original, reason, original.error, &failed_at);
                     // A dead letter at the first failure carries no
                     // `x-first-failed-at`: it would say what `x-failed-at` says.
-                    republish_properties(original.properties, &dead_letter.headers())
+                    dead_letter_properties(original.properties, &dead_letter.headers())
                 }
             };
             self.settler.fit(properties, target)
@@ -360,7 +360,7 @@ impl Executor {
         let (error, failed_at) = (truncate_error(&error), now_rfc3339());
         let dead_letter =
             self.dead_letter(original, DeadLetterReason::Oversized, &error, &failed_at);
-        let properties = republish_properties(original.properties, &dead_letter.headers());
+        let properties = dead_letter_properties(original.properties, &dead_letter.headers());
         let target = self.dead_letter_target();
         match without_largest_headers(properties, self.settler.copy_limit(&target)) {
             Some((properties, dropped)) => {
