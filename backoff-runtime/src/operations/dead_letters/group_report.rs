@@ -12,6 +12,7 @@ use crate::operations::dead_letters::filter::DeadLetterFilter;
 use crate::operations::dead_letters::group::{DeadLetterGroup, GroupTally};
 use crate::operations::dead_letters::index::{index_exists, index_groups};
 use crate::operations::dead_letters::index_fallback::IndexFallback;
+use crate::operations::dead_letters::index_protocol::IndexProtocol;
 use crate::operations::dead_letters::message::DeadLetterMessage;
 
 use crate::error::Error;
@@ -42,33 +43,6 @@ impl GroupSource {
         match self {
             GroupSource::Index => "index",
             GroupSource::Pass => "pass",
-        }
-    }
-}
-
-/// How a read of the dead-letter index read its entries
-/// ([`GroupReport::index_protocol`]).
-///
-/// ```
-/// use rabbit_backoff::dead_letters::IndexProtocol;
-///
-/// assert_eq!(IndexProtocol::Stream.as_str(), "stream protocol");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum IndexProtocol {
-    /// RabbitMQ's stream protocol ([`Dlq::stream_protocol`](crate::Dlq::stream_protocol)).
-    Stream,
-    /// AMQP 0-9-1 (for some or all of its ranges).
-    Amqp,
-}
-
-impl IndexProtocol {
-    /// `stream protocol` or `AMQP`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IndexProtocol::Stream => "stream protocol",
-            IndexProtocol::Amqp => "AMQP",
         }
     }
 }

@@ -60,8 +60,8 @@ use crate::error::Error;
 use crate::operations::dead_letters::checkpoint::{Checkpoint, Parts, is_part};
 use crate::operations::dead_letters::filter::DeadLetterFilter;
 use crate::operations::dead_letters::group::{DeadLetterGroup, GroupTally};
-use crate::operations::dead_letters::group_report::IndexProtocol;
 use crate::operations::dead_letters::index_fallback::IndexFallback;
+use crate::operations::dead_letters::index_protocol::IndexProtocol;
 use crate::operations::dead_letters::index_stream::{
     STREAM_OFFSET, Until, mark_end, offset_now, read_to_marker, read_until, unreadable,
 };

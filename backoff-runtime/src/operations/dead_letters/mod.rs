@@ -15,6 +15,7 @@ pub(crate) mod group;
 pub(crate) mod group_report;
 pub(crate) mod index;
 pub(crate) mod index_fallback;
+pub(crate) mod index_protocol;
 pub(crate) mod index_stream;
 pub(crate) mod key;
 pub(crate) mod message;
