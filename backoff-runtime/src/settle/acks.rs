@@ -125,24 +125,16 @@ struct Flush {
 
 impl Flush {
     async fn send(self) {
-        if self.singles.is_empty() {
-            if let Some(last) = self.run {
-                report(last.ack_multiple().await);
-            }
-            return;
-        }
         // Every frame is queued, in order, as its future is first polled:
         // one wait for all of them, not one each.
-        let run = self.run.as_ref().map(Acker::ack_multiple);
-        let singles = futures_util::future::join_all(self.singles.iter().map(Acker::ack));
-        match run {
-            Some(run) => {
-                let (run, singles) = futures_util::future::join(run, singles).await;
-                report(run);
-                singles.into_iter().for_each(report);
+        let run = async {
+            if let Some(last) = &self.run {
+                report(last.ack_multiple().await);
             }
-            None => singles.await.into_iter().for_each(report),
-        }
+        };
+        let singles = futures_util::future::join_all(self.singles.iter().map(Acker::ack));
+        let ((), singles) = futures_util::future::join(run, singles).await;
+        singles.into_iter().for_each(report);
     }
 }
 
@@ -331,6 +323,17 @@ mod tests {
             Acker::new(Recorded {
                 tag,
                 wire: self.clone(),
+                written: None,
+            })
+        }
+
+        /// An acker whose acks are recorded at once and written only when
+        /// `written` lets them be (as lapin's I/O thread does later).
+        fn gated(&self, tag: u64, written: &Arc<tokio::sync::Semaphore>) -> Acker {
+            Acker::new(Recorded {
+                tag,
+                wire: self.clone(),
+                written: Some(Arc::clone(written)),
             })
         }
 
@@ -342,6 +345,8 @@ mod tests {
     struct Recorded {
         tag: u64,
         wire: Wire,
+        /// Holds each ack until the test lets it be written.
+        written: Option<Arc<tokio::sync::Semaphore>>,
     }
 
     impl Settle for Recorded {
@@ -350,12 +355,14 @@ mod tests {
         }
 
         fn ack(&self, multiple: bool) -> BoxFuture<'_, Result<(), TransportError>> {
-            let sent = Sent::Ack {
+            self.wire.0.lock().unwrap().push(Sent::Ack {
                 tag: self.tag,
                 multiple,
-            };
+            });
             Box::pin(async move {
-                self.wire.0.lock().unwrap().push(sent);
+                if let Some(written) = &self.written {
+                    written.acquire().await.expect("open").forget();
+                }
                 Ok(())
             })
         }
@@ -380,40 +387,6 @@ mod tests {
         }
     }
 
-    /// A channel whose acks are written at once and confirmed written only
-    /// when the test lets them be (as lapin's I/O thread does later).
-    struct Gated {
-        tag: u64,
-        wire: Wire,
-        written: Arc<tokio::sync::Semaphore>,
-    }
-
-    impl Settle for Gated {
-        fn delivery_tag(&self) -> u64 {
-            self.tag
-        }
-
-        fn ack(&self, multiple: bool) -> BoxFuture<'_, Result<(), TransportError>> {
-            let sent = Sent::Ack {
-                tag: self.tag,
-                multiple,
-            };
-            self.wire.0.lock().unwrap().push(sent);
-            Box::pin(async move {
-                self.written.acquire().await.expect("open").forget();
-                Ok(())
-            })
-        }
-
-        fn nack(&self, _: bool) -> BoxFuture<'_, Result<(), TransportError>> {
-            unreachable!("acks only")
-        }
-
-        fn fail(&self) -> BoxFuture<'_, Result<(), TransportError>> {
-            unreachable!("acks only")
-        }
-    }
-
     /// Those held back go out together: the flush does not wait for one to
     /// be written before sending the next (each wait is a round trip to the
     /// connection's I/O thread, which cost S4 a quarter of its CPU).
@@ -421,16 +394,9 @@ mod tests {
     async fn a_flush_sends_every_ack_before_waiting_for_any() {
         let wire = Wire::default();
         let written = Arc::new(tokio::sync::Semaphore::new(0));
-        let gated = |tag| {
-            Acker::new(Gated {
-                tag,
-                wire: wire.clone(),
-                written: Arc::clone(&written),
-            })
-        };
         let acks = Arc::new(acks(10, 1..=6));
         for tag in [1, 2, 4, 5, 6] {
-            acks.ack(gated(tag)).await;
+            acks.ack(wire.gated(tag, &written)).await;
         }
         let flush = tokio::spawn({
             let acks = Arc::clone(&acks);
