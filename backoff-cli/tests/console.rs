@@ -355,31 +355,39 @@ impl Browser {
         }
     }
 
-    /// The text of `css`, once the page has filled it in (views load their
-    /// data after they appear): empty only if it stays empty.
-    /// Clicks `button` until `css` shows a text (a re-render of the list
-    /// can close what a click opened), for at most [`PATIENCE`]; that text.
-    async fn shown_after_click(&self, button: &str, css: &str) -> String {
+    /// Shows the dead letter `id`: clicks its "Show" until the message
+    /// panel holds that message, for at most [`PATIENCE`]. A click is
+    /// dispatched where the button was found, so when the page re-renders
+    /// the list in between (it reloads its view by itself whenever the
+    /// polled depth of the dead-letter queue changes, and RabbitMQ 4's
+    /// management API reports depths late), it can land on another row or
+    /// none and show nothing.
+    async fn show_message(&self, id: &str) {
+        let button = format!("#messages tr[data-message-id=\"{id}\"] button.show");
+        let shown = format!(
+            "return !document.getElementById('message').hidden \
+             && document.getElementById('message-id').textContent === {};",
+            serde_json::to_string(id).unwrap()
+        );
         let started = Instant::now();
         loop {
-            self.click(button).await;
+            self.click(&button).await;
             let waited = Instant::now();
             while waited.elapsed() < Duration::from_secs(2) {
-                if let Ok(element) = self.client.find(Locator::Css(css)).await {
-                    let text = element.text().await.unwrap_or_default();
-                    if !text.is_empty() {
-                        return text;
-                    }
+                if self.eval(&shown).await == Value::Bool(true) {
+                    return;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             assert!(
                 started.elapsed() < PATIENCE,
-                "{css} stayed empty after clicking {button} for {PATIENCE:?}"
+                "message {id} was not shown after clicking its Show for {PATIENCE:?}"
             );
         }
     }
 
+    /// The text of `css`, once the page has filled it in (views load their
+    /// data after they appear): empty only if it stays empty.
     async fn text(&self, css: &str) -> String {
         let started = Instant::now();
         loop {
@@ -558,8 +566,7 @@ async fn the_page_groups_dead_letters_shows_hostile_ones_as_text_and_replays_a_g
         hostile["id"].as_str().unwrap()
     ))
     .await;
-    b.click("#messages tr[data-message-id=\"hostile\"] button.show")
-        .await;
+    b.show_message("hostile").await;
     assert_eq!(b.text("#message-body").await, HOSTILE_BODY);
     assert_eq!(b.text("#message-error").await, HOSTILE_ERROR);
     let ran = b
@@ -1038,15 +1045,8 @@ async fn the_page_fits_the_window_and_finds_selects_edits_exports_audits_and_lis
     );
     fits(b, "the whole error shown").await;
     b.click(&format!("{wide_row} button.messages")).await;
-    // The view can render its messages again while they load under a
-    // loaded machine, closing what was shown: show it again until it stays.
-    let shown = b
-        .shown_after_click(
-            "#messages tr[data-message-id=\"wide\"] button.show",
-            "#message-error",
-        )
-        .await;
-    assert_eq!(shown, wide_error);
+    b.show_message("wide").await;
+    assert_eq!(b.text("#message-error").await, wide_error);
     fits(b, "the message").await;
 
     // A search finds the text anywhere in the body, whatever its case.
@@ -1187,8 +1187,7 @@ async fn the_page_fits_the_window_and_finds_selects_edits_exports_audits_and_lis
         "return document.getElementById('messages-title').textContent.startsWith('1 message(s)')",
     )
     .await;
-    b.click("#messages tr[data-message-id=\"fix-me\"] button.show")
-        .await;
+    b.show_message("fix-me").await;
     b.click("#message-edit").await;
     b.until(
         "the whole body to edit",
@@ -1325,8 +1324,7 @@ async fn the_page_fits_the_window_and_finds_selects_edits_exports_audits_and_lis
     if let Ok(path) = std::env::var("CONSOLE_SCREENSHOT") {
         b.click("#search-clear").await;
         b.until("every dead letter", "return document.getElementById('messages-title').textContent.startsWith('3 message(s)')").await;
-        b.click("#messages tr[data-message-id=\"wide\"] button.show")
-            .await;
+        b.show_message("wide").await;
         b.client.set_window_size(1400, 1500).await.unwrap();
         b.eval("window.scrollTo(0, 0)").await;
         tokio::time::sleep(Duration::from_millis(300)).await;
