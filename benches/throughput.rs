@@ -18,9 +18,11 @@
 //! of the article a hand-written consumer is usually copied from
 //! (`x-retry-count`, `x-error`, `x-failed-at`); `full` writes the same
 //! headers as the framework (those three, `x-dead-letter-reason` and
-//! `x-original-queue`/`-exchange`/`-routing-key`), so that the broker stores
-//! messages of the same size (and, on a retry copy, `x-retried-at` and
-//! `x-first-failed-at` beside `x-retry-count`, as the framework's do).
+//! `x-original-queue`/`-exchange`/`-routing-key`, leaving out what the
+//! framework leaves out: a count of 0, an exchange or routing key equal to
+//! the queue's name), so that the broker stores messages of the same size
+//! (and, on a retry copy, `x-retried-at` beside `x-retry-count`, and from
+//! the second copy `x-first-failed-at`, as the framework's do).
 //! `spawned` is the stronger loop a careful developer writes on a
 //! multi-thread runtime: `article`'s headers, one task spawned per delivery,
 //! each awaiting its republish's confirm, then acking; `spawned-full` is the
@@ -174,8 +176,10 @@ enum DeadLetterHeaders {
     /// The article's: `x-retry-count`, `x-error`, `x-failed-at`.
     Article,
     /// The framework's: the article's, `x-dead-letter-reason` and
-    /// `x-original-queue`/`-exchange`/`-routing-key`; on a retry copy
-    /// `x-retried-at` and `x-first-failed-at` too.
+    /// `x-original-queue`/`-exchange`/`-routing-key`, without what they
+    /// imply (a count of 0, an exchange or key equal to the queue's name);
+    /// on a retry copy `x-retried-at` too, and from the second copy
+    /// `x-first-failed-at`.
     Full,
 }
 
@@ -341,16 +345,25 @@ async fn handle_delivery(
     };
     if let Some((exchange, key, new_count, error)) = republish {
         let mut headers = delivery.properties.headers().clone().unwrap_or_default();
-        headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(new_count));
+        // The framework's dead letters leave out a count of 0 (as they leave
+        // out an origin its queue implies, below); the article writes it.
+        if new_count != 0 || dead_letter_headers == DeadLetterHeaders::Article {
+            headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(new_count));
+        }
         if error.is_none() && dead_letter_headers == DeadLetterHeaders::Full {
             // What the framework's retry copies say besides: when the copy
             // entered its tier and, on a first failure, when it first failed.
             let now = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
             let stamp = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes()));
-            headers.insert("x-retried-at".into(), stamp(&now));
-            if !headers.contains_key("x-first-failed-at") {
-                headers.insert("x-first-failed-at".into(), stamp(&now));
+            // A first copy's `x-retried-at` says when it first failed; a
+            // later copy keeps that as `x-first-failed-at`.
+            if new_count > 1
+                && !headers.contains_key("x-first-failed-at")
+                && let Some(first) = headers.inner().get("x-retried-at").cloned()
+            {
+                headers.insert("x-first-failed-at".into(), first);
             }
+            headers.insert("x-retried-at".into(), stamp(&now));
         }
         if let Some(error) = error {
             let failed_at = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
@@ -367,14 +380,14 @@ async fn handle_delivery(
                 let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes()));
                 headers.insert("x-dead-letter-reason".into(), text("permanent"));
                 headers.insert("x-original-queue".into(), text(queue));
-                headers.insert(
-                    "x-original-exchange".into(),
-                    text(delivery.exchange.as_str()),
-                );
-                headers.insert(
-                    "x-original-routing-key".into(),
-                    text(delivery.routing_key.as_str()),
-                );
+                for (name, value) in [
+                    ("x-original-exchange", delivery.exchange.as_str()),
+                    ("x-original-routing-key", delivery.routing_key.as_str()),
+                ] {
+                    if value != queue.as_str() {
+                        headers.insert(name.into(), text(value));
+                    }
+                }
             }
         }
         let properties = delivery

@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -249,8 +250,46 @@ async fn permanent_failures_skip_the_tiers(backend: Backend) {
         header_str(&dead.properties, "x-dead-letter-reason").as_deref(),
         Some("permanent")
     );
-    assert_eq!(header_int(&dead.properties, "x-retry-count"), Some(0));
+    // No retry tier: no count (read as 0).
+    assert_eq!(header_int(&dead.properties, "x-retry-count"), None);
     assert_eq!(h.journal.calls_for(3).len(), 1);
+    h.stop().await;
+}
+
+/// A dead letter names where it came from, leaving out what its
+/// `x-original-queue` already says: through the work exchange (named after
+/// the queue) with the queue's name as routing key, neither
+/// `x-original-exchange` nor `x-original-routing-key`; through the default
+/// exchange, `x-original-exchange` of `""`. Neither went through a retry
+/// tier: no `x-retry-count`.
+async fn dead_letters_name_their_origin_where_the_queue_does_not(backend: Backend) {
+    let h = Harness::start(&backend, "sem-origin", |_| {}).await;
+    let queue = h.spec.queue.clone();
+    h.publish(&Job::new(1, Fail::Permanent, None), props())
+        .await;
+    let body = serde_json::to_vec(&Job::new(2, Fail::Permanent, None)).unwrap();
+    h.on.publish_via("", &queue, &body, props()).await;
+    let mut dead = BTreeMap::new();
+    for _ in 0..2 {
+        let d = h.next_dead_letter().await;
+        let job: Job = serde_json::from_slice(&d.data).unwrap();
+        dead.insert(job.id, d.properties);
+    }
+    let origin = |p: &BasicProperties| {
+        (
+            header_str(p, "x-original-queue"),
+            header(p, "x-original-exchange").map(|_| header_str(p, "x-original-exchange")),
+            header(p, "x-original-routing-key").is_some(),
+        )
+    };
+    assert_eq!(origin(&dead[&1]), (Some(queue.clone()), None, false));
+    assert_eq!(
+        origin(&dead[&2]),
+        (Some(queue.clone()), Some(Some(String::new())), false)
+    );
+    for p in dead.values() {
+        assert_eq!(header(p, "x-retry-count"), None);
+    }
     h.stop().await;
 }
 
@@ -1026,7 +1065,11 @@ async fn delayed_retries_wait_on_4_3_and_are_refused_before(backend: Backend) {
         header_str(permanent, "x-dead-letter-reason").as_deref(),
         Some("permanent")
     );
-    assert_eq!(header_int(permanent, "x-retry-count"), Some(0));
+    assert_eq!(
+        header_int(permanent, "x-retry-count"),
+        None,
+        "no tier, no count"
+    );
     assert_eq!(
         header_str(permanent, "x-error").as_deref(),
         Some("job 3 is invalid")
@@ -1108,6 +1151,7 @@ on_every_broker!(
     each_tier_in_turn_then_success,
     exhausted_messages_carry_their_story,
     permanent_failures_skip_the_tiers,
+    dead_letters_name_their_origin_where_the_queue_does_not,
     undecodable_bodies_are_dead_lettered,
     odd_retry_counts_are_read_tolerantly,
     the_retry_count_ignores_x_death,

@@ -94,6 +94,15 @@ pub fn truncate_error_to(error: &str, max: usize) -> String {
 /// headers and properties. It borrows its text, so that a copy's headers are
 /// written straight from where the failure was seen.
 ///
+/// A dead letter leaves out what its other headers imply, and readers take
+/// it back ([`DeadLetter::implied`]): `x-retry-count` of 0 (it went through
+/// no retry tier, as a fresh message counts), and `x-original-exchange` and
+/// `x-original-routing-key` equal to `x-original-queue` (the framework's
+/// work exchange and binding are named after the queue by default). Every
+/// header costs the broker on each message it routes and stores, the
+/// dead-letter index's copy included: on a flood of permanent failures these
+/// three are about a tenth of its work (PERFORMANCE.md).
+///
 /// ```
 /// use rabbit_backoff::{DeadLetter, DeadLetterReason, HeaderValue};
 ///
@@ -102,8 +111,14 @@ pub fn truncate_error_to(error: &str, max: usize) -> String {
 ///     "order 7 not found",
 ///     "2026-01-01T00:00:00.000Z",
 /// )
-/// .with_origin("orders", "orders", "orders");
-/// assert!(dead_letter.headers().contains(&("x-error", HeaderValue::Str("order 7 not found"))));
+/// .with_origin("orders", "orders", "orders.eu");
+/// let headers = dead_letter.headers();
+/// assert!(headers.contains(&("x-error", Some(HeaderValue::Str("order 7 not found")))));
+/// // Where it came from: the queue, and the routing key that differs from it.
+/// assert!(headers.contains(&("x-original-routing-key", Some(HeaderValue::Str("orders.eu")))));
+/// assert!(headers.contains(&("x-original-exchange", None)));
+/// // No retry tier: no count.
+/// assert!(headers.contains(&("x-retry-count", None)));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -166,26 +181,63 @@ impl<'a> DeadLetter<'a> {
         self
     }
 
-    /// The headers to set, as name and value.
-    pub fn headers(&self) -> [(&'static str, HeaderValue<'a>); 7] {
+    /// The headers to write, as name and value: `None` for a header left
+    /// out because it holds its [implied](Self::implied) value. A copy
+    /// removes a header left out, so that none the original carried says
+    /// otherwise.
+    pub fn headers(&self) -> [(&'static str, Option<HeaderValue<'a>>); 7] {
+        let unless_queue =
+            |value: &'a str| (value != self.queue || value.is_empty()).then_some(value);
         [
             (
                 headers::RETRY_COUNT,
-                HeaderValue::Int(self.retry_count.into()),
+                (self.retry_count != 0).then_some(HeaderValue::Int(self.retry_count.into())),
             ),
-            (headers::ERROR, HeaderValue::Str(self.error)),
-            (headers::FAILED_AT, HeaderValue::Str(self.failed_at)),
+            (headers::ERROR, Some(HeaderValue::Str(self.error))),
+            (headers::FAILED_AT, Some(HeaderValue::Str(self.failed_at))),
             (
                 headers::DEAD_LETTER_REASON,
-                HeaderValue::Str(self.reason.as_str()),
+                Some(HeaderValue::Str(self.reason.as_str())),
             ),
-            (headers::ORIGINAL_QUEUE, HeaderValue::Str(self.queue)),
-            (headers::ORIGINAL_EXCHANGE, HeaderValue::Str(self.exchange)),
+            (headers::ORIGINAL_QUEUE, Some(HeaderValue::Str(self.queue))),
+            (
+                headers::ORIGINAL_EXCHANGE,
+                unless_queue(self.exchange).map(HeaderValue::Str),
+            ),
             (
                 headers::ORIGINAL_ROUTING_KEY,
-                HeaderValue::Str(self.routing_key),
+                unless_queue(self.routing_key).map(HeaderValue::Str),
             ),
         ]
+    }
+
+    /// The value a dead letter of the framework (one with
+    /// `x-dead-letter-reason`) means when it leaves out the header `name`
+    /// ([`headers`](Self::headers)): 0 for `x-retry-count`, its
+    /// `x-original-queue` (`original_queue`) for `x-original-exchange` and
+    /// `x-original-routing-key`. `None` for any other header, or without
+    /// `x-original-queue`: a copy too large for a frame leaves out all three
+    /// `x-original-*` headers, and then where it came from is not known.
+    ///
+    /// ```
+    /// use rabbit_backoff::{DeadLetter, HeaderValue};
+    ///
+    /// assert_eq!(
+    ///     DeadLetter::implied("x-original-routing-key", Some("orders")),
+    ///     Some(HeaderValue::Str("orders"))
+    /// );
+    /// assert_eq!(DeadLetter::implied("x-original-routing-key", None), None);
+    /// assert_eq!(DeadLetter::implied("x-retry-count", None), Some(HeaderValue::Int(0)));
+    /// assert_eq!(DeadLetter::implied("x-error", Some("orders")), None);
+    /// ```
+    pub fn implied(name: &str, original_queue: Option<&'a str>) -> Option<HeaderValue<'a>> {
+        match name {
+            headers::RETRY_COUNT => Some(HeaderValue::Int(0)),
+            headers::ORIGINAL_EXCHANGE | headers::ORIGINAL_ROUTING_KEY => original_queue
+                .filter(|queue| !queue.is_empty())
+                .map(HeaderValue::Str),
+            _ => None,
+        }
     }
 }
 
@@ -219,12 +271,67 @@ mod tests {
             error: "db down",
             failed_at: "2026-01-01T00:00:00Z",
             queue: "orders",
-            exchange: "orders",
-            routing_key: "orders",
+            exchange: "",
+            routing_key: "orders.eu",
         };
         let h = dl.headers();
-        assert!(h.contains(&("x-retry-count", HeaderValue::Int(3))));
-        assert!(h.contains(&("x-dead-letter-reason", HeaderValue::Str("exhausted"))));
-        assert!(h.contains(&("x-error", HeaderValue::Str("db down"))));
+        assert!(h.contains(&("x-retry-count", Some(HeaderValue::Int(3)))));
+        assert!(h.contains(&("x-dead-letter-reason", Some(HeaderValue::Str("exhausted")))));
+        assert!(h.contains(&("x-error", Some(HeaderValue::Str("db down")))));
+        assert!(h.contains(&("x-original-queue", Some(HeaderValue::Str("orders")))));
+        // The default exchange is not the queue's: written.
+        assert!(h.contains(&("x-original-exchange", Some(HeaderValue::Str("")))));
+        assert!(h.contains(&(
+            "x-original-routing-key",
+            Some(HeaderValue::Str("orders.eu"))
+        )));
+    }
+
+    /// What is left out is what a reader implies: reading every header back,
+    /// with [`DeadLetter::implied`] for those left out, gives what was
+    /// dead-lettered.
+    #[test]
+    fn what_is_left_out_reads_back_as_implied() {
+        for (count, exchange, key) in [
+            (0, "orders", "orders"),
+            (0, "", "orders"),
+            (2, "orders", "orders.eu"),
+            (1, "shop", "orders"),
+        ] {
+            let dl = DeadLetter::new(DeadLetterReason::Permanent, "e", "t")
+                .with_retry_count(count)
+                .with_origin("orders", exchange, key);
+            let written = dl.headers();
+            let read = |name: &str| {
+                let (_, value) = written.iter().find(|(n, _)| *n == name).unwrap();
+                value
+                    .clone()
+                    .or_else(|| DeadLetter::implied(name, Some("orders")))
+            };
+            assert_eq!(read("x-retry-count"), Some(HeaderValue::Int(count.into())),);
+            assert_eq!(
+                read("x-original-exchange"),
+                Some(HeaderValue::Str(exchange))
+            );
+            assert_eq!(read("x-original-routing-key"), Some(HeaderValue::Str(key)));
+        }
+        let left_out = |count, exchange, key| {
+            DeadLetter::new(DeadLetterReason::Permanent, "e", "t")
+                .with_retry_count(count)
+                .with_origin("orders", exchange, key)
+                .headers()
+                .iter()
+                .filter(|(_, v)| v.is_none())
+                .count()
+        };
+        assert_eq!(
+            left_out(0, "orders", "orders"),
+            3,
+            "the framework's default topology"
+        );
+        assert_eq!(left_out(4, "", "orders.eu"), 0);
+        // Without a queue (an empty origin) nothing can be implied from it.
+        let no_origin = DeadLetter::new(DeadLetterReason::Decode, "e", "t").headers();
+        assert!(no_origin.contains(&("x-original-routing-key", Some(HeaderValue::Str("")))));
     }
 }

@@ -62,9 +62,21 @@ impl OnBroker {
 
     pub async fn publish_raw(&self, body: &[u8], properties: BasicProperties) {
         let names = self.spec.names();
+        self.publish_via(&names.exchange, &names.routing_key, body, properties)
+            .await;
+    }
+
+    /// Publishes `body` to `exchange` with `routing_key`, confirmed.
+    pub async fn publish_via(
+        &self,
+        exchange: &str,
+        routing_key: &str,
+        body: &[u8],
+        properties: BasicProperties,
+    ) {
         let confirm = self
             .channel
-            .publish(&names.exchange, &names.routing_key, body, properties)
+            .publish(exchange, routing_key, body, properties)
             .await
             .expect("publish");
         assert_eq!(confirm, Confirm::Ack);

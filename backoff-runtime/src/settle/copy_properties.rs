@@ -2,7 +2,7 @@
 //! header kept, its own headers set, the time stamped.
 
 use lapin::BasicProperties;
-use lapin::types::ShortString;
+use lapin::types::{FieldTable, ShortString};
 use rabbit_backoff_core::{HeaderValue, headers, read_retry_count};
 
 use crate::telemetry::wall_clock::Stamp;
@@ -19,23 +19,27 @@ pub fn republish_properties(
     original: &BasicProperties,
     set: &[(&'static str, HeaderValue<'_>)],
 ) -> BasicProperties {
-    copy_with(original, set.iter().cloned())
+    copy_with(
+        original,
+        set.iter().map(|(name, value)| (*name, Some(value.clone()))),
+    )
 }
 
 /// The properties of a dead letter of `original`: [`republish_properties`]
-/// with the dead letter's headers `set`, and `x-first-failed-at` when
+/// with the dead letter's headers `set` (without those it leaves out,
+/// [`DeadLetter::headers`](rabbit_backoff_core::DeadLetter::headers)), and `x-first-failed-at` when
 /// `original` says it only by its `x-retried-at` (a first retry copy, see
 /// [`first_failed_at`]).
 pub(crate) fn dead_letter_properties(
     original: &BasicProperties,
-    set: &[(&'static str, HeaderValue<'_>)],
+    set: &[(&'static str, Option<HeaderValue<'_>>)],
 ) -> BasicProperties {
     let implied = implied_first_failure(original);
     copy_with(
         original,
         set.iter()
             .cloned()
-            .chain(implied.map(|at| (headers::FIRST_FAILED_AT, at))),
+            .chain(implied.map(|at| (headers::FIRST_FAILED_AT, Some(at)))),
     )
 }
 
@@ -65,14 +69,26 @@ fn implied_first_failure(properties: &BasicProperties) -> Option<HeaderValue<'_>
     table.get(headers::RETRIED_AT).map(header_view)
 }
 
-/// [`republish_properties`] with the headers of `set`.
+/// [`republish_properties`] with the headers of `set`: each set to its
+/// value, or removed when it has none.
 fn copy_with<'v>(
     original: &BasicProperties,
-    set: impl IntoIterator<Item = (&'static str, HeaderValue<'v>)>,
+    set: impl IntoIterator<Item = (&'static str, Option<HeaderValue<'v>>)>,
 ) -> BasicProperties {
     let mut table = original.headers().clone().unwrap_or_default();
     for (name, value) in set {
-        table.insert(ShortString::from(name), amqp_value(&value));
+        match value {
+            Some(value) => {
+                table.insert(ShortString::from(name), amqp_value(&value));
+            }
+            // Rare: the original carries a header the copy leaves out.
+            None if table.contains_key(name) => {
+                let mut map = table.inner().clone();
+                map.remove(name);
+                table = FieldTable::from(map);
+            }
+            None => {}
+        }
     }
     let mut p = BasicProperties::default()
         .with_delivery_mode(PERSISTENT)
@@ -129,9 +145,9 @@ pub(crate) fn retry_properties(original: &BasicProperties, next_count: u32) -> B
     match implied_first_failure(original) {
         Some(first) => copy_with(
             original,
-            [count, entered, (headers::FIRST_FAILED_AT, first)],
+            [count, entered, (headers::FIRST_FAILED_AT, first)].map(|(n, v)| (n, Some(v))),
         ),
-        None => copy_with(original, [count, entered]),
+        None => copy_with(original, [count, entered].map(|(n, v)| (n, Some(v)))),
     }
 }
 
@@ -220,7 +236,8 @@ mod tests {
             Some(entered.as_str())
         );
 
-        let dead = dead_letter_properties(&first, &[(headers::ERROR, HeaderValue::Str("no"))]);
+        let dead =
+            dead_letter_properties(&first, &[(headers::ERROR, Some(HeaderValue::Str("no")))]);
         assert_eq!(
             text(&dead, headers::FIRST_FAILED_AT),
             Some(entered.as_str())
@@ -282,5 +299,57 @@ mod tests {
         let h = copy.headers().as_ref().unwrap().inner();
         assert_eq!(h.get("tenant"), Some(&AMQPValue::LongString("acme".into())));
         assert_eq!(retry_count_of(&copy).count, 2);
+    }
+
+    /// A dead letter leaves out the origin headers its `x-original-queue`
+    /// implies, and removes those the original carried (a message
+    /// dead-lettered before, imported, or forged), so that none says
+    /// otherwise; the user's headers stay.
+    #[test]
+    fn a_dead_letter_removes_the_origin_it_leaves_out() {
+        let mut inherited = FieldTable::default();
+        inherited.insert(
+            headers::ORIGINAL_ROUTING_KEY.into(),
+            AMQPValue::LongString("elsewhere".into()),
+        );
+        inherited.insert(
+            headers::ORIGINAL_EXCHANGE.into(),
+            AMQPValue::LongString("old".into()),
+        );
+        inherited.insert(headers::RETRY_COUNT.into(), AMQPValue::LongLongInt(0));
+        inherited.insert("tenant".into(), AMQPValue::LongString("acme".into()));
+        let original = BasicProperties::default().with_headers(inherited);
+        let dead_letter = rabbit_backoff_core::DeadLetter::new(
+            rabbit_backoff_core::DeadLetterReason::Permanent,
+            "no such order",
+            "2026-12-05T08:00:00.000Z",
+        )
+        .with_origin("orders", "orders", "orders");
+        let copy = dead_letter_properties(&original, &dead_letter.headers());
+        assert_eq!(text(&copy, headers::ORIGINAL_QUEUE), Some("orders"));
+        assert_eq!(text(&copy, headers::ORIGINAL_ROUTING_KEY), None);
+        assert_eq!(text(&copy, headers::ORIGINAL_EXCHANGE), None);
+        assert_eq!(text(&copy, "tenant"), Some("acme"));
+        assert!(
+            !copy
+                .headers()
+                .as_ref()
+                .unwrap()
+                .contains_key(headers::RETRY_COUNT),
+            "no retry tier, no count"
+        );
+
+        let routed = rabbit_backoff_core::DeadLetter::new(
+            rabbit_backoff_core::DeadLetterReason::Permanent,
+            "no such order",
+            "2026-12-05T08:00:00.000Z",
+        )
+        .with_origin("orders", "", "orders.eu");
+        let copy = dead_letter_properties(&original, &routed.headers());
+        assert_eq!(
+            text(&copy, headers::ORIGINAL_ROUTING_KEY),
+            Some("orders.eu")
+        );
+        assert_eq!(text(&copy, headers::ORIGINAL_EXCHANGE), Some(""));
     }
 }

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use crate::transport::Delivery;
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use rabbit_backoff_core::{
-    HeaderValue, MAX_HEADER_DEPTH, deep_headers, fingerprint, group_id, headers, read_retry_count,
+    DeadLetter, HeaderValue, MAX_HEADER_DEPTH, deep_headers, fingerprint, group_id, headers,
+    read_retry_count,
 };
 use serde::Serialize;
 
@@ -22,11 +23,13 @@ pub const BODY_PREVIEW_LEN: usize = 200;
 pub struct DeadLetterMessage {
     /// Its 0-based position in the dead-letter queue when it was read.
     pub position: usize,
-    /// `x-original-routing-key`: the routing key of the delivery that failed.
+    /// `x-original-routing-key`: the routing key of the delivery that failed
+    /// (`x-original-queue` when a dead letter of the framework leaves it
+    /// out: [`DeadLetter::implied`]).
     pub routing_key: Option<String>,
     /// `x-original-queue`: the work queue it failed in.
     pub original_queue: Option<String>,
-    /// `x-retry-count`.
+    /// `x-retry-count` (0 when a dead letter of the framework leaves it out).
     pub retry_count: Option<u32>,
     /// `x-error`.
     pub error: Option<String>,
@@ -75,9 +78,25 @@ impl DeadLetterMessage {
                     other => format!("{other:?}"),
                 })
         };
+        let reason = text(headers::DEAD_LETTER_REASON);
+        let original_queue = text(headers::ORIGINAL_QUEUE);
+        // What a dead letter of the framework leaves out, read as it implies.
+        let implied = |name: &str| {
+            reason
+                .as_ref()
+                .and_then(|_| DeadLetter::implied(name, original_queue.as_deref()))
+        };
         let retry_count = table
             .and_then(|t| t.inner().get(headers::RETRY_COUNT))
-            .map(|v| read_retry_count(Some(&header_view(v))).count);
+            .map(header_view)
+            .or_else(|| implied(headers::RETRY_COUNT))
+            .map(|v| read_retry_count(Some(&v)).count);
+        let routing_key = text(headers::ORIGINAL_ROUTING_KEY).or_else(|| {
+            match implied(headers::ORIGINAL_ROUTING_KEY)? {
+                HeaderValue::Str(key) => Some(key.to_owned()),
+                _ => None,
+            }
+        });
         let other_headers = table
             .map(|t| {
                 t.inner()
@@ -89,15 +108,14 @@ impl DeadLetterMessage {
             .unwrap_or_default();
         let preview_end = delivery.data.len().min(BODY_PREVIEW_LEN);
         let error = text(headers::ERROR);
-        let reason = text(headers::DEAD_LETTER_REASON);
         let group = group_id(
             reason.as_deref(),
             &fingerprint(error.as_deref().unwrap_or("")),
         );
         DeadLetterMessage {
             position,
-            routing_key: text(headers::ORIGINAL_ROUTING_KEY),
-            original_queue: text(headers::ORIGINAL_QUEUE),
+            routing_key,
+            original_queue,
             retry_count,
             error,
             failed_at: text(headers::FAILED_AT),
@@ -189,5 +207,53 @@ fn render(value: &AMQPValue, level: usize) -> String {
             HeaderValue::Other(kind) => kind.to_owned(),
             unknown => unknown.type_name().to_owned(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operations::dead_letters::stream_protocol::Unsettled;
+    use crate::settle::copy_properties::dead_letter_properties;
+    use crate::transport::Acker;
+    use lapin::BasicProperties;
+    use rabbit_backoff_core::DeadLetterReason;
+
+    fn shown(dead_letter: DeadLetter<'_>) -> DeadLetterMessage {
+        let properties =
+            dead_letter_properties(&BasicProperties::default(), &dead_letter.headers());
+        let delivery = Delivery::new(b"{}".to_vec(), Acker::new(Unsettled))
+            .with_route("orders.dlx", "orders.dlq")
+            .with_properties(properties);
+        DeadLetterMessage::of(&delivery, 0)
+    }
+
+    /// What a dead letter leaves out is shown as it implies: no count is 0,
+    /// no routing key the queue's name.
+    #[test]
+    fn a_dead_letter_shows_what_it_leaves_out() {
+        let permanent = DeadLetter::new(DeadLetterReason::Permanent, "no such order", "t")
+            .with_origin("orders", "orders", "orders");
+        let m = shown(permanent);
+        assert_eq!(m.retry_count, Some(0));
+        assert_eq!(m.routing_key.as_deref(), Some("orders"));
+        assert_eq!(m.original_queue.as_deref(), Some("orders"));
+        assert!(m.headers.is_empty(), "{:?}", m.headers);
+
+        let routed = DeadLetter::new(DeadLetterReason::Exhausted, "db down", "t")
+            .with_retry_count(3)
+            .with_origin("orders", "", "orders.eu");
+        let m = shown(routed);
+        assert_eq!(m.retry_count, Some(3));
+        assert_eq!(m.routing_key.as_deref(), Some("orders.eu"));
+    }
+
+    /// A message the broker dead-lettered itself (no
+    /// `x-dead-letter-reason`) implies nothing.
+    #[test]
+    fn a_message_the_framework_did_not_dead_letter_implies_nothing() {
+        let delivery = Delivery::new(b"{}".to_vec(), Acker::new(Unsettled));
+        let m = DeadLetterMessage::of(&delivery, 0);
+        assert_eq!((m.retry_count, m.routing_key), (None, None));
     }
 }

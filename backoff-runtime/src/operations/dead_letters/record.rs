@@ -307,24 +307,8 @@ fn amqp(value: &TypedValue) -> Result<AMQPValue, RecordError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::{Acker, Settle};
-    use futures_util::future::BoxFuture;
-
-    struct NoSettle;
-    impl Settle for NoSettle {
-        fn delivery_tag(&self) -> u64 {
-            1
-        }
-        fn ack(&self, _: bool) -> BoxFuture<'_, Result<(), crate::transport::TransportError>> {
-            Box::pin(async { Ok(()) })
-        }
-        fn nack(&self, _: bool) -> BoxFuture<'_, Result<(), crate::transport::TransportError>> {
-            Box::pin(async { Ok(()) })
-        }
-        fn fail(&self) -> BoxFuture<'_, Result<(), crate::transport::TransportError>> {
-            Box::pin(async { Ok(()) })
-        }
-    }
+    use crate::operations::dead_letters::stream_protocol::Unsettled;
+    use crate::transport::Acker;
 
     #[test]
     fn every_type_and_property_round_trips_through_json() {
@@ -382,7 +366,7 @@ mod tests {
             redelivered: false,
             properties: properties.clone(),
             data: body.clone(),
-            acker: Acker::new(NoSettle),
+            acker: Acker::new(Unsettled),
         };
         let line = serde_json::to_string(&DeadLetterRecord::of(&delivery)).unwrap();
         assert!(!line.contains('\n'));

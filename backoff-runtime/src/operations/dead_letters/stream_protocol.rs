@@ -434,7 +434,7 @@ impl Session {
 
 /// The settlement of a message read over the stream protocol: there is
 /// none (a stream keeps its messages, and credit is granted by chunk).
-struct Unsettled;
+pub(super) struct Unsettled;
 
 impl Settle for Unsettled {
     fn delivery_tag(&self) -> u64 {
