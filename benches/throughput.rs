@@ -260,7 +260,7 @@ async fn baseline(
             }
         })
         .await;
-    let _ = channel.close(200, "".into()).await;
+    closed(channel.close(200, "".into())).await;
 }
 
 /// The stronger hand-written loop: one task spawned per delivery on the
@@ -290,7 +290,7 @@ async fn baseline_spawned(
         while tasks.try_join_next().is_some() {}
     }
     while tasks.join_next().await.is_some() {}
-    let _ = channel.close(200, "".into()).await;
+    closed(channel.close(200, "".into())).await;
 }
 
 /// One delivery of a hand-written loop: decode, decide, republish a copy
@@ -633,16 +633,37 @@ impl Target {
     }
 }
 
+/// Awaits a close of the bench's own lapin connections and channels for at
+/// most 5 s, its outcome ignored: lapin can miss the broker's `close-ok` when
+/// the socket closes right behind it, and then the close never resolves (the
+/// bench's parent hung that way twice in an hour, with no socket left open).
+/// The framework's own closes are bounded by the connection's lost watch.
+async fn closed(close: impl std::future::Future<Output = lapin::Result<()>>) {
+    let _ = tokio::time::timeout(Duration::from_secs(5), close).await;
+}
+
+/// A lapin connection to `target`'s first node; an attempt that has not
+/// connected in 10 s is given up for another (three in all), as [`closed`]
+/// bounds a close.
 async fn connect(target: &Target) -> Connection {
-    Connection::connect(target.first_node(), ConnectionProperties::default())
+    let attempt = || Connection::connect(target.first_node(), ConnectionProperties::default());
+    for _ in 0..2 {
+        if let Ok(connected) = tokio::time::timeout(Duration::from_secs(10), attempt()).await {
+            return connected.unwrap_or_else(|e| no_broker(target, e));
+        }
+    }
+    tokio::time::timeout(Duration::from_secs(10), attempt())
         .await
-        .unwrap_or_else(|e| {
-            panic!(
-                "no RabbitMQ at {} ({e}); scripts/bench.sh starts one (and the cluster for \
-                 cluster-quorum: scripts/cluster.sh up)",
-                target.first_node()
-            )
-        })
+        .unwrap_or_else(|_| panic!("connecting to {} hung three times", target.first_node()))
+        .unwrap_or_else(|e| no_broker(target, e))
+}
+
+fn no_broker(target: &Target, e: lapin::Error) -> ! {
+    panic!(
+        "no RabbitMQ at {} ({e}); scripts/bench.sh starts one (and the cluster for \
+         cluster-quorum: scripts/cluster.sh up)",
+        target.first_node()
+    )
 }
 
 /// Marks the start of the measured span of a run: the consumer is started
@@ -801,7 +822,7 @@ async fn start(
             let (spec, tally, stop2) = (spec.clone(), tally.clone(), stop.clone());
             let task = tokio::spawn(async move {
                 baseline(&connection, spec, tally, stop2, headers, Retries::Tiers).await;
-                let _ = connection.close(200, "".into()).await;
+                closed(connection.close(200, "".into())).await;
             });
             (stop, task)
         }
@@ -823,7 +844,7 @@ async fn start(
                     Retries::Tiers,
                 )
                 .await;
-                let _ = lapin.close(200, "".into()).await;
+                closed(lapin.close(200, "".into())).await;
             });
             (stop, task)
         }
@@ -838,7 +859,7 @@ async fn start(
             let (spec, tally, stop2) = (spec.clone(), tally.clone(), stop.clone());
             let task = tokio::spawn(async move {
                 baseline_spawned(&connection, spec, tally, stop2, headers).await;
-                let _ = connection.close(200, "".into()).await;
+                closed(connection.close(200, "".into())).await;
             });
             (stop, task)
         }
@@ -856,7 +877,7 @@ async fn start(
                     Retries::DelayedRequeue,
                 )
                 .await;
-                let _ = connection.close(200, "".into()).await;
+                closed(connection.close(200, "".into())).await;
             });
             (stop, task)
         }
@@ -910,7 +931,7 @@ async fn declare(target: &Target, spec: &rabbit_backoff::ConsumerSpec, side: Sid
             )
             .await
             .expect("unbinding the index");
-        let _ = admin.close(200, "".into()).await;
+        closed(admin.close(200, "".into())).await;
     }
 }
 
@@ -952,7 +973,7 @@ async fn run_once(
         "every permanent failure is in the dead-letter queue"
     );
     delete(&admin, &spec).await;
-    let _ = admin.close(200, "".into()).await;
+    closed(admin.close(200, "".into())).await;
     if side == Side::DedupePostgres {
         forget_keys(&spec.queue).await;
     }
@@ -1018,7 +1039,7 @@ async fn consume(
     measured_span_ends();
     stop.shutdown();
     task.await.expect("the consumer task ends");
-    let _ = admin.close(200, "".into()).await;
+    closed(admin.close(200, "".into())).await;
 
     // Every message handled or dead-lettered, none lost.
     let lost = (0..n as u64)
