@@ -646,24 +646,19 @@ async fn closed(close: impl std::future::Future<Output = lapin::Result<()>>) {
 /// connected in 10 s is given up for another (three in all), as [`closed`]
 /// bounds a close.
 async fn connect(target: &Target) -> Connection {
-    let attempt = || Connection::connect(target.first_node(), ConnectionProperties::default());
-    for _ in 0..2 {
-        if let Ok(connected) = tokio::time::timeout(Duration::from_secs(10), attempt()).await {
-            return connected.unwrap_or_else(|e| no_broker(target, e));
+    for _ in 0..3 {
+        let attempt = Connection::connect(target.first_node(), ConnectionProperties::default());
+        if let Ok(connected) = tokio::time::timeout(Duration::from_secs(10), attempt).await {
+            return connected.unwrap_or_else(|e| {
+                panic!(
+                    "no RabbitMQ at {} ({e}); scripts/bench.sh starts one (and the cluster for \
+                     cluster-quorum: scripts/cluster.sh up)",
+                    target.first_node()
+                )
+            });
         }
     }
-    tokio::time::timeout(Duration::from_secs(10), attempt())
-        .await
-        .unwrap_or_else(|_| panic!("connecting to {} hung three times", target.first_node()))
-        .unwrap_or_else(|e| no_broker(target, e))
-}
-
-fn no_broker(target: &Target, e: lapin::Error) -> ! {
-    panic!(
-        "no RabbitMQ at {} ({e}); scripts/bench.sh starts one (and the cluster for \
-         cluster-quorum: scripts/cluster.sh up)",
-        target.first_node()
-    )
+    panic!("connecting to {} hung three times", target.first_node())
 }
 
 /// Marks the start of the measured span of a run: the consumer is started
