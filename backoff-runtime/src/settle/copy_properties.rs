@@ -319,13 +319,16 @@ mod tests {
         inherited.insert(headers::RETRY_COUNT.into(), AMQPValue::LongLongInt(0));
         inherited.insert("tenant".into(), AMQPValue::LongString("acme".into()));
         let original = BasicProperties::default().with_headers(inherited);
-        let dead_letter = rabbit_backoff_core::DeadLetter::new(
-            rabbit_backoff_core::DeadLetterReason::Permanent,
-            "no such order",
-            "2026-12-05T08:00:00.000Z",
-        )
-        .with_origin("orders", "orders", "orders");
-        let copy = dead_letter_properties(&original, &dead_letter.headers());
+        let dead_letter_from = |exchange, routing_key| {
+            let dead_letter = rabbit_backoff_core::DeadLetter::new(
+                rabbit_backoff_core::DeadLetterReason::Permanent,
+                "no such order",
+                "2026-12-05T08:00:00.000Z",
+            )
+            .with_origin("orders", exchange, routing_key);
+            dead_letter_properties(&original, &dead_letter.headers())
+        };
+        let copy = dead_letter_from("orders", "orders");
         assert_eq!(text(&copy, headers::ORIGINAL_QUEUE), Some("orders"));
         assert_eq!(text(&copy, headers::ORIGINAL_ROUTING_KEY), None);
         assert_eq!(text(&copy, headers::ORIGINAL_EXCHANGE), None);
@@ -339,13 +342,7 @@ mod tests {
             "no retry tier, no count"
         );
 
-        let routed = rabbit_backoff_core::DeadLetter::new(
-            rabbit_backoff_core::DeadLetterReason::Permanent,
-            "no such order",
-            "2026-12-05T08:00:00.000Z",
-        )
-        .with_origin("orders", "", "orders.eu");
-        let copy = dead_letter_properties(&original, &routed.headers());
+        let copy = dead_letter_from("", "orders.eu");
         assert_eq!(
             text(&copy, headers::ORIGINAL_ROUTING_KEY),
             Some("orders.eu")
