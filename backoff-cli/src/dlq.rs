@@ -58,7 +58,12 @@ pub enum DlqCommand {
         /// The broker's stream port (plugin rabbitmq_stream), on the AMQP
         /// URL's host: the dead-letter index is read there, or over AMQP
         /// when it does not answer (or with 0).
-        #[arg(long, value_name = "PORT", default_value_t = rabbit_backoff::DEFAULT_STREAM_PORT)]
+        #[arg(
+            long,
+            env = "RABBITMQ_STREAM_PORT",
+            value_name = "PORT",
+            default_value_t = rabbit_backoff::DEFAULT_STREAM_PORT
+        )]
         stream_port: u16,
     },
     /// Write matching messages to a file, one JSON object per line: every

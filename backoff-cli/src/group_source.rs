@@ -1,18 +1,22 @@
 //! The groups of `dlq groups --json` and of the console's groups view: each
-//! group's fields as before, `source`, where they were read from, and
-//! `source_reason`, why.
+//! group's fields as before, `source`, where they were read from,
+//! `source_reason`, why, and `index_protocol`, how the index was read.
 
+use rabbit_backoff::dead_letters::IndexProtocol;
 use rabbit_backoff::{DeadLetterGroup, GroupReport, GroupSource};
 use serde::Serialize;
 
-/// One group with where it was read from (`"index"` or `"pass"`) and why
-/// ([`GroupReport::reason`]).
+/// One group with where it was read from (`"index"` or `"pass"`), why
+/// ([`GroupReport::reason`]), and over which protocol the index was read
+/// (`"stream"`, `"amqp"`, or `null` when it was not read:
+/// [`GroupReport::index_protocol`]).
 #[derive(Serialize)]
 pub struct SourcedGroup<'a> {
     #[serde(flatten)]
     group: &'a DeadLetterGroup,
     source: GroupSource,
     source_reason: String,
+    index_protocol: Option<IndexProtocol>,
 }
 
 /// The groups of `report`, each with its source.
@@ -25,6 +29,7 @@ pub fn sourced(report: &GroupReport) -> Vec<SourcedGroup<'_>> {
             group,
             source: report.source,
             source_reason: reason.clone(),
+            index_protocol: report.index_protocol(),
         })
         .collect()
 }

@@ -624,6 +624,11 @@ async fn status_follows_retry_return_and_names_arguments_that_differ() {
 /// ids "timeout after N ms" (exhausted); message 0 carries headers of every
 /// AMQP type.
 async fn two_kinds(f: &Fixture, n: usize) {
+    two_kinds_in(f, 0..n).await;
+}
+
+/// [`two_kinds`] with the messages `ids`: message 0 carries every AMQP type.
+async fn two_kinds_in(f: &Fixture, ids: std::ops::Range<usize>) {
     let connection = connect(&url()).await;
     let channel = connection.create_channel().await.unwrap();
     channel.confirm_select(Default::default()).await.unwrap();
@@ -652,7 +657,7 @@ async fn two_kinds(f: &Fixture, n: usize) {
         .await
         .unwrap();
     let text = |s: &str| AMQPValue::LongString(s.as_bytes().into());
-    for i in 0..n {
+    for i in ids {
         let mut headers = FieldTable::default();
         let (error, reason) = if i % 2 == 0 {
             (format!("order {i} not found"), "permanent")
@@ -727,6 +732,7 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
         assert_eq!(group["count"], 5);
         // The fixture's queues have no dead-letter index beside them.
         assert_eq!(group["source"], "pass");
+        assert!(group["index_protocol"].is_null(), "{group}");
         assert_eq!(group["id"].as_str().unwrap().len(), 12);
         assert!(
             group["first_failed_at"].as_str().unwrap() < group["last_failed_at"].as_str().unwrap()
@@ -1351,6 +1357,74 @@ async fn purge_asks_for_yes_and_leaves_the_index_answering_groups() {
     }
     let text = stdout(&cli(&["dlq", "purge", "--queue", q, "--yes"]));
     assert!(text.contains("purged 4 (checkpoint written"), "{text}");
+}
+
+/// `dlq groups` reads the index over the stream protocol at
+/// `--stream-port`, whose default is `RABBITMQ_STREAM_PORT` (the test
+/// broker's), and over AMQP where nothing answers or with 0, with the same
+/// groups; `index_protocol` says which.
+#[tokio::test]
+async fn groups_read_the_index_at_the_stream_port_it_is_given() {
+    let f = Fixture::new("stream-port", 0).await;
+    let _index = Index::declare(&f).await;
+    // Plain dead letters (message 0, with every AMQP type, may be read over
+    // AMQP on its own: docs/dead-letters.md).
+    two_kinds_in(&f, 1..11).await;
+    let q = f.queue.as_str();
+    let groups_with = |args: &[&str], port: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rabbit-backoff"));
+        command
+            .args(["dlq", "groups", "--queue", q, "--json"])
+            .args(args)
+            .env("AMQP_URL", url());
+        if let Some(port) = port {
+            command.env("RABBITMQ_STREAM_PORT", port);
+        }
+        json(&command.output().expect("run the CLI"))
+    };
+    let protocols = |groups: &serde_json::Value| -> Vec<String> {
+        groups
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                assert_eq!(g["source"], "index", "{g}");
+                g["index_protocol"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    };
+    let without = |mut groups: serde_json::Value| {
+        for group in groups.as_array_mut().unwrap() {
+            group.as_object_mut().unwrap().remove("index_protocol");
+        }
+        groups
+    };
+
+    let over_stream = groups_with(&[], None);
+    assert_eq!(
+        protocols(&over_stream),
+        ["stream", "stream"],
+        "{over_stream}"
+    );
+    assert_eq!(
+        over_stream
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| &g["count"])
+            .collect::<Vec<_>>(),
+        [5, 5]
+    );
+    for (args, port) in [
+        (&["--stream-port", "0"][..], None),
+        // Nothing listens on port 1.
+        (&[], Some("1")),
+        (&["--stream-port", "1"], None),
+    ] {
+        let over_amqp = groups_with(args, port);
+        assert_eq!(protocols(&over_amqp), ["amqp", "amqp"], "{args:?} {port:?}");
+        assert_eq!(without(over_amqp), without(over_stream.clone()));
+    }
 }
 
 /// The test broker's version as (major, minor), from its `rabbitmqctl`.

@@ -1479,8 +1479,17 @@ async fn api_reads_from_other_sites_are_refused_and_equal_reads_share_one_pass()
     let (status, body) = get(&console, &groups, &[("Sec-Fetch-Site", "same-origin")]);
     assert_eq!(status, 200, "{body}");
     assert_eq!(body[0]["count"], 600);
-    // Read from the dead-letter index, not with a pass.
+    // Read from the dead-letter index, not with a pass, over the stream
+    // protocol at the test broker's stream port (RABBITMQ_STREAM_PORT, read
+    // by --stream-port); over AMQP with --stream-port 0.
     assert_eq!(body[0]["source"], "index", "{body}");
+    assert_eq!(body[0]["index_protocol"], "stream", "{body}");
+    let over_amqp = Console::start(&["--stream-port", "0"]);
+    let (status, amqp) = get(&over_amqp, &groups, &[]);
+    assert_eq!(status, 200, "{amqp}");
+    assert_eq!(amqp[0]["index_protocol"], "amqp", "{amqp}");
+    assert_eq!(amqp[0]["count"], 600);
+    drop(over_amqp);
     let (status, _) = get(&console, "", &[("Sec-Fetch-Site", "cross-site")]);
     assert_eq!(status, 200, "the page itself may be opened from a link");
 

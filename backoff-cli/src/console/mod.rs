@@ -76,6 +76,16 @@ pub struct ConsoleArgs {
     /// ~/.local/state/rabbit-backoff/console-audit.jsonl].
     #[arg(long, value_name = "FILE")]
     audit_log: Option<PathBuf>,
+    /// The broker's stream port (plugin rabbitmq_stream), on the AMQP URL's
+    /// host: the dead-letter index is read there, or over AMQP when it does
+    /// not answer (or with 0).
+    #[arg(
+        long,
+        env = "RABBITMQ_STREAM_PORT",
+        value_name = "PORT",
+        default_value_t = rabbit_backoff::DEFAULT_STREAM_PORT
+    )]
+    stream_port: u16,
 }
 
 /// Runs the console until Ctrl-C.
@@ -149,12 +159,10 @@ pub async fn run(amqp_url: &str, args: ConsoleArgs) -> Result<ExitCode, String> 
         );
     }
 
-    let console = Arc::new(Console::new(
-        amqp_url.to_owned(),
-        management_url,
-        access,
-        audit,
-    ));
+    let console = Arc::new(
+        Console::new(amqp_url.to_owned(), management_url, access, audit)
+            .with_stream_port(args.stream_port),
+    );
     let guard = Arc::new(Guard::new(tokens, hosts, access, reads));
     axum::serve(listener, routes::router(console, guard))
         .with_graceful_shutdown(async {

@@ -51,6 +51,9 @@ pub struct Console {
     pub passes: std::sync::atomic::AtomicU64,
     /// The queues' last exact depths.
     pub remembered: depths::Remembered,
+    /// The broker's stream port, where the dead-letter index is read
+    /// ([`Dlq::stream_port`]); 0 reads it over AMQP.
+    pub stream_port: u16,
 }
 
 impl Console {
@@ -71,7 +74,15 @@ impl Console {
             reader: tokio::sync::Mutex::new(None),
             passes: std::sync::atomic::AtomicU64::new(0),
             remembered: depths::Remembered::default(),
+            stream_port: rabbit_backoff::DEFAULT_STREAM_PORT,
         }
+    }
+
+    /// The console, reading the dead-letter index at the stream port
+    /// `port` of the broker's host (0: over AMQP).
+    pub fn with_stream_port(mut self, port: u16) -> Console {
+        self.stream_port = port;
+        self
     }
 }
 
@@ -126,7 +137,9 @@ impl Console {
         let consumer = self.consumer(queue).await?;
         let dlq = Dlq::connect(&self.amqp_url, &consumer.spec)
             .await
-            .map_err(ApiError::broker)?;
+            .map_err(ApiError::broker)?
+            .stream_port(self.stream_port)
+            .stream_protocol(self.stream_port != 0);
         Ok((consumer, dlq))
     }
 
