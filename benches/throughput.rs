@@ -9,8 +9,10 @@
 //! builds it; its CPU is read from the OS (`getrusage`) over the span from
 //! its start to the last message settled, and the broker's from
 //! `/proc/<pid>/stat` of the process listening on the broker's port, before
-//! and after. `BENCH_PROCESSES=0` runs the sides in this process instead, for
-//! profilers (`scripts/bench-instructions.sh`).
+//! and after. A side starts once the broker is quiet (under 5% of a core
+//! for half a second), so that no side pays for what the set-up or the run
+//! before left the broker to do. `BENCH_PROCESSES=0` runs the sides in this
+//! process instead, for profilers (`scripts/bench-instructions.sh`).
 //!
 //! The baselines: `article` and `full` are the same loop, handling the
 //! deliveries of one consumer with `for_each_concurrent` in its task, and
@@ -43,6 +45,7 @@
 //! `BENCH_SIDES=framework,spawned` to run only some of `framework`, `article`,
 //! `spawned`, `spawned-full` and `full` (ratios are printed against each baseline that ran), or
 //! `guarded` too (`article` through the runtime's frame guard),
+//! `BENCH_EACH=1` to print every run as it ends (to standard error),
 //! `BENCH_PREFETCH` (default: the framework's default prefetch; a list such
 //! as `1,10,50` measures each and prints the curve), `BENCH_MEMORY=0` to
 //! skip the memory check,
@@ -952,6 +955,10 @@ async fn run_once(
     let expected_dead = scenario.permanent_among(n as u64);
 
     let broker = broker_pid(target);
+    // What the set-up (and the run before) left the broker to do, such as
+    // writing the messages just published or compacting the store of the
+    // queues just deleted, would otherwise fall on this side's span.
+    broker_quiet(broker).await;
     let broker_before = broker.and_then(cpu_seconds_of);
     let run = if processes() {
         in_child(target, side, scenario, n, &spec).await
@@ -1189,6 +1196,26 @@ fn broker_pid(target: &Target) -> Option<u32> {
         })
 }
 
+/// Waits (at most 20 s) until the broker process `pid` has used under 5% of
+/// a core over half a second: each side starts on a broker with nothing
+/// left to do. Its idle VM stays under 1%.
+async fn broker_quiet(pid: Option<u32>) {
+    const WINDOW: Duration = Duration::from_millis(500);
+    let Some(pid) = pid else { return };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut before = cpu_seconds_of(pid);
+    while Instant::now() < deadline {
+        tokio::time::sleep(WINDOW).await;
+        let now = cpu_seconds_of(pid);
+        match (before, now) {
+            (Some(before), Some(now)) if now - before < 0.05 * WINDOW.as_secs_f64() => return,
+            (_, None) => return,
+            _ => before = now,
+        }
+    }
+    eprintln!("the broker (pid {pid}) stayed busy for 20 s before a run");
+}
+
 /// User plus system CPU seconds of process `pid` so far.
 fn cpu_seconds_of(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -1343,6 +1370,16 @@ async fn table(
                     continue;
                 }
                 let s = run_once(target, sides[i], scenario, n, prefetch).await;
+                if env_or("BENCH_EACH", 0) == 1 {
+                    eprintln!(
+                        "{:<4} {:<17} {:>10.0} msg/s {:>7.1} µs {:>7} µs broker",
+                        scenario.name,
+                        sides[i].name(),
+                        s.rate,
+                        s.cpu_us,
+                        s.broker_us.map_or("-".to_owned(), |b| format!("{b:.1}"))
+                    );
+                }
                 samples[i].0.push(s.rate);
                 samples[i].1.push(s.cpu_us);
                 samples[i].2 += s.duplicates;
