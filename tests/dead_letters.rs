@@ -1553,6 +1553,87 @@ async fn an_index_read_over_the_stream_protocol_groups_like_one_over_amqp() {
     let _ = connection.close(200, "".into()).await;
 }
 
+/// Dead letters the consumer itself made, after the broker dead-lettered
+/// their retry copies back from a tier (so each carries the broker's
+/// `x-death`, which enters the index key), are grouped from the index over
+/// the stream protocol, as a pass groups them.
+#[tokio::test]
+async fn dead_letters_of_retried_messages_are_grouped_from_the_index() {
+    use rabbit_backoff::GroupSource;
+    use rabbit_backoff::dead_letters::IndexProtocol;
+    let running = Running::start("index-retried", |spec| {
+        spec.delays = "1ms".parse().unwrap();
+    })
+    .await;
+    let publisher = publisher().await;
+    for id in 0..30 {
+        let fail = if id % 3 == 0 {
+            Fail::Permanent
+        } else {
+            Fail::Transient
+        };
+        running.publish(&publisher, &Job::new(id, fail, None)).await;
+    }
+    let (_c, channel) = channel().await;
+    eventually_depth(&channel, &running.spec.names().dead_letter_queue, 30).await;
+    let dlq = connect_dlq(&running.spec).await;
+    let all = DeadLetterFilter::default();
+    let exhausted: Vec<_> = dlq
+        .peek(&all)
+        .await
+        .unwrap()
+        .matched
+        .into_iter()
+        .filter(|m| m.reason.as_deref() == Some("exhausted"))
+        .collect();
+    assert_eq!(exhausted.len(), 20);
+    assert!(
+        exhausted.iter().all(|m| m.headers.contains_key("x-death")),
+        "{exhausted:?}"
+    );
+    let report = dlq.group_report(&all).await.unwrap();
+    assert_eq!(report.source, GroupSource::Index, "{}", report.reason());
+    assert_eq!(
+        report.index_protocol(),
+        Some(IndexProtocol::Stream),
+        "every entry turned back from the stream, `x-death` and all"
+    );
+    let pass = dlq.use_index(false);
+    assert_eq!(report.groups, pass.groups(&all).await.unwrap());
+    let counts = |report: &rabbit_backoff::GroupReport| {
+        let mut counts: Vec<(String, usize)> = report
+            .groups
+            .iter()
+            .map(|g| (g.reason.clone(), g.count))
+            .collect();
+        counts.sort();
+        counts
+    };
+    assert_eq!(
+        counts(&report),
+        [("exhausted".to_owned(), 20), ("permanent".to_owned(), 10)]
+    );
+    // Their tombstones, keyed as read from the queue, cancel their entries
+    // read from the stream: the index still answers, without them.
+    let some = DeadLetterFilter::default()
+        .message_ids(exhausted[..5].iter().map(|m| m.message_id.clone().unwrap()));
+    assert_eq!(pass.discard(&some).await.unwrap().matched.len(), 5);
+    let indexed = pass.use_index(true);
+    let after = indexed.group_report(&all).await.unwrap();
+    assert_eq!(after.source, GroupSource::Index, "{}", after.reason());
+    assert_eq!(after.index_protocol(), Some(IndexProtocol::Stream));
+    assert_eq!(
+        counts(&after),
+        [("exhausted".to_owned(), 15), ("permanent".to_owned(), 10)]
+    );
+    let over_amqp = indexed.stream_protocol(false);
+    let read = over_amqp.group_report(&all).await.unwrap();
+    assert_eq!(read.source, GroupSource::Index, "{}", read.reason());
+    assert_eq!(read.groups, after.groups);
+    over_amqp.close().await;
+    running.stop().await;
+}
+
 /// A stream port that does not answer: the index is read over AMQP, with
 /// the same groups.
 #[tokio::test]

@@ -7,24 +7,37 @@ use rabbit_backoff_core::{HeaderValue, headers, index_key};
 
 use crate::transport::amqp_values::header_view;
 
+/// The broker's account of how it dead-lettered a message.
+const X_DEATH: &str = "x-death";
+
 /// The headers that enter the key, besides the message id, correlation id
 /// and timestamp: those grouping reads, and the broker's `x-death`, which
-/// tells apart the failures of messages the broker dead-lettered itself.
+/// tells apart the failures of messages the broker dead-lettered itself
+/// (see [`key_of`] for when it counts).
 const KEY_HEADERS: [&str; 6] = [
     headers::ERROR,
     headers::FAILED_AT,
     headers::DEAD_LETTER_REASON,
     headers::ORIGINAL_QUEUE,
     headers::RETRY_COUNT,
-    "x-death",
+    X_DEATH,
 ];
 
 /// The index key ([`index_key`]) of a dead letter with `properties`. Header
 /// values are read by their meaning, not their AMQP type (an integer of any
 /// width, a string short or long), because a stream stores messages in
 /// another format than a classic queue and gives them back converted.
+///
+/// `x-death` counts only for a dead letter without `x-error`, one the broker
+/// made: an `x-death` that a client published (a dead letter of a retried
+/// message, which inherits the header from its retry copy) is dropped by
+/// the stream (3.10), or kept where no AMQP reader gets it back (4.x), so
+/// the index's entry has none while the queue's message has it, and the
+/// keys would never meet. A client's dead letter is told apart by its own
+/// failure headers.
 pub(crate) fn key_of(properties: &BasicProperties) -> u64 {
     let table = properties.headers().as_ref().map(|t| t.inner());
+    let published_by_a_client = table.is_some_and(|t| t.contains_key(headers::ERROR));
     // Every part written into one buffer, each as its range (none: absent),
     // so that a key costs one allocation.
     let mut buffer = Vec::with_capacity(256);
@@ -48,6 +61,9 @@ pub(crate) fn key_of(properties: &BasicProperties) -> u64 {
         put(&mut buffer, 2, &|b| b.extend_from_slice(&at.to_le_bytes()));
     }
     for (i, name) in KEY_HEADERS.iter().enumerate() {
+        if *name == X_DEATH && published_by_a_client {
+            continue;
+        }
         if let Some(value) = table.and_then(|t| t.get(*name)) {
             put(&mut buffer, 3 + i, &|b| normalized(value, b));
         }
@@ -123,5 +139,35 @@ mod tests {
         let mut headers = a.headers().clone().unwrap();
         headers.insert("x-stream-offset".into(), AMQPValue::LongLongInt(17));
         assert_eq!(key_of(&a.clone().with_headers(headers)), key_of(&a));
+    }
+
+    /// `properties` with an `x-death` of one entry, `reason`.
+    fn died(properties: &BasicProperties, reason: &str) -> BasicProperties {
+        let mut death = FieldTable::default();
+        death.insert("reason".into(), AMQPValue::LongString(reason.into()));
+        let mut headers = properties.headers().clone().unwrap_or_default();
+        headers.insert(
+            "x-death".into(),
+            AMQPValue::FieldArray(vec![AMQPValue::FieldTable(death)].into()),
+        );
+        properties.clone().with_headers(headers)
+    }
+
+    #[test]
+    fn x_death_tells_apart_only_what_the_broker_dead_lettered() {
+        // A client's dead letter (it has `x-error`): the same key with the
+        // `x-death` it inherited or without it, as its index entry has none.
+        let client = with(
+            AMQPValue::LongLongInt(3),
+            AMQPValue::LongString(LongString::from("db down")),
+        );
+        assert_eq!(key_of(&died(&client, "expired")), key_of(&client));
+        // The broker's (no `x-error`): `x-death` is all that says why.
+        let broker = BasicProperties::default().with_message_id("m-1".into());
+        assert_ne!(
+            key_of(&died(&broker, "expired")),
+            key_of(&died(&broker, "rejected"))
+        );
+        assert_ne!(key_of(&died(&broker, "expired")), key_of(&broker));
     }
 }
