@@ -11,6 +11,7 @@ use rabbit_backoff::{
 use crate::consumer_args::ConsumerArgs;
 use crate::filter_args::FilterArgs;
 use crate::group_source;
+use crate::stream_port_args::StreamPortArgs;
 use crate::table;
 
 #[derive(Debug, Subcommand)]
@@ -55,16 +56,8 @@ pub enum DlqCommand {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
-        /// The broker's stream port (plugin rabbitmq_stream), on the AMQP
-        /// URL's host: the dead-letter index is read there, or over AMQP
-        /// when it does not answer (or with 0).
-        #[arg(
-            long,
-            env = "RABBITMQ_STREAM_PORT",
-            value_name = "PORT",
-            default_value_t = rabbit_backoff::DEFAULT_STREAM_PORT
-        )]
-        stream_port: u16,
+        #[command(flatten)]
+        stream: StreamPortArgs,
     },
     /// Write matching messages to a file, one JSON object per line: every
     /// property, every header with its AMQP type, the body in base64. Nothing
@@ -154,8 +147,8 @@ pub async fn run(url: &str, command: DlqCommand) -> Result<ExitCode, String> {
             consumer,
             filter,
             json,
-            stream_port,
-        } => groups(url, &consumer, &filter.filter()?, json, stream_port).await,
+            stream,
+        } => groups(url, &consumer, &filter.filter()?, json, stream).await,
         DlqCommand::Export {
             consumer,
             filter,
@@ -219,12 +212,9 @@ async fn groups(
     consumer: &ConsumerArgs,
     filter: &DeadLetterFilter,
     json: bool,
-    stream_port: u16,
+    stream: StreamPortArgs,
 ) -> Result<ExitCode, String> {
-    let dlq = connect(url, consumer)
-        .await?
-        .stream_port(stream_port)
-        .stream_protocol(stream_port != 0);
+    let dlq = stream.apply(connect(url, consumer).await?);
     let report = dlq.group_report(filter).await;
     dlq.close().await;
     let report = report.map_err(|e| e.to_string())?;

@@ -12,6 +12,7 @@ mod filter_args;
 mod group_source;
 mod management;
 mod status;
+mod stream_port_args;
 mod table;
 mod topology;
 

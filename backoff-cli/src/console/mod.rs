@@ -42,6 +42,7 @@ use self::guard::{Access, Guard, ReadAccess};
 use self::state::Console;
 use self::token::{TOKEN_VARIABLE, TOKENS_VARIABLE, TokenSource, Tokens};
 use crate::management;
+use crate::stream_port_args::StreamPortArgs;
 
 /// Flags of `rabbit-backoff console`.
 #[derive(Debug, Args)]
@@ -76,16 +77,8 @@ pub struct ConsoleArgs {
     /// ~/.local/state/rabbit-backoff/console-audit.jsonl].
     #[arg(long, value_name = "FILE")]
     audit_log: Option<PathBuf>,
-    /// The broker's stream port (plugin rabbitmq_stream), on the AMQP URL's
-    /// host: the dead-letter index is read there, or over AMQP when it does
-    /// not answer (or with 0).
-    #[arg(
-        long,
-        env = "RABBITMQ_STREAM_PORT",
-        value_name = "PORT",
-        default_value_t = rabbit_backoff::DEFAULT_STREAM_PORT
-    )]
-    stream_port: u16,
+    #[command(flatten)]
+    stream: StreamPortArgs,
 }
 
 /// Runs the console until Ctrl-C.
@@ -161,7 +154,7 @@ pub async fn run(amqp_url: &str, args: ConsoleArgs) -> Result<ExitCode, String> 
 
     let console = Arc::new(
         Console::new(amqp_url.to_owned(), management_url, access, audit)
-            .with_stream_port(args.stream_port),
+            .with_stream_port(args.stream),
     );
     let guard = Arc::new(Guard::new(tokens, hosts, access, reads));
     axum::serve(listener, routes::router(console, guard))

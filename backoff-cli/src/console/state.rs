@@ -18,6 +18,7 @@ use super::depths;
 use super::guard::{self, Access, Operator};
 use super::single_flight::SingleFlight;
 use crate::discovery::{self, DiscoveredConsumer};
+use crate::stream_port_args::StreamPortArgs;
 
 /// A read of a dead-letter queue through its [`Dlq`], for
 /// [`Console::shared_read`].
@@ -51,9 +52,8 @@ pub struct Console {
     pub passes: std::sync::atomic::AtomicU64,
     /// The queues' last exact depths.
     pub remembered: depths::Remembered,
-    /// The broker's stream port, where the dead-letter index is read
-    /// ([`Dlq::stream_port`]); 0 reads it over AMQP.
-    pub stream_port: u16,
+    /// Where the dead-letter index is read over the stream protocol.
+    pub stream: StreamPortArgs,
 }
 
 impl Console {
@@ -74,14 +74,14 @@ impl Console {
             reader: tokio::sync::Mutex::new(None),
             passes: std::sync::atomic::AtomicU64::new(0),
             remembered: depths::Remembered::default(),
-            stream_port: rabbit_backoff::DEFAULT_STREAM_PORT,
+            stream: StreamPortArgs::default(),
         }
     }
 
-    /// The console, reading the dead-letter index at the stream port
-    /// `port` of the broker's host (0: over AMQP).
-    pub fn with_stream_port(mut self, port: u16) -> Console {
-        self.stream_port = port;
+    /// The console, reading the dead-letter index at the stream port of
+    /// `stream`.
+    pub fn with_stream_port(mut self, stream: StreamPortArgs) -> Console {
+        self.stream = stream;
         self
     }
 }
@@ -137,9 +137,8 @@ impl Console {
         let consumer = self.consumer(queue).await?;
         let dlq = Dlq::connect(&self.amqp_url, &consumer.spec)
             .await
-            .map_err(ApiError::broker)?
-            .stream_port(self.stream_port)
-            .stream_protocol(self.stream_port != 0);
+            .map_err(ApiError::broker)?;
+        let dlq = self.stream.apply(dlq);
         Ok((consumer, dlq))
     }
 
