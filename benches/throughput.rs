@@ -956,8 +956,8 @@ async fn run_once(
 
     let broker = broker_pid(target);
     // What the set-up (and the run before) left the broker to do, such as
-    // writing the messages just published or compacting the store of the
-    // queues just deleted, would otherwise fall on this side's span.
+    // writing the messages just published or what deleting the last run's
+    // queues left behind, would otherwise fall on this side's span.
     broker_quiet(broker).await;
     let broker_before = broker.and_then(cpu_seconds_of);
     let run = if processes() {

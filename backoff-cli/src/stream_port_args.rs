@@ -19,14 +19,6 @@ pub struct StreamPortArgs {
     pub stream_port: u16,
 }
 
-impl Default for StreamPortArgs {
-    fn default() -> Self {
-        StreamPortArgs {
-            stream_port: rabbit_backoff::DEFAULT_STREAM_PORT,
-        }
-    }
-}
-
 impl StreamPortArgs {
     /// `dlq`, reading the index at this port (only over AMQP with 0).
     pub fn apply(self, dlq: Dlq) -> Dlq {

@@ -18,9 +18,15 @@ fn unique(name: &str) -> String {
 }
 
 fn cli(args: &[&str]) -> Output {
+    cli_with(args, &[])
+}
+
+/// [`cli`] with these environment variables too.
+fn cli_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rabbit-backoff"))
         .args(args)
         .env("AMQP_URL", url())
+        .envs(env.iter().copied())
         .output()
         .expect("run the CLI")
 }
@@ -1372,15 +1378,12 @@ async fn groups_read_the_index_at_the_stream_port_it_is_given() {
     two_kinds_in(&f, 1..11).await;
     let q = f.queue.as_str();
     let groups_with = |args: &[&str], port: Option<&str>| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_rabbit-backoff"));
-        command
-            .args(["dlq", "groups", "--queue", q, "--json"])
-            .args(args)
-            .env("AMQP_URL", url());
-        if let Some(port) = port {
-            command.env("RABBITMQ_STREAM_PORT", port);
-        }
-        json(&command.output().expect("run the CLI"))
+        let args = [&["dlq", "groups", "--queue", q, "--json"][..], args].concat();
+        let env: Vec<_> = port
+            .map(|p| ("RABBITMQ_STREAM_PORT", p))
+            .into_iter()
+            .collect();
+        json(&cli_with(&args, &env))
     };
     let protocols = |groups: &serde_json::Value| -> Vec<String> {
         groups

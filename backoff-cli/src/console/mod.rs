@@ -152,10 +152,13 @@ pub async fn run(amqp_url: &str, args: ConsoleArgs) -> Result<ExitCode, String> 
         );
     }
 
-    let console = Arc::new(
-        Console::new(amqp_url.to_owned(), management_url, access, audit)
-            .with_stream_port(args.stream),
-    );
+    let console = Arc::new(Console::new(
+        amqp_url.to_owned(),
+        management_url,
+        access,
+        audit,
+        args.stream,
+    ));
     let guard = Arc::new(Guard::new(tokens, hosts, access, reads));
     axum::serve(listener, routes::router(console, guard))
         .with_graceful_shutdown(async {

@@ -57,32 +57,27 @@ pub struct Console {
 }
 
 impl Console {
-    /// A console over this broker.
+    /// A console over this broker, reading dead-letter indexes at the
+    /// stream port of `stream`.
     pub fn new(
         amqp_url: String,
         management_url: String,
         access: Access,
         audit: Option<AuditLog>,
+        stream: StreamPortArgs,
     ) -> Console {
         Console {
             amqp_url,
             management_url,
             access,
             audit,
+            stream,
             locks: std::sync::Mutex::new(HashMap::new()),
             reads: SingleFlight::default(),
             reader: tokio::sync::Mutex::new(None),
             passes: std::sync::atomic::AtomicU64::new(0),
             remembered: depths::Remembered::default(),
-            stream: StreamPortArgs::default(),
         }
-    }
-
-    /// The console, reading the dead-letter index at the stream port of
-    /// `stream`.
-    pub fn with_stream_port(mut self, stream: StreamPortArgs) -> Console {
-        self.stream = stream;
-        self
     }
 }
 
