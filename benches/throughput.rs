@@ -22,9 +22,9 @@
 //! headers as the framework (those three, `x-dead-letter-reason` and
 //! `x-original-queue`/`-exchange`/`-routing-key`, leaving out what the
 //! framework leaves out: a count of 0, an exchange or routing key equal to
-//! the queue's name), so that the broker stores messages of the same size
-//! (and, on a retry copy, `x-retried-at` beside `x-retry-count`, and from
-//! the second copy `x-first-failed-at`, as the framework's do).
+//! the queue's name), so that the broker stores messages of the same size;
+//! a first retry copy carries only `x-retry-count` in both, as the
+//! framework's do without a `max_age`.
 //! `spawned` is the stronger loop a careful developer writes on a
 //! multi-thread runtime: `article`'s headers, one task spawned per delivery,
 //! each awaiting its republish's confirm, then acking; `spawned-full` is the
@@ -180,9 +180,8 @@ enum DeadLetterHeaders {
     Article,
     /// The framework's: the article's, `x-dead-letter-reason` and
     /// `x-original-queue`/`-exchange`/`-routing-key`, without what they
-    /// imply (a count of 0, an exchange or key equal to the queue's name);
-    /// on a retry copy `x-retried-at` too, and from the second copy
-    /// `x-first-failed-at`.
+    /// imply (a count of 0, an exchange or key equal to the queue's name).
+    /// A first retry copy carries only its count in both.
     Full,
 }
 
@@ -353,21 +352,8 @@ async fn handle_delivery(
         if new_count != 0 || dead_letter_headers == DeadLetterHeaders::Article {
             headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(new_count));
         }
-        if error.is_none() && dead_letter_headers == DeadLetterHeaders::Full {
-            // What the framework's retry copies say besides: when the copy
-            // entered its tier and, on a first failure, when it first failed.
-            let now = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
-            let stamp = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes()));
-            // A first copy's `x-retried-at` says when it first failed; a
-            // later copy keeps that as `x-first-failed-at`.
-            if new_count > 1
-                && !headers.contains_key("x-first-failed-at")
-                && let Some(first) = headers.inner().get("x-retried-at").cloned()
-            {
-                headers.insert("x-first-failed-at".into(), first);
-            }
-            headers.insert("x-retried-at".into(), stamp(&now));
-        }
+        // A retry copy here is always a first one, which carries only its
+        // count, in `full` as in the framework's (without a `max_age`).
         if let Some(error) = error {
             let failed_at = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
             headers.insert(

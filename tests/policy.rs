@@ -300,6 +300,61 @@ async fn max_age_dead_letters_as_expired(transport: Arc<dyn Transport>, shared: 
     h.stop().await;
 }
 
+/// Without a `max_age`, a first retry copy carries only its count; its
+/// dead letter still says when it first failed, from the broker's record of
+/// the copy's expiry from its tier (to the second).
+async fn the_first_failure_is_read_from_the_brokers_record(
+    transport: Arc<dyn Transport>,
+    shared: bool,
+) {
+    let h = Harness::start(transport, shared, "policy-first", |s| {
+        s.delays = "1s".parse().unwrap();
+    })
+    .await;
+    let published = framework_now();
+    h.publish(&PolicyJob {
+        id: 1,
+        mode: Mode::Transient,
+        failures: 10,
+    })
+    .await;
+    let dead = h.next_dead_letter().await;
+    assert_eq!(
+        header_str(&dead.properties, "x-dead-letter-reason").as_deref(),
+        Some("exhausted")
+    );
+    assert_eq!(h.calls.of(1).len(), 2, "failed, retried once");
+    assert_eq!(
+        header_str(&dead.properties, "x-retried-at"),
+        None,
+        "its retry copy carried only its count"
+    );
+    let time = |name| {
+        let text = header_str(&dead.properties, name).unwrap_or_else(|| panic!("{name}"));
+        rabbit_backoff::parse_failed_at(&text).unwrap_or_else(|| panic!("{name}: {text}"))
+    };
+    let (first, failed) = (time("x-first-failed-at"), time("x-failed-at"));
+    assert!(
+        first + Duration::from_millis(1_050) >= published
+            && first <= published + Duration::from_millis(500),
+        "the first failure, read to the second: {:?} after the publish",
+        first.duration_since(published)
+    );
+    assert!(
+        failed.duration_since(first).unwrap() >= Duration::from_secs(1),
+        "it waited out its 1 s tier in between"
+    );
+    h.stop().await;
+}
+
+/// Now on the framework's clock, which follows tokio's paused clock.
+fn framework_now() -> std::time::SystemTime {
+    let skew = tokio::time::Instant::now()
+        .into_std()
+        .saturating_duration_since(std::time::Instant::now());
+    std::time::SystemTime::now() + skew
+}
+
 async fn immediate_retries_stay_in_the_process(transport: Arc<dyn Transport>, shared: bool) {
     let h = Harness::start(transport, shared, "policy-immediate", |s| {
         s.immediate = 2;
@@ -428,6 +483,7 @@ on_every_broker!(
     a_discarded_message_is_acked_and_gone,
     retry_after_takes_the_smallest_tier_long_enough,
     max_age_dead_letters_as_expired,
+    the_first_failure_is_read_from_the_brokers_record,
     immediate_retries_stay_in_the_process,
     a_breaker_holds_messages_while_a_dependency_is_down,
 );

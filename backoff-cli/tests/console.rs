@@ -1313,7 +1313,10 @@ async fn the_page_fits_the_window_and_finds_selects_edits_exports_audits_and_lis
         "{due}"
     );
     assert_eq!(due[1]["id"], "waiting-2");
-    assert_eq!(due[1]["shown"], "unknown (no x-retried-at)");
+    assert_eq!(
+        due[1]["shown"], "within 60 s (a first retry is not stamped)",
+        "a first retry copy without a max_age carries only its count"
+    );
     assert_eq!(
         f.tier_depth(60_000).await,
         2,

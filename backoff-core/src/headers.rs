@@ -27,14 +27,18 @@ pub const REPLAY_COUNT: &str = "x-replay-count";
 /// The user headers a dead-letter copy had to leave out to fit in one frame,
 /// each as `name (N bytes)`.
 pub const DROPPED_HEADERS: &str = "x-dropped-headers";
-/// When the message first failed, RFC 3339 in UTC: set on the first retry
-/// copy and kept on every later one (dead letters included), for `max_age`.
-/// A message dead-lettered at its first failure does not carry it: its
-/// `x-failed-at` says the same.
+/// When the message first failed, RFC 3339 in UTC, for `max_age`: set on
+/// the second retry copy, or a dead letter of the first, and kept on every
+/// later one. A first retry copy does not carry it: its `x-retried-at`
+/// (stamped only for a consumer with a `max_age`), or the broker's `x-death`
+/// when it leaves its tier, says it. A message dead-lettered at its first
+/// failure does not carry it either: its `x-failed-at` says the same.
 pub const FIRST_FAILED_AT: &str = "x-first-failed-at";
 /// When a retry copy was published to its retry tier, RFC 3339 in UTC: the
 /// tier's delay counts from then, so the copy is due back in its work queue
-/// at this time plus the tier's delay. Rewritten on every retry.
+/// at this time plus the tier's delay. Rewritten on every retry from the
+/// second; a first retry copy carries it only for a consumer with a
+/// `max_age`.
 pub const RETRIED_AT: &str = "x-retried-at";
 /// In an `x-replay-history` entry: who replayed the message (the name of the
 /// console token that asked for it).

@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use lapin::BasicProperties;
-use rabbit_backoff_core::{HeaderValue, RetryCount, headers, parse_failed_at, read_retry_count};
+use rabbit_backoff_core::{RetryCount, headers, read_retry_count};
 
-use crate::settle::copy_properties::first_failed_at;
+use crate::settle::first_failure::{TierDelays, first_failed_at};
 use crate::telemetry::wall_clock;
 use crate::transport::amqp_values::header_view;
 
@@ -28,12 +28,13 @@ pub(crate) fn count_in(properties: &BasicProperties, name: &str) -> RetryCount {
     read_retry_count(header.as_ref())
 }
 
-/// How long ago the message first failed, from `x-first-failed-at` (or a
-/// first retry copy's `x-retried-at`, see [`first_failed_at`]).
-pub(crate) fn since_first_failure(properties: &BasicProperties) -> Option<Duration> {
-    let HeaderValue::Str(text) = first_failed_at(properties)? else {
-        return None;
-    };
-    let first = parse_failed_at(text)?;
+/// How long ago the message first failed, from `x-first-failed-at` (or on a
+/// first retry copy, which carries none, see [`first_failed_at`]); `tiers`
+/// are the consumer's retry queues.
+pub(crate) fn since_first_failure(
+    properties: &BasicProperties,
+    tiers: &TierDelays,
+) -> Option<Duration> {
+    let first = first_failed_at(properties, tiers)?.time()?;
     Some(wall_clock::now().duration_since(first).unwrap_or_default())
 }

@@ -423,8 +423,10 @@ impl<C: Consumer> Worker<C> {
         retry_count: u32,
         #[cfg_attr(not(feature = "postgres"), allow(unused_variables))] held: Option<&dyn HeldKey>,
     ) -> (Attempt, Context, Vec<u8>, Acker) {
-        let attempt = Attempt::count(retry_count)
-            .with_since_first_failure(since_first_failure(&delivery.properties));
+        let attempt = Attempt::count(retry_count).with_since_first_failure(since_first_failure(
+            &delivery.properties,
+            &self.executor.tiers,
+        ));
         let Delivery {
             exchange,
             routing_key,

@@ -9,7 +9,7 @@ use crate::broker::confirm_channel::confirm_channel;
 use crate::error::Error;
 use crate::error::channel_error;
 use crate::operations::dead_letters::message::BODY_PREVIEW_LEN;
-use crate::settle::copy_properties::first_failed_at;
+use crate::settle::first_failure::{TierDelays, first_failed_at};
 use crate::transport::Connection;
 use crate::transport::amqp_values::header_view;
 
@@ -133,10 +133,10 @@ fn waiting(
         retry_count: table
             .and_then(|t| t.inner().get(headers::RETRY_COUNT))
             .map(|v| read_retry_count(Some(&header_view(v))).count),
-        first_failed_at: first_failed_at(&delivery.properties).and_then(|v| match v {
-            HeaderValue::Str(s) => Some(s.to_owned()),
-            _ => None,
-        }),
+        // A message waiting in a tier has not left it: no `x-death` of this
+        // tier says when it entered.
+        first_failed_at: first_failed_at(&delivery.properties, &TierDelays::default())
+            .and_then(|first| first.to_text()),
         entered_at,
         due_at,
         body_len: delivery.data.len(),

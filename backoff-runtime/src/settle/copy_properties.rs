@@ -1,12 +1,15 @@
 //! The properties of the copies the framework republishes: every original
 //! header kept, its own headers set, the time stamped.
 
+use std::collections::BTreeMap;
+
 use lapin::BasicProperties;
 use lapin::types::{FieldTable, ShortString};
-use rabbit_backoff_core::{HeaderValue, headers, read_retry_count};
+use rabbit_backoff_core::{HeaderValue, headers};
 
+use crate::settle::first_failure::{TierDelays, X_DEATH, implied_first_failure};
 use crate::telemetry::wall_clock::Stamp;
-use crate::transport::amqp_values::{PERSISTENT, amqp_value, header_view};
+use crate::transport::amqp_values::{PERSISTENT, amqp_value};
 
 /// The properties of a republished copy: every original header plus `set`,
 /// and `message_id`, `correlation_id`, `content_type`, `content_encoding`,
@@ -27,67 +30,56 @@ pub fn republish_properties(
 
 /// The properties of a dead letter of `original`: [`republish_properties`]
 /// with the dead letter's headers `set` (without those it leaves out,
-/// [`DeadLetter::headers`](rabbit_backoff_core::DeadLetter::headers)), and `x-first-failed-at` when
-/// `original` says it only by its `x-retried-at` (a first retry copy, see
-/// [`first_failed_at`]).
+/// [`DeadLetter::headers`](rabbit_backoff_core::DeadLetter::headers)), and
+/// `x-first-failed-at` when `original` is a first retry copy, which carries
+/// none ([`implied_first_failure`]).
 pub(crate) fn dead_letter_properties(
     original: &BasicProperties,
     set: &[(&'static str, Option<HeaderValue<'_>>)],
+    tiers: &TierDelays,
 ) -> BasicProperties {
-    let implied = implied_first_failure(original);
-    copy_with(
-        original,
-        set.iter()
-            .cloned()
-            .chain(implied.map(|at| (headers::FIRST_FAILED_AT, Some(at)))),
-    )
-}
-
-/// When the message of `properties` first failed: its `x-first-failed-at`;
-/// on a first retry copy, which carries none (it would say what its
-/// `x-retried-at` says: it entered its tier at its first failure), its
-/// `x-retried-at`. `None` before any failure.
-pub(crate) fn first_failed_at(properties: &BasicProperties) -> Option<HeaderValue<'_>> {
-    let table = properties.headers().as_ref()?.inner();
-    match table.get(headers::FIRST_FAILED_AT) {
-        Some(first) => Some(header_view(first)),
-        None => implied_first_failure(properties),
+    let set = set.iter().cloned();
+    match implied_first_failure(original, tiers) {
+        Some(first) => first.with_value(|at| {
+            copy_with(original, set.chain([(headers::FIRST_FAILED_AT, Some(at))]))
+        }),
+        None => copy_with(original, set),
     }
-}
-
-/// The `x-retried-at` of a retry copy without `x-first-failed-at`: when it
-/// first failed.
-fn implied_first_failure(properties: &BasicProperties) -> Option<HeaderValue<'_>> {
-    let table = properties.headers().as_ref()?.inner();
-    if table.contains_key(headers::FIRST_FAILED_AT) {
-        return None;
-    }
-    let count = table.get(headers::RETRY_COUNT).map(header_view);
-    if read_retry_count(count.as_ref()).count == 0 {
-        return None;
-    }
-    table.get(headers::RETRIED_AT).map(header_view)
 }
 
 /// [`republish_properties`] with the headers of `set`: each set to its
 /// value, or removed when it has none.
-fn copy_with<'v>(
-    original: &BasicProperties,
-    set: impl IntoIterator<Item = (&'static str, Option<HeaderValue<'v>>)>,
-) -> BasicProperties {
-    let mut table = original.headers().clone().unwrap_or_default();
+fn copy_with<'v, I>(original: &BasicProperties, set: I) -> BasicProperties
+where
+    I: IntoIterator<Item = (&'static str, Option<HeaderValue<'v>>)>,
+    I::IntoIter: Clone,
+{
+    let set = set.into_iter();
+    let removed = |name: &str| set.clone().any(|(n, v)| v.is_none() && n == name);
+    let mut table = match original.headers() {
+        // The original carries a header the copy leaves out (`x-death`
+        // after a tier, or an origin header a dead letter implies): the
+        // table is copied without it, not copied and then rebuilt.
+        Some(table)
+            if set
+                .clone()
+                .any(|(name, value)| value.is_none() && table.contains_key(name)) =>
+        {
+            FieldTable::from(
+                table
+                    .inner()
+                    .iter()
+                    .filter(|(name, _)| !removed(name.as_str()))
+                    .map(|(name, value)| (name.clone(), value.clone()))
+                    .collect::<BTreeMap<_, _>>(),
+            )
+        }
+        Some(table) => table.clone(),
+        None => FieldTable::default(),
+    };
     for (name, value) in set {
-        match value {
-            Some(value) => {
-                table.insert(ShortString::from(name), amqp_value(&value));
-            }
-            // Rare: the original carries a header the copy leaves out.
-            None if table.contains_key(name) => {
-                let mut map = table.inner().clone();
-                map.remove(name);
-                table = FieldTable::from(map);
-            }
-            None => {}
+        if let Some(value) = value {
+            table.insert(ShortString::from(name), amqp_value(&value));
         }
     }
     let mut p = BasicProperties::default()
@@ -128,26 +120,47 @@ pub(crate) fn now_rfc3339() -> Stamp {
     Stamp::now()
 }
 
-/// The properties of a retry copy: the original's, with `x-retry-count` of
-/// `next_count` and `x-retried-at` of now.
+/// The properties of a retry copy: the original's, with `x-retry-count`
+/// of `next_count`, without the original's `x-death` (the broker writes the
+/// copy's own when it leaves its tier), and `x-retried-at` of now except on
+/// a first copy with `stamp_first` false.
 ///
-/// `x-first-failed-at` is written once the copy's `x-retried-at` no longer
-/// says when the message first failed: a first retry copy carries none (it
-/// entered its tier at its first failure, and one header fewer costs the
-/// broker less on every hop: PERFORMANCE.md), the copy of a first retry
-/// copy takes that copy's `x-retried-at`, and later copies keep the one
-/// they carry. [`first_failed_at`] reads either.
-pub(crate) fn retry_properties(original: &BasicProperties, next_count: u32) -> BasicProperties {
-    let count = (headers::RETRY_COUNT, HeaderValue::Int(next_count.into()));
+/// A first retry copy carries no `x-first-failed-at`: it entered its tier
+/// at its first failure, which its `x-retried-at` says, or without it its
+/// expiry from the tier ([`implied_first_failure`]); one header fewer costs
+/// the broker less on every hop (PERFORMANCE.md). The copy of a first copy
+/// writes that time as `x-first-failed-at`, and later copies keep it.
+/// Dropping `x-death` keeps the broker's record of each tier fresh on
+/// RabbitMQ 3.x, which would otherwise count on in an entry of an earlier
+/// life (4.x ignores an `x-death` a client publishes).
+pub(crate) fn retry_properties(
+    original: &BasicProperties,
+    next_count: u32,
+    stamp_first: bool,
+    tiers: &TierDelays,
+) -> BasicProperties {
+    let count = (
+        headers::RETRY_COUNT,
+        Some(HeaderValue::Int(next_count.into())),
+    );
+    let no_death = (X_DEATH, None);
     // When the copy enters its tier, so that its due time can be shown.
     let now = now_rfc3339();
-    let entered = (headers::RETRIED_AT, HeaderValue::Str(&now));
-    match implied_first_failure(original) {
-        Some(first) => copy_with(
-            original,
-            [count, entered, (headers::FIRST_FAILED_AT, first)].map(|(n, v)| (n, Some(v))),
-        ),
-        None => copy_with(original, [count, entered].map(|(n, v)| (n, Some(v)))),
+    let entered = (headers::RETRIED_AT, Some(HeaderValue::Str(&now)));
+    match implied_first_failure(original, tiers) {
+        Some(first) => first.with_value(|first| {
+            copy_with(
+                original,
+                [
+                    count,
+                    no_death,
+                    entered,
+                    (headers::FIRST_FAILED_AT, Some(first)),
+                ],
+            )
+        }),
+        None if stamp_first || next_count > 1 => copy_with(original, [count, no_death, entered]),
+        None => copy_with(original, [count, no_death]),
     }
 }
 
@@ -167,7 +180,8 @@ mod tests {
     }
 
     use super::*;
-    use lapin::types::{AMQPValue, FieldTable};
+    use crate::settle::first_failure::{FirstFailure, first_failed_at};
+    use lapin::types::AMQPValue;
 
     /// RabbitMQ 4.x no longer interprets `x-death` on a republished message,
     /// and a client may forge one: the count is the framework's own header.
@@ -200,15 +214,111 @@ mod tests {
         }
     }
 
-    /// A first retry copy says when the message first failed by its
-    /// `x-retried-at` alone; the next copy, and a dead letter of it, write
-    /// that time as `x-first-failed-at`, which later copies keep.
+    fn tiers() -> TierDelays {
+        let spec = rabbit_backoff_core::ConsumerSpec::new("orders", "5s,60s".parse().unwrap());
+        TierDelays::of(
+            &rabbit_backoff_core::Topology::of(&spec),
+            &spec.retry_delays(),
+        )
+    }
+
+    /// `properties` as the broker delivers it back from the tier `queue`:
+    /// with an `x-death` entry of its expiry at `left` (seconds), `count`
+    /// times.
+    fn back_from(
+        properties: &BasicProperties,
+        queue: &str,
+        left: u64,
+        count: i64,
+    ) -> BasicProperties {
+        let mut death = FieldTable::default();
+        death.insert("count".into(), AMQPValue::LongLongInt(count));
+        death.insert("reason".into(), AMQPValue::LongString("expired".into()));
+        death.insert("queue".into(), AMQPValue::LongString(queue.into()));
+        death.insert("time".into(), AMQPValue::Timestamp(left));
+        let mut table = properties.headers().clone().unwrap_or_default();
+        table.insert(
+            X_DEATH.into(),
+            AMQPValue::FieldArray(vec![AMQPValue::FieldTable(death)].into()),
+        );
+        properties.clone().with_headers(table)
+    }
+
+    /// Without a `max_age`, a first retry copy carries only its count; back
+    /// from its tier, the broker's `x-death` says when it entered it, which
+    /// the next copy and a dead letter write as `x-first-failed-at`, and
+    /// later copies keep. No copy carries the `x-death` of the one before.
+    #[test]
+    fn a_first_copy_carries_only_its_count() {
+        let tiers = tiers();
+        let fresh = BasicProperties::default().with_message_id("m".into());
+        let first = retry_properties(&fresh, 1, false, &tiers);
+        let names: Vec<_> = first
+            .headers()
+            .as_ref()
+            .unwrap()
+            .inner()
+            .keys()
+            .map(|name| name.as_str())
+            .collect();
+        assert_eq!(names, [headers::RETRY_COUNT], "one header");
+
+        // 2027-01-15T08:00:05Z: it left the 5 s tier.
+        let back = back_from(&first, "orders.retry_5000ms", 1_800_000_005, 1);
+        let second = retry_properties(&back, 2, false, &tiers);
+        assert_eq!(
+            text(&second, headers::FIRST_FAILED_AT),
+            Some("2027-01-15T08:00:00.000Z")
+        );
+        assert!(
+            text(&second, headers::RETRIED_AT).is_some(),
+            "later copies say when they entered"
+        );
+        assert!(!second.headers().as_ref().unwrap().contains_key(X_DEATH));
+        let third = retry_properties(
+            &back_from(&second, "orders.retry_60000ms", 1_800_000_070, 1),
+            3,
+            false,
+            &tiers,
+        );
+        assert_eq!(
+            text(&third, headers::FIRST_FAILED_AT),
+            Some("2027-01-15T08:00:00.000Z")
+        );
+        let dead = dead_letter_properties(&back, &[], &tiers);
+        assert_eq!(
+            text(&dead, headers::FIRST_FAILED_AT),
+            Some("2027-01-15T08:00:00.000Z")
+        );
+        assert!(
+            dead.headers().as_ref().unwrap().contains_key(X_DEATH),
+            "a dead letter keeps the broker's record"
+        );
+
+        // Replayed after a life through the same tier, on RabbitMQ 3.x,
+        // had its copy kept the old `x-death`: the entry counts 2 and keeps
+        // the old time, which says nothing of this life.
+        let stale = back_from(&first, "orders.retry_5000ms", 1_700_000_000, 2);
+        assert!(
+            text(
+                &retry_properties(&stale, 2, false, &tiers),
+                headers::FIRST_FAILED_AT
+            )
+            .is_none()
+        );
+    }
+
+    /// With a `max_age`, a first retry copy says when the message first
+    /// failed by its `x-retried-at`, to the millisecond; the next copy, and
+    /// a dead letter of it, write that time as `x-first-failed-at`, which
+    /// later copies keep.
     #[test]
     fn the_first_failure_is_written_once_the_copy_no_longer_says_it() {
+        let tiers = tiers();
         let fresh = BasicProperties::default().with_message_id("m".into());
-        assert!(first_failed_at(&fresh).is_none());
+        assert!(first_failed_at(&fresh, &tiers).is_none());
 
-        let first = retry_properties(&fresh, 1);
+        let first = retry_properties(&fresh, 1, true, &tiers);
         assert_eq!(
             text(&first, headers::FIRST_FAILED_AT),
             None,
@@ -218,37 +328,42 @@ mod tests {
             .expect("x-retried-at")
             .to_owned();
         assert_eq!(
-            first_failed_at(&first),
-            Some(HeaderValue::Str(&entered)),
+            first_failed_at(&first, &tiers),
+            Some(FirstFailure::Written(HeaderValue::Str(&entered))),
             "read from x-retried-at"
         );
+        // Back from its tier, x-retried-at still wins over x-death.
+        let back = back_from(&first, "orders.retry_5000ms", 1_800_000_005, 1);
 
         std::thread::sleep(std::time::Duration::from_millis(2));
-        let second = retry_properties(&first, 2);
+        let second = retry_properties(&back, 2, true, &tiers);
         assert_eq!(
             text(&second, headers::FIRST_FAILED_AT),
             Some(entered.as_str())
         );
         assert_ne!(text(&second, headers::RETRIED_AT), Some(entered.as_str()));
-        let third = retry_properties(&second, 3);
+        let third = retry_properties(&second, 3, true, &tiers);
         assert_eq!(
             text(&third, headers::FIRST_FAILED_AT),
             Some(entered.as_str())
         );
 
-        let dead =
-            dead_letter_properties(&first, &[(headers::ERROR, Some(HeaderValue::Str("no")))]);
+        let dead = dead_letter_properties(
+            &back,
+            &[(headers::ERROR, Some(HeaderValue::Str("no")))],
+            &tiers,
+        );
         assert_eq!(
             text(&dead, headers::FIRST_FAILED_AT),
             Some(entered.as_str())
         );
-        let dead_later = dead_letter_properties(&third, &[]);
+        let dead_later = dead_letter_properties(&third, &[], &tiers);
         assert_eq!(
             text(&dead_later, headers::FIRST_FAILED_AT),
             Some(entered.as_str())
         );
         // A first failure dead-lettered at once: x-failed-at says it.
-        let dead_at_once = dead_letter_properties(&fresh, &[]);
+        let dead_at_once = dead_letter_properties(&fresh, &[], &tiers);
         assert_eq!(text(&dead_at_once, headers::FIRST_FAILED_AT), None);
 
         // A replayed message (no x-retry-count) keeps a stale x-retried-at,
@@ -260,9 +375,12 @@ mod tests {
             }
         }
         let replayed = BasicProperties::default().with_headers(replayed);
-        assert!(first_failed_at(&replayed).is_none());
+        assert!(first_failed_at(&replayed, &tiers).is_none());
         assert_eq!(
-            text(&retry_properties(&replayed, 1), headers::FIRST_FAILED_AT),
+            text(
+                &retry_properties(&replayed, 1, true, &tiers),
+                headers::FIRST_FAILED_AT
+            ),
             None
         );
     }
@@ -326,7 +444,7 @@ mod tests {
                 "2026-12-05T08:00:00.000Z",
             )
             .with_origin("orders", exchange, routing_key);
-            dead_letter_properties(&original, &dead_letter.headers())
+            dead_letter_properties(&original, &dead_letter.headers(), &tiers())
         };
         let copy = dead_letter_from("orders", "orders");
         assert_eq!(text(&copy, headers::ORIGINAL_QUEUE), Some("orders"));

@@ -19,6 +19,7 @@ use crate::error::PublishFailure;
 use crate::settle::acks::Acks;
 use crate::settle::copy_properties::{dead_letter_properties, now_rfc3339, retry_properties};
 use crate::settle::encoded_size::content_header_len;
+use crate::settle::first_failure::TierDelays;
 use crate::settle::settlement::{Settler, Target};
 use crate::settle::shrink_copy::{TooLarge, without_largest_headers};
 use crate::telemetry::meters::Meters;
@@ -57,6 +58,12 @@ pub(crate) struct Executor {
     topology: Topology,
     /// The delay of each retry queue of `topology.retry_queues`, in order.
     retry_delays: Vec<u64>,
+    /// The same, by queue: what a first retry copy's `x-death` is read
+    /// against.
+    pub(crate) tiers: TierDelays,
+    /// Whether a first retry copy carries `x-retried-at`: only for a
+    /// `max_age`, which needs its first failure to the millisecond.
+    stamp_first: bool,
     dead_letter_routing_key: String,
     /// Where the topology is declared again when a copy is unroutable.
     connection: Arc<dyn Connection>,
@@ -77,12 +84,16 @@ impl Executor {
             .chain(spec.ladders.iter().flatten())
             .copied()
             .collect();
+        let topology = Topology::of(spec);
+        let retry_delays = spec.retry_delays();
         Executor {
+            tiers: TierDelays::of(&topology, &retry_delays),
+            stamp_first: spec.max_age.is_some(),
             settler: Settler::new(channel, Arc::clone(connection), confirm_timeout),
             acks: Acks::new(ack_batch(spec.prefetch)),
             meters: Meters::new(&spec.queue, &tiers),
-            topology: Topology::of(spec),
-            retry_delays: spec.retry_delays(),
+            topology,
+            retry_delays,
             dead_letter_routing_key: spec.names().dead_letter_routing_key,
             connection: Arc::clone(connection),
             spec: spec.clone(),
@@ -253,16 +264,19 @@ impl Executor {
     ) -> bool {
         let fitted = {
             let properties = match copy {
-                CopyKind::Retry { next_count, .. } => {
-                    retry_properties(original.properties, next_count)
-                }
+                CopyKind::Retry { next_count, .. } => retry_properties(
+                    original.properties,
+                    next_count,
+                    self.stamp_first,
+                    &self.tiers,
+                ),
                 CopyKind::DeadLetter(reason) => {
                     let failed_at = now_rfc3339();
                     let dead_letter =
                         self.dead_letter(original, reason, original.error, &failed_at);
                     // A dead letter at the first failure carries no
                     // `x-first-failed-at`: it would say what `x-failed-at` says.
-                    dead_letter_properties(original.properties, &dead_letter.headers())
+                    dead_letter_properties(original.properties, &dead_letter.headers(), &self.tiers)
                 }
             };
             self.settler.fit(properties, target)
@@ -360,7 +374,8 @@ impl Executor {
         let (error, failed_at) = (truncate_error(&error), now_rfc3339());
         let dead_letter =
             self.dead_letter(original, DeadLetterReason::Oversized, &error, &failed_at);
-        let properties = dead_letter_properties(original.properties, &dead_letter.headers());
+        let properties =
+            dead_letter_properties(original.properties, &dead_letter.headers(), &self.tiers);
         let target = self.dead_letter_target();
         match without_largest_headers(properties, self.settler.copy_limit(&target)) {
             Some((properties, dropped)) => {

@@ -6,5 +6,6 @@ pub(crate) mod acks;
 pub(crate) mod copy_properties;
 pub(crate) mod encoded_size;
 pub(crate) mod executor;
+pub(crate) mod first_failure;
 pub(crate) mod settlement;
 pub(crate) mod shrink_copy;

@@ -841,7 +841,8 @@
         ...l.messages.map((m) => {
           const due = timeEl(m.due_at);
           due.dataset.due = '1';
-          if (!m.due_at) due.textContent = 'unknown (no x-retried-at)';
+          // A first retry copy carries no x-retried-at unless its consumer has a max_age.
+          if (!m.due_at) due.textContent = m.retry_count === 1 ? 'within ' + t.delay_ms / 1000 + ' s (a first retry is not stamped)' : 'unknown (no x-retried-at)';
           return el(
             'tr',
             { data: { messageId: m.message_id || '' } },

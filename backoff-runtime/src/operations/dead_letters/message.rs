@@ -220,8 +220,11 @@ mod tests {
     use rabbit_backoff_core::DeadLetterReason;
 
     fn shown(dead_letter: DeadLetter<'_>) -> DeadLetterMessage {
-        let properties =
-            dead_letter_properties(&BasicProperties::default(), &dead_letter.headers());
+        let properties = dead_letter_properties(
+            &BasicProperties::default(),
+            &dead_letter.headers(),
+            &Default::default(),
+        );
         let delivery = Delivery::new(b"{}".to_vec(), Acker::new(Unsettled))
             .with_route("orders.dlx", "orders.dlq")
             .with_properties(properties);
