@@ -13,7 +13,7 @@ use common::seam::OnBroker;
 use common::*;
 use rabbit_backoff::ConsumerSpec;
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::transport::{AmqpTransport, Transport};
+use rabbit_backoff::transport::{AmqpTransport, Delivery, Transport};
 use serde::{Deserialize, Serialize};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -189,6 +189,23 @@ impl Harness {
     async fn stop(self) {
         self.on.stop().await;
     }
+
+    /// Publishes job 1, which keeps failing transiently, and takes its dead
+    /// letter, checking it was dead-lettered for `reason`.
+    async fn dead_letter_of_a_failing_job(&self, reason: &str) -> Delivery {
+        self.publish(&PolicyJob {
+            id: 1,
+            mode: Mode::Transient,
+            failures: 10,
+        })
+        .await;
+        let dead = self.next_dead_letter().await;
+        assert_eq!(
+            header_str(&dead.properties, "x-dead-letter-reason").as_deref(),
+            Some(reason)
+        );
+        dead
+    }
 }
 
 async fn a_variants_own_ladder_is_used(transport: Arc<dyn Transport>, shared: bool) {
@@ -280,17 +297,7 @@ async fn max_age_dead_letters_as_expired(transport: Arc<dyn Transport>, shared: 
         s.max_age = Some(Duration::from_millis(200));
     })
     .await;
-    h.publish(&PolicyJob {
-        id: 1,
-        mode: Mode::Transient,
-        failures: 10,
-    })
-    .await;
-    let dead = h.next_dead_letter().await;
-    assert_eq!(
-        header_str(&dead.properties, "x-dead-letter-reason").as_deref(),
-        Some("expired")
-    );
+    let dead = h.dead_letter_of_a_failing_job("expired").await;
     assert!(header_str(&dead.properties, "x-first-failed-at").is_some());
     assert!(
         header_str(&dead.properties, "x-retried-at").is_some(),
@@ -312,17 +319,7 @@ async fn the_first_failure_is_read_from_the_brokers_record(
     })
     .await;
     let published = framework_now();
-    h.publish(&PolicyJob {
-        id: 1,
-        mode: Mode::Transient,
-        failures: 10,
-    })
-    .await;
-    let dead = h.next_dead_letter().await;
-    assert_eq!(
-        header_str(&dead.properties, "x-dead-letter-reason").as_deref(),
-        Some("exhausted")
-    );
+    let dead = h.dead_letter_of_a_failing_job("exhausted").await;
     assert_eq!(h.calls.of(1).len(), 2, "failed, retried once");
     assert_eq!(
         header_str(&dead.properties, "x-retried-at"),
