@@ -144,23 +144,21 @@ pub(crate) fn retry_properties(
         Some(HeaderValue::Int(next_count.into())),
     );
     let no_death = (X_DEATH, None);
-    // When the copy enters its tier, so that its due time can be shown.
-    let now = now_rfc3339();
-    let entered = (headers::RETRIED_AT, Some(HeaderValue::Str(&now)));
+    // When the copy enters its tier, so that its due time can be shown; not
+    // on a first copy unless asked.
+    let now = (stamp_first || next_count > 1).then(now_rfc3339);
+    let entered = now
+        .as_deref()
+        .map(|now| (headers::RETRIED_AT, Some(HeaderValue::Str(now))));
+    let set = [count, no_death].into_iter().chain(entered);
     match implied_first_failure(original, tiers) {
         Some(first) => first.with_value(|first| {
             copy_with(
                 original,
-                [
-                    count,
-                    no_death,
-                    entered,
-                    (headers::FIRST_FAILED_AT, Some(first)),
-                ],
+                set.chain([(headers::FIRST_FAILED_AT, Some(first))]),
             )
         }),
-        None if stamp_first || next_count > 1 => copy_with(original, [count, no_death, entered]),
-        None => copy_with(original, [count, no_death]),
+        None => copy_with(original, set),
     }
 }
 
