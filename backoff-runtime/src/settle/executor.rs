@@ -56,10 +56,7 @@ pub(crate) struct Executor {
     pub(crate) meters: Meters,
     spec: ConsumerSpec,
     topology: Topology,
-    /// The delay of each retry queue of `topology.retry_queues`, in order.
-    retry_delays: Vec<u64>,
-    /// The same, by queue: what a first retry copy's `x-death` is read
-    /// against.
+    /// Each retry queue of `topology` with its delay.
     pub(crate) tiers: TierDelays,
     /// Whether a first retry copy carries `x-retried-at`: only for a
     /// `max_age`, which needs its first failure to the millisecond.
@@ -85,15 +82,13 @@ impl Executor {
             .copied()
             .collect();
         let topology = Topology::of(spec);
-        let retry_delays = spec.retry_delays();
         Executor {
-            tiers: TierDelays::of(&topology, &retry_delays),
+            tiers: TierDelays::of(&topology, &spec.retry_delays()),
             stamp_first: spec.max_age.is_some(),
             settler: Settler::new(channel, Arc::clone(connection), confirm_timeout),
             acks: Acks::new(ack_batch(spec.prefetch)),
             meters: Meters::new(&spec.queue, &tiers),
             topology,
-            retry_delays,
             dead_letter_routing_key: spec.names().dead_letter_routing_key,
             connection: Arc::clone(connection),
             spec: spec.clone(),
@@ -210,10 +205,7 @@ impl Executor {
     /// of its sub-queues at random.
     fn retry_target(&self, delay_ms: u64) -> Target<'_> {
         let ms = self.spec.jittered(delay_ms, fastrand::f64());
-        // Every delay a decision can return has a declared queue; the
-        // consumer's first tier is the safe fallback.
-        let index = self.retry_delays.iter().position(|&d| d == ms).unwrap_or(0);
-        let queue = &self.topology.retry_queues[index].name;
+        let queue = self.tiers.queue_of(ms);
         let exchange = &self.topology.retry_exchange.name;
         Target {
             exchange,

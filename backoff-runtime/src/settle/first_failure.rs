@@ -22,8 +22,8 @@ use crate::transport::amqp_values::header_view;
 /// The broker's header recording each dead-lettering of a message.
 pub(crate) const X_DEATH: &str = "x-death";
 
-/// The delay of each of a consumer's retry queues, by name: what a first
-/// retry copy's `x-death` is read against.
+/// Each of a consumer's retry queues with its delay: where a retry of a
+/// delay goes, and what a first retry copy's `x-death` is read against.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TierDelays(Vec<(String, u64)>);
 
@@ -33,6 +33,17 @@ impl TierDelays {
     pub(crate) fn of(topology: &Topology, delays: &[u64]) -> Self {
         let queues = topology.retry_queues.iter().map(|q| q.name.clone());
         TierDelays(queues.zip(delays.iter().copied()).collect())
+    }
+
+    /// The retry queue whose delay is `delay_ms`; the first tier's when
+    /// none is (every delay a decision can return has a declared queue).
+    pub(crate) fn queue_of(&self, delay_ms: u64) -> &str {
+        let (queue, _) = self
+            .0
+            .iter()
+            .find(|(_, delay)| *delay == delay_ms)
+            .unwrap_or(&self.0[0]);
+        queue
     }
 
     fn delay_of(&self, queue: &[u8]) -> Option<u64> {
@@ -91,14 +102,13 @@ pub(crate) fn first_failed_at<'a>(
     let table = properties.headers().as_ref()?.inner();
     match table.get(headers::FIRST_FAILED_AT) {
         Some(first) => Some(FirstFailure::Written(header_view(first))),
-        None => implied_first_failure(properties, tiers),
+        None => first_copy_failure(table, tiers),
     }
 }
 
 /// When a retry copy without `x-first-failed-at` (a first one) first
-/// failed: its `x-retried-at` when it carries one, else its expiry from its
-/// tier. `None` for a message that carries `x-first-failed-at` itself, or
-/// no retry count.
+/// failed, see [`first_copy_failure`]. `None` for a message that carries
+/// `x-first-failed-at` itself.
 pub(crate) fn implied_first_failure<'a>(
     properties: &'a BasicProperties,
     tiers: &TierDelays,
@@ -107,6 +117,16 @@ pub(crate) fn implied_first_failure<'a>(
     if table.contains_key(headers::FIRST_FAILED_AT) {
         return None;
     }
+    first_copy_failure(table, tiers)
+}
+
+/// When the retry copy of `table`, which carries no `x-first-failed-at`,
+/// first failed: its `x-retried-at` when it carries one, else its expiry
+/// from its tier. `None` without a retry count.
+fn first_copy_failure<'a>(
+    table: &'a BTreeMap<ShortString, AMQPValue>,
+    tiers: &TierDelays,
+) -> Option<FirstFailure<'a>> {
     let count = table.get(headers::RETRY_COUNT).map(header_view);
     if read_retry_count(count.as_ref()).count == 0 {
         return None;
@@ -191,6 +211,15 @@ mod tests {
 
     fn at(secs: u64, ms: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_millis(ms)
+    }
+
+    /// A retry goes to the queue of its delay, or the first tier's.
+    #[test]
+    fn a_delay_names_its_queue() {
+        let tiers = tiers();
+        assert_eq!(tiers.queue_of(60_000), "orders.retry_60000ms");
+        assert_eq!(tiers.queue_of(5_000), "orders.retry_5000ms");
+        assert_eq!(tiers.queue_of(7), "orders.retry_5000ms");
     }
 
     /// The newest entry's time less its tier's delay; nothing from an
