@@ -423,10 +423,13 @@ impl<C: Consumer> Worker<C> {
         retry_count: u32,
         #[cfg_attr(not(feature = "postgres"), allow(unused_variables))] held: Option<&dyn HeldKey>,
     ) -> (Attempt, Context, Vec<u8>, Acker) {
-        let attempt = Attempt::count(retry_count).with_since_first_failure(since_first_failure(
-            &delivery.properties,
-            &self.executor.tiers,
-        ));
+        // Only a `max_age` weighs the age: without one, no delivery's
+        // headers are read for it.
+        let age = self
+            .spec
+            .max_age
+            .and_then(|_| since_first_failure(&delivery.properties, &self.executor.tiers));
+        let attempt = Attempt::count(retry_count).with_since_first_failure(age);
         let Delivery {
             exchange,
             routing_key,
