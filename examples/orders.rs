@@ -233,7 +233,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("  order {id}: {outcome}");
     }
     println!(
-        "Dead letters wait in {} with x-error, x-failed-at, x-dead-letter-reason and, once retried, x-retry-count.",
+        "Dead letters wait in {} with x-retry-count, x-error, x-failed-at and x-dead-letter-reason.",
         names.dead_letter_queue
     );
     Ok(())

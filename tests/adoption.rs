@@ -286,8 +286,8 @@ async fn the_articles_own_topology_is_adopted_with_retry_return_exchange() {
         dead,
         BTreeMap::from([
             (3, (Some("exhausted".into()), Some(2))),
-            // No retry tier: the framework writes no count (read as 0).
-            (4, (Some("permanent".into()), None)),
+            // No retry tier: a count of 0, written (the article's contract).
+            (4, (Some("permanent".into()), Some(0))),
         ])
     );
     assert_eq!(journal.calls_for(3).len(), 3, "exhausted after both tiers");

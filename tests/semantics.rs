@@ -250,8 +250,8 @@ async fn permanent_failures_skip_the_tiers(backend: Backend) {
         header_str(&dead.properties, "x-dead-letter-reason").as_deref(),
         Some("permanent")
     );
-    // No retry tier: no count (read as 0).
-    assert_eq!(header_int(&dead.properties, "x-retry-count"), None);
+    // No retry tier: a count of 0, written (the article's contract).
+    assert_eq!(header_int(&dead.properties, "x-retry-count"), Some(0));
     assert_eq!(h.journal.calls_for(3).len(), 1);
     h.stop().await;
 }
@@ -261,7 +261,8 @@ async fn permanent_failures_skip_the_tiers(backend: Backend) {
 /// the queue) with the queue's name as routing key, neither
 /// `x-original-exchange` nor `x-original-routing-key`; through the default
 /// exchange, `x-original-exchange` of `""`. Neither went through a retry
-/// tier: no `x-retry-count`.
+/// tier: an `x-retry-count` of 0, written all the same (the article's
+/// contract; only the framework's own headers leave out what they imply).
 async fn dead_letters_name_their_origin_where_the_queue_does_not(backend: Backend) {
     let h = Harness::start(&backend, "sem-origin", |_| {}).await;
     let queue = h.spec.queue.clone();
@@ -288,7 +289,7 @@ async fn dead_letters_name_their_origin_where_the_queue_does_not(backend: Backen
         (Some(queue.clone()), Some(Some(String::new())), false)
     );
     for p in dead.values() {
-        assert_eq!(header(p, "x-retry-count"), None);
+        assert_eq!(header_int(p, "x-retry-count"), Some(0));
     }
     h.stop().await;
 }
@@ -1067,8 +1068,8 @@ async fn delayed_retries_wait_on_4_3_and_are_refused_before(backend: Backend) {
     );
     assert_eq!(
         header_int(permanent, "x-retry-count"),
-        None,
-        "no tier, no count"
+        Some(0),
+        "no tier: a count of 0, written"
     );
     assert_eq!(
         header_str(permanent, "x-error").as_deref(),

@@ -94,14 +94,15 @@ pub fn truncate_error_to(error: &str, max: usize) -> String {
 /// headers and properties. It borrows its text, so that a copy's headers are
 /// written straight from where the failure was seen.
 ///
-/// A dead letter leaves out what its other headers imply, and readers take
-/// it back ([`DeadLetter::implied`]): `x-retry-count` of 0 (it went through
-/// no retry tier, as a fresh message counts), and `x-original-exchange` and
-/// `x-original-routing-key` equal to `x-original-queue` (the framework's
-/// work exchange and binding are named after the queue by default). Every
-/// header costs the broker on each message it routes and stores, the
-/// dead-letter index's copy included: on a flood of permanent failures these
-/// three are about a tenth of its work (PERFORMANCE.md).
+/// Every dead letter carries the article's three headers, `x-retry-count`
+/// (0 included: the contract operators filter the queue on), `x-error` and
+/// `x-failed-at`, and the framework's `x-dead-letter-reason` and
+/// `x-original-queue`. What the framework adds beyond them leaves out what
+/// the others imply, and readers take it back ([`DeadLetter::implied`]):
+/// `x-original-exchange` and `x-original-routing-key` equal to
+/// `x-original-queue` (the framework's work exchange and binding are named
+/// after the queue by default). Every header costs the broker on each
+/// message it routes and stores.
 ///
 /// ```
 /// use rabbit_backoff::{DeadLetter, DeadLetterReason, HeaderValue};
@@ -117,8 +118,8 @@ pub fn truncate_error_to(error: &str, max: usize) -> String {
 /// // Where it came from: the queue, and the routing key that differs from it.
 /// assert!(headers.contains(&("x-original-routing-key", Some(HeaderValue::Str("orders.eu")))));
 /// assert!(headers.contains(&("x-original-exchange", None)));
-/// // No retry tier: no count.
-/// assert!(headers.contains(&("x-retry-count", None)));
+/// // No retry tier: a count of 0, written all the same (the article's contract).
+/// assert!(headers.contains(&("x-retry-count", Some(HeaderValue::Int(0)))));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -191,7 +192,7 @@ impl<'a> DeadLetter<'a> {
         [
             (
                 headers::RETRY_COUNT,
-                (self.retry_count != 0).then_some(HeaderValue::Int(self.retry_count.into())),
+                Some(HeaderValue::Int(self.retry_count.into())),
             ),
             (headers::ERROR, Some(HeaderValue::Str(self.error))),
             (headers::FAILED_AT, Some(HeaderValue::Str(self.failed_at))),
@@ -213,7 +214,8 @@ impl<'a> DeadLetter<'a> {
 
     /// The value a dead letter of the framework (one with
     /// `x-dead-letter-reason`) means when it leaves out the header `name`
-    /// ([`headers`](Self::headers)): 0 for `x-retry-count`, its
+    /// ([`headers`](Self::headers)): 0 for `x-retry-count` (which dead
+    /// letters always carry now; some written before did not), its
     /// `x-original-queue` (`original_queue`) for `x-original-exchange` and
     /// `x-original-routing-key`. `None` for any other header, or without
     /// `x-original-queue`: a copy too large for a frame leaves out all three
@@ -287,6 +289,32 @@ mod tests {
         )));
     }
 
+    /// The article's three headers are on every dead letter, whatever its
+    /// reason and count: a count of 0 is written, not implied.
+    #[test]
+    fn every_dead_letter_carries_the_articles_headers() {
+        for reason in [
+            DeadLetterReason::Permanent,
+            DeadLetterReason::Exhausted,
+            DeadLetterReason::Decode,
+            DeadLetterReason::Oversized,
+            DeadLetterReason::Expired,
+        ] {
+            for count in [0, 1, 7] {
+                let dl = DeadLetter::new(reason, "e", "2026-01-01T00:00:00.000Z")
+                    .with_retry_count(count)
+                    .with_origin("orders", "orders", "orders");
+                let h = dl.headers();
+                assert!(h.contains(&("x-retry-count", Some(HeaderValue::Int(count.into())))));
+                assert!(h.contains(&("x-error", Some(HeaderValue::Str("e")))));
+                assert!(h.contains(&(
+                    "x-failed-at",
+                    Some(HeaderValue::Str("2026-01-01T00:00:00.000Z"))
+                )));
+            }
+        }
+    }
+
     /// What is left out is what a reader implies: reading every header back,
     /// with [`DeadLetter::implied`] for those left out, gives what was
     /// dead-lettered.
@@ -326,8 +354,8 @@ mod tests {
         };
         assert_eq!(
             left_out(0, "orders", "orders"),
-            3,
-            "the framework's default topology"
+            2,
+            "the framework's default topology: the origin, never the count"
         );
         assert_eq!(left_out(4, "", "orders.eu"), 0);
         // Without a queue (an empty origin) nothing can be implied from it.

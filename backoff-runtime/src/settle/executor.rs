@@ -342,55 +342,98 @@ impl Executor {
         }
     }
 
-    /// No copy of this delivery with its own headers fits. When the broker
-    /// can still dead-letter it (adding `x-death`) within the frame, reject
-    /// it into the dead-letter queue as it is; otherwise dead-letter a copy
-    /// without its largest headers, which `x-dropped-headers` names.
+    /// No copy of this delivery with its own headers fits where it was
+    /// going. In order:
+    ///
+    /// 1. a dead letter with every header of its own and the article's
+    ///    (reason `oversized`), when the dead-letter queue has room for it:
+    ///    a retry copy needs more, room for the `x-death` its tier adds;
+    /// 2. the delivery rejected into the dead-letter queue as it is, when the
+    ///    broker can still dead-letter it (adding `x-death`) within the
+    ///    frame: its own headers leave no room for the framework's, and
+    ///    `x-death` says when and why (`rejected`);
+    /// 3. a dead letter without its largest headers, which
+    ///    `x-dropped-headers` names.
     async fn settle_oversized(&self, acker: Acker, original: &Original<'_>, too_large: TooLarge) {
         let frame_max = self.settler.frame_max();
         let size = content_header_len(original.properties);
-        let headroom = broker_headroom(&self.spec.queue, original.exchange, original.routing_key);
         let why = format!(
             "a copy would need {} bytes of properties and headers, more than the {} allowed \
              in a frame of {frame_max}, even with the framework's own headers shrunk",
             too_large.size, too_large.limit
         );
+        let target = self.dead_letter_target();
+        let failed_at = now_rfc3339();
+        let whole = {
+            let error = truncate_error(&format!(
+                "{why}; dead-lettered instead. Its failure: {}",
+                original.error
+            ));
+            let dead_letter =
+                self.dead_letter(original, DeadLetterReason::Oversized, &error, &failed_at);
+            let properties =
+                dead_letter_properties(original.properties, &dead_letter.headers(), &self.tiers);
+            self.settler.fit(properties, &target).ok()
+        };
+        if let Some(properties) = whole {
+            return self
+                .oversized_copy(acker, original, &target, properties, &why, &[])
+                .await;
+        }
+        let headroom = broker_headroom(&self.spec.queue, original.exchange, original.routing_key);
         if size + headroom <= header_limit(frame_max) {
             return self.reject(&acker, &why).await;
         }
-        let error = format!(
+        let error = truncate_error(&format!(
             "{why}; the message itself takes {size} bytes, too close to the frame for the \
              broker to dead-letter it either. Its failure: {}",
             original.error
-        );
-        let (error, failed_at) = (truncate_error(&error), now_rfc3339());
+        ));
         let dead_letter =
             self.dead_letter(original, DeadLetterReason::Oversized, &error, &failed_at);
         let properties =
             dead_letter_properties(original.properties, &dead_letter.headers(), &self.tiers);
-        let target = self.dead_letter_target();
         match without_largest_headers(properties, self.settler.copy_limit(&target)) {
             Some((properties, dropped)) => {
-                let published = self
-                    .settler
-                    .publish(&target, original.body, properties)
-                    .await;
-                if self
-                    .acked_or_requeued(acker, original, &target, published)
+                self.oversized_copy(acker, original, &target, properties, &why, &dropped)
                     .await
-                {
-                    self.meters.dead_lettered(
-                        DeadLetterReason::Oversized,
-                        *original.properties.timestamp(),
-                    );
-                    tracing::error!(
-                        "{why}; dead-lettered to {} without the headers {}",
-                        target.queue,
-                        dropped.join(", ")
-                    );
-                }
             }
             None => self.reject(&acker, &why).await,
+        }
+    }
+
+    /// Publishes an `oversized` dead letter of `original`, without the
+    /// headers `dropped` names, and acks the original once confirmed.
+    async fn oversized_copy(
+        &self,
+        acker: Acker,
+        original: &Original<'_>,
+        target: &Target<'_>,
+        properties: BasicProperties,
+        why: &str,
+        dropped: &[String],
+    ) {
+        let published = self
+            .settler
+            .publish(target, original.body, properties)
+            .await;
+        if self
+            .acked_or_requeued(acker, original, target, published)
+            .await
+        {
+            self.meters.dead_lettered(
+                DeadLetterReason::Oversized,
+                *original.properties.timestamp(),
+            );
+            if dropped.is_empty() {
+                tracing::error!("{why}; dead-lettered to {}", target.queue);
+            } else {
+                tracing::error!(
+                    "{why}; dead-lettered to {} without the headers {}",
+                    target.queue,
+                    dropped.join(", ")
+                );
+            }
         }
     }
 
