@@ -1,8 +1,8 @@
 //! What the macros' generated code names. Not public API: it may change in any release.
 
 pub use rabbit_backoff_core::{
-    BreakerSpec, Classify, ConsumerSpec, DeclareMode, Dedupe, Delays, ErrorClass, ExchangeKind,
-    Jitter, QueueType, RetryBackend, RetryReturn, Verdict,
+    BreakerSpec, Classify, ConsumerSpec, DeadLetterIndex, DeclareMode, Dedupe, Delays, ErrorClass,
+    ExchangeKind, Jitter, QueueType, RetryBackend, RetryReturn, Verdict,
 };
 pub use rabbit_backoff_runtime::{Consumer, Context, FromContext, State, StateRequirement};
 

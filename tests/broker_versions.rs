@@ -519,3 +519,54 @@ async fn a_quorum_consumer_declares_no_index_and_groups_from_a_pass() {
     dlq.close().await;
     let _ = connection.close(200, "".into()).await;
 }
+
+/// `dead_letter_index = "off"` declares no index, and removes the one an
+/// earlier declaration of the same consumer left: the broker writes each
+/// dead letter once, and `dlq groups` reads the queue, saying why, instead
+/// of a summary that stopped following it.
+#[tokio::test]
+async fn a_consumer_with_the_index_off_removes_the_old_one_and_groups_from_a_pass() {
+    let mut spec = process_job.spec();
+    spec.queue = unique("index-off");
+    let (_cleanup, connection, channel) = declared(&spec, &Topology::of(&spec)).await;
+    let names = spec.names();
+    let index_exists = || async {
+        let passive = connection.create_channel().await.unwrap();
+        let declared = passive
+            .queue_declare(
+                names.dead_letter_index().as_str().into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await;
+        let _ = passive.close(200, "".into()).await;
+        declared.is_ok()
+    };
+    assert!(index_exists().await, "declared with the index on");
+
+    spec.dead_letter_index = rabbit_backoff::DeadLetterIndex::Off;
+    let topology = Topology::of(&spec);
+    assert!(!topology.indexes_dead_letters());
+    rabbit_backoff::declare_topology(&*framework_connection().await, &topology)
+        .await
+        .unwrap();
+    assert!(!index_exists().await, "the old index is deleted");
+    // Declaring again, with nothing left to delete, is fine.
+    rabbit_backoff::declare_topology(&*framework_connection().await, &topology)
+        .await
+        .unwrap();
+
+    publish_confirmed(&channel, &names.dead_letter_queue, b"{\"id\":1}").await;
+    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let report = dlq
+        .group_report(&DeadLetterFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(report.source, GroupSource::Pass, "{}", report.reason());
+    assert_eq!(report.groups.iter().map(|g| g.count).sum::<usize>(), 1);
+    dlq.close().await;
+    let _ = connection.close(200, "".into()).await;
+}

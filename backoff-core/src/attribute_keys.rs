@@ -33,5 +33,6 @@ pub const ATTRIBUTE_KEYS: &[&str] = &[
     "dedupe",
     "dedupe_key",
     "retry",
+    "dead_letter_index",
     "crate",
 ];

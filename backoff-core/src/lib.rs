@@ -30,6 +30,7 @@ mod attribute_keys;
 mod breaker;
 mod classify;
 mod dead_letter;
+mod dead_letter_index;
 mod decision;
 mod dedupe;
 pub mod deep_headers;
@@ -62,6 +63,7 @@ pub use classify::{Classify, ErrorClass, Verdict};
 pub use dead_letter::{
     DeadLetter, DeadLetterReason, MAX_ERROR_LEN, truncate_error, truncate_error_to,
 };
+pub use dead_letter_index::DeadLetterIndex;
 pub use decision::{Attempt, Decision, Outcome, Policy, decide};
 pub use dedupe::{Dedupe, DedupeKey, KeyFate, inbox_key, outbox_message_id};
 pub use definitions::{BindingDefinition, Definitions, ExchangeDefinition, QueueDefinition};

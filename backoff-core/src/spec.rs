@@ -279,6 +279,11 @@ pub struct ConsumerSpec {
     /// (`retry = "delayed"`, see [`RetryBackend::Delayed`]).
     #[serde(default)]
     pub retry: RetryBackend,
+    /// Whether the consumer declares the dead-letter index beside its
+    /// dead-letter queue (`dead_letter_index = "off"` to declare none, see
+    /// [`DeadLetterIndex`](crate::DeadLetterIndex)).
+    #[serde(default)]
+    pub dead_letter_index: crate::DeadLetterIndex,
 }
 
 /// The default `prefetch`: the knee of the measured throughput curve (see
@@ -387,6 +392,7 @@ impl ConsumerSpec {
             breaker: None,
             dedupe: None,
             retry: RetryBackend::Tiers,
+            dead_letter_index: crate::DeadLetterIndex::On,
         }
     }
 

@@ -369,6 +369,11 @@ pub struct Topology {
     /// [`queues`](Self::queues) or [`bindings`](Self::bindings), which a
     /// consumer needs and a passive declaration checks.
     pub dead_letter_index: DeadLetterIndexDecl,
+    /// Whether the consumer asked for the index
+    /// ([`ConsumerSpec::dead_letter_index`]); whether it is declared is
+    /// [`indexes_dead_letters`](Self::indexes_dead_letters).
+    #[serde(default)]
+    pub index: crate::DeadLetterIndex,
 }
 
 fn s(v: &str) -> Argument {
@@ -377,7 +382,8 @@ fn s(v: &str) -> Argument {
 
 impl Topology {
     /// Whether the dead-letter index is declared and bound beside the
-    /// dead-letter queue: for classic topologies, not for a quorum work
+    /// dead-letter queue: for classic topologies, unless the consumer turned
+    /// it off ([`ConsumerSpec::dead_letter_index`]); not for a quorum work
     /// queue.
     ///
     /// The broker routes every dead letter to the queue and to the index's
@@ -402,7 +408,8 @@ impl Topology {
     /// # Ok::<(), rabbit_backoff::DelayError>(())
     /// ```
     pub fn indexes_dead_letters(&self) -> bool {
-        self.work_queue.argument(arg::QUEUE_TYPE) != Some(&s(QueueType::Quorum.as_str()))
+        self.index == crate::DeadLetterIndex::On
+            && self.work_queue.argument(arg::QUEUE_TYPE) != Some(&s(QueueType::Quorum.as_str()))
     }
 
     /// The topology a consumer declares.
@@ -498,6 +505,7 @@ impl Topology {
             },
             bindings,
             dead_letter_index: DeadLetterIndexDecl::of(&n),
+            index: spec.dead_letter_index,
         }
     }
 

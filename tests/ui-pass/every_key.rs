@@ -1,5 +1,5 @@
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{DeclareMode, DedupeKey, ExchangeKind, QueueType, RetryBackend, RetryReturn};
+use rabbit_backoff::{DeadLetterIndex, DeclareMode, DedupeKey, ExchangeKind, QueueType, RetryBackend, RetryReturn};
 
 #[derive(Debug, serde::Deserialize)]
 pub struct Order {
@@ -43,6 +43,7 @@ pub struct Db;
     dedupe = "24h",
     dedupe_key = "header:x-idempotency-key",
     retry = "tiers",
+    dead_letter_index = "off",
     crate = "::rabbit_backoff"
 )]
 pub async fn process_order(order: Order, ctx: &Context, _db: State<Db>) -> Result<(), OrderError> {
@@ -65,6 +66,7 @@ fn main() {
     assert_eq!(spec.max_age, Some(std::time::Duration::from_secs(3_600)));
     assert_eq!(spec.immediate, 2);
     assert_eq!(spec.retry, RetryBackend::Tiers);
+    assert_eq!(spec.dead_letter_index, DeadLetterIndex::Off);
     assert_eq!(spec.breaker.map(|b| b.to_string()).as_deref(), Some("50% of 20, pause 30s"));
     let dedupe = spec.dedupe.as_ref().expect("dedupe is set");
     assert_eq!(dedupe.window, std::time::Duration::from_secs(86_400));

@@ -139,6 +139,7 @@ pub(crate) fn example(key: &str) -> &'static str {
         "dedupe" => "dedupe = \"24h\"",
         "dedupe_key" => "dedupe_key = \"header:x-idempotency-key\"",
         "retry" => "retry = \"delayed\"",
+        "dead_letter_index" => "dead_letter_index = \"off\"",
         "crate" => "crate = \"::rabbit_backoff\"",
         _ => "exchange = \"orders\"",
     }

@@ -80,6 +80,9 @@ pub(crate) fn expand(handler: &Handler<'_>, config: &Config) -> TokenStream {
     if let Some(rabbit_backoff_core::RetryBackend::Delayed) = config.retry {
         settings.push(quote! { spec.retry = #private::RetryBackend::Delayed; });
     }
+    if let Some(rabbit_backoff_core::DeadLetterIndex::Off) = config.dead_letter_index {
+        settings.push(quote! { spec.dead_letter_index = #private::DeadLetterIndex::Off; });
+    }
     if let Some(rabbit_backoff_core::DeclareMode::Passive) = config.declare {
         settings.push(quote! { spec.declare = #private::DeclareMode::Passive; });
     }

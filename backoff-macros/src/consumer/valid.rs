@@ -2,8 +2,9 @@
 //! that a bad delay or name is a compile error pointing at it.
 
 use rabbit_backoff_core::{
-    BreakerSpec, ConsumerSpec, DeclareMode, DedupeKey, Delays, ExchangeKind, Jitter, NameOverrides,
-    QueueType, RetryBackend, RetryReturn, SpecError, TopologyNames, parse_duration, validate_name,
+    BreakerSpec, ConsumerSpec, DeadLetterIndex, DeclareMode, DedupeKey, Delays, ExchangeKind,
+    Jitter, NameOverrides, QueueType, RetryBackend, RetryReturn, SpecError, TopologyNames,
+    parse_duration, validate_name,
 };
 use syn::{LitStr, Type};
 
@@ -30,6 +31,7 @@ pub(crate) struct Config {
     pub(crate) retry_return: Option<RetryReturn>,
     pub(crate) declare: Option<DeclareMode>,
     pub(crate) retry: Option<RetryBackend>,
+    pub(crate) dead_letter_index: Option<DeadLetterIndex>,
     /// The dedupe window in milliseconds and the key, written back canonically.
     pub(crate) dedupe: Option<(u64, String)>,
     pub(crate) krate: syn::Path,
@@ -111,6 +113,7 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
         cx.error_spanned_by(&arg.key, "`delivery_limit` applies to quorum queues only; add `queue_type = \"quorum\"` or remove it");
     }
     let retry = parsed::<RetryBackend>(cx, args, "retry");
+    let dead_letter_index = parsed::<DeadLetterIndex>(cx, args, "dead_letter_index");
     if retry == Some(RetryBackend::Delayed)
         && let Some(delays) = &delays
     {
@@ -161,6 +164,7 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
         retry_return,
         declare,
         retry,
+        dead_letter_index,
         dedupe,
         krate,
         payload: payload?,

@@ -1,6 +1,6 @@
 //! Declaring a consumer's topology, or checking that it exists.
 
-use rabbit_backoff_core::{Binding, DeadLetterIndexDecl, DeclareMode, Topology};
+use rabbit_backoff_core::{Binding, DeadLetterIndex, DeadLetterIndexDecl, DeclareMode, Topology};
 
 use super::inspect::{exchange_exists, inspect_queue};
 use crate::error::{Error, MissingObject, channel_error};
@@ -90,8 +90,39 @@ pub async fn declare_topology(
     channel.close().await;
     if topology.indexes_dead_letters() {
         declare_index(connection, &topology.dead_letter_index).await;
+    } else if topology.index == DeadLetterIndex::Off {
+        delete_index(connection, &topology.dead_letter_index).await;
     }
     Ok(())
+}
+
+/// Deletes the dead-letter index an earlier declaration left, when the
+/// consumer now has none (`dead_letter_index = "off"`): the broker stops
+/// writing each dead letter to it, and `dlq groups` no longer finds a
+/// summary that stopped following the queue. Best effort: the index is a
+/// second record of the dead-letter queue, which keeps every dead letter.
+async fn delete_index(connection: &dyn Connection, index: &DeadLetterIndexDecl) {
+    let deleted = async {
+        let channel = connection.open_channel().await?;
+        let mut result = Ok(());
+        for stream in index.queues() {
+            result = result.and(channel.delete_queue(&stream.name).await);
+        }
+        channel.close().await;
+        result
+    }
+    .await;
+    match deleted {
+        Ok(()) => tracing::debug!(
+            "no dead-letter index (dead_letter_index = \"off\"): {} deleted if it was there",
+            index.entries.name
+        ),
+        Err(e) => tracing::warn!(
+            "the dead-letter index {} is off but could not be deleted ({e}); delete it to stop \
+             the broker writing each dead letter to it",
+            index.entries.name
+        ),
+    }
 }
 
 /// Declares the dead-letter index beside the dead-letter queue, on a channel

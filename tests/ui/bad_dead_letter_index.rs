@@ -1,0 +1,14 @@
+use rabbit_backoff::prelude::*;
+
+#[derive(Debug, thiserror::Error, Classify)]
+enum OrderError {
+    #[error("unavailable")]
+    Unavailable,
+}
+
+#[backoff_consumer(queue = "orders", delays = "5s", dead_letter_index = "false")]
+async fn process_order(_order: String) -> Result<(), OrderError> {
+    Ok(())
+}
+
+fn main() {}
