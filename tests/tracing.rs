@@ -124,6 +124,14 @@ async fn a_message_and_its_retry_are_one_trace() {
     };
     assert!(has(first, "messaging.system", "rabbitmq"));
     assert!(has(first, "messaging.destination.name", &queue));
+    // The failed attempt's span says so, with the error, whatever the log
+    // lines (sampled under a flood) say; the attempt that succeeded does not.
+    assert!(
+        matches!(&first.status, opentelemetry::trace::Status::Error { description } if description.contains("unavailable")),
+        "{:?}",
+        first.status
+    );
+    assert_eq!(second.status, opentelemetry::trace::Status::Unset);
 }
 
 #[tokio::test(start_paused = true)]

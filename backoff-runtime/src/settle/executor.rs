@@ -22,6 +22,7 @@ use crate::settle::encoded_size::content_header_len;
 use crate::settle::first_failure::TierDelays;
 use crate::settle::settlement::{Settler, Target};
 use crate::settle::shrink_copy::{TooLarge, without_largest_headers};
+use crate::telemetry::failure_log::{FailureFate, FailureLog, failure_line, record_failure};
 use crate::telemetry::meters::Meters;
 use crate::transport::{Acker, Channel, Connection};
 
@@ -54,6 +55,8 @@ pub(crate) struct Executor {
     /// The acknowledgements of the consumer's channel.
     pub(crate) acks: Acks,
     pub(crate) meters: Meters,
+    /// The sampler of the failures' log lines.
+    failures: FailureLog,
     spec: ConsumerSpec,
     topology: Topology,
     /// Each retry queue of `topology` with its delay.
@@ -88,6 +91,7 @@ impl Executor {
             settler: Settler::new(channel, Arc::clone(connection), confirm_timeout),
             acks: Acks::new(ack_batch(spec.prefetch)),
             meters: Meters::new(&spec.queue, &tiers),
+            failures: FailureLog::new(&spec.queue),
             topology,
             dead_letter_routing_key: spec.names().dead_letter_routing_key,
             connection: Arc::clone(connection),
@@ -149,7 +153,9 @@ impl Executor {
                     return false;
                 }
                 self.meters.retried(delay_ms);
-                tracing::warn!(
+                record_failure(error);
+                failure_line!(
+                    self.failures.level(FailureFate::Retried),
                     error,
                     "failed (transient); retry {next_count}/{} in {delay_ms}ms, held back by {}",
                     self.spec.delays.len(),
@@ -181,7 +187,9 @@ impl Executor {
                 next_count,
             } => {
                 self.meters.retried(delay_ms);
-                tracing::warn!(
+                record_failure(error);
+                failure_line!(
+                    self.failures.level(FailureFate::Retried),
                     error,
                     "failed (transient); retry {next_count}/{} in {}",
                     self.spec.delays.len(),
@@ -191,7 +199,9 @@ impl Executor {
             CopyKind::DeadLetter(reason) => {
                 self.meters
                     .dead_lettered(reason, *original.properties.timestamp());
-                tracing::warn!(
+                record_failure(error);
+                failure_line!(
+                    self.failures.level(FailureFate::DeadLettered),
                     error,
                     "failed ({reason}); dead-lettered to {}",
                     target.queue

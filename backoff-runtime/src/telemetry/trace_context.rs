@@ -68,6 +68,9 @@ pub(crate) fn delivery_span(queue: &str, delivery: &Delivery, retry_count: u32) 
         messaging.destination.name = queue,
         messaging.rabbitmq.destination.routing_key = delivery.routing_key.as_str(),
         messaging.message.id = message_id,
+        // Recorded when the attempt fails (`failure_log::record_failure`).
+        otel.status_code = tracing::field::Empty,
+        otel.status_description = tracing::field::Empty,
     );
     continue_trace(&span, delivery.properties.headers().as_ref());
     span
