@@ -2,7 +2,9 @@
 //! broker: messages per second, consumer CPU per message and the broker's
 //! CPU per message, scenario by scenario, alternating the sides so that the
 //! machine's noise falls on all of them. Every run checks that each message
-//! was handled or dead-lettered: none lost.
+//! was handled or dead-lettered: none lost; and reads up to 20 of its dead
+//! letters, each of which must carry the article's `x-retry-count`,
+//! `x-error` and `x-failed-at` (on every side, the framework's included).
 //!
 //! Each side runs in a process of its own (this binary again, with
 //! `BENCH_CHILD` set), on a multi-thread tokio runtime as `#[tokio::main]`
@@ -14,28 +16,55 @@
 //! before left the broker to do. `BENCH_PROCESSES=0` runs the sides in this
 //! process instead, for profilers (`scripts/bench-instructions.sh`).
 //!
+//! **Topologies.** The framework's sides run on the topology the framework
+//! declares (`declare_topology`, the dead-letter index included, where the
+//! framework declares one: beside classic queues), queue `bench.<8 hex>`.
+//! Every hand-written side (`article`, `full`, `spawned`, `spawned-full`,
+//! `guarded`, `delayed`) runs on the article's own topology, declared by the
+//! bench with plain lapin calls, under a prefix `<p>` = `bench.<8 hex>`
+//! unique to the run: direct `<p>.work_exchange` → durable
+//! `<p>.work_queue` (key `work`; `x-dead-letter-exchange` =
+//! `<p>.dlx_exchange`, `x-dead-letter-routing-key` = `dead`, as the article
+//! declares it), direct `<p>.retry_exchange` → durable `<p>.retry_<ms>ms`
+//! per delay (bound with its own name; `x-message-ttl` = the delay, and an
+//! expired retry returns through `<p>.work_exchange` with key `work`),
+//! direct `<p>.dlx_exchange` → durable `<p>.dead_letter_queue` (key
+//! `dead`). No index, nothing of the framework. On a quorum target the
+//! three kinds of queue are `x-queue-type = quorum`, and the work queue has
+//! `x-delivery-limit` = the framework's `delivery_limit` (20); the retry
+//! queues keep the article's arguments, so they dead-letter at most once,
+//! the quorum default, where the framework's are `at-least-once` with
+//! `x-overflow = reject-publish`. Every queue and exchange a run declared
+//! is deleted after it, on both topologies.
+//!
 //! The baselines: `article` and `full` are the same loop, handling the
 //! deliveries of one consumer with `for_each_concurrent` in its task, and
 //! differ only in the headers of a dead letter: `article` writes the three
 //! of the article a hand-written consumer is usually copied from
 //! (`x-retry-count`, `x-error`, `x-failed-at`); `full` writes the same
 //! headers as the framework (those three, `x-dead-letter-reason` and
-//! `x-original-queue`/`-exchange`/`-routing-key`, leaving out what the
-//! framework leaves out: a count of 0, an exchange or routing key equal to
-//! the queue's name), so that the broker stores messages of the same size;
-//! a first retry copy carries only `x-retry-count` in both, as the
-//! framework's do without a `max_age`.
+//! `x-original-queue`/`-exchange`/`-routing-key`, leaving out, as the
+//! framework does, an exchange or routing key equal to the queue's name,
+//! which on the article's topology they never are), so that the broker
+//! stores messages of about the same size; a first retry copy carries only
+//! `x-retry-count` in both, as the framework's do without a `max_age`.
 //! `spawned` is the stronger loop a careful developer writes on a
 //! multi-thread runtime: `article`'s headers, one task spawned per delivery,
 //! each awaiting its republish's confirm, then acking; `spawned-full` is the
 //! same loop writing `full`'s headers: beside `spawned`, what the
 //! framework's headers cost, and against it the framework's loop on equal
-//! work.
+//! work. `guarded` (only when named) is `article` over a lapin connection
+//! the runtime opened, behind its frame guard.
 //!
-//! `BENCH_INDEX=off` unbinds the dead-letter index from the dead-letter
-//! exchange before a hand-written side runs (a hand-written topology has no
-//! index); the framework binds it again when it declares its topology, so
-//! its rows keep theirs.
+//! The framework's child process logs as a service does: a
+//! `tracing_subscriber::fmt()` subscriber, filtered by `BENCH_LOG` (an
+//! `EnvFilter`; default `warn`; `off` installs none), writes a line per
+//! event to the child's standard output, a pipe this process reads to its
+//! end (the child's report is the line marked `bench-run:`; of the others,
+//! the first 3 of a run and their count are echoed to standard error: at
+//! `warn` the framework logs a line per dead letter). The hand-written
+//! sides install no subscriber; nor does anything with
+//! `BENCH_PROCESSES=0`.
 //!
 //! `scripts/bench.sh` (or `cargo bench --bench throughput`). Settings:
 //! `BENCH_N` messages a run (default 10000; S1 and S4 `BENCH_N_S1`, default
@@ -43,8 +72,11 @@
 //! they take under a second), `BENCH_REPS` runs of each side
 //! (default 3), `BENCH_SCENARIOS=S2,S3` to run only some,
 //! `BENCH_SIDES=framework,spawned` to run only some of `framework`, `article`,
-//! `spawned`, `spawned-full` and `full` (ratios are printed against each baseline that ran), or
-//! `guarded` too (`article` through the runtime's frame guard),
+//! `spawned`, `spawned-full` and `full` (the default set; ratios are printed
+//! against each baseline that ran), or the sides run only when named:
+//! `guarded`, `framework-unindexed`, `framework-delayed`, `delayed`,
+//! `dedupe=postgres`, `dedupe=redis`;
+//! `BENCH_LOG` the framework's log filter (above),
 //! `BENCH_EACH=1` to print every run as it ends (to standard error),
 //! `BENCH_PREFETCH` (default: the framework's default prefetch; a list such
 //! as `1,10,50` measures each and prints the curve), `BENCH_MEMORY=0` to
@@ -56,15 +88,24 @@
 //! three-node cluster of `scripts/cluster.sh`, or `CLUSTER_AMQP_URL`, with
 //! quorum queues replicated on every node, both sides connected to its
 //! first node, which leads the queues). Under `cargo test` it runs once with
-//! 300 messages, as a test.
+//! 300 messages, as a test (`BENCH_SIDES`, `BENCH_SCENARIOS`,
+//! `BENCH_TARGETS` and `BENCH_LOG` apply there too).
+//!
+//! `framework-unindexed` (only when named): the framework with its
+//! dead-letter index turned off (`dead_letter_index = DeadLetterIndex::Off`):
+//! each dead letter written once, to the dead-letter queue, as on the
+//! hand-written sides. Its ratios are its own to the framework with the
+//! index (throughput, then CPU per message, then the broker's). On a quorum
+//! target the framework declares no index, and the two are the same.
 //!
 //! `delayed` (only when named, on a quorum target of RabbitMQ 4.3): the
 //! `article` loop with RabbitMQ 4.3's delayed retries instead of retry
-//! tiers: the work queue is declared with `x-delayed-retry-type = failed`
-//! and `x-delayed-retry-min`/`-max` = the first tier's delay, and a
-//! transient failure is `basic.reject(requeue = true)`, which the queue
-//! holds back that long (no copy, no `x-retry-count`, no `x-error`). Its
-//! row's ratios are the framework's to it, as for the other baselines.
+//! tiers, on the article's topology without its retry exchange and queues:
+//! the work queue is declared with `x-delayed-retry-type = failed` and
+//! `x-delayed-retry-min`/`-max` = the first tier's delay, and a transient
+//! failure is `basic.reject(requeue = true)`, which the queue holds back
+//! that long (no copy, no `x-retry-count`, no `x-error`). Its row's ratios
+//! are the framework's to it, as for the other baselines.
 //!
 //! `framework-delayed` (only when named, on a quorum target of RabbitMQ
 //! 4.3): the framework with `retry = "delayed"`, the backend built on those
@@ -86,14 +127,15 @@ use std::time::{Duration, Instant, SystemTime};
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use lapin::options::{
-    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
-    ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions,
+    BasicAckOptions, BasicConsumeOptions, BasicGetOptions, BasicPublishOptions, BasicQosOptions,
+    ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions,
+    QueueDeleteOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use rabbit_backoff::dedupe::{DedupeStore, PostgresStore, RedisStore, sqlx};
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{Argument, Dedupe, QueueType, RetryBackend, ShutdownHandle, Topology};
+use rabbit_backoff::{DeadLetterIndex, Dedupe, QueueType, RetryBackend, ShutdownHandle, Topology};
 use rabbit_backoff_core::ConsumerSpec;
 use serde::{Deserialize, Serialize};
 
@@ -179,10 +221,128 @@ enum DeadLetterHeaders {
     /// The article's: `x-retry-count`, `x-error`, `x-failed-at`.
     Article,
     /// The framework's: the article's, `x-dead-letter-reason` and
-    /// `x-original-queue`/`-exchange`/`-routing-key`, without what they
-    /// imply (a count of 0, an exchange or key equal to the queue's name).
-    /// A first retry copy carries only its count in both.
+    /// `x-original-queue`/`-exchange`/`-routing-key`, without what the
+    /// queue's name implies (an exchange or key equal to it). A first retry
+    /// copy carries only its count in both.
     Full,
+}
+
+/// The names a run's messages go through, on the framework's topology or
+/// on the article's, so that publishing, the hand-written loops, counting
+/// the dead letters and deleting work the same for both.
+#[derive(Clone, Debug)]
+struct Names {
+    /// The work exchange and the key the messages are published with.
+    exchange: String,
+    routing_key: String,
+    work_queue: String,
+    retry_exchange: String,
+    /// The retry queue of the first delay, bound to the retry exchange
+    /// with its own name.
+    retry_queue: String,
+    /// The dead-letter exchange and the key a dead letter is published with.
+    dlx: String,
+    dlq_key: String,
+    dlq: String,
+    /// The retry queues with their delays (ms): none when the retries are
+    /// not tiers.
+    retry_queues: Vec<(u64, String)>,
+    /// Every queue the run may have declared, in the order to delete them.
+    queues: Vec<String>,
+    /// Every exchange the run may have declared.
+    exchanges: Vec<String>,
+}
+
+impl Names {
+    /// The names of `side`'s topology for the run of `spec`: the
+    /// framework's, or the article's under the prefix `spec.queue`.
+    fn of(side: Side, spec: &ConsumerSpec) -> Self {
+        if side.is_framework() {
+            Names::framework(spec)
+        } else {
+            Names::article(&spec.queue, spec.delays.as_millis(), side != Side::Delayed)
+        }
+    }
+
+    /// The framework's names, and every queue and exchange its topology
+    /// holds, the dead-letter index's streams included.
+    fn framework(spec: &ConsumerSpec) -> Self {
+        let names = spec.names();
+        let topology = Topology::of(spec);
+        let mut queues: Vec<String> = Vec::new();
+        // The index's streams whether or not this spec declares them: a
+        // delete of a queue that is not there is a no-op.
+        for queue in topology
+            .every_queue()
+            .chain(topology.dead_letter_index.queues())
+        {
+            if !queues.contains(&queue.name) {
+                queues.push(queue.name.clone());
+            }
+        }
+        Names {
+            exchange: names.exchange.clone(),
+            routing_key: names.routing_key.clone(),
+            work_queue: names.queue.clone(),
+            retry_exchange: names.retry_exchange.clone(),
+            retry_queue: names.retry_queue(spec.delays.as_millis()[0]),
+            dlx: names.dead_letter_exchange.clone(),
+            dlq_key: names.dead_letter_routing_key.clone(),
+            dlq: names.dead_letter_queue.clone(),
+            retry_queues: spec
+                .retry_delays()
+                .into_iter()
+                .map(|ms| (ms, names.retry_queue(ms)))
+                .collect(),
+            queues,
+            exchanges: topology
+                .exchanges()
+                .iter()
+                .map(|e| e.name.clone())
+                .collect(),
+        }
+    }
+
+    /// The article's names under the prefix `p`: `<p>.work_exchange` →
+    /// `<p>.work_queue` (key `work`), `<p>.retry_exchange` →
+    /// `<p>.retry_<ms>ms` per delay (when `tiers`), `<p>.dlx_exchange` →
+    /// `<p>.dead_letter_queue` (key `dead`).
+    fn article(p: &str, delays: &[u64], tiers: bool) -> Self {
+        let retry_queue = |ms: u64| format!("{p}.retry_{ms}ms");
+        let retry_queues: Vec<(u64, String)> = if tiers {
+            delays.iter().map(|&ms| (ms, retry_queue(ms))).collect()
+        } else {
+            Vec::new()
+        };
+        let (work_queue, dlq) = (format!("{p}.work_queue"), format!("{p}.dead_letter_queue"));
+        let (exchange, retry_exchange, dlx) = (
+            format!("{p}.work_exchange"),
+            format!("{p}.retry_exchange"),
+            format!("{p}.dlx_exchange"),
+        );
+        let queues = std::iter::once(dlq.clone())
+            .chain(retry_queues.iter().map(|(_, q)| q.clone()))
+            .chain(std::iter::once(work_queue.clone()))
+            .collect();
+        let mut exchanges = vec![exchange.clone()];
+        if tiers {
+            exchanges.push(retry_exchange.clone());
+        }
+        exchanges.push(dlx.clone());
+        Names {
+            exchange,
+            routing_key: "work".to_owned(),
+            work_queue,
+            retry_exchange,
+            retry_queue: retry_queue(delays[0]),
+            dlx,
+            dlq_key: "dead".to_owned(),
+            dlq,
+            retry_queues,
+            queues,
+            exchanges,
+        }
+    }
 }
 
 /// Where a hand-written loop sends what fails, and how.
@@ -197,17 +357,13 @@ struct Route {
 }
 
 impl Route {
-    fn of(spec: &ConsumerSpec, dead_letter_headers: DeadLetterHeaders, retries: Retries) -> Self {
-        let names = spec.names();
+    fn of(names: &Names, dead_letter_headers: DeadLetterHeaders, retries: Retries) -> Self {
         Route {
             retry_exchange: names.retry_exchange.as_str().into(),
-            retry_key: names
-                .retry_queue(spec.delays.as_millis()[0])
-                .as_str()
-                .into(),
-            dlx: names.dead_letter_exchange.as_str().into(),
-            dlq_key: names.dead_letter_routing_key.as_str().into(),
-            queue: spec.queue.clone(),
+            retry_key: names.retry_queue.as_str().into(),
+            dlx: names.dlx.as_str().into(),
+            dlq_key: names.dlq_key.as_str().into(),
+            queue: names.work_queue.clone(),
             dead_letter_headers,
             retries,
         }
@@ -216,7 +372,11 @@ impl Route {
 
 /// A channel of a hand-written loop: publisher confirms, the prefetch,
 /// consuming the work queue.
-async fn consuming(connection: &Connection, spec: &ConsumerSpec) -> (Channel, lapin::Consumer) {
+async fn consuming(
+    connection: &Connection,
+    spec: &ConsumerSpec,
+    names: &Names,
+) -> (Channel, lapin::Consumer) {
     let channel = connection.create_channel().await.expect("channel");
     channel
         .confirm_select(Default::default())
@@ -228,7 +388,7 @@ async fn consuming(connection: &Connection, spec: &ConsumerSpec) -> (Channel, la
         .expect("qos");
     let consumer = channel
         .basic_consume(
-            spec.queue.as_str().into(),
+            names.work_queue.as_str().into(),
             "".into(),
             BasicConsumeOptions::default(),
             FieldTable::default(),
@@ -244,13 +404,14 @@ async fn consuming(connection: &Connection, spec: &ConsumerSpec) -> (Channel, la
 async fn baseline(
     connection: &Connection,
     spec: ConsumerSpec,
+    names: Names,
     tally: Arc<Tally>,
     stop: ShutdownHandle,
     dead_letter_headers: DeadLetterHeaders,
     retries: Retries,
 ) {
-    let (channel, consumer) = consuming(connection, &spec).await;
-    let route = Route::of(&spec, dead_letter_headers, retries);
+    let (channel, consumer) = consuming(connection, &spec, &names).await;
+    let route = Route::of(&names, dead_letter_headers, retries);
     consumer
         .take_until(stop.wait())
         .for_each_concurrent(spec.effective_concurrency(), |delivery| {
@@ -272,12 +433,13 @@ async fn baseline(
 async fn baseline_spawned(
     connection: &Connection,
     spec: ConsumerSpec,
+    names: Names,
     tally: Arc<Tally>,
     stop: ShutdownHandle,
     dead_letter_headers: DeadLetterHeaders,
 ) {
-    let (channel, mut consumer) = consuming(connection, &spec).await;
-    let route = Arc::new(Route::of(&spec, dead_letter_headers, Retries::Tiers));
+    let (channel, mut consumer) = consuming(connection, &spec, &names).await;
+    let route = Arc::new(Route::of(&names, dead_letter_headers, Retries::Tiers));
     let mut tasks = tokio::task::JoinSet::new();
     loop {
         let delivery = tokio::select! {
@@ -347,11 +509,9 @@ async fn handle_delivery(
     };
     if let Some((exchange, key, new_count, error)) = republish {
         let mut headers = delivery.properties.headers().clone().unwrap_or_default();
-        // The framework's dead letters leave out a count of 0 (as they leave
-        // out an origin its queue implies, below); the article writes it.
-        if new_count != 0 || dead_letter_headers == DeadLetterHeaders::Article {
-            headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(new_count));
-        }
+        // The count always, 0 included, in the article's as in the
+        // framework's dead letters.
+        headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(new_count));
         // A retry copy here is always a first one, which carries only its
         // count, in `full` as in the framework's (without a `max_age`).
         if let Some(error) = error {
@@ -487,10 +647,12 @@ enum Side {
     SpawnedFull,
     /// The framework with `retry = "delayed"`. Only when named.
     FrameworkDelayed,
+    /// The framework with its dead-letter index off. Only when named.
+    FrameworkUnindexed,
 }
 
 impl Side {
-    const ALL: [Side; 10] = [
+    const ALL: [Side; 11] = [
         Side::Framework,
         Side::Article,
         Side::Spawned,
@@ -501,6 +663,7 @@ impl Side {
         Side::DedupeRedis,
         Side::Delayed,
         Side::FrameworkDelayed,
+        Side::FrameworkUnindexed,
     ];
     const DEFAULT: [Side; 5] = [
         Side::Framework,
@@ -522,16 +685,32 @@ impl Side {
             Side::Spawned => "spawned",
             Side::SpawnedFull => "spawned-full",
             Side::FrameworkDelayed => "framework-delayed",
+            Side::FrameworkUnindexed => "framework-unindexed",
         }
     }
 
-    /// Whether it is the framework (which declares its own topology, the
-    /// index included).
+    /// Whether it is the framework (which runs on its own topology, the
+    /// index included unless it is turned off); the others are hand-written
+    /// loops on the article's topology.
     fn is_framework(self) -> bool {
         matches!(
             self,
-            Side::Framework | Side::FrameworkDelayed | Side::DedupePostgres | Side::DedupeRedis
+            Side::Framework
+                | Side::FrameworkDelayed
+                | Side::FrameworkUnindexed
+                | Side::DedupePostgres
+                | Side::DedupeRedis
         )
+    }
+
+    /// What the side changes in the framework's spec of a run: its retry
+    /// backend, or its index.
+    fn configure(self, spec: &mut ConsumerSpec) {
+        match self {
+            Side::FrameworkDelayed => spec.retry = RetryBackend::Delayed,
+            Side::FrameworkUnindexed => spec.dead_letter_index = DeadLetterIndex::Off,
+            _ => {}
+        }
     }
 
     fn dedupe(self) -> bool {
@@ -689,14 +868,14 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-/// Publishes messages `ids` of `scenario`, persistent, with pipelined confirms.
+/// Publishes messages `ids` of `scenario` to the work exchange of
+/// `names`, persistent, with pipelined confirms.
 async fn prepublish(
     channel: &Channel,
-    spec: &ConsumerSpec,
+    names: &Names,
     scenario: Scenario,
     ids: std::ops::Range<u64>,
 ) {
-    let names = spec.names();
     let ids: Vec<u64> = ids.collect();
     for chunk in ids.chunks(1000) {
         let mut confirms = Vec::with_capacity(chunk.len());
@@ -747,25 +926,31 @@ async fn depth(channel: &Channel, queue: &str) -> u32 {
     q.message_count()
 }
 
-async fn delete(connection: &Connection, spec: &ConsumerSpec) {
-    let topology = Topology::of(spec);
+/// Deletes every queue and exchange of `names`: what the run declared,
+/// on either topology.
+async fn delete(connection: &Connection, names: &Names) {
     let channel = connection.create_channel().await.expect("channel");
-    for q in topology.every_queue() {
+    for queue in &names.queues {
         let _ = channel
-            .queue_delete(q.name.as_str().into(), QueueDeleteOptions::default())
+            .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
             .await;
     }
-    for e in topology.exchanges() {
+    for exchange in &names.exchanges {
         let _ = channel
-            .exchange_delete(e.name.as_str().into(), ExchangeDeleteOptions::default())
+            .exchange_delete(exchange.as_str().into(), ExchangeDeleteOptions::default())
             .await;
     }
+    closed(channel.close(200, "".into())).await;
 }
 
-fn spec_for(target: &Target, prefetch: u16) -> ConsumerSpec {
+/// The spec of a run of `side`: the framework's, with a queue name unique
+/// to the run (on a hand-written side, the prefix of the article's names),
+/// the target's queue type and what the side changes.
+fn spec_for(target: &Target, prefetch: u16, side: Side) -> ConsumerSpec {
     let mut spec = framework.spec().with_prefetch(prefetch);
     spec.queue = format!("bench.{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     spec.queue_type = target.queue_type;
+    side.configure(&mut spec);
     spec
 }
 
@@ -774,10 +959,15 @@ async fn start(
     target: &Target,
     side: Side,
     spec: &ConsumerSpec,
+    names: &Names,
     tally: &Arc<Tally>,
 ) -> (ShutdownHandle, tokio::task::JoinHandle<()>) {
     match side {
-        Side::Framework | Side::FrameworkDelayed | Side::DedupePostgres | Side::DedupeRedis => {
+        Side::Framework
+        | Side::FrameworkDelayed
+        | Side::FrameworkUnindexed
+        | Side::DedupePostgres
+        | Side::DedupeRedis => {
             let mut builder = Runtime::builder()
                 .uri(target.url.clone())
                 .state_arc(tally.clone())
@@ -803,9 +993,19 @@ async fn start(
             };
             let stop = ShutdownHandle::default();
             let connection = connect(target).await;
-            let (spec, tally, stop2) = (spec.clone(), tally.clone(), stop.clone());
+            let (spec, names, tally, stop2) =
+                (spec.clone(), names.clone(), tally.clone(), stop.clone());
             let task = tokio::spawn(async move {
-                baseline(&connection, spec, tally, stop2, headers, Retries::Tiers).await;
+                baseline(
+                    &connection,
+                    spec,
+                    names,
+                    tally,
+                    stop2,
+                    headers,
+                    Retries::Tiers,
+                )
+                .await;
                 closed(connection.close(200, "".into())).await;
             });
             (stop, task)
@@ -816,12 +1016,14 @@ async fn start(
                 .connect_amqp()
                 .await
                 .expect("the runtime's connection");
-            let (spec, tally, stop2) = (spec.clone(), tally.clone(), stop.clone());
+            let (spec, names, tally, stop2) =
+                (spec.clone(), names.clone(), tally.clone(), stop.clone());
             let task = tokio::spawn(async move {
                 let lapin = connection.lapin();
                 baseline(
                     lapin,
                     spec,
+                    names,
                     tally,
                     stop2,
                     DeadLetterHeaders::Article,
@@ -840,9 +1042,10 @@ async fn start(
             };
             let stop = ShutdownHandle::default();
             let connection = connect(target).await;
-            let (spec, tally, stop2) = (spec.clone(), tally.clone(), stop.clone());
+            let (spec, names, tally, stop2) =
+                (spec.clone(), names.clone(), tally.clone(), stop.clone());
             let task = tokio::spawn(async move {
-                baseline_spawned(&connection, spec, tally, stop2, headers).await;
+                baseline_spawned(&connection, spec, names, tally, stop2, headers).await;
                 closed(connection.close(200, "".into())).await;
             });
             (stop, task)
@@ -850,11 +1053,13 @@ async fn start(
         Side::Delayed => {
             let stop = ShutdownHandle::default();
             let connection = connect(target).await;
-            let (spec, tally, stop2) = (spec.clone(), tally.clone(), stop.clone());
+            let (spec, names, tally, stop2) =
+                (spec.clone(), names.clone(), tally.clone(), stop.clone());
             let task = tokio::spawn(async move {
                 baseline(
                     &connection,
                     spec,
+                    names,
                     tally,
                     stop2,
                     DeadLetterHeaders::Article,
@@ -868,9 +1073,19 @@ async fn start(
     }
 }
 
-/// Declares the consumer's topology with the framework's own connection;
-/// for the `delayed` side, with 4.3's delayed retries on the work queue.
-async fn declare(target: &Target, spec: &rabbit_backoff::ConsumerSpec, side: Side) {
+/// Declares the topology `side` runs on: the framework's with the
+/// framework's own connection, or the article's with plain lapin calls.
+async fn declare(target: &Target, spec: &ConsumerSpec, names: &Names, side: Side) {
+    if side.is_framework() {
+        declare_framework(target, spec, side).await;
+    } else {
+        declare_article(target, spec, names, side).await;
+    }
+}
+
+/// The framework's topology, as a consumer of `spec` declares it (the
+/// dead-letter index included, unless `spec` turns it off).
+async fn declare_framework(target: &Target, spec: &ConsumerSpec, side: Side) {
     let connection = rabbit_backoff::connect(target.first_node())
         .await
         .expect("connect");
@@ -881,7 +1096,61 @@ async fn declare(target: &Target, spec: &rabbit_backoff::ConsumerSpec, side: Sid
             "the framework-delayed side needs a quorum target (BENCH_TARGETS=single-quorum) on RabbitMQ 4.3"
         );
     }
-    let mut topology = Topology::of(spec);
+    rabbit_backoff::declare_topology(&*connection, &Topology::of(spec))
+        .await
+        .expect("declare");
+    connection.close().await;
+}
+
+/// The article's topology under the names of [`Names::article`], declared
+/// as a hand-written consumer's set-up declares it: durable direct
+/// exchanges, durable queues, the article's arguments, no index. For the
+/// `delayed` side, no retry tiers and 4.3's delayed retries on the work
+/// queue.
+async fn declare_article(target: &Target, spec: &ConsumerSpec, names: &Names, side: Side) {
+    let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes()));
+    let quorum = spec.queue_type == QueueType::Quorum;
+    // On a quorum target every queue is a quorum queue, as the framework's.
+    let queue_type = |arguments: &mut FieldTable| {
+        if quorum {
+            arguments.insert("x-queue-type".into(), text("quorum"));
+        }
+    };
+    let connection = connect(target).await;
+    let channel = connection.create_channel().await.expect("channel");
+    for exchange in &names.exchanges {
+        channel
+            .exchange_declare(
+                exchange.as_str().into(),
+                lapin::ExchangeKind::Direct,
+                ExchangeDeclareOptions {
+                    durable: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("declare {exchange}: {e}"));
+    }
+    // The article's work queue dead-letters to its dead-letter exchange.
+    let mut work = FieldTable::default();
+    work.insert("x-dead-letter-exchange".into(), text(&names.dlx));
+    work.insert("x-dead-letter-routing-key".into(), text(&names.dlq_key));
+    queue_type(&mut work);
+    if quorum {
+        // The one argument the framework adds to a quorum work queue that a
+        // careful user adds too: an explicit delivery limit, the same as the
+        // framework's (20), so that a message redelivered forever (a handler
+        // that kills the process) is dead-lettered on every version, not
+        // only from 4.0, whose default it is. The retry queues keep the
+        // article's arguments: no `x-dead-letter-strategy = at-least-once`
+        // and `x-overflow = reject-publish`, which the framework adds to its
+        // own and a user copying the article does not know to.
+        work.insert(
+            "x-delivery-limit".into(),
+            AMQPValue::LongInt(i32::try_from(spec.delivery_limit).expect("a delivery limit")),
+        );
+    }
     if side == Side::Delayed {
         assert_eq!(
             spec.queue_type,
@@ -889,34 +1158,102 @@ async fn declare(target: &Target, spec: &rabbit_backoff::ConsumerSpec, side: Sid
             "the delayed side needs a quorum target (BENCH_TARGETS=single-quorum) on RabbitMQ 4.3"
         );
         let delay = i64::try_from(spec.delays.as_millis()[0]).expect("a delay in range");
-        let arguments = &mut topology.work_queue.arguments;
-        arguments.push((
-            "x-delayed-retry-type".to_owned(),
-            Argument::Str("failed".to_owned()),
-        ));
-        arguments.push(("x-delayed-retry-min".to_owned(), Argument::Int(delay)));
-        arguments.push(("x-delayed-retry-max".to_owned(), Argument::Int(delay)));
+        work.insert("x-delayed-retry-type".into(), text("failed"));
+        work.insert("x-delayed-retry-min".into(), AMQPValue::LongLongInt(delay));
+        work.insert("x-delayed-retry-max".into(), AMQPValue::LongLongInt(delay));
     }
-    rabbit_backoff::declare_topology(&*connection, &topology)
-        .await
-        .expect("declare");
-    connection.close().await;
-    if !side.is_framework() && env_or("BENCH_INDEX", String::from("on")) == "off" {
-        // A hand-written topology has no index.
-        let admin = connect(target).await;
-        let channel = admin.create_channel().await.expect("channel");
-        let binding = &topology.dead_letter_index.binding;
+    let mut queues = vec![(names.work_queue.clone(), work)];
+    for (ms, queue) in &names.retry_queues {
+        // An expired retry returns through the work exchange.
+        let mut retry = FieldTable::default();
+        retry.insert(
+            "x-message-ttl".into(),
+            AMQPValue::LongInt(i32::try_from(*ms).expect("a delay in range")),
+        );
+        retry.insert("x-dead-letter-exchange".into(), text(&names.exchange));
+        retry.insert("x-dead-letter-routing-key".into(), text(&names.routing_key));
+        queue_type(&mut retry);
+        queues.push((queue.clone(), retry));
+    }
+    let mut dead = FieldTable::default();
+    queue_type(&mut dead);
+    queues.push((names.dlq.clone(), dead));
+    for (queue, arguments) in queues {
         channel
-            .queue_unbind(
-                binding.queue.as_str().into(),
-                binding.exchange.as_str().into(),
-                binding.routing_key.as_str().into(),
+            .queue_declare(
+                queue.as_str().into(),
+                QueueDeclareOptions {
+                    durable: true,
+                    ..Default::default()
+                },
+                arguments,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("declare {queue}: {e}"));
+    }
+    let mut bindings = vec![(&names.work_queue, &names.exchange, &names.routing_key)];
+    bindings.extend(
+        names
+            .retry_queues
+            .iter()
+            .map(|(_, queue)| (queue, &names.retry_exchange, queue)),
+    );
+    bindings.push((&names.dlq, &names.dlx, &names.dlq_key));
+    for (queue, exchange, key) in bindings {
+        channel
+            .queue_bind(
+                queue.as_str().into(),
+                exchange.as_str().into(),
+                key.as_str().into(),
+                QueueBindOptions::default(),
                 FieldTable::default(),
             )
             .await
-            .expect("unbinding the index");
-        closed(admin.close(200, "".into())).await;
+            .unwrap_or_else(|e| panic!("bind {queue} to {exchange}: {e}"));
     }
+    closed(channel.close(200, "".into())).await;
+    closed(connection.close(200, "".into())).await;
+}
+
+/// Reads up to 20 of the run's dead letters (`basic.get` without an ack:
+/// the queue is deleted next) and checks that each carries the article's
+/// three headers, which a tool reading the dead letters of either side
+/// relies on: what is wrong with the first that does not, if one does not.
+async fn check_dead_letters(connection: &Connection, names: &Names) -> Option<String> {
+    let channel = connection.create_channel().await.expect("channel");
+    for _ in 0..20 {
+        let Some(message) = channel
+            .basic_get(names.dlq.as_str().into(), BasicGetOptions { no_ack: true })
+            .await
+            .expect("basic.get from the dead-letter queue")
+        else {
+            break;
+        };
+        let headers = message
+            .delivery
+            .properties
+            .headers()
+            .clone()
+            .unwrap_or_default();
+        let missing: Vec<&str> = ["x-retry-count", "x-error", "x-failed-at"]
+            .into_iter()
+            .filter(|header| !headers.inner().contains_key(*header))
+            .collect();
+        if !missing.is_empty() {
+            closed(channel.close(200, "".into())).await;
+            return Some(format!(
+                "a dead letter without {}; its headers: {:?}",
+                missing.join(", "),
+                headers
+                    .inner()
+                    .keys()
+                    .map(|k| k.as_str())
+                    .collect::<Vec<_>>()
+            ));
+        }
+    }
+    closed(channel.close(200, "".into())).await;
+    None
 }
 
 async fn run_once(
@@ -927,17 +1264,15 @@ async fn run_once(
     prefetch: u16,
 ) -> Sample {
     let admin = connect(target).await;
-    let mut spec = spec_for(target, prefetch);
-    if side == Side::FrameworkDelayed {
-        spec.retry = RetryBackend::Delayed;
-    }
-    declare(target, &spec, side).await;
+    let spec = spec_for(target, prefetch, side);
+    let names = Names::of(side, &spec);
+    declare(target, &spec, &names, side).await;
     let publish_channel = admin.create_channel().await.expect("channel");
     publish_channel
         .confirm_select(Default::default())
         .await
         .expect("confirms");
-    prepublish(&publish_channel, &spec, scenario, 0..n as u64).await;
+    prepublish(&publish_channel, &names, scenario, 0..n as u64).await;
     let expected_dead = scenario.permanent_among(n as u64);
 
     let broker = broker_pid(target);
@@ -946,24 +1281,35 @@ async fn run_once(
     // queues left behind, would otherwise fall on this side's span.
     broker_quiet(broker).await;
     let broker_before = broker.and_then(cpu_seconds_of);
+    // A child that failed is reported once the run's topology is deleted.
     let run = if processes() {
         in_child(target, side, scenario, n, &spec).await
     } else {
-        consume(target, side, scenario, n, &spec).await
+        Ok(consume(target, side, scenario, n, &spec).await)
     };
     let broker_cpu = broker
         .and_then(cpu_seconds_of)
         .zip(broker_before)
         .map(|(after, before)| after - before);
-    assert_eq!(run.lost, 0, "every message handled or dead-lettered");
-    assert_eq!(
-        run.dead, expected_dead,
-        "every permanent failure is in the dead-letter queue"
-    );
-    delete(&admin, &spec).await;
+    let dead_letters = check_dead_letters(&admin, &names).await;
+    // Deleted before any check fails: a failed run leaves nothing behind.
+    delete(&admin, &names).await;
     closed(admin.close(200, "".into())).await;
     if side == Side::DedupePostgres {
         forget_keys(&spec.queue).await;
+    }
+    let run_of = format!("{} {} on {}", scenario.name, side.name(), target.name);
+    let run = run.unwrap_or_else(|e| panic!("{run_of}: {e}"));
+    assert_eq!(
+        run.lost, 0,
+        "{run_of}: every message handled or dead-lettered"
+    );
+    assert_eq!(
+        run.dead, expected_dead,
+        "{run_of}: every permanent failure is in the dead-letter queue"
+    );
+    if let Some(problem) = dead_letters {
+        panic!("{run_of}: {problem}");
     }
     Sample {
         rate: n as f64 / run.elapsed,
@@ -1004,13 +1350,14 @@ async fn consume(
     let tally = Arc::new(Tally::new(n));
     measured_span_starts();
     let cpu_before = cpu_time();
-    let (stop, task) = start(target, side, spec, &tally).await;
-    let dlq = spec.names().dead_letter_queue;
+    let names = Names::of(side, spec);
+    let (stop, task) = start(target, side, spec, &names, &tally).await;
+    let dlq = &names.dlq;
     let deadline = Instant::now() + Duration::from_secs(300);
     let mut dead = 0;
     loop {
         if tally.ok.load(Ordering::Relaxed) == expected_ok {
-            dead = depth(&poll_channel, &dlq).await as usize;
+            dead = depth(&poll_channel, dlq).await as usize;
             if dead == expected_dead {
                 break;
             }
@@ -1064,16 +1411,51 @@ fn processes() -> bool {
 /// `side|target|queue|prefetch|n|scenario`.
 const CHILD: &str = "BENCH_CHILD";
 
+/// What marks the child's report among the lines of its standard output,
+/// where a framework side's log goes too.
+const REPORT: &str = "bench-run:";
+
+/// How many of a child's log lines are echoed to standard error, with the
+/// count of the others: the framework logs a warning per dead letter.
+const ECHOED: usize = 3;
+
+/// The filter of a framework side's log (`BENCH_LOG`, default `warn`);
+/// `None` for `off`: no subscriber.
+fn log_filter() -> Option<String> {
+    match std::env::var("BENCH_LOG") {
+        Ok(filter) if filter.trim() == "off" => None,
+        Ok(filter) if !filter.trim().is_empty() => Some(filter.trim().to_owned()),
+        _ => Some("warn".to_owned()),
+    }
+}
+
+/// In a framework side's child: a service's log, a `fmt` subscriber with
+/// the `BENCH_LOG` filter writing a line per event to standard output,
+/// which the parent reads through a pipe, as a container's runtime reads a
+/// service's.
+fn install_log() {
+    let Some(filter) = log_filter() else { return };
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+        .unwrap_or_else(|e| panic!("BENCH_LOG={filter:?}: {e}"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stdout)
+        .with_ansi(false)
+        .init();
+}
+
 /// [`consume`] in a child process of this binary, on a multi-thread tokio
 /// runtime as `#[tokio::main]` builds it: its CPU is its own, read from the
-/// OS (`getrusage`) over the same span.
+/// OS (`getrusage`) over the same span. Its log lines are echoed (the
+/// first [`ECHOED`]) before anything else; `Err` when it did not run, failed
+/// or printed no report.
 async fn in_child(
     target: &Target,
     side: Side,
     scenario: Scenario,
     n: usize,
     spec: &ConsumerSpec,
-) -> Run {
+) -> Result<Run, String> {
     let exe = std::env::current_exe().expect("this bench's binary");
     let job = format!(
         "{}|{}|{}|{}|{n}|{}",
@@ -1083,6 +1465,8 @@ async fn in_child(
         spec.prefetch,
         scenario.name
     );
+    // `output` reads the child's standard output to its end as the child
+    // writes it: the pipe a framework side logs to never fills.
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(exe)
             .env(CHILD, job)
@@ -1091,32 +1475,51 @@ async fn in_child(
     })
     .await
     .expect("the child's task")
-    .expect("the child runs");
-    assert!(
-        output.status.success(),
-        "the child failed: {}",
-        output.status
-    );
+    .map_err(|e| format!("the child does not run: {e}"))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout.lines().last().expect("the child's report");
+    let (reports, log): (Vec<&str>, Vec<&str>) =
+        stdout.lines().partition(|line| line.starts_with(REPORT));
+    for line in log.iter().take(ECHOED) {
+        eprintln!("  [{} {} log] {line}", scenario.name, side.name());
+    }
+    if log.len() > ECHOED {
+        eprintln!(
+            "  [{} {} log] … {} more lines ({} in all)",
+            scenario.name,
+            side.name(),
+            log.len() - ECHOED,
+            log.len()
+        );
+    }
+    if !output.status.success() {
+        return Err(format!("the child failed: {}", output.status));
+    }
+    let line = reports
+        .last()
+        .ok_or("the child printed no report")?
+        .trim_start_matches(REPORT);
     let fields: Vec<f64> = line
         .split_whitespace()
-        .map(|f| f.parse().expect("a number"))
-        .collect();
+        .map(|f| {
+            f.parse()
+                .map_err(|_| format!("the child's report: {line:?}"))
+        })
+        .collect::<Result<_, _>>()?;
     let [elapsed, cpu, lost, duplicates, dead] = fields[..] else {
-        panic!("the child's report: {line:?}")
+        return Err(format!("the child's report: {line:?}"));
     };
-    Run {
+    Ok(Run {
         elapsed,
         cpu,
         lost: lost as usize,
         duplicates: duplicates as usize,
         dead: dead as usize,
-    }
+    })
 }
 
 /// The child's side of [`in_child`]: runs the side it was given and prints
-/// its [`Run`] as one line.
+/// its [`Run`] as one line marked [`REPORT`]; a framework side logs to the
+/// same standard output ([`install_log`]).
 fn child(job: &str) {
     let parts: Vec<&str> = job.split('|').collect();
     let [side, target, queue, prefetch, n, scenario] = parts[..] else {
@@ -1137,13 +1540,14 @@ fn child(job: &str) {
         .with_prefetch(prefetch.parse().expect("a prefetch"));
     spec.queue = queue.to_owned();
     spec.queue_type = target.queue_type;
-    if side == Side::FrameworkDelayed {
-        spec.retry = RetryBackend::Delayed;
+    side.configure(&mut spec);
+    if side.is_framework() {
+        install_log();
     }
     let runtime = tokio::runtime::Runtime::new().expect("tokio");
     let run = runtime.block_on(consume(&target, side, scenario, n, &spec));
     println!(
-        "{} {} {} {} {}",
+        "{REPORT} {} {} {} {} {}",
         run.elapsed, run.cpu, run.lost, run.duplicates, run.dead
     );
 }
@@ -1246,8 +1650,9 @@ fn stats(v: &[f64]) -> (f64, f64, f64) {
 
 async fn memory_check(target: &Target, prefetch: u16) {
     let admin = connect(target).await;
-    let spec = spec_for(target, prefetch);
-    declare(target, &spec, Side::Framework).await;
+    let spec = spec_for(target, prefetch, Side::Framework);
+    let names = Names::of(Side::Framework, &spec);
+    declare(target, &spec, &names, Side::Framework).await;
     let channel = admin.create_channel().await.expect("channel");
     channel
         .confirm_select(Default::default())
@@ -1256,13 +1661,13 @@ async fn memory_check(target: &Target, prefetch: u16) {
     let s4 = SCENARIOS[3];
     let total = 200_000usize;
     let tally = Arc::new(Tally::new(total));
-    let (stop, task) = start(target, Side::Framework, &spec, &tally).await;
+    let (stop, task) = start(target, Side::Framework, &spec, &names, &tally).await;
     let mut rss_at_20k = 0;
     let mut published = 0u64;
     for target in [20_000u64, 200_000] {
         while published < target {
             let next = (published + 10_000).min(target);
-            prepublish(&channel, &spec, s4, published..next).await;
+            prepublish(&channel, &names, s4, published..next).await;
             published = next;
             let ok_expected = published as usize - s4.permanent_among(published);
             while tally.ok.load(Ordering::Relaxed) < ok_expected {
@@ -1276,7 +1681,7 @@ async fn memory_check(target: &Target, prefetch: u16) {
     let rss_at_200k = rss_kib();
     stop.shutdown();
     task.await.expect("runtime task");
-    delete(&admin, &spec).await;
+    delete(&admin, &names).await;
     println!(
         "\nmemory (framework, S4): RSS {rss_at_20k} KiB after 20k messages, {rss_at_200k} KiB after 200k ({:+.1}%)",
         (rss_at_200k as f64 / rss_at_20k as f64 - 1.0) * 100.0
@@ -1328,7 +1733,7 @@ async fn table(
             .join(",")
     );
     println!(
-        "{:<4} {:<17} {:>10} {:>10} {:>10} {:>11} {:>11} {:>6}   framework/baseline: throughput, CPU, broker CPU",
+        "{:<4} {:<19} {:>10} {:>10} {:>10} {:>11} {:>11} {:>6}   framework/baseline: throughput, CPU, broker CPU",
         "", "side", "msg/s med", "min", "max", "CPU µs/msg", "broker µs", "dups"
     );
     for scenario in SCENARIOS {
@@ -1358,7 +1763,7 @@ async fn table(
                 let s = run_once(target, sides[i], scenario, n, prefetch).await;
                 if env_or("BENCH_EACH", 0) == 1 {
                     eprintln!(
-                        "{:<4} {:<17} {:>10.0} msg/s {:>7.1} µs {:>7} µs broker",
+                        "{:<4} {:<19} {:>10.0} msg/s {:>7.1} µs {:>7} µs broker",
                         scenario.name,
                         sides[i].name(),
                         s.rate,
@@ -1399,15 +1804,25 @@ async fn table(
                     rate.0 / summary[f].0.0,
                     cpu / summary[f].1
                 ),
-                Some(f) if *side == Side::FrameworkDelayed => format!(
-                    "{:.2}x, {:.2}x{} of the framework with retry tiers",
-                    rate.0 / summary[f].0.0,
-                    cpu / summary[f].1,
-                    match (median_of(&brokers[f]), broker) {
-                        (Some(tiers), Some(delayed)) => format!(", {:.2}x", delayed / tiers),
-                        _ => String::new(),
-                    }
-                ),
+                // A variant of the framework: its own ratios to the framework.
+                Some(f) if matches!(side, Side::FrameworkDelayed | Side::FrameworkUnindexed) => {
+                    format!(
+                        "{:.2}x, {:.2}x{} of the framework {}",
+                        rate.0 / summary[f].0.0,
+                        cpu / summary[f].1,
+                        match (median_of(&brokers[f]), broker) {
+                            (Some(theirs), Some(variant)) => {
+                                format!(", {:.2}x", variant / theirs)
+                            }
+                            _ => String::new(),
+                        },
+                        if *side == Side::FrameworkDelayed {
+                            "with retry tiers"
+                        } else {
+                            "with its index"
+                        }
+                    )
+                }
                 Some(f) if *side != Side::Framework => {
                     format!(
                         "{:.2}x, {:.2}x{}",
@@ -1419,7 +1834,7 @@ async fn table(
                 _ => String::new(),
             };
             println!(
-                "{:<4} {:<17} {:>10.0} {:>10.0} {:>10.0} {:>11.1} {:>11} {:>6}   {}",
+                "{:<4} {:<19} {:>10.0} {:>10.0} {:>10.0} {:>11.1} {:>11} {:>6}   {}",
                 scenario.name,
                 side.name(),
                 rate.0,
@@ -1511,7 +1926,8 @@ fn main() {
     };
     assert!(
         !sides.is_empty(),
-        "BENCH_SIDES names none of framework, article, spawned, spawned-full, full, guarded, dedupe=postgres, dedupe=redis, delayed, framework-delayed"
+        "BENCH_SIDES names none of {}",
+        Side::ALL.map(Side::name).join(", ")
     );
     let targets: Vec<Target> = env_or("BENCH_TARGETS", String::from("single-classic"))
         .split(',')
@@ -1529,7 +1945,7 @@ fn main() {
     assert!(!targets.is_empty(), "BENCH_TARGETS names no target");
     rt.block_on(async {
         let names: Vec<&str> = sides.iter().map(|s| s.name()).collect();
-                println!(
+        println!(
             "{n} messages a run (S1 and S4: {n_s1}), {reps} runs a side, prefetch = concurrency = {}, sides {} alternating, {}",
             prefetches
                 .iter()
@@ -1543,6 +1959,15 @@ fn main() {
                 "in this process"
             }
         );
+        if sides.iter().any(|side| side.is_framework()) {
+            match (processes(), log_filter()) {
+                (true, Some(filter)) => println!(
+                    "framework log: filter {filter:?} (BENCH_LOG), a line per event on each framework child's standard output, a pipe this process reads"
+                ),
+                (true, None) => println!("framework log: off (BENCH_LOG=off): no subscriber"),
+                (false, _) => println!("framework log: none (BENCH_PROCESSES=0: no subscriber in this process)"),
+            }
+        }
         for target in &targets {
             let mut measured = Vec::new();
             for &prefetch in &prefetches {
