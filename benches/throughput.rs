@@ -62,7 +62,8 @@
 //! event to the child's standard output, a pipe this process reads to its
 //! end (the child's report is the line marked `bench-run:`; of the others,
 //! the first 3 of a run and their count are echoed to standard error: at
-//! `warn` the framework logs a line per dead letter). The hand-written
+//! `warn` the framework logs its first 10 failures a second one by one,
+//! then a line that counts the rest). The hand-written
 //! sides install no subscriber; nor does anything with
 //! `BENCH_PROCESSES=0`.
 //!

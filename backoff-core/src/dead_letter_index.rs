@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 /// summary instead of every dead letter ([`DeadLetterIndexDecl`](crate::DeadLetterIndexDecl)).
 ///
 /// The index costs the broker a second write of every dead letter: on a
-/// flood of permanent failures, about a third of its CPU per dead letter
-/// (PERFORMANCE.md, "The dead-letter index"). `Off` saves that, and loses
+/// flood of permanent failures, a quarter to a third of its CPU per dead
+/// letter (PERFORMANCE.md, "The dead-letter index"). `Off` saves that, and loses
 /// only speed: `dlq groups` and the console read the whole dead-letter queue
 /// each time, which takes seconds per 100 000 dead letters instead of
 /// reading the index. Nothing about a dead letter is lost; the queue holds
