@@ -251,6 +251,30 @@ mod tests {
         assert_eq!(m.routing_key.as_deref(), Some("orders.eu"));
     }
 
+    /// A dead letter written before the count was always written (a
+    /// permanent failure without `x-retry-count`) still shows a count of 0.
+    #[test]
+    fn an_older_dead_letter_without_a_count_shows_0() {
+        let mut headers = lapin::types::FieldTable::default();
+        for (name, value) in [
+            ("x-dead-letter-reason", "permanent"),
+            ("x-error", "no such order"),
+            ("x-failed-at", "2026-12-04T08:00:00.000Z"),
+            ("x-original-queue", "orders"),
+        ] {
+            headers.insert(
+                name.into(),
+                lapin::types::AMQPValue::LongString(value.into()),
+            );
+        }
+        let delivery = Delivery::new(b"{}".to_vec(), Acker::new(Unsettled))
+            .with_route("orders.dlx", "orders.dlq")
+            .with_properties(BasicProperties::default().with_headers(headers));
+        let m = DeadLetterMessage::of(&delivery, 0);
+        assert_eq!(m.retry_count, Some(0));
+        assert_eq!(m.routing_key.as_deref(), Some("orders"));
+    }
+
     /// A message the broker dead-lettered itself (no
     /// `x-dead-letter-reason`) implies nothing.
     #[test]
