@@ -365,30 +365,6 @@ async fn expired_past_max_age(backend: Backend) {
     on.stop().await;
 }
 
-macro_rules! on_every_broker {
-    ($($case:ident),* $(,)?) => {
-        /// Against the real RabbitMQ at `AMQP_URL`.
-        mod rabbitmq {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    super::$case(super::Backend::rabbitmq()).await
-                }
-            )*
-        }
-
-        /// Against the in-memory broker, on tokio's paused clock.
-        mod in_memory {
-            $(
-                #[tokio::test(start_paused = true)]
-                async fn $case() {
-                    super::$case(super::Backend::in_memory()).await
-                }
-            )*
-        }
-    };
-}
-
 on_every_broker!(
     permanent_on_the_first_attempt,
     exhausted_after_every_tier,

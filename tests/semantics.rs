@@ -1123,30 +1123,6 @@ async fn delayed_retries_wait_on_4_3_and_are_refused_before(backend: Backend) {
     h.stop().await;
 }
 
-macro_rules! on_every_broker {
-    ($($case:ident),* $(,)?) => {
-        /// Against the real RabbitMQ at `AMQP_URL`.
-        mod rabbitmq {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    super::$case(super::Backend::rabbitmq()).await
-                }
-            )*
-        }
-
-        /// Against the in-memory broker, on tokio's paused clock.
-        mod in_memory {
-            $(
-                #[tokio::test(start_paused = true)]
-                async fn $case() {
-                    super::$case(super::Backend::in_memory()).await
-                }
-            )*
-        }
-    };
-}
-
 on_every_broker!(
     success_is_acked_once,
     each_tier_in_turn_then_success,

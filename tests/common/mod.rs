@@ -2,6 +2,38 @@
 //! cleanup that runs even when a test fails, and a scriptable test consumer.
 #![allow(dead_code)]
 
+/// One `#[tokio::test]` per case on each broker of a shared suite: a
+/// module `rabbitmq` (the real broker at `AMQP_URL`) and a module
+/// `in_memory` (the in-memory broker, on tokio's paused clock), each case
+/// an `async fn(Backend)` of the suite, which defines `Backend::rabbitmq()`
+/// and `Backend::in_memory()`.
+#[allow(unused_macros)]
+macro_rules! on_every_broker {
+    ($($case:ident),* $(,)?) => {
+        /// Against the real RabbitMQ at `AMQP_URL`.
+        mod rabbitmq {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    super::$case(super::Backend::rabbitmq()).await
+                }
+            )*
+        }
+
+        /// Against the in-memory broker, on tokio's paused clock.
+        mod in_memory {
+            $(
+                #[tokio::test(start_paused = true)]
+                async fn $case() {
+                    super::$case(super::Backend::in_memory()).await
+                }
+            )*
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use on_every_broker;
+
 pub mod proxy;
 pub mod seam;
 pub mod stores;
