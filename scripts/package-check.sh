@@ -20,8 +20,10 @@ cargo package --workspace --locked --no-verify --allow-dirty 2>&1 >/dev/null \
   | { grep -v -e '^warning: ignoring \(test\|benchmark\)' -e '^ *\(Packaging\|Packaged\|Updating\)' || true; }
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+# Every crate of the workspace, each after those it depends on.
 crates=()
-for manifest in Cargo.toml backoff-*/Cargo.toml; do
+for manifest in backoff-core/Cargo.toml backoff-macros/Cargo.toml backoff-runtime/Cargo.toml \
+  backoff-dead-letters/Cargo.toml backoff-testing/Cargo.toml Cargo.toml backoff-cli/Cargo.toml; do
   name=$(sed -n 's/^name = "\(.*\)"/\1/p' "$manifest" | head -n 1)
   crates+=("$target/package/$name-$version.crate")
 done

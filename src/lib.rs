@@ -67,10 +67,16 @@ pub use rabbit_backoff_testing as testing;
 #[cfg(feature = "http")]
 pub use rabbit_backoff_runtime::http;
 pub use rabbit_backoff_runtime::{
-    Consumer, ConsumerStatus, Context, ContextBuilder, DEFAULT_AMQP_URL, Error, FromContext,
-    Health, HealthWatch, Outgoing, PublishFailure, Publisher, QueueStatus, RunningRuntime, Runtime,
-    RuntimeBuilder, ShutdownHandle, State, StateRequirement, TierListing, WaitingMessage,
-    amqp_url_from_env, connect, lapin, list_retry_tier, status,
+    Consumer, Context, ContextBuilder, DEFAULT_AMQP_URL, Error, FromContext, Health, HealthWatch,
+    Outgoing, PublishFailure, Publisher, RunningRuntime, Runtime, RuntimeBuilder, ShutdownHandle,
+    State, StateRequirement, amqp_url_from_env, connect, lapin,
+};
+
+// The status of a consumer's queues and what waits in its retry tiers: the
+// operator tooling, with `dead_letters` (feature `dead-letters`).
+#[cfg(feature = "dead-letters")]
+pub use rabbit_backoff_dead_letters::{
+    ConsumerStatus, QueueStatus, TierListing, WaitingMessage, list_retry_tier, status,
 };
 
 // The paths these names had before the modules below held them: kept so
@@ -89,14 +95,16 @@ pub use rabbit_backoff_core::{
     deep_headers, discover, fingerprint, group_id, headers, inbox_key, index_key,
     outbox_message_id, parse_failed_at, read_retry_count, truncate_error, validate_name,
 };
+#[cfg(feature = "dead-letters")]
 #[doc(hidden)]
-pub use rabbit_backoff_runtime::{
+pub use rabbit_backoff_dead_letters::{
     BODY_PREVIEW_LEN, CheckpointNote, DEFAULT_INDEX_READERS, DEFAULT_STREAM_PORT, DeadLetterFilter,
     DeadLetterGroup, DeadLetterMessage, DeadLetterRecord, DeadLetterReport, Dlq, ExportReport,
-    GroupReport, GroupSource, GroupTally, IndexFallback, IndexProtocol, MessageEdit, MissingObject,
-    PurgeReport, RecordError, RecordProperties, ReplayOptions, SkippedMessage, TypedValue,
-    check_topology, declare_topology, is_marker_queue,
+    GroupReport, GroupSource, GroupTally, IndexFallback, IndexProtocol, MessageEdit, PurgeReport,
+    RecordError, RecordProperties, ReplayOptions, SkippedMessage, TypedValue, is_marker_queue,
 };
+#[doc(hidden)]
+pub use rabbit_backoff_runtime::{MissingObject, check_topology, declare_topology};
 
 /// Turns an `async fn` handler into a consumer of the same name.
 ///
@@ -175,6 +183,7 @@ pub use rabbit_backoff_macros::Classify;
 
 pub mod prelude;
 
+#[cfg(feature = "dead-letters")]
 pub mod dead_letters;
 pub mod rules;
 pub mod topology;

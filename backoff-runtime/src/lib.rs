@@ -22,8 +22,13 @@
 //! - `dedupe`: the inbox stores and the outbox;
 //! - `consume`: the loop per consumer, its context, state, extractors,
 //!   what a delivery's headers say of its past attempts, and shutdown;
-//! - `operations`: dead-letter operations, retry-tier listings and status;
-//! - `lifecycle`: the builder, supervision and health.
+//! - `lifecycle`: the builder, supervision and health;
+//! - [`toolkit`]: on top, used by nothing in the runtime: what operator
+//!   tools built beside it (the dead-letter operations, the retry tiers'
+//!   listing, status) use from the layers below.
+//!
+//! The operator tools are a crate of their own, so that a service compiles
+//! only what it runs; the runtime does not depend on them.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -37,11 +42,11 @@ pub mod idempotency {
     pub use crate::dedupe::*;
 }
 mod lifecycle;
-mod operations;
 mod publish;
 mod settle;
 mod store_error;
 mod telemetry;
+pub mod toolkit;
 pub mod transport;
 
 pub use broker::declare::{check_topology, declare_topology};
@@ -57,25 +62,6 @@ pub use lifecycle::http;
 pub use lifecycle::runtime::{
     DEFAULT_AMQP_URL, RunningRuntime, Runtime, RuntimeBuilder, amqp_url_from_env, connect,
 };
-pub use operations::dead_letters::checkpoint_note::CheckpointNote;
-pub use operations::dead_letters::dlq::{DEFAULT_INDEX_READERS, DEFAULT_STREAM_PORT, Dlq};
-pub use operations::dead_letters::edit::MessageEdit;
-pub use operations::dead_letters::export::ExportReport;
-pub use operations::dead_letters::filter::DeadLetterFilter;
-pub use operations::dead_letters::group::{DeadLetterGroup, GroupTally};
-pub use operations::dead_letters::group_report::{GroupReport, GroupSource};
-pub use operations::dead_letters::index_fallback::IndexFallback;
-pub use operations::dead_letters::index_protocol::IndexProtocol;
-pub use operations::dead_letters::message::{BODY_PREVIEW_LEN, DeadLetterMessage};
-pub use operations::dead_letters::pass::is_marker_queue;
-pub use operations::dead_letters::purge::PurgeReport;
-pub use operations::dead_letters::record::{
-    DeadLetterRecord, RecordError, RecordProperties, TypedValue,
-};
-pub use operations::dead_letters::replay_options::ReplayOptions;
-pub use operations::dead_letters::report::{DeadLetterReport, SkippedMessage};
-pub use operations::retry_tier::{TierListing, WaitingMessage, list_retry_tier};
-pub use operations::status::{ConsumerStatus, QueueStatus, status};
 pub use publish::outgoing::Outgoing;
 pub use publish::publisher::Publisher;
 pub use telemetry::meters;

@@ -18,11 +18,17 @@ use crate::transport::{Channel, Connection, Lost};
 /// Where a copy goes: the exchange and routing key it is published with, the
 /// queue they lead to, and the room a copy leaves there for the headers the
 /// broker adds later.
-pub(crate) struct Target<'a> {
-    pub(crate) exchange: &'a str,
-    pub(crate) routing_key: &'a str,
-    pub(crate) queue: &'a str,
-    pub(crate) headroom: usize,
+#[derive(Debug)]
+pub struct Target<'a> {
+    /// The exchange the copy is published to.
+    pub exchange: &'a str,
+    /// The routing key it is published with.
+    pub routing_key: &'a str,
+    /// The queue they lead to.
+    pub queue: &'a str,
+    /// Bytes of the frame left for the headers the broker may add there
+    /// ([`broker_headroom`](rabbit_backoff_core::broker_headroom)).
+    pub headroom: usize,
 }
 
 /// Publishes the copies of one channel's deliveries.

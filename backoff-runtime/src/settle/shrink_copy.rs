@@ -9,11 +9,11 @@ use crate::settle::encoded_size::{content_header_len, value_len};
 
 /// A copy that cannot fit in one frame, whatever the framework shrinks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TooLarge {
+pub struct TooLarge {
     /// Its content header's size after shrinking.
-    pub(crate) size: usize,
+    pub size: usize,
     /// The largest content header the connection's frame allows.
-    pub(crate) limit: usize,
+    pub limit: usize,
 }
 
 /// `properties` as they can be published with at most `limit` bytes of

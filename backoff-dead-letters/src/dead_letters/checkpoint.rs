@@ -26,7 +26,7 @@
 //! groups: three groups), and a read holds nothing per message of it. A
 //! removal that comes out of a checkpoint's group is known by the group id
 //! that every tombstone carries (see
-//! [`Tombstones`](crate::operations::dead_letters::tombstones::Tombstones)).
+//! [`Tombstones`](crate::dead_letters::tombstones::Tombstones)).
 //! What that costs: a checkpoint knows no message's headers or body, so a
 //! read with a filter other than `group` can use the index only once every
 //! dead letter of the checkpoint has left; and a removal from a
@@ -51,16 +51,15 @@ use rabbit_backoff_core::TopologyNames;
 use rabbit_backoff_core::headers::INDEX_CHECKPOINT;
 use serde::{Deserialize, Serialize};
 
-use crate::broker::confirm_channel::confirm_channel;
-use crate::error::{Error, channel_error};
-use crate::operations::dead_letters::group::{DeadLetterGroup, GroupTally};
-use crate::operations::dead_letters::index_fallback::IndexFallback;
-use crate::operations::dead_letters::index_stream::{mark_end, offset_now, read_to_marker};
-use crate::operations::dead_letters::key::key_of;
-use crate::operations::dead_letters::message::DeadLetterMessage;
-use crate::operations::dead_letters::pass::pass_id;
-use crate::transport::amqp_values::PERSISTENT;
-use crate::transport::{Confirm, Connection, Delivery, TransportError};
+use crate::dead_letters::group::{DeadLetterGroup, GroupTally};
+use crate::dead_letters::index_fallback::IndexFallback;
+use crate::dead_letters::index_stream::{mark_end, offset_now, read_to_marker};
+use crate::dead_letters::key::key_of;
+use crate::dead_letters::message::DeadLetterMessage;
+use crate::dead_letters::pass::pass_id;
+use rabbit_backoff_runtime::Error;
+use rabbit_backoff_runtime::toolkit::{PERSISTENT, channel_error, confirm_channel};
+use rabbit_backoff_runtime::transport::{Confirm, Connection, Delivery, TransportError};
 
 /// Groups in one message of a checkpoint.
 pub(crate) const GROUPS_PER_PART: usize = 200;

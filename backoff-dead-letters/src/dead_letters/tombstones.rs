@@ -14,11 +14,10 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::TopologyNames;
 use rabbit_backoff_core::headers::TOMBSTONE_LAYOUT;
 
-use crate::broker::confirm_channel::confirm_channel;
-use crate::error::{Error, channel_error};
-use crate::operations::dead_letters::key::key_of;
-use crate::transport::amqp_values::PERSISTENT;
-use crate::transport::{Confirm, Connection, TransportError};
+use crate::dead_letters::key::key_of;
+use rabbit_backoff_runtime::Error;
+use rabbit_backoff_runtime::toolkit::{PERSISTENT, channel_error, confirm_channel};
+use rabbit_backoff_runtime::transport::{Confirm, Connection, TransportError};
 
 /// Removals in one tombstone message.
 pub(crate) const KEYS_PER_TOMBSTONE: usize = 1024;

@@ -50,10 +50,9 @@ use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::{QueueDecl, headers::PASS_SENTINEL};
 
-use crate::broker::confirm_channel::confirm_channel;
-use crate::error::{Error, channel_error};
-use crate::transport::amqp_values::PERSISTENT;
-use crate::transport::{
+use rabbit_backoff_runtime::Error;
+use rabbit_backoff_runtime::toolkit::{PERSISTENT, channel_error, confirm_channel};
+use rabbit_backoff_runtime::transport::{
     Channel, Confirm, Connection, Delivery, NOT_FOUND, PendingConfirm, QueueInfo, TransportError,
 };
 

@@ -5,13 +5,10 @@ use std::time::Duration;
 use rabbit_backoff_core::{HeaderValue, headers, parse_failed_at, read_retry_count};
 use serde::Serialize;
 
-use crate::broker::confirm_channel::confirm_channel;
-use crate::error::Error;
-use crate::error::channel_error;
-use crate::operations::dead_letters::message::BODY_PREVIEW_LEN;
-use crate::settle::first_failure::{TierDelays, first_failed_at};
-use crate::transport::Connection;
-use crate::transport::amqp_values::header_view;
+use crate::dead_letters::message::BODY_PREVIEW_LEN;
+use rabbit_backoff_runtime::Error;
+use rabbit_backoff_runtime::toolkit::{channel_error, confirm_channel, first_failed_at};
+use rabbit_backoff_runtime::transport::{Connection, header_view};
 
 /// A message waiting in a retry tier, and when it is due back in its work
 /// queue.
@@ -103,7 +100,7 @@ pub async fn list_retry_tier(
 }
 
 fn waiting(
-    delivery: &crate::transport::Delivery,
+    delivery: &rabbit_backoff_runtime::transport::Delivery,
     position: usize,
     delay_ms: u64,
 ) -> WaitingMessage {
@@ -135,8 +132,7 @@ fn waiting(
             .map(|v| read_retry_count(Some(&header_view(v))).count),
         // A message waiting in a tier has not left it: no `x-death` of this
         // tier says when it entered.
-        first_failed_at: first_failed_at(&delivery.properties, &TierDelays::default())
-            .and_then(|first| first.to_text()),
+        first_failed_at: first_failed_at(&delivery.properties),
         entered_at,
         due_at,
         body_len: delivery.data.len(),

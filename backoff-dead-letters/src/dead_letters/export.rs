@@ -1,19 +1,18 @@
 //! Export and import of dead letters as JSON lines.
 
-use crate::operations::dead_letters::dlq::{Dlq, Mode, Sink};
-use crate::operations::dead_letters::report::SkippedMessage;
+use crate::dead_letters::dlq::{Dlq, Mode, Sink};
+use crate::dead_letters::report::SkippedMessage;
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::operations::dead_letters::filter::DeadLetterFilter;
-use crate::operations::dead_letters::message::DeadLetterMessage;
+use crate::dead_letters::filter::DeadLetterFilter;
+use crate::dead_letters::message::DeadLetterMessage;
 
-use crate::broker::confirm_channel::confirm_channel;
-use crate::error::Error;
-use crate::operations::dead_letters::record::DeadLetterRecord;
-use crate::transport::frame_guard::SetAside;
-use crate::transport::{Confirm, Delivery, TransportError};
+use crate::dead_letters::record::DeadLetterRecord;
+use rabbit_backoff_runtime::Error;
+use rabbit_backoff_runtime::toolkit::{confirm_channel, set_aside_reason};
+use rabbit_backoff_runtime::transport::{Confirm, Delivery, TransportError};
 
 /// Copies an import keeps in flight before it waits for confirmations.
 const IMPORT_WINDOW: usize = 500;
@@ -45,10 +44,10 @@ impl Dlq {
         let mut exported = 0;
         let mut skipped = Vec::new();
         let mut write = |delivery: &Delivery, message: &DeadLetterMessage| {
-            if let Some(set_aside) = SetAside::of(&delivery.properties) {
+            if let Some(reason) = set_aside_reason(&delivery.properties) {
                 skipped.push(SkippedMessage {
                     message: message.clone(),
-                    reason: set_aside.to_string(),
+                    reason,
                 });
                 return Ok(());
             }

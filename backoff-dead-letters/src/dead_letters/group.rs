@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use rabbit_backoff_core::{fingerprint, parse_failed_at};
 use serde::{Deserialize, Serialize};
 
-use crate::operations::dead_letters::message::DeadLetterMessage;
+use crate::dead_letters::message::DeadLetterMessage;
 
 /// Dead letters that failed the same way: the same reason and the same
 /// error [`fingerprint`](rabbit_backoff_core::fingerprint), so that "order 17 not
@@ -41,7 +41,7 @@ pub struct DeadLetterGroup {
 /// for a caller that gathers more in the same [`Dlq::visit`](crate::Dlq::visit).
 ///
 /// ```no_run
-/// # async fn demo(dlq: rabbit_backoff_runtime::Dlq) -> Result<(), rabbit_backoff_runtime::Error> {
+/// # async fn demo(dlq: rabbit_backoff::Dlq) -> Result<(), rabbit_backoff::Error> {
 /// use rabbit_backoff::{DeadLetterFilter, GroupTally};
 ///
 /// let mut tally = GroupTally::default();

@@ -11,7 +11,7 @@ use lapin::types::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::transport::Delivery;
+use rabbit_backoff_runtime::transport::Delivery;
 
 /// One dead letter, whole and lossless, as `dlq export` writes it (one JSON
 /// object per line) and `dlq import` reads it: every property, every header
@@ -307,8 +307,8 @@ fn amqp(value: &TypedValue) -> Result<AMQPValue, RecordError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operations::dead_letters::stream_protocol::Unsettled;
-    use crate::transport::Acker;
+    use crate::dead_letters::stream_protocol::Unsettled;
+    use rabbit_backoff_runtime::transport::Acker;
 
     #[test]
     fn every_type_and_property_round_trips_through_json() {
@@ -360,14 +360,9 @@ mod tests {
             .with_app_id("shop".into())
             .with_cluster_id("x".into());
         let body = vec![0u8, 159, 146, 150, b'{', b'}'];
-        let delivery = Delivery {
-            exchange: "orders.dlx".into(),
-            routing_key: "orders.dlq".into(),
-            redelivered: false,
-            properties: properties.clone(),
-            data: body.clone(),
-            acker: Acker::new(Unsettled),
-        };
+        let delivery = Delivery::new(body.clone(), Acker::new(Unsettled))
+            .with_route("orders.dlx", "orders.dlq")
+            .with_properties(properties.clone());
         let line = serde_json::to_string(&DeadLetterRecord::of(&delivery)).unwrap();
         assert!(!line.contains('\n'));
         let record: DeadLetterRecord = serde_json::from_str(&line).unwrap();

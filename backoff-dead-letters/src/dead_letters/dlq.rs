@@ -1,26 +1,23 @@
 //! [`Dlq`]: one consumer's dead-letter queue, and the pass that peeks,
 //! visits and discards its messages in place.
 
-use crate::operations::dead_letters::replay_options::ReplayOptions;
-use crate::operations::dead_letters::report::{DeadLetterReport, SkippedMessage};
+use crate::dead_letters::replay_options::ReplayOptions;
+use crate::dead_letters::report::{DeadLetterReport, SkippedMessage};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rabbit_backoff_core::{ConsumerSpec, QueueType, TopologyNames};
 
-use crate::operations::dead_letters::filter::DeadLetterFilter;
-use crate::operations::dead_letters::message::DeadLetterMessage;
-use crate::operations::dead_letters::pass::Pass;
-pub use crate::operations::dead_letters::stream_protocol::DEFAULT_STREAM_PORT;
-use crate::operations::dead_letters::stream_protocol::StreamEndpoint;
+use crate::dead_letters::filter::DeadLetterFilter;
+use crate::dead_letters::message::DeadLetterMessage;
+use crate::dead_letters::pass::Pass;
+pub use crate::dead_letters::stream_protocol::DEFAULT_STREAM_PORT;
+use crate::dead_letters::stream_protocol::StreamEndpoint;
 
-use crate::broker::confirm_channel::confirm_channel;
-use crate::broker::inspect::inspect_queue;
-use crate::error::Error;
-use crate::operations::dead_letters::tombstones::Tombstones;
-use crate::settle::settlement::Settler;
-use crate::transport::amqp::AmqpTransport;
-use crate::transport::{Connection, Delivery, Transport};
+use crate::dead_letters::tombstones::Tombstones;
+use rabbit_backoff_runtime::Error;
+use rabbit_backoff_runtime::toolkit::{CopyPublisher, inspect_queue};
+use rabbit_backoff_runtime::transport::{AmqpTransport, Connection, Delivery, Transport};
 
 /// Operations on one consumer's dead-letter queue: look at it, replay
 /// messages once their cause is fixed, discard them. Nothing is lost: a
@@ -269,11 +266,10 @@ impl Dlq {
         let queue = self.names.dead_letter_queue.clone();
         let mut pass = Pass::open(Arc::clone(&self.connection), &queue, self.quorum).await?;
         let settler = match mode {
-            Mode::Replay(_) => Some(Settler::new(
-                confirm_channel(&*self.connection, &queue).await?,
-                Arc::clone(&self.connection),
-                self.confirm_timeout,
-            )),
+            Mode::Replay(_) => Some(
+                CopyPublisher::open(Arc::clone(&self.connection), &queue, self.confirm_timeout)
+                    .await?,
+            ),
             _ => None,
         };
         let mut tombstones = Tombstones::new(&self.names);
@@ -322,7 +318,7 @@ impl Dlq {
     pub(super) async fn apply(
         &self,
         pass: &mut Pass,
-        settler: Option<&Settler>,
+        settler: Option<&CopyPublisher>,
         filter: &DeadLetterFilter,
         mode: &Mode<'_>,
         sink: &mut Sink<'_>,

@@ -38,7 +38,7 @@
 //! refuses, a message it cannot turn back into AMQP 0-9-1) is read over
 //! AMQP, with a debug log line.
 //!
-//! After a [checkpoint](crate::operations::dead_letters::checkpoint), the read
+//! After a [checkpoint](crate::dead_letters::checkpoint), the read
 //! starts from it: its groups, the tombstones written after it, and the
 //! entries after its offset; a tombstone that cancels no such entry comes
 //! out of the checkpoint's group it names.
@@ -54,23 +54,22 @@ use std::ops::Range;
 use futures_util::future::try_join_all;
 use rabbit_backoff_core::{TombstoneLedger, TopologyNames, split_offsets};
 
-use crate::broker::confirm_channel::confirm_channel;
-use crate::broker::inspect::inspect_queue;
-use crate::error::Error;
-use crate::operations::dead_letters::checkpoint::{Checkpoint, Parts, is_part};
-use crate::operations::dead_letters::filter::DeadLetterFilter;
-use crate::operations::dead_letters::group::{DeadLetterGroup, GroupTally};
-use crate::operations::dead_letters::index_fallback::IndexFallback;
-use crate::operations::dead_letters::index_protocol::IndexProtocol;
-use crate::operations::dead_letters::index_stream::{
+use crate::dead_letters::checkpoint::{Checkpoint, Parts, is_part};
+use crate::dead_letters::filter::DeadLetterFilter;
+use crate::dead_letters::group::{DeadLetterGroup, GroupTally};
+use crate::dead_letters::index_fallback::IndexFallback;
+use crate::dead_letters::index_protocol::IndexProtocol;
+use crate::dead_letters::index_stream::{
     STREAM_OFFSET, Until, mark_end, offset_now, read_to_marker, read_until, unreadable,
 };
-use crate::operations::dead_letters::key::key_of;
-use crate::operations::dead_letters::message::DeadLetterMessage;
-use crate::operations::dead_letters::pass::pass_id;
-use crate::operations::dead_letters::stream_protocol::{self, StreamEndpoint};
-use crate::operations::dead_letters::tombstones::{group_of_number, removals_in};
-use crate::transport::{Connection, Delivery};
+use crate::dead_letters::key::key_of;
+use crate::dead_letters::message::DeadLetterMessage;
+use crate::dead_letters::pass::pass_id;
+use crate::dead_letters::stream_protocol::{self, StreamEndpoint};
+use crate::dead_letters::tombstones::{group_of_number, removals_in};
+use rabbit_backoff_runtime::Error;
+use rabbit_backoff_runtime::toolkit::{confirm_channel, inspect_queue};
+use rabbit_backoff_runtime::transport::{Connection, Delivery};
 
 /// The groups an index read found, and where it started.
 #[derive(Debug)]

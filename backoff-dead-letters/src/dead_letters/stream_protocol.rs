@@ -37,9 +37,9 @@ use rabbitmq_stream_protocol::{Request, Response, ResponseCode, ResponseKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::operations::dead_letters::index_stream::marker_of;
-use crate::operations::dead_letters::stream_message::{BinaryHeaders, Unconvertible, amqp_091_of};
-use crate::transport::{Acker, Delivery, Settle, TransportError};
+use crate::dead_letters::index_stream::marker_of;
+use crate::dead_letters::stream_message::{BinaryHeaders, Unconvertible, amqp_091_of};
+use rabbit_backoff_runtime::transport::{Acker, Delivery, Settle, TransportError};
 
 /// The stream port RabbitMQ listens on by default.
 pub const DEFAULT_STREAM_PORT: u16 = 5552;
@@ -238,14 +238,11 @@ pub(crate) async fn read_range(
                 if marker_of(&properties).is_some() {
                     continue;
                 }
-                each(&Delivery {
-                    exchange: String::new(),
-                    routing_key: stream.to_owned(),
-                    redelivered: false,
-                    properties,
-                    data,
-                    acker: Acker::new(Unsettled),
-                });
+                each(
+                    &Delivery::new(data, Acker::new(Unsettled))
+                        .with_route("", stream)
+                        .with_properties(properties),
+                );
             }
         }
     }

@@ -5,7 +5,7 @@ use lapin::BasicProperties;
 use lapin::types::AMQPValue;
 use rabbit_backoff_core::{HeaderValue, headers, index_key};
 
-use crate::transport::amqp_values::header_view;
+use rabbit_backoff_runtime::transport::header_view;
 
 /// The broker's account of how it dead-lettered a message.
 const X_DEATH: &str = "x-death";

@@ -3,9 +3,9 @@
 use rabbit_backoff_core::TopologyNames;
 use serde::Serialize;
 
-use crate::broker::inspect::inspect_queue;
-use crate::error::Error;
-use crate::transport::Connection;
+use rabbit_backoff_runtime::Error;
+use rabbit_backoff_runtime::toolkit::inspect_queue;
+use rabbit_backoff_runtime::transport::Connection;
 
 /// The depth and consumers of one queue of a consumer's topology.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -3,16 +3,15 @@
 
 use std::collections::BTreeMap;
 
-use crate::transport::Delivery;
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use rabbit_backoff_core::{
     DeadLetter, HeaderValue, MAX_HEADER_DEPTH, deep_headers, fingerprint, group_id, headers,
     read_retry_count,
 };
+use rabbit_backoff_runtime::transport::{Delivery, header_view};
 use serde::Serialize;
 
-use crate::transport::amqp_values::header_view;
-use crate::transport::frame_guard::packed_headers;
+use rabbit_backoff_runtime::toolkit::packed_headers;
 
 /// How many bytes of the body a summary shows.
 pub const BODY_PREVIEW_LEN: usize = 200;
@@ -213,18 +212,21 @@ fn render(value: &AMQPValue, level: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operations::dead_letters::stream_protocol::Unsettled;
-    use crate::settle::copy_properties::dead_letter_properties;
-    use crate::transport::Acker;
+    use crate::dead_letters::stream_protocol::Unsettled;
     use lapin::BasicProperties;
     use rabbit_backoff_core::DeadLetterReason;
+    use rabbit_backoff_runtime::toolkit::republish_properties;
+    use rabbit_backoff_runtime::transport::Acker;
 
     fn shown(dead_letter: DeadLetter<'_>) -> DeadLetterMessage {
-        let properties = dead_letter_properties(
-            &BasicProperties::default(),
-            &dead_letter.headers(),
-            &Default::default(),
-        );
+        // A dead letter's headers as the runtime writes them: those it
+        // leaves out are absent.
+        let set: Vec<_> = dead_letter
+            .headers()
+            .into_iter()
+            .filter_map(|(name, value)| Some((name, value?)))
+            .collect();
+        let properties = republish_properties(&BasicProperties::default(), &set);
         let delivery = Delivery::new(b"{}".to_vec(), Acker::new(Unsettled))
             .with_route("orders.dlx", "orders.dlq")
             .with_properties(properties);

@@ -10,12 +10,13 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::HeaderValue;
 use rabbit_backoff_core::headers::INDEX_MARKER;
 
-use crate::broker::confirm_channel::confirm_channel;
-use crate::error::Error;
-use crate::operations::dead_letters::index_fallback::IndexFallback;
-use crate::operations::dead_letters::pass::pass_id;
-use crate::transport::amqp_values::header_view;
-use crate::transport::{Channel, Confirm, Connection, Deliveries, Delivery, StreamOffset};
+use crate::dead_letters::index_fallback::IndexFallback;
+use crate::dead_letters::pass::pass_id;
+use rabbit_backoff_runtime::Error;
+use rabbit_backoff_runtime::toolkit::confirm_channel;
+use rabbit_backoff_runtime::transport::{
+    Channel, Confirm, Connection, Deliveries, Delivery, StreamOffset, header_view,
+};
 
 /// Deliveries a stream consumer of the index may hold unacknowledged.
 const PREFETCH: u16 = 5000;

@@ -1,15 +1,15 @@
 //! A purge of a dead-letter queue, and what it did.
 
-use crate::operations::dead_letters::dlq::Dlq;
+use crate::dead_letters::dlq::Dlq;
 
 use serde::Serialize;
 
-use crate::operations::dead_letters::checkpoint::{entries_offset, write as write_checkpoint};
-use crate::operations::dead_letters::checkpoint_note::CheckpointNote;
-use crate::operations::dead_letters::index::index_exists;
+use crate::dead_letters::checkpoint::{entries_offset, write as write_checkpoint};
+use crate::dead_letters::checkpoint_note::CheckpointNote;
+use crate::dead_letters::index::index_exists;
 
-use crate::broker::confirm_channel::confirm_channel;
-use crate::error::{Error, channel_error};
+use rabbit_backoff_runtime::Error;
+use rabbit_backoff_runtime::toolkit::{channel_error, confirm_channel};
 
 /// What [`Dlq::purge`](crate::Dlq::purge) did.
 ///

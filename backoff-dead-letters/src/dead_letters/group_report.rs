@@ -2,21 +2,21 @@
 //! the index when it is in step, else a pass that leaves it a checkpoint;
 //! and the rebuild of the index.
 
-use crate::operations::dead_letters::dlq::{Dlq, Mode, Sink};
+use crate::dead_letters::dlq::{Dlq, Mode, Sink};
 
 use serde::Serialize;
 
-use crate::operations::dead_letters::checkpoint::CheckpointWriter;
-use crate::operations::dead_letters::checkpoint_note::CheckpointNote;
-use crate::operations::dead_letters::filter::DeadLetterFilter;
-use crate::operations::dead_letters::group::{DeadLetterGroup, GroupTally};
-use crate::operations::dead_letters::index::{index_exists, index_groups};
-use crate::operations::dead_letters::index_fallback::IndexFallback;
-use crate::operations::dead_letters::index_protocol::IndexProtocol;
-use crate::operations::dead_letters::message::DeadLetterMessage;
+use crate::dead_letters::checkpoint::CheckpointWriter;
+use crate::dead_letters::checkpoint_note::CheckpointNote;
+use crate::dead_letters::filter::DeadLetterFilter;
+use crate::dead_letters::group::{DeadLetterGroup, GroupTally};
+use crate::dead_letters::index::{index_exists, index_groups};
+use crate::dead_letters::index_fallback::IndexFallback;
+use crate::dead_letters::index_protocol::IndexProtocol;
+use crate::dead_letters::message::DeadLetterMessage;
 
-use crate::error::Error;
-use crate::transport::Delivery;
+use rabbit_backoff_runtime::Error;
+use rabbit_backoff_runtime::transport::Delivery;
 
 /// What [`Dlq::group_report`](crate::Dlq::group_report) read.
 ///

@@ -1,8 +1,8 @@
 //! Replaying dead letters: each copy confirmed before its original leaves,
 //! its failure moved into its history.
 
-use crate::operations::dead_letters::dlq::{Dlq, Mode, Sink};
-use crate::operations::dead_letters::report::DeadLetterReport;
+use crate::dead_letters::dlq::{Dlq, Mode, Sink};
+use crate::dead_letters::report::DeadLetterReport;
 
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
@@ -11,16 +11,14 @@ use rabbit_backoff_core::{
     history_overflow, read_retry_count, replay_target,
 };
 
-use crate::operations::dead_letters::filter::DeadLetterFilter;
-use crate::operations::dead_letters::replay_options::ReplayOptions;
+use crate::dead_letters::filter::DeadLetterFilter;
+use crate::dead_letters::replay_options::ReplayOptions;
 
-use crate::error::Error;
-use crate::settle::copy_properties::{now_rfc3339, republish_properties};
-use crate::settle::settlement::{Settler, Target};
-use crate::telemetry::trace_context::link_trace;
-use crate::transport::Delivery;
-use crate::transport::amqp_values::header_view;
-use crate::transport::frame_guard::SetAside;
+use rabbit_backoff_runtime::Error;
+use rabbit_backoff_runtime::toolkit::{
+    CopyPublisher, Target, link_trace, now_rfc3339, republish_properties, set_aside_reason,
+};
+use rabbit_backoff_runtime::transport::{Delivery, header_view};
 use tracing::Instrument;
 
 impl Dlq {
@@ -44,12 +42,12 @@ impl Dlq {
     /// when no copy of it can be published, so it must stay.
     pub(super) async fn republish(
         &self,
-        settler: &Settler,
+        settler: &CopyPublisher,
         delivery: &Delivery,
         options: &ReplayOptions,
     ) -> Result<Result<(), String>, Error> {
-        if let Some(set_aside) = SetAside::of(&delivery.properties) {
-            return Ok(Err(set_aside.to_string()));
+        if let Some(reason) = set_aside_reason(&delivery.properties) {
+            return Ok(Err(reason));
         }
         let original_queue = delivery
             .properties
