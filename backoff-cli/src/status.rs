@@ -177,7 +177,8 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
             None => "not set".to_owned(),
             Some(Argument::Int(n)) => n.to_string(),
             Some(Argument::Str(s)) => format!("{s:?}"),
-            // A kind of value this tool does not know, as the core shows it.
+            // Not reached with the core pinned exactly; `Argument` is
+            // `#[non_exhaustive]`, so Rust wants this arm: as the core shows it.
             Some(other) => format!("{other:?}"),
         };
         for d in &differences {

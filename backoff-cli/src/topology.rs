@@ -79,7 +79,8 @@ pub async fn run(url: &str, args: TopologyArgs) -> Result<ExitCode, String> {
                 .map(|(k, v)| match v {
                     Argument::Int(n) => format!("{k}={n}"),
                     Argument::Str(s) => format!("{k}={s:?}"),
-                    // A kind of value this tool does not know, as the core shows it.
+                    // Not reached with the core pinned exactly; `Argument` is
+                    // `#[non_exhaustive]`, so Rust wants this arm: as the core shows it.
                     other => format!("{k}={other:?}"),
                 })
                 .collect();

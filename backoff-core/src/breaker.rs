@@ -98,8 +98,10 @@ pub enum BreakerState {
 }
 
 /// What the runtime must do after an outcome or a probe.
+///
+/// Exhaustive: only the runtime, pinned to this crate exactly, matches it
+/// (services do not see it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum BreakerAction {
     /// Nothing changes.
     Continue,

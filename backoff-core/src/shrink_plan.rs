@@ -108,8 +108,11 @@ pub struct ShrinkPlan {
 }
 
 /// Whether a copy fits in one frame, and how.
+///
+/// Exhaustive: only the runtime, pinned to this crate exactly, matches it
+/// (services do not see it), so a new variant is a compile error there
+/// rather than a branch for a variant it does not know.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Fit {
     /// It fits as it is.
     AsIs,

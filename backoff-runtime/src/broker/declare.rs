@@ -15,8 +15,9 @@ pub(crate) async fn establish_topology(
     match mode {
         DeclareMode::Declare => declare_topology(connection, topology).await,
         DeclareMode::Passive => check_topology(connection, topology).await,
-        // A mode this runtime does not know: it declares nothing, so it
-        // cannot change what an operator owns, and only checks.
+        // Not reached with the core pinned exactly (`=0.1.0`);
+        // `DeclareMode` is `#[non_exhaustive]` for services, so Rust wants
+        // this arm: it declares nothing, and only checks.
         _ => check_topology(connection, topology).await,
     }
 }

@@ -172,9 +172,10 @@ impl Inbox {
                     tracing::warn!("{e}; a duplicate of this message would be handled again");
                 }
             }
-            // Release, and a fate this runtime does not know: the key is
-            // freed, so that the message is handled again rather than
-            // dropped as a duplicate.
+            // Release: the key is freed, so that the message is handled
+            // again rather than dropped as a duplicate. (`KeyFate` is
+            // `#[non_exhaustive]` for services: a fate added to the pinned
+            // core without a branch here would free its key too.)
             _ => {
                 if let Err(e) = held.release().await {
                     tracing::warn!("{e}; the key is freed when its claim ends");
@@ -212,8 +213,9 @@ impl Inbox {
                 HeaderValue::Int(n) => n.to_string(),
                 _ => return None,
             },
-            // A key source this runtime does not know: handled without the
-            // inbox, never dropped.
+            // Not reached with the core pinned exactly (`=0.1.0`);
+            // `DedupeKey` is `#[non_exhaustive]` for services, so Rust wants
+            // this arm: without a key, handled without the inbox.
             _ => return None,
         };
         if key.is_empty() {

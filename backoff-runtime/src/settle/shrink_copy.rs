@@ -50,9 +50,6 @@ pub(crate) fn fit_to_frame(
         Fit::AsIs => Ok(properties),
         Fit::TooLarge { size, limit } => Err(TooLarge { size, limit }),
         Fit::Shrunk(plan) => Ok(properties.with_headers(shrink(table, &plan))),
-        // A fit this runtime does not know: no copy, as for one too large,
-        // so the broker dead-letters the original with its headers intact.
-        _ => Err(TooLarge { size: total, limit }),
     }
 }
 

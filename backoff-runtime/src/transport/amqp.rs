@@ -345,7 +345,9 @@ impl Channel for AmqpChannel {
                 ExchangeKind::Fanout => lapin::ExchangeKind::Fanout,
                 ExchangeKind::Topic => lapin::ExchangeKind::Topic,
                 ExchangeKind::Headers => lapin::ExchangeKind::Headers,
-                // A type this runtime does not know, by its AMQP name.
+                // Not reached with the core pinned exactly (`=0.1.0`);
+                // `ExchangeKind` is `#[non_exhaustive]` for services, so
+                // Rust wants this arm: the type by its AMQP name.
                 other => lapin::ExchangeKind::Custom(other.as_str().to_owned()),
             };
             let options = ExchangeDeclareOptions {

@@ -61,7 +61,9 @@ pub(crate) fn amqp_value(value: &HeaderValue<'_>) -> AMQPValue {
         HeaderValue::Bytes(b) => AMQPValue::ByteArray(b.to_vec().into()),
         HeaderValue::Bool(b) => AMQPValue::Boolean(*b),
         HeaderValue::Other(_) => AMQPValue::Void,
-        // A value this runtime does not know, like any other: void.
+        // Not reached with the core pinned exactly (`=0.1.0`);
+        // `HeaderValue` is `#[non_exhaustive]` for services, so Rust wants
+        // this arm: void, as `Other`.
         _ => AMQPValue::Void,
     }
 }
