@@ -38,7 +38,9 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
-use rabbit_backoff::{Argument, ConsumerSpec, DeadLetterFilter, Dlq, GroupSource, Topology};
+use rabbit_backoff::ConsumerSpec;
+use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, GroupSource};
+use rabbit_backoff::topology::{Argument, Topology};
 
 /// The channels of each index read, in turn (`BENCH_INDEX_READERS`, a
 /// comma-separated list, default the library's default): `1,2,1` times the
@@ -54,7 +56,7 @@ fn index_readers() -> Vec<usize> {
                 })
                 .collect()
         })
-        .unwrap_or_else(|_| vec![rabbit_backoff::DEFAULT_INDEX_READERS])
+        .unwrap_or_else(|_| vec![rabbit_backoff::dead_letters::DEFAULT_INDEX_READERS])
 }
 
 /// The broker's stream port (`RABBITMQ_STREAM_PORT`, default 5552), where
@@ -63,7 +65,7 @@ fn stream_port() -> u16 {
     std::env::var("RABBITMQ_STREAM_PORT")
         .ok()
         .and_then(|port| port.parse().ok())
-        .unwrap_or(rabbit_backoff::DEFAULT_STREAM_PORT)
+        .unwrap_or(rabbit_backoff::dead_letters::DEFAULT_STREAM_PORT)
 }
 
 fn url() -> String {

@@ -136,7 +136,8 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use rabbit_backoff::dedupe::{DedupeStore, PostgresStore, RedisStore, sqlx};
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{DeadLetterIndex, Dedupe, QueueType, RetryBackend, ShutdownHandle, Topology};
+use rabbit_backoff::topology::Topology;
+use rabbit_backoff::{DeadLetterIndex, Dedupe, QueueType, RetryBackend, ShutdownHandle};
 use rabbit_backoff_core::ConsumerSpec;
 use serde::{Deserialize, Serialize};
 
@@ -1097,7 +1098,7 @@ async fn declare_framework(target: &Target, spec: &ConsumerSpec, side: Side) {
             "the framework-delayed side needs a quorum target (BENCH_TARGETS=single-quorum) on RabbitMQ 4.3"
         );
     }
-    rabbit_backoff::declare_topology(&*connection, &Topology::of(spec))
+    rabbit_backoff::topology::declare_topology(&*connection, &Topology::of(spec))
         .await
         .expect("declare");
     connection.close().await;

@@ -79,33 +79,6 @@ pub use rabbit_backoff_dead_letters::{
     ConsumerStatus, QueueStatus, TierListing, WaitingMessage, list_retry_tier, status,
 };
 
-// The paths these names had before the modules below held them: kept so
-// that code written against them compiles, hidden from the docs (a
-// re-export cannot be deprecated).
-#[doc(hidden)]
-pub use rabbit_backoff_core::{
-    Argument, ArgumentDifference, Attempt, Binding, BindingDefinition, BindingListing,
-    BreakerState, DeadLetter, DeadLetterIndexDecl, DeadLetterReason, Decision, Definitions,
-    ExchangeDecl, ExchangeDefinition, FAILURE_HEADERS, FoundTopology, HeaderValue, INDEX_MAX_BYTES,
-    INDEX_REMOVALS_MAX_BYTES, INDEX_REMOVALS_SEGMENT_BYTES, INDEX_SEGMENT_BYTES, KeyFate,
-    MAX_ERROR_LEN, MAX_HEADER_DEPTH, MIN_PROBE_INTERVAL, NameError, NameOverrides, NodeProbe,
-    Outcome, Policy, ProbeVerdict, QueueDecl, QueueDefinition, QueueListing, REPLAY_HISTORY,
-    REPLAY_HISTORY_LIMIT, REPLAYED_AT, ReconnectBackoff, ReconnectProbe, RetryCount,
-    RetryCountWarning, ReturnWatch, Topology, TopologyNames, Verdict, arguments, decide,
-    deep_headers, discover, fingerprint, group_id, headers, inbox_key, index_key,
-    outbox_message_id, parse_failed_at, read_retry_count, truncate_error, validate_name,
-};
-#[cfg(feature = "dead-letters")]
-#[doc(hidden)]
-pub use rabbit_backoff_dead_letters::{
-    BODY_PREVIEW_LEN, CheckpointNote, DEFAULT_INDEX_READERS, DEFAULT_STREAM_PORT, DeadLetterFilter,
-    DeadLetterGroup, DeadLetterMessage, DeadLetterRecord, DeadLetterReport, Dlq, ExportReport,
-    GroupReport, GroupSource, GroupTally, IndexFallback, IndexProtocol, MessageEdit, PurgeReport,
-    RecordError, RecordProperties, ReplayOptions, SkippedMessage, TypedValue, is_marker_queue,
-};
-#[doc(hidden)]
-pub use rabbit_backoff_runtime::{MissingObject, check_topology, declare_topology};
-
 /// Turns an `async fn` handler into a consumer of the same name.
 ///
 /// ```

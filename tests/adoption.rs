@@ -19,11 +19,11 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel, Connection};
+use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, ReplayOptions};
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{
-    DeadLetterFilter, DeclareMode, Delays, Dlq, Error, MissingObject, ReplayOptions, RetryReturn,
-    Topology, parse_failed_at,
-};
+use rabbit_backoff::rules::parse_failed_at;
+use rabbit_backoff::topology::{MissingObject, Topology};
+use rabbit_backoff::{DeclareMode, Delays, Error, RetryReturn};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -325,7 +325,7 @@ async fn declare_passive_checks_an_operator_owned_topology_and_names_all_that_is
     // What a passive check cannot see: queue arguments. The default route
     // passes the check on this topology whose retry queues return through the
     // work exchange.
-    rabbit_backoff::check_topology(
+    rabbit_backoff::topology::check_topology(
         &*framework_connection().await,
         &Topology::of(&article.spec()),
     )

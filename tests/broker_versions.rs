@@ -18,9 +18,11 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection};
+use rabbit_backoff::QueueType;
+use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, GroupSource};
 use rabbit_backoff::dedupe::{Claim, ClaimRequest, DedupeStore, MemoryStore, StoreError};
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{DeadLetterFilter, Dlq, GroupSource, QueueType, Topology};
+use rabbit_backoff::topology::Topology;
 
 use common::*;
 
@@ -206,7 +208,7 @@ fn quorum_spec(name: &str, limit: u32) -> ConsumerSpec {
 /// the test broker; the cleanup deletes what `spec` declares.
 async fn declared(spec: &ConsumerSpec, topology: &Topology) -> (Cleanup, Connection, Channel) {
     let cleanup = Cleanup::of(spec);
-    rabbit_backoff::declare_topology(&*framework_connection().await, topology)
+    rabbit_backoff::topology::declare_topology(&*framework_connection().await, topology)
         .await
         .unwrap();
     let (connection, channel) = channel().await;
@@ -546,12 +548,12 @@ async fn a_consumer_with_the_index_off_removes_the_old_one_and_groups_from_a_pas
     spec.dead_letter_index = rabbit_backoff::DeadLetterIndex::Off;
     let topology = Topology::of(&spec);
     assert!(!topology.indexes_dead_letters());
-    rabbit_backoff::declare_topology(&*framework_connection().await, &topology)
+    rabbit_backoff::topology::declare_topology(&*framework_connection().await, &topology)
         .await
         .unwrap();
     assert!(!index_exists().await, "the old index is deleted");
     // Declaring again, with nothing left to delete, is fine.
-    rabbit_backoff::declare_topology(&*framework_connection().await, &topology)
+    rabbit_backoff::topology::declare_topology(&*framework_connection().await, &topology)
         .await
         .unwrap();
 

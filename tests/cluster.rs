@@ -24,7 +24,8 @@ use futures_util::future::join_all;
 use lapin::options::BasicGetOptions;
 use lapin::{Connection, ConnectionProperties};
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{Health, QueueType, RunningRuntime, Topology};
+use rabbit_backoff::topology::Topology;
+use rabbit_backoff::{Health, QueueType, RunningRuntime};
 use serde::Deserialize;
 use tokio::time::Instant;
 
@@ -152,7 +153,7 @@ async fn declare_through(node: usize, spec: &ConsumerSpec) {
     let connection = rabbit_backoff::connect(&node_url(node))
         .await
         .expect("the framework connects to the node");
-    rabbit_backoff::declare_topology(&*connection, &Topology::of(spec))
+    rabbit_backoff::topology::declare_topology(&*connection, &Topology::of(spec))
         .await
         .expect("the topology is declared");
     connection.close().await;

@@ -8,8 +8,9 @@ use common::*;
 use lapin::options::BasicPublishOptions;
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel};
+use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, ReplayOptions};
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{DeadLetterFilter, Dlq, ReplayOptions, Topology};
+use rabbit_backoff::topology::Topology;
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -19,7 +20,7 @@ fn stream_port() -> u16 {
     std::env::var("RABBITMQ_STREAM_PORT")
         .ok()
         .and_then(|port| port.parse().ok())
-        .unwrap_or(rabbit_backoff::DEFAULT_STREAM_PORT)
+        .unwrap_or(rabbit_backoff::dead_letters::DEFAULT_STREAM_PORT)
 }
 
 /// A `Dlq` of `spec` on the test broker, reading the index over its stream
@@ -45,9 +46,12 @@ async fn declared_with(
     configure(&mut spec);
     let cleanup = Cleanup::of(&spec);
     let connection = connect().await;
-    rabbit_backoff::declare_topology(&*framework_connection().await, &Topology::of(&spec))
-        .await
-        .unwrap();
+    rabbit_backoff::topology::declare_topology(
+        &*framework_connection().await,
+        &Topology::of(&spec),
+    )
+    .await
+    .unwrap();
     let _ = connection.close(200, "".into()).await;
     (spec, cleanup)
 }
@@ -103,7 +107,7 @@ async fn confirm_channel() -> (lapin::Connection, Channel) {
     (connection, channel)
 }
 
-fn ids(report: &rabbit_backoff::DeadLetterReport) -> Vec<String> {
+fn ids(report: &rabbit_backoff::dead_letters::DeadLetterReport) -> Vec<String> {
     report
         .matched
         .iter()
@@ -557,12 +561,13 @@ async fn confirmed(pending: &mut Vec<lapin::PublisherConfirm>, most: usize) {
 /// The ids in the queue, in order, read once and returned (classic queue).
 async fn order(dlq: &Dlq) -> Vec<u64> {
     let mut ids = Vec::new();
-    let mut collect = |_: &rabbit_backoff::transport::Delivery,
-                       message: &rabbit_backoff::DeadLetterMessage| {
-        let id = message.message_id.as_deref().unwrap();
-        ids.push(id.trim_start_matches("m-").parse().unwrap());
-        Ok(())
-    };
+    let mut collect =
+        |_: &rabbit_backoff::transport::Delivery,
+         message: &rabbit_backoff::dead_letters::DeadLetterMessage| {
+            let id = message.message_id.as_deref().unwrap();
+            ids.push(id.trim_start_matches("m-").parse().unwrap());
+            Ok(())
+        };
     dlq.visit(&DeadLetterFilter::default(), &mut collect)
         .await
         .unwrap();
@@ -689,7 +694,8 @@ async fn a_pass_that_fails_after_coming_round_leaves_its_sentinel_for_the_next()
     let names = spec.names();
     let dlq = Dlq::with_transport(broker.clone(), &spec).await.unwrap();
     let mut fail_after_the_last =
-        |_: &rabbit_backoff::transport::Delivery, message: &rabbit_backoff::DeadLetterMessage| {
+        |_: &rabbit_backoff::transport::Delivery,
+         message: &rabbit_backoff::dead_letters::DeadLetterMessage| {
             if message.message_id.as_deref() == Some(&*format!("m-{}", N - 1)) {
                 broker.fail_next_publishes(1);
             }
@@ -729,14 +735,14 @@ async fn mixed_dead_letters(channel: &Channel, spec: &ConsumerSpec, ids: std::op
 async fn index_equals_pass(
     dlq: Dlq,
     spec: &ConsumerSpec,
-) -> (Dlq, Vec<rabbit_backoff::DeadLetterGroup>) {
+) -> (Dlq, Vec<rabbit_backoff::dead_letters::DeadLetterGroup>) {
     let from_index = dlq
         .group_report(&DeadLetterFilter::default())
         .await
         .unwrap();
     assert_eq!(
         from_index.source,
-        rabbit_backoff::GroupSource::Index,
+        rabbit_backoff::dead_letters::GroupSource::Index,
         "{:?}",
         from_index.fallback
     );
@@ -746,14 +752,20 @@ async fn index_equals_pass(
         .group_report(&DeadLetterFilter::default())
         .await
         .unwrap();
-    assert_eq!(from_pass.source, rabbit_backoff::GroupSource::Pass);
+    assert_eq!(
+        from_pass.source,
+        rabbit_backoff::dead_letters::GroupSource::Pass
+    );
     assert_eq!(from_index.groups, from_pass.groups);
     // A filter is applied to the index's entries as to the queue's messages.
     let filter = DeadLetterFilter::default().error("timeout").unwrap();
     let pass_filtered = dlq.groups(&filter).await.unwrap();
     let dlq = dlq.use_index(true);
     let filtered = dlq.group_report(&filter).await.unwrap();
-    assert_eq!(filtered.source, rabbit_backoff::GroupSource::Index);
+    assert_eq!(
+        filtered.source,
+        rabbit_backoff::dead_letters::GroupSource::Index
+    );
     assert_eq!(filtered.groups, pass_filtered);
     let _ = spec;
     (dlq, from_index.groups)
@@ -822,10 +834,13 @@ async fn a_removal_without_a_tombstone_makes_groups_fall_back_to_a_pass() {
         .group_report(&DeadLetterFilter::default())
         .await
         .unwrap();
-    assert_eq!(report.source, rabbit_backoff::GroupSource::Pass);
+    assert_eq!(
+        report.source,
+        rabbit_backoff::dead_letters::GroupSource::Pass
+    );
     assert_eq!(
         report.fallback,
-        Some(rabbit_backoff::IndexFallback::CountMismatch {
+        Some(rabbit_backoff::dead_letters::IndexFallback::CountMismatch {
             indexed: 9,
             depth: 8
         })
@@ -841,11 +856,14 @@ async fn a_removal_without_a_tombstone_makes_groups_fall_back_to_a_pass() {
         .group_report(&DeadLetterFilter::default())
         .await
         .unwrap();
-    assert_eq!(report.source, rabbit_backoff::GroupSource::Pass);
+    assert_eq!(
+        report.source,
+        rabbit_backoff::dead_letters::GroupSource::Pass
+    );
     assert!(
         matches!(
             report.fallback,
-            Some(rabbit_backoff::IndexFallback::CountMismatch { depth: 0, .. })
+            Some(rabbit_backoff::dead_letters::IndexFallback::CountMismatch { depth: 0, .. })
         ),
         "{:?}",
         report.fallback
@@ -858,7 +876,7 @@ async fn a_removal_without_a_tombstone_makes_groups_fall_back_to_a_pass() {
         .unwrap();
     assert_eq!(
         limited.fallback,
-        Some(rabbit_backoff::IndexFallback::Limited)
+        Some(rabbit_backoff::dead_letters::IndexFallback::Limited)
     );
     dlq.close().await;
     let _ = connection.close(200, "".into()).await;
@@ -924,10 +942,10 @@ async fn the_brokers_own_dead_lettering_is_indexed_or_caught_by_the_count_check(
         .await
         .unwrap();
     match report.source {
-        rabbit_backoff::GroupSource::Index => assert_eq!(report.fallback, None),
-        rabbit_backoff::GroupSource::Pass => assert_eq!(
+        rabbit_backoff::dead_letters::GroupSource::Index => assert_eq!(report.fallback, None),
+        rabbit_backoff::dead_letters::GroupSource::Pass => assert_eq!(
             report.fallback,
-            Some(rabbit_backoff::IndexFallback::CountMismatch {
+            Some(rabbit_backoff::dead_letters::IndexFallback::CountMismatch {
                 indexed: 0,
                 depth: 3
             }),
@@ -985,7 +1003,7 @@ async fn in_memory_dead_letters(
     let mut spec = process_job.spec();
     spec.queue = queue.into();
     let connection = broker.connect().await.unwrap();
-    rabbit_backoff::declare_topology(&*connection, &Topology::of(&spec))
+    rabbit_backoff::topology::declare_topology(&*connection, &Topology::of(&spec))
         .await
         .unwrap();
     let names = spec.names();
@@ -1021,8 +1039,14 @@ async fn the_in_memory_broker_has_no_index_and_groups_with_a_pass() {
         .group_report(&DeadLetterFilter::default())
         .await
         .unwrap();
-    assert_eq!(report.source, rabbit_backoff::GroupSource::Pass);
-    assert_eq!(report.fallback, Some(rabbit_backoff::IndexFallback::Absent));
+    assert_eq!(
+        report.source,
+        rabbit_backoff::dead_letters::GroupSource::Pass
+    );
+    assert_eq!(
+        report.fallback,
+        Some(rabbit_backoff::dead_letters::IndexFallback::Absent)
+    );
     assert_eq!(report.groups.len(), 1);
     assert_eq!(report.groups[0].count, 4);
     // A discard writes no tombstone anywhere, and does not fail for it.
@@ -1047,13 +1071,18 @@ async fn an_import_is_indexed_and_a_discard_of_everything_leaves_an_empty_index(
         .group_report(&DeadLetterFilter::default())
         .await
         .unwrap();
-    assert_eq!(empty.source, rabbit_backoff::GroupSource::Index);
+    assert_eq!(
+        empty.source,
+        rabbit_backoff::dead_letters::GroupSource::Index
+    );
     assert!(empty.groups.is_empty());
     // `dlq import` publishes through the dead-letter exchange: indexed.
     let records = String::from_utf8(exported)
         .unwrap()
         .lines()
-        .map(|line| serde_json::from_str::<rabbit_backoff::DeadLetterRecord>(line).unwrap())
+        .map(|line| {
+            serde_json::from_str::<rabbit_backoff::dead_letters::DeadLetterRecord>(line).unwrap()
+        })
         .collect::<Vec<_>>();
     assert_eq!(dlq.import(records).await.unwrap(), 6);
     let (dlq, groups) = index_equals_pass(dlq, &spec).await;
@@ -1066,7 +1095,7 @@ async fn an_import_is_indexed_and_a_discard_of_everything_leaves_an_empty_index(
 /// The first read after the index went out of step is a pass that says why
 /// and leaves a checkpoint; the next is from the index, starting from that
 /// checkpoint, with the groups of a pass. Returns those groups.
-async fn heals(dlq: Dlq) -> (Dlq, Vec<rabbit_backoff::DeadLetterGroup>) {
+async fn heals(dlq: Dlq) -> (Dlq, Vec<rabbit_backoff::dead_letters::DeadLetterGroup>) {
     let first = dlq
         .group_report(&DeadLetterFilter::default())
         .await
@@ -1077,9 +1106,9 @@ async fn heals(dlq: Dlq) -> (Dlq, Vec<rabbit_backoff::DeadLetterGroup>) {
 /// [`heals`], from its first read.
 async fn healed(
     dlq: Dlq,
-    first: rabbit_backoff::GroupReport,
-) -> (Dlq, Vec<rabbit_backoff::DeadLetterGroup>) {
-    use rabbit_backoff::{CheckpointNote, GroupSource, IndexFallback};
+    first: rabbit_backoff::dead_letters::GroupReport,
+) -> (Dlq, Vec<rabbit_backoff::dead_letters::DeadLetterGroup>) {
+    use rabbit_backoff::dead_letters::{CheckpointNote, GroupSource, IndexFallback};
     let all = DeadLetterFilter::default();
     assert_eq!(first.source, GroupSource::Pass, "{}", first.reason());
     let Some(IndexFallback::CountMismatch { indexed, depth }) = first.fallback else {
@@ -1114,12 +1143,12 @@ async fn healed(
 /// A read from the index after a checkpoint, equal to a pass.
 async fn index_equals_pass_past_a_checkpoint(
     dlq: Dlq,
-) -> (Dlq, Vec<rabbit_backoff::DeadLetterGroup>) {
+) -> (Dlq, Vec<rabbit_backoff::dead_letters::DeadLetterGroup>) {
     let all = DeadLetterFilter::default();
     let from_index = dlq.group_report(&all).await.unwrap();
     assert_eq!(
         from_index.source,
-        rabbit_backoff::GroupSource::Index,
+        rabbit_backoff::dead_letters::GroupSource::Index,
         "{}",
         from_index.reason()
     );
@@ -1159,11 +1188,14 @@ async fn a_purge_from_outside_leaves_the_index_serving_after_one_pass() {
     // groups: a pass, which writes no checkpoint (the index is in step).
     let filter = DeadLetterFilter::default().error("timeout").unwrap();
     let filtered = dlq.group_report(&filter).await.unwrap();
-    assert_eq!(filtered.source, rabbit_backoff::GroupSource::Pass);
+    assert_eq!(
+        filtered.source,
+        rabbit_backoff::dead_letters::GroupSource::Pass
+    );
     assert!(
         matches!(
             filtered.fallback,
-            Some(rabbit_backoff::IndexFallback::FilterPastCheckpoint { .. })
+            Some(rabbit_backoff::dead_letters::IndexFallback::FilterPastCheckpoint { .. })
         ),
         "{:?}",
         filtered.fallback
@@ -1173,7 +1205,7 @@ async fn a_purge_from_outside_leaves_the_index_serving_after_one_pass() {
     // A group is: the checkpoint keeps each group's id.
     let by_group = DeadLetterFilter::default().group(groups[0].id.clone());
     let one = dlq.group_report(&by_group).await.unwrap();
-    assert_eq!(one.source, rabbit_backoff::GroupSource::Index);
+    assert_eq!(one.source, rabbit_backoff::dead_letters::GroupSource::Index);
     assert_eq!(one.groups, vec![groups[0].clone()]);
     dlq.close().await;
     let _ = connection.close(200, "".into()).await;
@@ -1190,7 +1222,7 @@ async fn a_purge_through_the_library_leaves_an_empty_checkpoint() {
     assert!(
         matches!(
             purged.checkpoint,
-            Some(rabbit_backoff::CheckpointNote::Written { .. })
+            Some(rabbit_backoff::dead_letters::CheckpointNote::Written { .. })
         ),
         "{:?}",
         purged.checkpoint
@@ -1202,7 +1234,10 @@ async fn a_purge_through_the_library_leaves_an_empty_checkpoint() {
     // An empty checkpoint keeps nothing that a filter would need.
     let filter = DeadLetterFilter::default().error("timeout").unwrap();
     let filtered = dlq.group_report(&filter).await.unwrap();
-    assert_eq!(filtered.source, rabbit_backoff::GroupSource::Index);
+    assert_eq!(
+        filtered.source,
+        rabbit_backoff::dead_letters::GroupSource::Index
+    );
     assert_eq!(filtered.groups.len(), 1);
     dlq.close().await;
     let _ = connection.close(200, "".into()).await;
@@ -1218,9 +1253,12 @@ async fn a_dead_letter_queue_deleted_and_declared_again_leaves_the_index_serving
         .queue_delete(names.dead_letter_queue.as_str().into(), Default::default())
         .await
         .unwrap();
-    rabbit_backoff::declare_topology(&*framework_connection().await, &Topology::of(&spec))
-        .await
-        .unwrap();
+    rabbit_backoff::topology::declare_topology(
+        &*framework_connection().await,
+        &Topology::of(&spec),
+    )
+    .await
+    .unwrap();
     mixed_dead_letters(&channel, &spec, 30..40).await;
     let dlq = connect_dlq(&spec).await;
     let (dlq, groups) = heals(dlq).await;
@@ -1298,7 +1336,7 @@ async fn a_length_limit_on_the_dead_letter_queue_leaves_the_index_serving_after_
 /// is `broker_versions::dead_letters_the_broker_makes_reach_the_index_on_4_x`.)
 #[tokio::test]
 async fn the_brokers_own_dead_letters_leave_the_index_serving_after_one_pass() {
-    use rabbit_backoff::{GroupSource, IndexFallback};
+    use rabbit_backoff::dead_letters::{GroupSource, IndexFallback};
     let (spec, _cleanup) = declared("heal-broker-dlx").await;
     let names = spec.names();
     let (connection, channel) = confirm_channel().await;
@@ -1420,7 +1458,7 @@ async fn indexed_dead_letters(
 /// was the one the tombstone cancels) is read again.
 #[tokio::test]
 async fn an_index_read_in_ranges_groups_like_one_read() {
-    use rabbit_backoff::GroupSource;
+    use rabbit_backoff::dead_letters::GroupSource;
     let (spec, _cleanup) = declared("index-ranges").await;
     let (connection, channel) = confirm_channel().await;
     // Three ranges of at least 10 000 entries; m-7 at the start and again
@@ -1460,7 +1498,7 @@ async fn an_index_read_in_ranges_groups_like_one_read() {
 /// protocol was used.
 #[tokio::test]
 async fn an_index_read_over_the_stream_protocol_groups_like_one_over_amqp() {
-    use rabbit_backoff::GroupSource;
+    use rabbit_backoff::dead_letters::GroupSource;
     use rabbit_backoff::dead_letters::IndexProtocol;
     let (spec, _cleanup) = declared("index-stream-protocol").await;
     let (connection, channel) = confirm_channel().await;
@@ -1559,7 +1597,7 @@ async fn an_index_read_over_the_stream_protocol_groups_like_one_over_amqp() {
 /// the stream protocol, as a pass groups them.
 #[tokio::test]
 async fn dead_letters_of_retried_messages_are_grouped_from_the_index() {
-    use rabbit_backoff::GroupSource;
+    use rabbit_backoff::dead_letters::GroupSource;
     use rabbit_backoff::dead_letters::IndexProtocol;
     let running = Running::start("index-retried", |spec| {
         spec.delays = "1ms".parse().unwrap();
@@ -1600,7 +1638,7 @@ async fn dead_letters_of_retried_messages_are_grouped_from_the_index() {
     );
     let pass = dlq.use_index(false);
     assert_eq!(report.groups, pass.groups(&all).await.unwrap());
-    let counts = |report: &rabbit_backoff::GroupReport| {
+    let counts = |report: &rabbit_backoff::dead_letters::GroupReport| {
         let mut counts: Vec<(String, usize)> = report
             .groups
             .iter()
@@ -1638,7 +1676,7 @@ async fn dead_letters_of_retried_messages_are_grouped_from_the_index() {
 /// the same groups.
 #[tokio::test]
 async fn an_index_read_falls_back_to_amqp_when_the_stream_port_does_not_answer() {
-    use rabbit_backoff::GroupSource;
+    use rabbit_backoff::dead_letters::GroupSource;
     use rabbit_backoff::dead_letters::IndexProtocol;
     let (spec, _cleanup) = declared("index-stream-fallback").await;
     let (connection, channel) = confirm_channel().await;

@@ -16,12 +16,10 @@ use std::time::Duration;
 use common::stores::{self, PgCleanup, Proxy};
 use common::*;
 use counters::{counter, snapshotter};
+use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, ReplayOptions};
 use rabbit_backoff::dedupe::{DedupeStore, MemoryStore, PostgresStore, RedisStore, Tx, sqlx};
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{
-    DeadLetterFilter, Dedupe, DedupeKey, Dlq, Error, Health, HealthWatch, ReplayOptions,
-    RunningRuntime,
-};
+use rabbit_backoff::{Dedupe, DedupeKey, Error, Health, HealthWatch, RunningRuntime};
 use serde::{Deserialize, Serialize};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -147,7 +145,7 @@ impl Service {
     async fn drained(&self) {
         let (_c, channel) = channel().await;
         let deadline = std::time::Instant::now() + WAIT;
-        let topology = rabbit_backoff::Topology::of(&self.spec);
+        let topology = rabbit_backoff::topology::Topology::of(&self.spec);
         loop {
             let mut busy = 0;
             for queue in std::iter::once(&topology.work_queue).chain(&topology.retry_queues) {

@@ -85,9 +85,9 @@ impl Run {
             .execute(store.pool())
             .await
             .unwrap();
-        rabbit_backoff::declare_topology(
+        rabbit_backoff::topology::declare_topology(
             &*framework_connection().await,
-            &rabbit_backoff::Topology::of(&spec),
+            &rabbit_backoff::topology::Topology::of(&spec),
         )
         .await
         .unwrap();

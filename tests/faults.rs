@@ -319,9 +319,9 @@ async fn a_killed_consumer_loses_no_message() {
     let results = format!("{}.results", spec.queue);
     let _cleanup = Cleanup::of(&spec).queue(&results);
     let (connection, channel) = channel().await;
-    rabbit_backoff::declare_topology(
+    rabbit_backoff::topology::declare_topology(
         &*framework_connection().await,
-        &rabbit_backoff::Topology::of(&spec),
+        &rabbit_backoff::topology::Topology::of(&spec),
     )
     .await
     .unwrap();

@@ -223,7 +223,7 @@ async fn hostile_bodies_and_headers_are_handled_or_explained() {
         let reason = header_str(p, "x-dead-letter-reason").unwrap();
         let error = header_str(p, "x-error").unwrap();
         assert!(
-            error.len() <= rabbit_backoff::MAX_ERROR_LEN,
+            error.len() <= rabbit_backoff::rules::MAX_ERROR_LEN,
             "x-error is bounded: {} bytes",
             error.len()
         );
@@ -488,8 +488,10 @@ async fn a_message_replayed_fifty_times_keeps_its_headers_bounded() {
     )
     .await;
     let dlq_name = spec.names().dead_letter_queue;
-    let dlq = rabbit_backoff::Dlq::connect(&url(), &spec).await.unwrap();
-    let all = rabbit_backoff::DeadLetterFilter::default();
+    let dlq = rabbit_backoff::dead_letters::Dlq::connect(&url(), &spec)
+        .await
+        .unwrap();
+    let all = rabbit_backoff::dead_letters::DeadLetterFilter::default();
     for round in 1..=50 {
         let deadline = Instant::now() + WAIT;
         while depth(&channel, &dlq_name).await == 0 {
@@ -514,7 +516,7 @@ async fn a_message_replayed_fifty_times_keeps_its_headers_bounded() {
     };
     assert_eq!(
         history.as_slice().len(),
-        rabbit_backoff::REPLAY_HISTORY_LIMIT
+        rabbit_backoff::rules::REPLAY_HISTORY_LIMIT
     );
     assert_eq!(header_int(p, "x-replay-count"), Some(50));
     assert_eq!(
@@ -562,10 +564,10 @@ fn deep_properties(id: u64, value: &[u8]) -> BasicProperties {
     entries.extend_from_slice(value);
     entries.extend_from_slice(&[2, b'i', b'd', b'l']);
     entries.extend_from_slice(&id.to_be_bytes());
-    let packed = rabbit_backoff::deep_headers::pack(&entries).expect("well formed");
+    let packed = rabbit_backoff::rules::deep_headers::pack(&entries).expect("well formed");
     let mut headers = FieldTable::default();
     headers.insert(
-        rabbit_backoff::headers::DEEP_HEADERS.into(),
+        rabbit_backoff::rules::headers::DEEP_HEADERS.into(),
         AMQPValue::ByteArray(packed.into()),
     );
     BasicProperties::default()
@@ -578,23 +580,28 @@ fn deep_properties(id: u64, value: &[u8]) -> BasicProperties {
 /// headers table (name, depth, encoded value) when the connection set them
 /// aside: read without lapin ever parsing a deep one.
 async fn dead_letter_headers(
-    dlq: &rabbit_backoff::Dlq,
+    dlq: &rabbit_backoff::dead_letters::Dlq,
 ) -> Vec<(
-    rabbit_backoff::DeadLetterMessage,
-    Vec<rabbit_backoff::deep_headers::Entry>,
+    rabbit_backoff::dead_letters::DeadLetterMessage,
+    Vec<rabbit_backoff::rules::deep_headers::Entry>,
 )> {
     let mut seen = Vec::new();
-    let mut collect = |delivery: &rabbit_backoff::transport::Delivery,
-                       message: &rabbit_backoff::DeadLetterMessage| {
-        let entries = match header(&delivery.properties, rabbit_backoff::headers::DEEP_HEADERS) {
-            Some(AMQPValue::ByteArray(packed)) => {
-                rabbit_backoff::deep_headers::entries(packed.as_slice()).expect("packed headers")
-            }
-            _ => Vec::new(),
+    let mut collect =
+        |delivery: &rabbit_backoff::transport::Delivery,
+         message: &rabbit_backoff::dead_letters::DeadLetterMessage| {
+            let entries = match header(
+                &delivery.properties,
+                rabbit_backoff::rules::headers::DEEP_HEADERS,
+            ) {
+                Some(AMQPValue::ByteArray(packed)) => {
+                    rabbit_backoff::rules::deep_headers::entries(packed.as_slice())
+                        .expect("packed headers")
+                }
+                _ => Vec::new(),
+            };
+            seen.push((message.clone(), entries));
+            Ok(())
         };
-        seen.push((message.clone(), entries));
-        Ok(())
-    };
     dlq.visit(&Default::default(), &mut collect).await.unwrap();
     seen
 }
@@ -668,8 +675,8 @@ async fn deeply_nested_headers_crash_neither_the_consumer_nor_a_peek() {
     // In the dead-letter queue, each has its headers as they were sent, byte
     // for byte, with the broker's x-death beside them.
     type Seen = (
-        rabbit_backoff::DeadLetterMessage,
-        Vec<rabbit_backoff::deep_headers::Entry>,
+        rabbit_backoff::dead_letters::DeadLetterMessage,
+        Vec<rabbit_backoff::rules::deep_headers::Entry>,
     );
     let id_of = |seen: &Seen| seen.0.message_id.clone().unwrap_or_default();
     let intact = |seen: &[Seen]| {
@@ -688,7 +695,9 @@ async fn deeply_nested_headers_crash_neither_the_consumer_nor_a_peek() {
     };
     // Reading them back (what `rabbit-backoff dlq peek` does) crashes nothing
     // and shows every header but the deep one, which gets a note.
-    let dlq = rabbit_backoff::Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = rabbit_backoff::dead_letters::Dlq::connect(&url(), &spec)
+        .await
+        .unwrap();
     let before = dead_letter_headers(&dlq).await;
     assert_eq!(before.len(), 4);
     intact(&before);

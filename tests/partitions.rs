@@ -44,7 +44,8 @@ use lapin::options::BasicGetOptions;
 use lapin::{Connection, ConnectionProperties};
 use rabbit_backoff::dedupe::{Tx, sqlx};
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{Dedupe, QueueType, RunningRuntime, Topology};
+use rabbit_backoff::topology::Topology;
+use rabbit_backoff::{Dedupe, QueueType, RunningRuntime};
 use tokio::time::Instant;
 
 /// The cluster these tests drive.
@@ -504,7 +505,7 @@ async fn run(fault: Fault, round: usize) -> Report {
         let connection = rabbit_backoff::connect(&nodes[2].url)
             .await
             .expect("the framework connects to node c");
-        rabbit_backoff::declare_topology(&*connection, &Topology::of(&spec))
+        rabbit_backoff::topology::declare_topology(&*connection, &Topology::of(&spec))
             .await
             .expect("the topology is declared");
         connection.close().await;

@@ -328,7 +328,7 @@ async fn the_first_failure_is_read_from_the_brokers_record(
     );
     let time = |name| {
         let text = header_str(&dead.properties, name).unwrap_or_else(|| panic!("{name}"));
-        rabbit_backoff::parse_failed_at(&text).unwrap_or_else(|| panic!("{name}: {text}"))
+        rabbit_backoff::rules::parse_failed_at(&text).unwrap_or_else(|| panic!("{name}: {text}"))
     };
     let (first, failed) = (time("x-first-failed-at"), time("x-failed-at"));
     assert!(

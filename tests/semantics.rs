@@ -17,10 +17,9 @@ use common::*;
 use rabbit_backoff::lapin::BasicProperties;
 use rabbit_backoff::lapin::types::{AMQPValue, FieldTable};
 use rabbit_backoff::prelude::*;
+use rabbit_backoff::topology::Topology;
 use rabbit_backoff::transport::{AmqpTransport, Transport};
-use rabbit_backoff::{
-    Consumer, ConsumerSpec, Error, Jitter, QueueType, RetryBackend, SpecError, Topology,
-};
+use rabbit_backoff::{Consumer, ConsumerSpec, Error, Jitter, QueueType, RetryBackend, SpecError};
 use serde::{Deserialize, Serialize};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -414,11 +413,12 @@ async fn a_topology_conflict_names_the_queue_and_argument(backend: Backend) {
     topology.retry_queues[0]
         .arguments
         .retain(|(name, _)| name != "x-message-ttl");
-    topology.retry_queues[0]
-        .arguments
-        .push(("x-message-ttl".into(), rabbit_backoff::Argument::Int(999)));
+    topology.retry_queues[0].arguments.push((
+        "x-message-ttl".into(),
+        rabbit_backoff::topology::Argument::Int(999),
+    ));
     let connection = backend.transport.connect().await.expect("connect");
-    rabbit_backoff::declare_topology(&*connection, &topology)
+    rabbit_backoff::topology::declare_topology(&*connection, &topology)
         .await
         .expect("the other topology");
     let started = Runtime::builder()
@@ -514,7 +514,7 @@ async fn many_messages_with_mixed_outcomes_are_all_accounted_for(backend: Backen
 /// `declare = "passive"`.
 async fn declare_as_operator(backend: &Backend, topology: &Topology) {
     let connection = backend.transport.connect().await.expect("connect");
-    rabbit_backoff::declare_topology(&*connection, topology)
+    rabbit_backoff::topology::declare_topology(&*connection, topology)
         .await
         .expect("the operator's topology");
     connection.close().await;
@@ -569,7 +569,7 @@ async fn a_copy_the_broker_does_not_take_keeps_the_original(
 
 async fn a_nacked_retry_copy_keeps_the_original(backend: Backend) {
     a_copy_the_broker_does_not_take_keeps_the_original(backend, "sem-nacked", |t| {
-        use rabbit_backoff::Argument;
+        use rabbit_backoff::topology::Argument;
         let args = &mut t.retry_queues[0].arguments;
         args.push(("x-max-length".into(), Argument::Int(0)));
         args.push(("x-overflow".into(), Argument::Str("reject-publish".into())));
@@ -665,15 +665,16 @@ async fn exponential_jittered_tiers_are_declared_and_used(backend: Backend) {
 /// one group moves exactly it and keeps the other's order; on a classic and
 /// a quorum dead-letter queue.
 async fn dead_letter_passes_past_their_window_keep_the_order(backend: Backend) {
+    use rabbit_backoff::QueueType;
+    use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, ReplayOptions};
     use rabbit_backoff::transport::Confirm;
-    use rabbit_backoff::{DeadLetterFilter, Dlq, QueueType, ReplayOptions};
     const N: u64 = 1500;
     for queue_type in [QueueType::Classic, QueueType::Quorum] {
         let mut spec = ConsumerSpec::new(unique("dlq-window"), "1s".parse().unwrap());
         spec.queue_type = queue_type;
         let _cleanup = backend.shared.then(|| Cleanup::of(&spec));
         let connection = backend.transport.connect().await.unwrap();
-        rabbit_backoff::declare_topology(&*connection, &Topology::of(&spec))
+        rabbit_backoff::topology::declare_topology(&*connection, &Topology::of(&spec))
             .await
             .unwrap();
         let channel = connection.open_channel().await.unwrap();
@@ -702,7 +703,7 @@ async fn dead_letter_passes_past_their_window_keep_the_order(backend: Backend) {
         let dlq = Dlq::with_transport(backend.transport.clone(), &spec)
             .await
             .unwrap();
-        let ids = |report: &rabbit_backoff::DeadLetterReport| -> Vec<u64> {
+        let ids = |report: &rabbit_backoff::dead_letters::DeadLetterReport| -> Vec<u64> {
             report
                 .matched
                 .iter()
@@ -791,7 +792,7 @@ async fn paced(step: Step, ctx: &Context, journal: State<Journal>) -> Result<(),
 /// delivery, and the broker dead-letters it as it is.
 fn too_deep() -> BasicProperties {
     let mut table = FieldTable::default();
-    for _ in 0..rabbit_backoff::MAX_HEADER_DEPTH + 4 {
+    for _ in 0..rabbit_backoff::rules::MAX_HEADER_DEPTH + 4 {
         let mut outer = FieldTable::default();
         outer.insert("a".into(), AMQPValue::FieldTable(table));
         table = outer;
@@ -824,7 +825,7 @@ async fn out_of_order_completions_are_acked_once_each(backend: Backend) {
 /// covers it, so the requeued one is back in its queue and the rejected one
 /// in the dead-letter queue, dead-lettered by the broker.
 async fn a_requeue_and_a_reject_in_the_middle_of_a_run(backend: Backend) {
-    use rabbit_backoff::Argument;
+    use rabbit_backoff::topology::Argument;
     let queue = unique("sem-run");
     let mut spec = paced.spec();
     spec.queue = queue.clone();
@@ -857,15 +858,16 @@ async fn a_requeue_and_a_reject_in_the_middle_of_a_run(backend: Backend) {
     // Its headers, too deep for the framework, come set aside in one flat
     // header (as the frame guard hands them over): the broker's x-death is
     // among the entries, with the reason.
-    let Some(AMQPValue::ByteArray(packed)) =
-        header(&rejected.properties, rabbit_backoff::headers::DEEP_HEADERS)
-    else {
+    let Some(AMQPValue::ByteArray(packed)) = header(
+        &rejected.properties,
+        rabbit_backoff::rules::headers::DEEP_HEADERS,
+    ) else {
         panic!(
             "the deep headers set aside: {:?}",
             rejected.properties.headers()
         );
     };
-    let entries = rabbit_backoff::deep_headers::entries(packed.as_slice()).expect("packed");
+    let entries = rabbit_backoff::rules::deep_headers::entries(packed.as_slice()).expect("packed");
     let death = entries
         .iter()
         .find(|e| e.name == "x-death")

@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::*;
-use rabbit_backoff::Topology;
 use rabbit_backoff::prelude::*;
+use rabbit_backoff::topology::Topology;
 use tokio::time::Instant;
 
 /// The TLS node's plain AMQP listener, to set up and check what the tests
@@ -144,7 +144,7 @@ async fn the_framework_connection_declares_and_checks_over_amqps() {
     let mut spec = process_job.spec();
     spec.queue = unique("tls.declare");
     let _cleanup = Cleanup::of(&spec).at(PLAIN);
-    rabbit_backoff::declare_topology(&*connection, &Topology::of(&spec))
+    rabbit_backoff::topology::declare_topology(&*connection, &Topology::of(&spec))
         .await
         .expect("declare the topology over amqps://");
     let channel = connection.open_channel().await.expect("a channel");

@@ -9,7 +9,8 @@ use common::*;
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{Error, ExchangeKind, Topology};
+use rabbit_backoff::topology::Topology;
+use rabbit_backoff::{Error, ExchangeKind};
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -285,10 +286,10 @@ async fn declaring_twice_changes_nothing_and_matches_the_model() {
     let _cleanup = Cleanup::of(&spec);
     let (connection, channel) = channel().await;
     let topology = Topology::of(&spec);
-    rabbit_backoff::declare_topology(&*framework_connection().await, &topology)
+    rabbit_backoff::topology::declare_topology(&*framework_connection().await, &topology)
         .await
         .unwrap();
-    rabbit_backoff::declare_topology(&*framework_connection().await, &topology)
+    rabbit_backoff::topology::declare_topology(&*framework_connection().await, &topology)
         .await
         .unwrap();
     // A passive declare with the same arguments succeeds only when the queues exist.

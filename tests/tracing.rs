@@ -12,9 +12,10 @@ use common::*;
 use opentelemetry::trace::{SpanId, TraceId, TracerProvider as _};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use rabbit_backoff::Publisher;
+use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::testing::TestBroker;
-use rabbit_backoff::{DeadLetterFilter, Dlq, Publisher};
 use tracing_subscriber::prelude::*;
 
 fn exporter() -> InMemorySpanExporter {

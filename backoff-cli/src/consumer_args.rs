@@ -1,6 +1,7 @@
 use clap::Args;
+use rabbit_backoff::topology::NameOverrides;
 use rabbit_backoff::{
-    ConsumerSpec, Delays, ExchangeKind, Jitter, NameOverrides, QueueType, RetryBackend, RetryReturn,
+    ConsumerSpec, Delays, ExchangeKind, Jitter, QueueType, RetryBackend, RetryReturn,
 };
 
 /// Names one consumer's topology, as `#[backoff_consumer]` does.

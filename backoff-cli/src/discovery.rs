@@ -1,10 +1,10 @@
 //! Every consumer topology on the vhost, found from the management API's
-//! queues and bindings by its shape (see `rabbit_backoff::discover`).
+//! queues and bindings by its shape (see `rabbit_backoff::topology::discover`).
 
-use rabbit_backoff::{
-    BindingListing, ConsumerSpec, Delays, FoundTopology, NameOverrides, QueueListing, RetryBackend,
-    discover as discover_topologies,
+use rabbit_backoff::topology::{
+    BindingListing, FoundTopology, NameOverrides, QueueListing, discover as discover_topologies,
 };
+use rabbit_backoff::{ConsumerSpec, Delays, RetryBackend};
 use serde::Serialize;
 
 use crate::management;
@@ -73,31 +73,33 @@ pub fn discover(amqp_url: &str, management_url: &str) -> Result<Vec<DiscoveredCo
             consumers: listed.map_or(0, |q| q.consumers),
         }
     };
-    Ok(
-        discover_topologies(&listings, &bindings, &rabbit_backoff::is_marker_queue)
-            .into_iter()
-            .map(|found| DiscoveredConsumer {
-                queue: found.queue.clone(),
-                spec: spec_of(&found),
-                work: depth(&found.queue),
-                tiers: found
-                    .retry_queues
-                    .iter()
-                    .map(|(name, delay_ms)| Tier {
-                        depth: depth(name),
-                        delay_ms: *delay_ms,
-                    })
-                    .collect(),
-                dead_letter: depth(&found.dead_letter_queue),
-                held_back: (found.retry == RetryBackend::Delayed).then(|| {
-                    queues
-                        .iter()
-                        .find(|q| q.name == found.queue)
-                        .map_or(0, |q| q.messages_delayed)
-                }),
+    Ok(discover_topologies(
+        &listings,
+        &bindings,
+        &rabbit_backoff::dead_letters::is_marker_queue,
+    )
+    .into_iter()
+    .map(|found| DiscoveredConsumer {
+        queue: found.queue.clone(),
+        spec: spec_of(&found),
+        work: depth(&found.queue),
+        tiers: found
+            .retry_queues
+            .iter()
+            .map(|(name, delay_ms)| Tier {
+                depth: depth(name),
+                delay_ms: *delay_ms,
             })
             .collect(),
-    )
+        dead_letter: depth(&found.dead_letter_queue),
+        held_back: (found.retry == RetryBackend::Delayed).then(|| {
+            queues
+                .iter()
+                .find(|q| q.name == found.queue)
+                .map_or(0, |q| q.messages_delayed)
+        }),
+    })
+    .collect())
 }
 
 /// Runs [`discover`] off the async runtime (the management client

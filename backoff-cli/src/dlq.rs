@@ -4,7 +4,7 @@ use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 
 use clap::{Args, Subcommand};
-use rabbit_backoff::{
+use rabbit_backoff::dead_letters::{
     DeadLetterFilter, DeadLetterMessage, DeadLetterRecord, DeadLetterReport, Dlq, ReplayOptions,
 };
 

@@ -1,7 +1,7 @@
 use std::time::SystemTime;
 
 use clap::Args;
-use rabbit_backoff::DeadLetterFilter;
+use rabbit_backoff::dead_letters::DeadLetterFilter;
 
 /// Which dead letters a command applies to; the filters combine.
 #[derive(Debug, Clone, Args)]

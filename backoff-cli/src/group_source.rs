@@ -3,7 +3,7 @@
 //! `source_reason`, why, and `index_protocol`, how the index was read.
 
 use rabbit_backoff::dead_letters::IndexProtocol;
-use rabbit_backoff::{DeadLetterGroup, GroupReport, GroupSource};
+use rabbit_backoff::dead_letters::{DeadLetterGroup, GroupReport, GroupSource};
 use serde::Serialize;
 
 /// One group with where it was read from (`"index"` or `"pass"`), why

@@ -4,8 +4,8 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use rabbit_backoff::Argument;
 use rabbit_backoff::lapin::uri::AMQPUri;
+use rabbit_backoff::topology::Argument;
 use serde::Deserialize;
 
 #[derive(Deserialize)]

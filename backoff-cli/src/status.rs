@@ -1,7 +1,8 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use rabbit_backoff::{Argument, ArgumentDifference, RetryBackend, Topology};
+use rabbit_backoff::RetryBackend;
+use rabbit_backoff::topology::{Argument, ArgumentDifference, Topology};
 use rabbit_backoff::{ConsumerStatus, connect, status};
 
 use crate::consumer_args::ConsumerArgs;

@@ -2,7 +2,7 @@
 //! stream protocol, for `dlq groups` and the console.
 
 use clap::Args;
-use rabbit_backoff::Dlq;
+use rabbit_backoff::dead_letters::Dlq;
 
 /// The broker's stream port, where the dead-letter index is read.
 #[derive(Debug, Clone, Copy, Args)]
@@ -14,7 +14,7 @@ pub struct StreamPortArgs {
         long,
         env = "RABBITMQ_STREAM_PORT",
         value_name = "PORT",
-        default_value_t = rabbit_backoff::DEFAULT_STREAM_PORT
+        default_value_t = rabbit_backoff::dead_letters::DEFAULT_STREAM_PORT
     )]
     pub stream_port: u16,
 }

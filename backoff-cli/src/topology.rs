@@ -1,8 +1,9 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use rabbit_backoff::{Argument, Definitions, Topology};
-use rabbit_backoff::{Error, check_topology, connect};
+use rabbit_backoff::topology::check_topology;
+use rabbit_backoff::topology::{Argument, Definitions, Topology};
+use rabbit_backoff::{Error, connect};
 
 use crate::consumer_args::ConsumerArgs;
 use crate::table;

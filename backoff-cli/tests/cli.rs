@@ -1163,8 +1163,8 @@ fn deep_entries(levels: usize) -> Vec<u8> {
 
 #[tokio::test]
 async fn a_dead_letter_nested_18000_levels_deep_is_shown_with_a_note_and_left_intact() {
-    use rabbit_backoff::deep_headers::{pack, unpack};
-    use rabbit_backoff::headers::DEEP_HEADERS;
+    use rabbit_backoff::rules::deep_headers::{pack, unpack};
+    use rabbit_backoff::rules::headers::DEEP_HEADERS;
     use rabbit_backoff::transport::amqp::AmqpTransport;
     use rabbit_backoff::transport::{Confirm, Connection as _};
 
@@ -1451,7 +1451,8 @@ fn broker_version() -> (u32, u32) {
 /// holds nothing back.
 #[tokio::test]
 async fn status_shows_what_delayed_retries_hold_back() {
-    use rabbit_backoff::{ConsumerSpec, QueueType, RetryBackend, Topology};
+    use rabbit_backoff::topology::Topology;
+    use rabbit_backoff::{ConsumerSpec, QueueType, RetryBackend};
 
     let queue = unique("held");
     let mut spec = ConsumerSpec::new(queue.clone(), "30s".parse().unwrap());
@@ -1459,7 +1460,7 @@ async fn status_shows_what_delayed_retries_hold_back() {
     spec.retry = RetryBackend::Delayed;
     let topology = Topology::of(&spec);
     let framework = rabbit_backoff::connect(&url()).await.expect("connect");
-    rabbit_backoff::declare_topology(&*framework, &topology)
+    rabbit_backoff::topology::declare_topology(&*framework, &topology)
         .await
         .expect("declare");
     framework.close().await;

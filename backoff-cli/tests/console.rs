@@ -17,7 +17,8 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
-use rabbit_backoff::{ConsumerSpec, Topology};
+use rabbit_backoff::ConsumerSpec;
+use rabbit_backoff::topology::Topology;
 use serde_json::{Value, json};
 
 const TOKEN: &str = "console-test-token-0123456789";
@@ -77,7 +78,7 @@ impl Fixture {
         let connection = rabbit_backoff::connect(&url())
             .await
             .unwrap_or_else(|e| panic!("no RabbitMQ at {} ({e}); run scripts/test.sh", url()));
-        rabbit_backoff::declare_topology(&*connection, &Topology::of(&spec))
+        rabbit_backoff::topology::declare_topology(&*connection, &Topology::of(&spec))
             .await
             .expect("declare the topology");
         connection.close().await;
@@ -1164,7 +1165,7 @@ async fn the_page_fits_the_window_and_finds_selects_edits_exports_audits_and_lis
         .collect();
     assert_eq!(records.len(), 2, "{exported}");
     assert_eq!(records[0]["properties"]["message_id"], "t9-1");
-    let record: rabbit_backoff::DeadLetterRecord =
+    let record: rabbit_backoff::dead_letters::DeadLetterRecord =
         serde_json::from_value(records[1].clone()).expect("a record `dlq import` reads");
     assert_eq!(
         record.message().unwrap().1,

@@ -68,7 +68,8 @@ impl From<ErrorClass> for Verdict {
 ///
 /// ```
 /// use std::time::Duration;
-/// use rabbit_backoff::{Classify, ErrorClass, Verdict};
+/// use rabbit_backoff::{Classify, ErrorClass};
+/// use rabbit_backoff::rules::Verdict;
 ///
 /// struct HttpError { status: u16, retry_after: Option<Duration> }
 ///

@@ -55,7 +55,7 @@ impl fmt::Display for DeadLetterReason {
 /// saying how much was cut.
 ///
 /// ```
-/// use rabbit_backoff::{truncate_error, MAX_ERROR_LEN};
+/// use rabbit_backoff::rules::{truncate_error, MAX_ERROR_LEN};
 /// assert_eq!(truncate_error("short"), "short");
 /// let long = "é".repeat(10_000);
 /// let cut = truncate_error(&long);
@@ -105,7 +105,7 @@ pub fn truncate_error_to(error: &str, max: usize) -> String {
 /// message it routes and stores.
 ///
 /// ```
-/// use rabbit_backoff::{DeadLetter, DeadLetterReason, HeaderValue};
+/// use rabbit_backoff::rules::{DeadLetter, DeadLetterReason, HeaderValue};
 ///
 /// let dead_letter = DeadLetter::new(
 ///     DeadLetterReason::Permanent,
@@ -148,7 +148,7 @@ impl<'a> DeadLetter<'a> {
     /// [`with_origin`](Self::with_origin) set them.
     ///
     /// ```
-    /// use rabbit_backoff::{DeadLetter, DeadLetterReason};
+    /// use rabbit_backoff::rules::{DeadLetter, DeadLetterReason};
     ///
     /// let dead_letter = DeadLetter::new(DeadLetterReason::Exhausted, "db down", "2026-01-01T00:00:00Z")
     ///     .with_retry_count(3)
@@ -222,7 +222,7 @@ impl<'a> DeadLetter<'a> {
     /// `x-original-*` headers, and then where it came from is not known.
     ///
     /// ```
-    /// use rabbit_backoff::{DeadLetter, HeaderValue};
+    /// use rabbit_backoff::rules::{DeadLetter, HeaderValue};
     ///
     /// assert_eq!(
     ///     DeadLetter::implied("x-original-routing-key", Some("orders")),

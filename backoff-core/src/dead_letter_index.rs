@@ -20,7 +20,8 @@ use serde::{Deserialize, Serialize};
 /// each one whole.
 ///
 /// ```
-/// use rabbit_backoff::{ConsumerSpec, DeadLetterIndex, Topology};
+/// use rabbit_backoff::{ConsumerSpec, DeadLetterIndex};
+/// use rabbit_backoff::topology::Topology;
 ///
 /// assert_eq!("off".parse::<DeadLetterIndex>(), Ok(DeadLetterIndex::Off));
 /// let mut spec = ConsumerSpec::new("orders", "5s".parse()?);

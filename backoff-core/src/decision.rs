@@ -90,7 +90,8 @@ impl<'a> Policy<'a> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use rabbit_backoff::{Delays, Policy, RetryBackend};
+    /// use rabbit_backoff::{Delays, RetryBackend};
+    /// use rabbit_backoff::rules::Policy;
     ///
     /// let delays: Delays = "5s,15s".parse()?;
     /// let policy = Policy::new(&delays)
@@ -136,7 +137,7 @@ impl Attempt {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use rabbit_backoff::Attempt;
+    /// use rabbit_backoff::rules::Attempt;
     ///
     /// let attempt = Attempt::count(2).with_since_first_failure(Some(Duration::from_secs(90)));
     /// assert_eq!(attempt.since_first_failure, Some(Duration::from_secs(90)));
@@ -170,7 +171,8 @@ impl Attempt {
 ///
 /// ```
 /// use std::time::Duration;
-/// use rabbit_backoff::{decide, Attempt, DeadLetterReason, Decision, Delays, Policy, Outcome, Verdict};
+/// use rabbit_backoff::Delays;
+/// use rabbit_backoff::rules::{decide, Attempt, DeadLetterReason, Decision, Policy, Outcome, Verdict};
 ///
 /// let delays: Delays = "5s,15s".parse()?;
 /// let policy = Policy::new(&delays);

@@ -106,7 +106,7 @@ impl Dedupe {
 /// replayed dead letter is handled again while its own duplicates are not.
 ///
 /// ```
-/// use rabbit_backoff::inbox_key;
+/// use rabbit_backoff::rules::inbox_key;
 ///
 /// assert_eq!(inbox_key("order-7", 0), "order-7");
 /// assert_eq!(inbox_key("order-7", 2), "order-7#replay-2");
@@ -125,7 +125,7 @@ pub fn inbox_key(key: &str, replays: u32) -> Cow<'_, str> {
 /// published twice.
 ///
 /// ```
-/// use rabbit_backoff::outbox_message_id;
+/// use rabbit_backoff::rules::outbox_message_id;
 /// assert_eq!(outbox_message_id("order-7", 1), "order-7/1");
 /// ```
 pub fn outbox_message_id(key: &str, position: u32) -> String {
@@ -147,7 +147,7 @@ impl KeyFate {
     /// The fate of a delivery's key under `decision`.
     ///
     /// ```
-    /// use rabbit_backoff::{DeadLetterReason, Decision, KeyFate};
+    /// use rabbit_backoff::rules::{DeadLetterReason, Decision, KeyFate};
     ///
     /// assert_eq!(KeyFate::of(&Decision::Ack), KeyFate::Complete);
     /// assert_eq!(

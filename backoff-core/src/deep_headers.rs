@@ -28,7 +28,7 @@
 //! negotiated size, and lapin closes the connection on such a frame.
 //!
 //! ```
-//! use rabbit_backoff::deep_headers::{pack, table_depth, unpack};
+//! use rabbit_backoff::rules::deep_headers::{pack, table_depth, unpack};
 //!
 //! // The entries of a table holding `{"a": {"b": true}}`, as on the wire.
 //! let entries = [1, b'a', b'F', 0, 0, 0, 4, 1, b'b', b't', 1];
@@ -38,7 +38,7 @@
 //! let unpacked = unpack(&packed)?;
 //! assert_eq!(unpacked.entries, entries);
 //! assert_eq!(unpacked.depth, 2);
-//! # Ok::<(), rabbit_backoff::deep_headers::TableError>(())
+//! # Ok::<(), rabbit_backoff::rules::deep_headers::TableError>(())
 //! ```
 
 /// Ends a table or an array in the packed form: no type tag is zero.

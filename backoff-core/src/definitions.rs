@@ -76,7 +76,8 @@ impl Definitions {
     /// The definitions of one or more topologies in `vhost`.
     ///
     /// ```
-    /// use rabbit_backoff::{ConsumerSpec, Definitions, Topology};
+    /// use rabbit_backoff::ConsumerSpec;
+    /// use rabbit_backoff::topology::{Definitions, Topology};
     ///
     /// let spec = ConsumerSpec::new("orders", "5s,15s".parse()?);
     /// let defs = Definitions::of(&[Topology::of(&spec)], "/");

@@ -22,7 +22,7 @@ impl QueueListing {
     /// The queue `name`, listed with `arguments`.
     ///
     /// ```
-    /// use rabbit_backoff::{Argument, BindingListing, QueueListing, discover};
+    /// use rabbit_backoff::topology::{Argument, BindingListing, QueueListing, discover};
     ///
     /// let queues = [
     ///     QueueListing::new("orders", vec![

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 ///
 /// ```
 /// use std::time::{Duration, UNIX_EPOCH};
-/// use rabbit_backoff::parse_failed_at;
+/// use rabbit_backoff::rules::parse_failed_at;
 ///
 /// let js = parse_failed_at("2026-12-02T10:40:07.121Z");
 /// assert_eq!(js, Some(UNIX_EPOCH + Duration::from_millis(1_796_208_007_121)));

@@ -10,7 +10,7 @@
 /// letter) `<hex>`, and numbers `<n>`.
 ///
 /// ```
-/// use rabbit_backoff::fingerprint;
+/// use rabbit_backoff::rules::fingerprint;
 ///
 /// assert_eq!(fingerprint("order 17 not found"), "order <n> not found");
 /// assert_eq!(
@@ -109,7 +109,7 @@ fn is_hex_id(token: &str) -> bool {
 /// standard library's randomly seeded hasher).
 ///
 /// ```
-/// use rabbit_backoff::group_id;
+/// use rabbit_backoff::rules::group_id;
 /// assert_eq!(group_id(Some("permanent"), "order <n> not found"), group_id(Some("permanent"), "order <n> not found"));
 /// assert_ne!(group_id(Some("permanent"), "x"), group_id(Some("exhausted"), "x"));
 /// assert_eq!(group_id(None, "").len(), 12);

@@ -12,7 +12,7 @@
 /// cancels changes no group.
 ///
 /// ```
-/// use rabbit_backoff::index_key;
+/// use rabbit_backoff::rules::index_key;
 ///
 /// let a = index_key([Some(&b"m-1"[..]), Some(&b"db down"[..])]);
 /// assert_eq!(a, index_key([Some(&b"m-1"[..]), Some(&b"db down"[..])]));

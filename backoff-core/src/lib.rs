@@ -13,7 +13,8 @@
 //! here is unit-tested without one.
 //!
 //! ```
-//! use rabbit_backoff::{decide, Attempt, Decision, Delays, Outcome, Policy, Verdict};
+//! use rabbit_backoff::Delays;
+//! use rabbit_backoff::rules::{decide, Attempt, Decision, Outcome, Policy, Verdict};
 //!
 //! let delays: Delays = "5s,15s,60s".parse()?;
 //! let failed = Outcome::Failed { verdict: Verdict::Retry, error: "db down".into() };

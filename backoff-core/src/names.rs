@@ -31,7 +31,7 @@ pub struct NameOverrides {
 /// Every name a consumer's topology uses, after defaults and overrides.
 ///
 /// ```
-/// use rabbit_backoff::{NameOverrides, TopologyNames};
+/// use rabbit_backoff::topology::{NameOverrides, TopologyNames};
 ///
 /// let names = TopologyNames::resolve("orders", &NameOverrides::default());
 /// assert_eq!(names.retry_queue(5_000), "orders.retry_5000ms");
@@ -91,7 +91,7 @@ impl TopologyNames {
     /// writes every dead letter to both (`<dead-letter queue>.index`).
     ///
     /// ```
-    /// # use rabbit_backoff::{NameOverrides, TopologyNames};
+    /// # use rabbit_backoff::topology::{NameOverrides, TopologyNames};
     /// let names = TopologyNames::resolve("orders", &NameOverrides::default());
     /// assert_eq!(names.dead_letter_index(), "orders.dlq.index");
     /// assert_eq!(names.dead_letter_index_removals(), "orders.dlq.index.removed");
@@ -117,7 +117,7 @@ impl TopologyNames {
     /// Finds tiers of an older schedule that may still hold messages.
     ///
     /// ```
-    /// # use rabbit_backoff::{NameOverrides, TopologyNames};
+    /// # use rabbit_backoff::topology::{NameOverrides, TopologyNames};
     /// let names = TopologyNames::resolve("orders", &NameOverrides::default());
     /// assert_eq!(names.retry_delay_of("orders.retry_250ms"), Some(250));
     /// assert_eq!(names.retry_delay_of("orders.dlq"), None);
@@ -176,7 +176,7 @@ pub enum NameError {
 /// keys may use the `amq.` prefix and may be empty only where `allow_empty`.
 ///
 /// ```
-/// use rabbit_backoff::validate_name;
+/// use rabbit_backoff::topology::validate_name;
 /// assert!(validate_name("queue", "orders").is_ok());
 /// assert!(validate_name("queue", "amq.orders").is_err());
 /// ```

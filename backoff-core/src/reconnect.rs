@@ -12,7 +12,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use rabbit_backoff::ReconnectBackoff;
+/// use rabbit_backoff::rules::ReconnectBackoff;
 ///
 /// let backoff = ReconnectBackoff::new(Duration::from_millis(100), Duration::from_secs(30));
 /// assert_eq!(backoff.delay(0, 0.0), Duration::from_millis(50));

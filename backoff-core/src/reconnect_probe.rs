@@ -19,7 +19,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use rabbit_backoff::ReconnectProbe;
+/// use rabbit_backoff::rules::ReconnectProbe;
 ///
 /// let probe = ReconnectProbe::default();
 /// assert_eq!(probe.interval, Duration::from_millis(250));

@@ -36,7 +36,7 @@ pub enum RetryCountWarning {
 /// negative, unparsable or of another type → 0 with a warning; never panics.
 ///
 /// ```
-/// use rabbit_backoff::{read_retry_count, HeaderValue};
+/// use rabbit_backoff::rules::{read_retry_count, HeaderValue};
 ///
 /// assert_eq!(read_retry_count(None).count, 0);
 /// assert_eq!(read_retry_count(Some(&HeaderValue::Int(2))).count, 2);

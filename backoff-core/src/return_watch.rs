@@ -39,7 +39,7 @@ pub enum ProbeVerdict {
 /// down node only refused connects.
 ///
 /// ```
-/// use rabbit_backoff::{NodeProbe, ProbeVerdict, ReturnWatch};
+/// use rabbit_backoff::rules::{NodeProbe, ProbeVerdict, ReturnWatch};
 ///
 /// let mut watch = ReturnWatch::new(2);
 /// assert_eq!(watch.observe(&[NodeProbe::Refused, NodeProbe::Accepted]), ProbeVerdict::Continue);

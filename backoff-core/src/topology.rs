@@ -86,7 +86,8 @@ impl ExchangeDecl {
     /// The exchange `name`, of type `kind`.
     ///
     /// ```
-    /// use rabbit_backoff::{ExchangeDecl, ExchangeKind};
+    /// use rabbit_backoff::ExchangeKind;
+    /// use rabbit_backoff::topology::ExchangeDecl;
     ///
     /// let exchange = ExchangeDecl::new("orders", ExchangeKind::Topic);
     /// assert_eq!(exchange.name, "orders");
@@ -104,7 +105,7 @@ impl QueueDecl {
     /// [`with_argument`](Self::with_argument) adds them.
     ///
     /// ```
-    /// use rabbit_backoff::{Argument, QueueDecl};
+    /// use rabbit_backoff::topology::{Argument, QueueDecl};
     ///
     /// let retry = QueueDecl::new("orders.retry_5000ms")
     ///     .with_argument("x-message-ttl", Argument::Int(5_000))
@@ -128,7 +129,7 @@ impl QueueDecl {
     /// The same queue, with `arguments` after the arguments it has.
     ///
     /// ```
-    /// use rabbit_backoff::{Argument, QueueDecl};
+    /// use rabbit_backoff::topology::{Argument, QueueDecl};
     ///
     /// let listed = vec![("x-queue-type".to_owned(), Argument::Str("quorum".into()))];
     /// let queue = QueueDecl::new("orders").with_arguments(listed);
@@ -174,7 +175,8 @@ impl QueueDecl {
     /// `x-queue-type: classic` on every classic queue.
     ///
     /// ```
-    /// use rabbit_backoff::{Argument, ConsumerSpec, Topology};
+    /// use rabbit_backoff::ConsumerSpec;
+    /// use rabbit_backoff::topology::{Argument, Topology};
     ///
     /// let spec = ConsumerSpec::new("work_queue", "1s".parse()?);
     /// let retry = &Topology::of(&spec).retry_queues[0];
@@ -242,7 +244,7 @@ impl Binding {
     /// The binding of `queue` to `exchange` with `routing_key`.
     ///
     /// ```
-    /// use rabbit_backoff::Binding;
+    /// use rabbit_backoff::topology::Binding;
     ///
     /// let binding = Binding::new("orders", "orders", "orders.eu");
     /// assert_eq!(binding.routing_key, "orders.eu");
@@ -268,7 +270,8 @@ impl Binding {
 /// reads both instead of the queue.
 ///
 /// ```
-/// use rabbit_backoff::{Argument, ConsumerSpec, Topology};
+/// use rabbit_backoff::ConsumerSpec;
+/// use rabbit_backoff::topology::{Argument, Topology};
 ///
 /// let spec = ConsumerSpec::new("orders", "5s".parse()?);
 /// let index = Topology::of(&spec).dead_letter_index;
@@ -333,7 +336,8 @@ impl DeadLetterIndexDecl {
 /// queues, then bindings).
 ///
 /// ```
-/// use rabbit_backoff::{Argument, ConsumerSpec, Topology};
+/// use rabbit_backoff::ConsumerSpec;
+/// use rabbit_backoff::topology::{Argument, Topology};
 ///
 /// let spec = ConsumerSpec::new("orders", "5s,15s,60s".parse()?);
 /// let topology = Topology::of(&spec);
@@ -399,7 +403,8 @@ impl Topology {
     /// dead-letter queue for them instead.
     ///
     /// ```
-    /// use rabbit_backoff::{ConsumerSpec, QueueType, Topology};
+    /// use rabbit_backoff::{ConsumerSpec, QueueType};
+    /// use rabbit_backoff::topology::Topology;
     ///
     /// let mut spec = ConsumerSpec::new("orders", "5s".parse()?);
     /// assert!(Topology::of(&spec).indexes_dead_letters());
@@ -513,7 +518,8 @@ impl Topology {
     /// after [`ConsumerSpec::retry_return`].
     ///
     /// ```
-    /// use rabbit_backoff::{ConsumerSpec, RetryReturn, Topology};
+    /// use rabbit_backoff::{ConsumerSpec, RetryReturn};
+    /// use rabbit_backoff::topology::Topology;
     ///
     /// let mut spec = ConsumerSpec::new("work_queue", "1s".parse()?);
     /// // The default exchange routes by queue name: straight back to the work
@@ -538,7 +544,8 @@ impl Topology {
     /// `retry = "delayed"`), the dead-letter exchange.
     ///
     /// ```
-    /// use rabbit_backoff::{ConsumerSpec, QueueType, RetryBackend, Topology};
+    /// use rabbit_backoff::{ConsumerSpec, QueueType, RetryBackend};
+    /// use rabbit_backoff::topology::Topology;
     ///
     /// let mut spec = ConsumerSpec::new("orders", "1s,2s".parse()?);
     /// assert_eq!(Topology::of(&spec).exchanges().len(), 3);
@@ -561,7 +568,8 @@ impl Topology {
     /// streams of the dead-letter index. What to delete to remove it all.
     ///
     /// ```
-    /// use rabbit_backoff::{ConsumerSpec, Topology};
+    /// use rabbit_backoff::ConsumerSpec;
+    /// use rabbit_backoff::topology::Topology;
     ///
     /// let topology = Topology::of(&ConsumerSpec::new("orders", "5s".parse()?));
     /// assert_eq!(topology.queues().count(), 3);

@@ -36,11 +36,6 @@ mod broker;
 mod consume;
 pub mod dedupe;
 mod error;
-/// The old path of [`dedupe`].
-#[deprecated(note = "renamed: use `dedupe`, the attribute's word for it")]
-pub mod idempotency {
-    pub use crate::dedupe::*;
-}
 mod lifecycle;
 mod publish;
 mod settle;

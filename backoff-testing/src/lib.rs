@@ -31,7 +31,8 @@
 //! plays out a whole retry schedule (5s, 15s, 60s) in milliseconds.
 //!
 //! ```
-//! use rabbit_backoff::{Argument, ExchangeKind, QueueDecl};
+//! use rabbit_backoff::ExchangeKind;
+//! use rabbit_backoff::topology::{Argument, QueueDecl};
 //! use rabbit_backoff::testing::TestBroker;
 //! use rabbit_backoff::transport::Transport;
 //! use futures_util::StreamExt;

@@ -236,7 +236,7 @@ impl Message {
     ///
     /// ```
     /// # use rabbit_backoff::testing::TestBroker;
-    /// use rabbit_backoff::Argument;
+    /// use rabbit_backoff::topology::Argument;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// let broker = TestBroker::new();

@@ -31,7 +31,8 @@ pub const IDLE_LIMIT: Duration = Duration::from_secs(3600);
 /// ```
 /// use rabbit_backoff::testing::TestBroker;
 /// use rabbit_backoff::transport::{Confirm, Transport};
-/// use rabbit_backoff::{ExchangeKind, QueueDecl};
+/// use rabbit_backoff::ExchangeKind;
+/// use rabbit_backoff::topology::QueueDecl;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), rabbit_backoff::transport::TransportError> {
@@ -183,7 +184,7 @@ impl TestBroker {
     ///
     /// ```
     /// # use rabbit_backoff::testing::TestBroker;
-    /// use rabbit_backoff::Argument;
+    /// use rabbit_backoff::topology::Argument;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// let broker = TestBroker::new();
@@ -534,7 +535,7 @@ impl TestBroker {
     ///
     /// ```
     /// # use rabbit_backoff::testing::TestBroker;
-    /// use rabbit_backoff::Argument;
+    /// use rabbit_backoff::topology::Argument;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// let broker = TestBroker::new();

@@ -73,11 +73,11 @@ impl Classify for ForeignError {
         ErrorClass::Transient
     }
 
-    fn verdict(&self) -> rabbit_backoff::Verdict {
+    fn verdict(&self) -> rabbit_backoff::rules::Verdict {
         match self {
-            ForeignError::RateLimited(wait) => rabbit_backoff::Verdict::RetryAfter(*wait),
-            ForeignError::Obsolete => rabbit_backoff::Verdict::Discard,
-            ForeignError::Other => rabbit_backoff::Verdict::Retry,
+            ForeignError::RateLimited(wait) => rabbit_backoff::rules::Verdict::RetryAfter(*wait),
+            ForeignError::Obsolete => rabbit_backoff::rules::Verdict::Discard,
+            ForeignError::Other => rabbit_backoff::rules::Verdict::Retry,
         }
     }
 }

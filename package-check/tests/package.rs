@@ -12,7 +12,9 @@ use rabbit_backoff::lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
 use rabbit_backoff::lapin::types::{AMQPValue, FieldTable};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::testing::TestBroker;
-use rabbit_backoff::{Dlq, Verdict, amqp_url_from_env};
+use rabbit_backoff::amqp_url_from_env;
+use rabbit_backoff::dead_letters::Dlq;
+use rabbit_backoff::rules::Verdict;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -226,10 +228,10 @@ fn deep_properties(id: u64, value: &[u8]) -> BasicProperties {
     let mut entries = vec![4];
     entries.extend_from_slice(b"deep");
     entries.extend_from_slice(value);
-    let packed = rabbit_backoff::deep_headers::pack(&entries).expect("well formed");
+    let packed = rabbit_backoff::rules::deep_headers::pack(&entries).expect("well formed");
     let mut headers = FieldTable::default();
     headers.insert(
-        rabbit_backoff::headers::DEEP_HEADERS.into(),
+        rabbit_backoff::rules::headers::DEEP_HEADERS.into(),
         AMQPValue::ByteArray(packed.into()),
     );
     BasicProperties::default()

@@ -43,8 +43,9 @@ use std::time::{Duration, Instant};
 
 use lapin::options::{BasicGetOptions, ExchangeDeleteOptions, QueueDeleteOptions};
 use lapin::{Channel, Connection, ConnectionProperties};
+use rabbit_backoff::ShutdownHandle;
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{ShutdownHandle, Topology};
+use rabbit_backoff::topology::Topology;
 use serde::{Deserialize, Serialize};
 
 pub fn url() -> String {

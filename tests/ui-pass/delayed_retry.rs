@@ -1,5 +1,6 @@
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::{Argument, QueueType, RetryBackend, Topology};
+use rabbit_backoff::{QueueType, RetryBackend};
+use rabbit_backoff::topology::{Argument, Topology};
 
 #[derive(Debug, thiserror::Error, Classify)]
 pub enum OrderError {

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Extension, Path, State};
-use rabbit_backoff::{DeadLetterFilter, DeadLetterReport, MessageEdit, ReplayOptions};
+use rabbit_backoff::dead_letters::{
+    DeadLetterFilter, DeadLetterReport, MessageEdit, ReplayOptions,
+};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Extension, Path, State};
-use rabbit_backoff::{GroupReport, PurgeReport};
+use rabbit_backoff::dead_letters::{GroupReport, PurgeReport};
 use serde::{Deserialize, Serialize};
 
 use super::api_error::ApiError;
@@ -51,7 +51,7 @@ pub struct RebuildOutcome {
 }
 
 /// `POST /api/consumers/{queue}/purge` with `{}`: every ready message of
-/// the dead-letter queue removed at once ([`rabbit_backoff::Dlq::purge`]),
+/// the dead-letter queue removed at once ([`rabbit_backoff::dead_letters::Dlq::purge`]),
 /// an empty checkpoint left in its index.
 pub async fn purge(
     State(console): State<Arc<Console>>,
@@ -85,7 +85,7 @@ pub async fn purge(
 
 /// `POST /api/consumers/{queue}/rebuild-index` with `{}`: a pass over the
 /// dead-letter queue that leaves a checkpoint in its index
-/// ([`rabbit_backoff::Dlq::rebuild_index`]), so that the groups are read
+/// ([`rabbit_backoff::dead_letters::Dlq::rebuild_index`]), so that the groups are read
 /// from the index again.
 pub async fn rebuild_index(
     State(console): State<Arc<Console>>,
@@ -139,7 +139,7 @@ type DlqCall<'a, T> = std::pin::Pin<
 async fn run<T>(
     console: &Console,
     queue: &str,
-    call: impl for<'a> FnOnce(&'a rabbit_backoff::Dlq) -> DlqCall<'a, T>,
+    call: impl for<'a> FnOnce(&'a rabbit_backoff::dead_letters::Dlq) -> DlqCall<'a, T>,
 ) -> Result<(T, DiscoveredConsumer), ApiError> {
     let _one_at_a_time = console.lock(queue).await;
     let (consumer, dlq) = console.dlq(queue).await?;

@@ -9,10 +9,10 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
 use axum::response::IntoResponse;
-use rabbit_backoff::{
-    DeadLetterFilter, DeadLetterGroup, DeadLetterMessage, GroupSource, GroupTally, QueueType,
-    TierListing,
+use rabbit_backoff::dead_letters::{
+    DeadLetterFilter, DeadLetterGroup, DeadLetterMessage, GroupSource, GroupTally,
 };
+use rabbit_backoff::{QueueType, TierListing};
 use serde::{Deserialize, Serialize};
 
 use super::api_error::ApiError;
@@ -150,7 +150,7 @@ pub(super) struct DeadLetterView {
     groups: Vec<DeadLetterGroup>,
     /// Where the groups were read from: `index` or `pass`.
     groups_source: GroupSource,
-    /// Why, in a few words ([`rabbit_backoff::GroupReport::reason`], or why a search is
+    /// Why, in a few words ([`rabbit_backoff::dead_letters::GroupReport::reason`], or why a search is
     /// grouped by the pass that reads its messages).
     groups_source_reason: String,
     /// Those messages per group over time.

@@ -2,7 +2,8 @@
 //! group), and for writes one message, a group, several messages or every
 //! message a search matches.
 
-use rabbit_backoff::{DeadLetterFilter, parse_failed_at};
+use rabbit_backoff::dead_letters::DeadLetterFilter;
+use rabbit_backoff::rules::parse_failed_at;
 use serde::{Deserialize, Serialize};
 
 /// The most messages one selection may name.

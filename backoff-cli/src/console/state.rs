@@ -9,7 +9,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::Extension;
 use axum::http::StatusCode;
-use rabbit_backoff::Dlq;
+use rabbit_backoff::dead_letters::Dlq;
 use rabbit_backoff::transport::Connection;
 
 use super::api_error::ApiError;

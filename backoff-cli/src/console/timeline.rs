@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, UNIX_EPOCH};
 
-use rabbit_backoff::parse_failed_at;
+use rabbit_backoff::rules::parse_failed_at;
 use serde::Serialize;
 
 /// Bucket sizes, smallest first: round ones, each at most about twice the

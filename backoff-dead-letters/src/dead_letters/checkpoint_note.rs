@@ -10,7 +10,7 @@ use serde::Serialize;
 /// tombstone (a purge, a length limit) or came without an entry.
 ///
 /// ```
-/// use rabbit_backoff::CheckpointNote;
+/// use rabbit_backoff::dead_letters::CheckpointNote;
 ///
 /// let note = CheckpointNote::Written { offset: 41 };
 /// assert_eq!(

@@ -27,7 +27,7 @@ use rabbit_backoff_runtime::transport::{AmqpTransport, Connection, Delivery, Tra
 /// ```no_run
 /// # async fn demo() -> Result<(), rabbit_backoff::Error> {
 /// use rabbit_backoff::ConsumerSpec;
-/// use rabbit_backoff::{DeadLetterFilter, Dlq, ReplayOptions};
+/// use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, ReplayOptions};
 ///
 /// let spec = ConsumerSpec::new("orders", "5s,15s,60s".parse().unwrap());
 /// let dlq = Dlq::connect("amqp://guest:guest@127.0.0.1:5672/%2f", &spec).await?;
@@ -136,7 +136,7 @@ impl Dlq {
     ///
     /// ```no_run
     /// # async fn demo(spec: rabbit_backoff::ConsumerSpec) -> Result<(), rabbit_backoff::Error> {
-    /// use rabbit_backoff::{DeadLetterFilter, Dlq, GroupSource};
+    /// use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, GroupSource};
     ///
     /// let dlq = Dlq::connect("amqp://guest:guest@127.0.0.1:5672/%2f", &spec)
     ///     .await?
@@ -160,7 +160,7 @@ impl Dlq {
     ///
     /// ```no_run
     /// # async fn demo(spec: rabbit_backoff::ConsumerSpec) -> Result<(), rabbit_backoff::Error> {
-    /// use rabbit_backoff::{DeadLetterFilter, Dlq};
+    /// use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq};
     ///
     /// // A broker with cores to spare.
     /// let dlq = Dlq::connect("amqp://guest:guest@127.0.0.1:5672/%2f", &spec)
@@ -191,7 +191,7 @@ impl Dlq {
     ///
     /// ```no_run
     /// # async fn demo(spec: rabbit_backoff::ConsumerSpec) -> Result<(), rabbit_backoff::Error> {
-    /// use rabbit_backoff::{DeadLetterFilter, Dlq};
+    /// use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq};
     ///
     /// let dlq = Dlq::connect("amqp://guest:guest@127.0.0.1:5672/%2f", &spec)
     ///     .await?
@@ -210,7 +210,7 @@ impl Dlq {
     ///
     /// ```no_run
     /// # async fn demo(spec: rabbit_backoff::ConsumerSpec) -> Result<(), rabbit_backoff::Error> {
-    /// use rabbit_backoff::{DeadLetterFilter, Dlq};
+    /// use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq};
     ///
     /// let dlq = Dlq::connect("amqp://guest:guest@127.0.0.1:5643/%2f", &spec)
     ///     .await?

@@ -13,7 +13,7 @@ use crate::dead_letters::message::DeadLetterMessage;
 /// an empty filter matches everything.
 ///
 /// ```
-/// use rabbit_backoff::DeadLetterFilter;
+/// use rabbit_backoff::dead_letters::DeadLetterFilter;
 ///
 /// let filter = DeadLetterFilter::default()
 ///     .error("timeout|unavailable")?

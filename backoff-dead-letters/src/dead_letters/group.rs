@@ -41,8 +41,8 @@ pub struct DeadLetterGroup {
 /// for a caller that gathers more in the same [`Dlq::visit`](crate::Dlq::visit).
 ///
 /// ```no_run
-/// # async fn demo(dlq: rabbit_backoff::Dlq) -> Result<(), rabbit_backoff::Error> {
-/// use rabbit_backoff::{DeadLetterFilter, GroupTally};
+/// # async fn demo(dlq: rabbit_backoff::dead_letters::Dlq) -> Result<(), rabbit_backoff::Error> {
+/// use rabbit_backoff::dead_letters::{DeadLetterFilter, GroupTally};
 ///
 /// let mut tally = GroupTally::default();
 /// let mut largest = 0;

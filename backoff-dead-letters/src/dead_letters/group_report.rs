@@ -21,7 +21,7 @@ use rabbit_backoff_runtime::transport::Delivery;
 /// What [`Dlq::group_report`](crate::Dlq::group_report) read.
 ///
 /// ```
-/// use rabbit_backoff::GroupSource;
+/// use rabbit_backoff::dead_letters::GroupSource;
 ///
 /// assert_eq!(serde_json::to_string(&GroupSource::Index)?, "\"index\"");
 /// assert_eq!(GroupSource::Pass.as_str(), "pass");
@@ -50,8 +50,8 @@ impl GroupSource {
 /// The groups of a dead-letter queue, with where they were read from.
 ///
 /// ```no_run
-/// # async fn demo(dlq: rabbit_backoff::Dlq) -> Result<(), rabbit_backoff::Error> {
-/// use rabbit_backoff::{DeadLetterFilter, GroupSource};
+/// # async fn demo(dlq: rabbit_backoff::dead_letters::Dlq) -> Result<(), rabbit_backoff::Error> {
+/// use rabbit_backoff::dead_letters::{DeadLetterFilter, GroupSource};
 ///
 /// let report = dlq.group_report(&DeadLetterFilter::default()).await?;
 /// if let Some(why) = &report.fallback {
@@ -234,7 +234,7 @@ impl Dlq {
     /// ([`IndexFallback::FilterPastCheckpoint`]).
     ///
     /// ```no_run
-    /// # async fn demo(dlq: rabbit_backoff::Dlq) -> Result<(), rabbit_backoff::Error> {
+    /// # async fn demo(dlq: rabbit_backoff::dead_letters::Dlq) -> Result<(), rabbit_backoff::Error> {
     /// let report = dlq.rebuild_index().await?;
     /// println!("{}", report.reason());
     /// # Ok(()) }

@@ -6,7 +6,7 @@ use serde::Serialize;
 /// queue (a pass) instead of the dead-letter index.
 ///
 /// ```
-/// use rabbit_backoff::IndexFallback;
+/// use rabbit_backoff::dead_letters::IndexFallback;
 ///
 /// let why = IndexFallback::CountMismatch { indexed: 7, depth: 5 };
 /// assert_eq!(

@@ -14,7 +14,7 @@ use rabbit_backoff_runtime::toolkit::{channel_error, confirm_channel};
 /// What [`Dlq::purge`](crate::Dlq::purge) did.
 ///
 /// ```no_run
-/// # async fn demo(dlq: rabbit_backoff::Dlq) -> Result<(), rabbit_backoff::Error> {
+/// # async fn demo(dlq: rabbit_backoff::dead_letters::Dlq) -> Result<(), rabbit_backoff::Error> {
 /// let report = dlq.purge().await?;
 /// println!("purged {}", report.purged);
 /// if let Some(note) = &report.checkpoint {

@@ -18,7 +18,7 @@ use rabbit_backoff_runtime::transport::Delivery;
 /// with its AMQP type, and the body's bytes in base64.
 ///
 /// ```
-/// use rabbit_backoff::DeadLetterRecord;
+/// use rabbit_backoff::dead_letters::DeadLetterRecord;
 ///
 /// let line = r#"{"routing_key":"orders.dlq","properties":{"message_id":"m-1",
 ///   "headers":{"x-retry-count":{"type":"i64","value":3},

@@ -14,7 +14,7 @@ use super::TransportError;
 /// same way.
 ///
 /// ```
-/// use rabbit_backoff::HeaderValue;
+/// use rabbit_backoff::rules::HeaderValue;
 /// use rabbit_backoff::lapin::types::{AMQPValue, LongString};
 /// use rabbit_backoff::transport::header_view;
 ///

@@ -50,10 +50,3 @@ pub use stream_offset::StreamOffset;
 pub use tls_error::{TlsError, Trusted};
 pub use transport::Transport;
 pub use transport_error::{NOT_FOUND, PRECONDITION_FAILED, TransportError};
-
-/// The old path of [`Lost`] and [`LostSignal`], whose file is now
-/// `connection_loss.rs`.
-#[deprecated(note = "use `transport::{Lost, LostSignal}`")]
-pub mod lost {
-    pub use super::connection_loss::{Lost, LostSignal};
-}
