@@ -4,10 +4,12 @@
 //! they are stored, without turning each message into a delivery, which is
 //! what an index read over AMQP spends most of its time on.
 //!
-//! The commands, their framing and the messages' AMQP 1.0 decoding are the
-//! official `rabbitmq-stream-protocol` crate's; this module only opens the
-//! connection (peer properties, PLAIN authentication, tune, open), subscribes
-//! at the range's first offset and grants credit chunk by chunk. (The
+//! The commands and their framing are the official `rabbitmq-stream-protocol`
+//! crate's; this module opens the connection (peer properties, PLAIN
+//! authentication, tune, open), subscribes at the range's first offset,
+//! grants credit chunk by chunk and reads each delivered chunk's entries
+//! itself ([`Chunk`]), so that each message's AMQP 1.0 bytes are decoded by
+//! an AMQP 1.0 library rather than by the protocol crate's message model. (The
 //! `rabbitmq-stream-client` crate built on it asks every broker for its
 //! command versions as it connects, which RabbitMQ 3.10 does not know and
 //! answers by closing the connection.) Each message is turned back into the
@@ -34,6 +36,9 @@ use rabbitmq_stream_protocol::commands::sasl_handshake::SaslHandshakeCommand;
 use rabbitmq_stream_protocol::commands::subscribe::{OffsetSpecification, SubscribeCommand};
 use rabbitmq_stream_protocol::commands::tune::TunesCommand;
 use rabbitmq_stream_protocol::{Request, Response, ResponseCode, ResponseKind};
+
+/// The key of the `deliver` command.
+const DELIVER: u16 = 8;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -215,16 +220,15 @@ pub(crate) async fn read_range(
             )
             .await?;
         loop {
-            let response = session.receive().await?;
-            let ResponseKind::Deliver(chunk) = response.kind_ref() else {
+            let Incoming::Chunk(chunk) = session.receive().await? else {
                 continue;
             };
             session
                 .send(CreditCommand::new(SUBSCRIPTION, 1))
                 .await
                 .map_err(StreamFailure::Io)?;
-            for (i, message) in chunk.messages.iter().enumerate() {
-                let offset = chunk.chunk_first_offset + i as u64;
+            for (i, entry) in chunk.records.iter().enumerate() {
+                let offset = chunk.first_offset + i as u64;
                 // The broker starts at the chunk that holds the offset asked for.
                 if offset < range.start {
                     continue;
@@ -232,7 +236,9 @@ pub(crate) async fn read_range(
                 if offset >= range.end {
                     return Ok(());
                 }
-                let (properties, data) = amqp_091_of(message, binary)
+                let (properties, data) = entry
+                    .clone()
+                    .and_then(|range| amqp_091_of(&chunk.data[range], binary))
                     .map_err(|reason| StreamFailure::Message { offset, reason })?;
                 // The end markers of earlier reads are no entries.
                 if marker_of(&properties).is_some() {
@@ -314,6 +320,11 @@ impl Session {
             )
             .await?;
         let tune = session.receive().await?;
+        let Incoming::Response(tune) = tune else {
+            return Err(StreamFailure::Unexpected {
+                command: Command::Tune,
+            });
+        };
         let ResponseKind::Tunes(tune) = tune.kind_ref() else {
             return Err(StreamFailure::Unexpected {
                 command: Command::Tune,
@@ -330,11 +341,13 @@ impl Session {
         Ok((session, binary))
     }
 
+    /// The correlation id of the next command.
     fn next_id(&mut self) -> u32 {
         self.correlation += 1;
         self.correlation
     }
 
+    /// Sends `request`, framed.
     async fn send(&mut self, request: impl Into<Request>) -> std::io::Result<()> {
         let request: Request = request.into();
         let mut frame = Vec::with_capacity(request.encoded_size() as usize + 4);
@@ -353,7 +366,9 @@ impl Session {
     ) -> Result<Response, StreamFailure> {
         self.send(request).await.map_err(StreamFailure::Io)?;
         loop {
-            let response = self.receive().await?;
+            let Incoming::Response(response) = self.receive().await? else {
+                continue;
+            };
             let code = match response.kind_ref() {
                 ResponseKind::Deliver(_) | ResponseKind::Heartbeat(_) => continue,
                 ResponseKind::Tunes(_) if command == Command::SaslAuthenticate => {
@@ -373,18 +388,25 @@ impl Session {
         }
     }
 
-    /// The next frame from the broker.
-    async fn receive(&mut self) -> Result<Response, StreamFailure> {
+    /// The next frame from the broker: a chunk, read here, or another
+    /// answer, decoded by the protocol crate.
+    async fn receive(&mut self) -> Result<Incoming, StreamFailure> {
         loop {
             let held = &self.buffer[self.start..];
             if held.len() >= 4 {
                 let len = u32::from_be_bytes([held[0], held[1], held[2], held[3]]) as usize;
                 if held.len() >= 4 + len {
                     let frame = &held[..4 + len];
-                    let (_, response) = Response::decode(frame)
-                        .map_err(|e| StreamFailure::Decode(format!("{e:?}")))?;
+                    let incoming =
+                        if len >= 2 && u16::from_be_bytes([frame[4], frame[5]]) == DELIVER {
+                            Incoming::Chunk(Chunk::of(&frame[4..])?)
+                        } else {
+                            let (_, response) = Response::decode(frame)
+                                .map_err(|e| StreamFailure::Decode(format!("{e:?}")))?;
+                            Incoming::Response(response)
+                        };
                     self.start += 4 + len;
-                    return Ok(response);
+                    return Ok(incoming);
                 }
             }
             // Keep what is held at the front, then read more.
@@ -418,14 +440,107 @@ impl Session {
             return;
         }
         let _ = tokio::time::timeout(Duration::from_secs(1), async {
-            while let Ok(response) = self.receive().await {
-                if matches!(response.kind_ref(), ResponseKind::Close(_)) {
+            while let Ok(incoming) = self.receive().await {
+                if matches!(&incoming, Incoming::Response(r) if matches!(r.kind_ref(), ResponseKind::Close(_)))
+                {
                     break;
                 }
             }
         })
         .await;
         let _ = self.socket.shutdown().await;
+    }
+}
+
+/// A frame from the broker.
+enum Incoming {
+    /// A chunk of the subscription (`deliver`).
+    Chunk(Chunk),
+    /// Any other frame.
+    Response(Response),
+}
+
+/// A chunk delivered by the broker, as osiris stores it: a header, then
+/// entries, each either simple (a 4-byte size with its top bit clear, then
+/// one record's bytes: an AMQP 1.0 message) or a sub-batch (a byte whose top
+/// bit is set and which names the compression, a 2-byte record count, the
+/// 4-byte uncompressed and stored sizes, then several records, maybe
+/// compressed).
+struct Chunk {
+    /// The offset of its first record.
+    first_offset: u64,
+    /// The frame's bytes.
+    data: Vec<u8>,
+    /// Each record's bytes in `data`, in offset order; a record in a
+    /// sub-batch is not read here.
+    records: Vec<Result<Range<usize>, Unconvertible>>,
+}
+
+impl Chunk {
+    /// The chunk of the `deliver` frame `frame` (from its key, without its
+    /// size).
+    fn of(frame: &[u8]) -> Result<Chunk, StreamFailure> {
+        let short = || StreamFailure::Decode("a chunk is cut short".to_owned());
+        let mut at = 0usize;
+        let mut take = |n: usize| -> Result<Range<usize>, StreamFailure> {
+            let range = at..at
+                .checked_add(n)
+                .filter(|end| *end <= frame.len())
+                .ok_or_else(short)?;
+            at = range.end;
+            Ok(range)
+        };
+        let number = |range: Range<usize>| {
+            frame[range]
+                .iter()
+                .fold(0u64, |n, b| (n << 8) | u64::from(*b))
+        };
+        take(2)?; // key
+        let version = number(take(2)?);
+        take(1)?; // subscription
+        if version >= 2 {
+            take(8)?; // committed offset
+        }
+        take(1)?; // magic and version
+        take(1)?; // chunk type
+        take(2)?; // entries
+        let record_count = number(take(4)?) as usize;
+        take(8)?; // timestamp
+        take(8)?; // epoch
+        let first_offset = number(take(8)?);
+        take(4)?; // CRC
+        let data_length = number(take(4)?) as usize;
+        take(4)?; // trailer length
+        take(4)?; // reserved
+        let data = take(data_length)?;
+        let mut records = Vec::with_capacity(record_count);
+        let mut at = data.start;
+        while at < data.end && records.len() < record_count {
+            let head = frame[at];
+            if head & 0x80 == 0 {
+                let size = frame.get(at..at + 4).ok_or_else(short)?;
+                let size = u32::from_be_bytes([size[0], size[1], size[2], size[3]]) as usize;
+                let start = at + 4;
+                let end = start
+                    .checked_add(size)
+                    .filter(|end| *end <= data.end)
+                    .ok_or_else(short)?;
+                records.push(Ok(start..end));
+                at = end;
+            } else {
+                let header = frame.get(at..at + 11).ok_or_else(short)?;
+                let count = u16::from_be_bytes([header[1], header[2]]) as usize;
+                let stored =
+                    u32::from_be_bytes([header[7], header[8], header[9], header[10]]) as usize;
+                records.extend((0..count).map(|_| Err(Unconvertible::SubBatch)));
+                at = (at + 11).checked_add(stored).ok_or_else(short)?;
+            }
+        }
+        Ok(Chunk {
+            first_offset,
+            data: frame.to_vec(),
+            records,
+        })
     }
 }
 
@@ -448,5 +563,177 @@ impl Settle for Unsettled {
 
     fn fail(&self) -> BoxFuture<'_, Result<(), TransportError>> {
         Box::pin(async { Ok(()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::StreamExt;
+    use lapin::options::{
+        BasicConsumeOptions, BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions,
+        QueueDeclareOptions, QueueDeleteOptions,
+    };
+    use lapin::types::{AMQPValue, ByteArray, FieldTable, LongString};
+    use lapin::{BasicProperties, Connection, ConnectionProperties};
+
+    /// The test broker's stream port (`RABBITMQ_STREAM_PORT`, default 5552).
+    fn stream_port() -> u16 {
+        std::env::var("RABBITMQ_STREAM_PORT")
+            .ok()
+            .and_then(|port| port.parse().ok())
+            .unwrap_or(DEFAULT_STREAM_PORT)
+    }
+
+    /// A message published over AMQP 0-9-1 with every property the index
+    /// reads and headers of each simple type, read back from the bytes the
+    /// broker stored (over the stream protocol), converts to the properties
+    /// and body the broker delivers for it over AMQP. Needs a broker
+    /// (`AMQP_URL`, `RABBITMQ_STREAM_PORT`), as the workspace's suites do.
+    #[tokio::test]
+    async fn a_stored_message_converts_as_the_broker_delivers_it() {
+        let url = rabbit_backoff_runtime::amqp_url_from_env();
+        let connection = Connection::connect(&url, ConnectionProperties::default())
+            .await
+            .unwrap_or_else(|e| {
+                panic!("no RabbitMQ answers at {url} ({e}): run scripts/test.sh or set AMQP_URL")
+            });
+        let channel = connection.create_channel().await.unwrap();
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .unwrap();
+        let stream = format!(
+            "stream-message-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        );
+        let mut arguments = FieldTable::default();
+        arguments.insert(
+            "x-queue-type".into(),
+            AMQPValue::LongString("stream".into()),
+        );
+        channel
+            .queue_declare(
+                stream.as_str().into(),
+                QueueDeclareOptions {
+                    durable: true,
+                    ..Default::default()
+                },
+                arguments,
+            )
+            .await
+            .unwrap();
+        let mut headers = FieldTable::default();
+        headers.insert("x-error".into(), AMQPValue::LongString("db down".into()));
+        headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(-3));
+        headers.insert("weight".into(), AMQPValue::Double(0.1));
+        headers.insert("urgent".into(), AMQPValue::Boolean(true));
+        headers.insert(
+            "raw".into(),
+            AMQPValue::ByteArray(ByteArray::from(vec![0u8, 1, 255])),
+        );
+        headers.insert("seen-at".into(), AMQPValue::Timestamp(1_700_000_007));
+        headers.insert(
+            "note".into(),
+            AMQPValue::LongString(LongString::from("é \"quoted\"")),
+        );
+        let published = BasicProperties::default()
+            .with_message_id("m-\"1\" é".into())
+            .with_correlation_id("c-1".into())
+            .with_timestamp(1_700_000_100)
+            .with_type("order".into())
+            .with_app_id("shop".into())
+            .with_content_type("application/json".into())
+            .with_delivery_mode(2)
+            .with_headers(headers);
+        // Then the same with a priority and an expiration (a header section
+        // on 4.x, annotations on 3.10), then the end of the range read.
+        let prioritised = published
+            .clone()
+            .with_priority(7)
+            .with_expiration("600000".into());
+        let messages = [
+            (&b"{\"n\": 1}"[..], published.clone()),
+            (b"{\"n\": 2}", prioritised),
+            (b"end", published),
+        ];
+        for (body, properties) in &messages {
+            channel
+                .basic_publish(
+                    "".into(),
+                    stream.as_str().into(),
+                    BasicPublishOptions::default(),
+                    body,
+                    properties.clone(),
+                )
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+
+        // Over AMQP, from the first offset.
+        channel
+            .basic_qos(10, BasicQosOptions::default())
+            .await
+            .unwrap();
+        let mut from = FieldTable::default();
+        from.insert(
+            "x-stream-offset".into(),
+            AMQPValue::LongString("first".into()),
+        );
+        let mut consumer = channel
+            .basic_consume(
+                stream.as_str().into(),
+                "stream-message-test".into(),
+                BasicConsumeOptions::default(),
+                from,
+            )
+            .await
+            .unwrap();
+        let mut expected = Vec::new();
+        for offset in 0..2 {
+            let delivered = tokio::time::timeout(Duration::from_secs(15), consumer.next())
+                .await
+                .expect("a delivery")
+                .expect("a delivery")
+                .expect("a delivery");
+            let given = delivered.properties.headers().clone().expect("headers");
+            assert_eq!(
+                given.inner().get("x-stream-offset"),
+                Some(&AMQPValue::LongLongInt(offset))
+            );
+            let mut headers = FieldTable::default();
+            for (name, value) in given.inner() {
+                if name.as_str() != "x-stream-offset" {
+                    headers.insert(name.clone(), value.clone());
+                }
+            }
+            expected.push((
+                delivered.properties.clone().with_headers(headers),
+                delivered.data.clone(),
+            ));
+        }
+
+        // Over the stream protocol.
+        let endpoint = StreamEndpoint::of(&url, stream_port()).expect("an endpoint");
+        let mut read = Vec::new();
+        let outcome = read_range(&endpoint, &stream, 0..2, |delivery| {
+            read.push((delivery.properties.clone(), delivery.data.clone()));
+        })
+        .await;
+
+        let _ = channel
+            .queue_delete(stream.as_str().into(), QueueDeleteOptions::default())
+            .await;
+        let _ = connection.close(200, "".into()).await;
+
+        outcome.unwrap();
+        assert_eq!(read, expected);
+        assert_eq!(*read[1].0.priority(), Some(7));
     }
 }
