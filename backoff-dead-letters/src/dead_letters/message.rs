@@ -69,13 +69,12 @@ impl DeadLetterMessage {
         let table = set_aside
             .as_ref()
             .or(delivery.properties.headers().as_ref());
+        // A header that should be text but is not is shown as the table
+        // shows any value.
         let text = |name: &str| {
             table
                 .and_then(|t| t.inner().get(name))
-                .map(|v| match header_view(v) {
-                    HeaderValue::Str(s) => s.to_owned(),
-                    other => format!("{other:?}"),
-                })
+                .map(|v| render(v, 0))
         };
         let reason = text(headers::DEAD_LETTER_REASON);
         let original_queue = text(headers::ORIGINAL_QUEUE);
@@ -275,6 +274,26 @@ mod tests {
         let m = DeadLetterMessage::of(&delivery, 0);
         assert_eq!(m.retry_count, Some(0));
         assert_eq!(m.routing_key.as_deref(), Some("orders"));
+    }
+
+    /// A reason or queue header that is not text is shown as the headers'
+    /// table shows any value, not as a Rust value's `Debug` text.
+    #[test]
+    fn a_header_that_is_not_text_is_shown_as_its_value() {
+        let mut headers = lapin::types::FieldTable::default();
+        headers.insert(
+            "x-dead-letter-reason".into(),
+            lapin::types::AMQPValue::LongLongInt(3),
+        );
+        headers.insert(
+            "x-original-queue".into(),
+            lapin::types::AMQPValue::Boolean(true),
+        );
+        let delivery = Delivery::new(b"{}".to_vec(), Acker::new(Unsettled))
+            .with_properties(BasicProperties::default().with_headers(headers));
+        let m = DeadLetterMessage::of(&delivery, 0);
+        assert_eq!(m.reason.as_deref(), Some("3"));
+        assert_eq!(m.original_queue.as_deref(), Some("true"));
     }
 
     /// A message the broker dead-lettered itself (no
