@@ -378,18 +378,17 @@ impl Executor {
         );
         let target = self.dead_letter_target();
         let failed_at = now_rfc3339();
-        let whole = {
-            let error = truncate_error(&format!(
-                "{why}; dead-lettered instead. Its failure: {}",
-                original.error
-            ));
+        // The properties of an `oversized` dead letter saying `error`.
+        let oversized = |error: &str| {
             let dead_letter =
-                self.dead_letter(original, DeadLetterReason::Oversized, &error, &failed_at);
-            let properties =
-                dead_letter_properties(original.properties, &dead_letter.headers(), &self.tiers);
-            self.settler.fit(properties, &target).ok()
+                self.dead_letter(original, DeadLetterReason::Oversized, error, &failed_at);
+            dead_letter_properties(original.properties, &dead_letter.headers(), &self.tiers)
         };
-        if let Some(properties) = whole {
+        let whole = oversized(&truncate_error(&format!(
+            "{why}; dead-lettered instead. Its failure: {}",
+            original.error
+        )));
+        if let Ok(properties) = self.settler.fit(whole, &target) {
             return self
                 .oversized_copy(acker, original, &target, properties, &why, &[])
                 .await;
@@ -398,15 +397,11 @@ impl Executor {
         if size + headroom <= header_limit(frame_max) {
             return self.reject(&acker, &why).await;
         }
-        let error = truncate_error(&format!(
+        let properties = oversized(&truncate_error(&format!(
             "{why}; the message itself takes {size} bytes, too close to the frame for the \
              broker to dead-letter it either. Its failure: {}",
             original.error
-        ));
-        let dead_letter =
-            self.dead_letter(original, DeadLetterReason::Oversized, &error, &failed_at);
-        let properties =
-            dead_letter_properties(original.properties, &dead_letter.headers(), &self.tiers);
+        )));
         match without_largest_headers(properties, self.settler.copy_limit(&target)) {
             Some((properties, dropped)) => {
                 self.oversized_copy(acker, original, &target, properties, &why, &dropped)
