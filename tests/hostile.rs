@@ -532,28 +532,6 @@ async fn a_message_replayed_fifty_times_keeps_its_headers_bounded() {
     task.await.unwrap().unwrap();
 }
 
-/// The encoded value (type tag first) of a header nested `levels` deep:
-/// tables `{"a": …}`, or arrays `[…]` when `arrays`, around `true`. Built by
-/// hand, as on the wire: a `FieldTable` this deep could not even be dropped
-/// on a test's stack without recursing once per level.
-fn deep_value(levels: usize, arrays: bool) -> Vec<u8> {
-    let mut value = vec![b't', 1];
-    for _ in 1..levels {
-        let mut outer = Vec::with_capacity(value.len() + 7);
-        if arrays {
-            outer.push(b'A');
-            outer.extend_from_slice(&(value.len() as u32).to_be_bytes());
-        } else {
-            outer.push(b'F');
-            outer.extend_from_slice(&(value.len() as u32 + 2).to_be_bytes());
-            outer.extend_from_slice(&[1, b'a']);
-        }
-        outer.extend_from_slice(&value);
-        value = outer;
-    }
-    value
-}
-
 /// Properties whose headers are `{"deep": value}` and `{"id": id}`, given
 /// as the runtime's connection takes them: the flat header that stands for
 /// headers too deep for lapin, which the connection writes out as the
@@ -622,7 +600,7 @@ async fn deeply_nested_headers_crash_neither_the_consumer_nor_a_peek() {
     ];
     let values: Vec<Vec<u8>> = shapes
         .iter()
-        .map(|&(levels, arrays)| deep_value(levels, arrays))
+        .map(|&(levels, arrays)| rabbit_backoff_test_support::deep_headers::value(levels, arrays))
         .collect();
     let framework = rabbit_backoff::transport::AmqpTransport::new(url())
         .connect_amqp()

@@ -11,38 +11,13 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use common::*;
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::topology::Topology;
+use rabbit_backoff_test_support::tls::{PLAIN, amqps, cert};
 use tokio::time::Instant;
-
-/// The TLS node's plain AMQP listener, to set up and check what the tests
-/// did over TLS.
-const PLAIN: &str = "amqp://guest:guest@127.0.0.1:5676/%2f";
-
-/// A file of the TLS node's certificates.
-fn cert(name: &str) -> PathBuf {
-    let dir = std::env::var("RABBIT_BACKOFF_TLS_DIR")
-        .unwrap_or_else(|_| "/tmp/rabbit-backoff-tls".to_owned());
-    let path = PathBuf::from(dir).join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: these tests need the TLS node; start it with scripts/tls.sh up (scripts/test.sh does)",
-        path.display()
-    );
-    path
-}
-
-/// The TLS node at `host`, trusting the CA certificates of `ca`.
-fn amqps(host: &str, ca: &str) -> String {
-    format!(
-        "amqps://guest:guest@{host}:5671/%2f?heartbeat=30&cacertfile={}",
-        cert(ca).display()
-    )
-}
 
 /// Why connecting to `uri` fails, as the user reads it.
 async fn refusal(uri: &str) -> String {

@@ -6,15 +6,10 @@ use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOption
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 
-fn url() -> String {
-    std::env::var("AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
+use rabbit_backoff_test_support::broker::url;
 
 fn unique(name: &str) -> String {
-    format!(
-        "rbt.cli.{name}.{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..10]
-    )
+    rabbit_backoff_test_support::broker::unique(&format!("cli.{name}"))
 }
 
 fn cli(args: &[&str]) -> Output {
@@ -1144,23 +1139,6 @@ async fn a_pass_killed_midway_loses_nothing_and_the_next_puts_the_order_right() 
         .await;
 }
 
-/// The entries of `{"deep": {"a": {"a": … true}}}`, `levels` deep, as on the
-/// wire, built by hand (a `FieldTable` this deep recurses when dropped).
-fn deep_entries(levels: usize) -> Vec<u8> {
-    let mut value = vec![b't', 1];
-    for _ in 1..levels {
-        let mut outer = vec![b'F'];
-        outer.extend_from_slice(&(value.len() as u32 + 2).to_be_bytes());
-        outer.extend_from_slice(&[1, b'a']);
-        outer.extend_from_slice(&value);
-        value = outer;
-    }
-    let mut entries = vec![4];
-    entries.extend_from_slice(b"deep");
-    entries.extend_from_slice(&value);
-    entries
-}
-
 #[tokio::test]
 async fn a_dead_letter_nested_18000_levels_deep_is_shown_with_a_note_and_left_intact() {
     use rabbit_backoff::rules::deep_headers::{pack, unpack};
@@ -1171,7 +1149,7 @@ async fn a_dead_letter_nested_18000_levels_deep_is_shown_with_a_note_and_left_in
     let f = Fixture::new("deep", 1).await;
     let q = f.queue.as_str();
     let dlq = format!("{q}.dlq");
-    let entries = deep_entries(18_000);
+    let entries = rabbit_backoff_test_support::deep_headers::entries(18_000, false);
     // Published through the runtime's connection, which writes the headers
     // the flat table stands for.
     let mut flat = FieldTable::default();

@@ -7,35 +7,12 @@
 //! `cargo test -p rabbit-backoff-cli --features tls --test tls`
 //! (`scripts/test.sh` starts the node, runs this, and stops it).
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
-
-/// The TLS node's plain AMQP listener, to set up what the CLI reads over TLS.
-const PLAIN: &str = "amqp://guest:guest@127.0.0.1:5676/%2f";
-
-/// A file of the TLS node's certificates.
-fn cert(name: &str) -> PathBuf {
-    let dir = std::env::var("RABBIT_BACKOFF_TLS_DIR")
-        .unwrap_or_else(|_| "/tmp/rabbit-backoff-tls".to_owned());
-    let path = PathBuf::from(dir).join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: these tests need the TLS node; start it with scripts/tls.sh up (scripts/test.sh does)",
-        path.display()
-    );
-    path
-}
-
-fn amqps(ca: &str) -> String {
-    format!(
-        "amqps://guest:guest@localhost:5671/%2f?cacertfile={}",
-        cert(ca).display()
-    )
-}
+use rabbit_backoff_test_support::tls::{PLAIN, amqps};
 
 /// `rabbit-backoff --url <url> status …`, the management API out of reach
 /// (the TLS node has none).
@@ -64,10 +41,7 @@ struct Fixture {
 
 impl Fixture {
     async fn new() -> Fixture {
-        let queue = format!(
-            "rbt.cli.tls.{}",
-            &uuid::Uuid::new_v4().simple().to_string()[..10]
-        );
+        let queue = rabbit_backoff_test_support::broker::unique("cli.tls");
         let connection = plain().await;
         let channel = connection.create_channel().await.expect("channel");
         channel
@@ -136,7 +110,7 @@ impl Drop for Fixture {
 #[tokio::test]
 async fn status_reads_the_queues_over_amqps() {
     let f = Fixture::new().await;
-    let output = status(&amqps("ca.pem"), &f.queue);
+    let output = status(&amqps("localhost", "ca.pem"), &f.queue);
     assert!(output.status.success(), "{output:?}");
     let doc: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
     let queues = doc["consumers"][0]["queues"].as_array().expect("queues");
@@ -150,7 +124,7 @@ async fn status_reads_the_queues_over_amqps() {
 #[tokio::test]
 async fn status_says_why_the_broker_is_not_trusted() {
     let f = Fixture::new().await;
-    let output = status(&amqps("other-ca.pem"), &f.queue);
+    let output = status(&amqps("localhost", "other-ca.pem"), &f.queue);
     assert!(!output.status.success(), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -310,41 +310,19 @@ fn u32_at(bytes: &[u8], at: usize, end: usize) -> Result<u32, TableError> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    /// The entries of `{"deep": {"a": {"a": … true}}}`, `levels` deep in
-    /// all, tables or arrays, built by hand as on the wire.
-    pub(crate) fn nested(levels: usize, arrays: bool) -> Vec<u8> {
-        let mut value = vec![b't', 1];
-        for _ in 1..levels {
-            let mut outer = Vec::with_capacity(value.len() + 7);
-            if arrays {
-                outer.push(b'A');
-                outer.extend_from_slice(&(value.len() as u32).to_be_bytes());
-            } else {
-                outer.push(b'F');
-                outer.extend_from_slice(&(value.len() as u32 + 2).to_be_bytes());
-                outer.extend_from_slice(&[1, b'a']);
-            }
-            outer.extend_from_slice(&value);
-            value = outer;
-        }
-        let mut entries = vec![4];
-        entries.extend_from_slice(b"deep");
-        entries.extend_from_slice(&value);
-        entries
-    }
+    use rabbit_backoff_test_support::deep_headers as deep;
 
     #[test]
     fn measures_and_round_trips_deep_tables_and_arrays() {
         for (levels, arrays) in [(1, false), (2, true), (65, false), (18_000, false)] {
-            let entries = nested(levels, arrays);
+            let entries = deep::entries(levels, arrays);
             assert_eq!(table_depth(&entries), Ok(levels), "{levels}");
             let packed = pack(&entries).unwrap();
             let unpacked = unpack(&packed).unwrap();
             assert_eq!(unpacked.entries, entries);
             assert_eq!(unpacked.depth, levels);
         }
-        let entries = nested(25_000, true);
+        let entries = deep::entries(25_000, true);
         assert_eq!(table_depth(&entries), Ok(25_000));
         let packed = pack(&entries).unwrap();
         assert_eq!(packed.len(), entries.len() - 3 * 24_999 + 1);
@@ -357,7 +335,7 @@ mod tests {
         // array's length.
         let marker = 4 + 1 + crate::headers::DEEP_HEADERS.len() + 1 + 4;
         for arrays in [false, true] {
-            let entries = nested(crate::MAX_HEADER_DEPTH + 1, arrays);
+            let entries = deep::entries(crate::MAX_HEADER_DEPTH + 1, arrays);
             let packed = pack(&entries).unwrap();
             assert!(marker + packed.len() < 4 + entries.len());
         }
@@ -403,7 +381,7 @@ mod tests {
 
     #[test]
     fn lists_the_entries_with_their_depths() {
-        let mut table = nested(100, false);
+        let mut table = deep::entries(100, false);
         table.extend_from_slice(&[1, b'n', b'B', 7]);
         let listed = entries_of(&pack(&table).unwrap());
         assert_eq!(listed.len(), 2);
@@ -429,7 +407,7 @@ mod tests {
             Err(TableError::Truncated(2))
         );
         // Deep, then broken at the bottom: still an error, not an overflow.
-        let mut deep = nested(10_000, false);
+        let mut deep = deep::entries(10_000, false);
         let last = deep.len() - 2;
         deep[last] = b'?';
         assert!(table_depth(&deep).is_err());

@@ -54,28 +54,22 @@ fn depth(table: &FieldTable) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn nested(levels: usize) -> FieldTable {
-        let mut table = FieldTable::default();
-        table.insert("leaf".into(), AMQPValue::Boolean(true));
-        for _ in 1..levels {
-            let mut outer = FieldTable::default();
-            outer.insert("a".into(), AMQPValue::FieldTable(table));
-            table = outer;
-        }
-        table
-    }
+    use rabbit_backoff_test_support::deep_headers as deep;
 
     #[test]
     fn shallow_headers_are_delivered_as_they_are() {
-        let properties = BasicProperties::default().with_headers(nested(MAX_HEADER_DEPTH));
-        assert_eq!(depth(&nested(MAX_HEADER_DEPTH)), MAX_HEADER_DEPTH);
+        let properties =
+            BasicProperties::default().with_headers(deep::table(MAX_HEADER_DEPTH, true));
+        assert_eq!(
+            depth(&deep::table(MAX_HEADER_DEPTH, true)),
+            MAX_HEADER_DEPTH
+        );
         assert!(as_delivered(&properties).is_none());
     }
 
     #[test]
     fn deep_headers_are_set_aside_and_unpack_to_the_original_entries() {
-        let table = nested(MAX_HEADER_DEPTH + 1);
+        let table = deep::table(MAX_HEADER_DEPTH + 1, true);
         let properties = BasicProperties::default()
             .with_message_id("m".into())
             .with_headers(table.clone());

@@ -48,20 +48,7 @@ use rabbit_backoff::prelude::*;
 use rabbit_backoff::topology::Topology;
 use serde::{Deserialize, Serialize};
 
-pub fn url() -> String {
-    rabbit_backoff::amqp_url_from_env()
-}
-
-/// A connection to the test broker; fails the test, with the way out, when none answers.
-pub async fn connect() -> Connection {
-    match Connection::connect(&url(), ConnectionProperties::default()).await {
-        Ok(connection) => connection,
-        Err(e) => panic!(
-            "no RabbitMQ answers at {} ({e}). These tests need a real broker: run scripts/test.sh, which starts one, or set AMQP_URL.",
-            url()
-        ),
-    }
-}
+pub use rabbit_backoff_test_support::broker::{connect, unique, url};
 
 pub async fn channel() -> (Connection, Channel) {
     let connection = connect().await;
@@ -124,14 +111,6 @@ pub fn broker_version() -> (u32, u32) {
         let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
         (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
     })
-}
-
-/// A name no other test uses.
-pub fn unique(name: &str) -> String {
-    format!(
-        "rbt.{name}.{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..12]
-    )
 }
 
 /// Deletes queues and exchanges when dropped, even when the test panicked.

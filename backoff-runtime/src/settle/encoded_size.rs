@@ -157,24 +157,13 @@ pub(crate) mod tests {
         );
     }
 
-    /// A table nested `depth` levels, built without recursion.
-    fn nested(depth: usize) -> FieldTable {
-        let mut table = FieldTable::default();
-        for _ in 1..depth {
-            let mut outer = FieldTable::default();
-            outer.insert("a".into(), AMQPValue::FieldTable(table));
-            table = outer;
-        }
-        table
-    }
-
     #[test]
     fn measures_deep_headers_without_recursion() {
         // Run where dropping the value (which recurses) has room.
         std::thread::Builder::new()
             .stack_size(256 << 20)
             .spawn(|| {
-                let table = nested(20_000);
+                let table = rabbit_backoff_test_support::deep_headers::table(20_000, false);
                 assert_eq!(table_len(&table), 4 + 19_999 * (2 + 1 + 4));
             })
             .unwrap()

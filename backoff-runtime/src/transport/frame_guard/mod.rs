@@ -253,6 +253,7 @@ mod tests {
     use rabbit_backoff_core::MAX_HEADER_DEPTH;
     use rabbit_backoff_core::deep_headers::pack;
     use rabbit_backoff_core::headers::DEEP_HEADERS;
+    use rabbit_backoff_test_support::deep_headers as deep;
 
     /// A frame of `kind` on channel 1 around `payload`.
     fn frame(kind: u8, payload: &[u8]) -> Vec<u8> {
@@ -288,29 +289,6 @@ mod tests {
         p.extend_from_slice(&2u64.to_be_bytes());
         p.extend_from_slice(&bytes);
         frame(CONTENT_HEADER, &p)
-    }
-
-    /// A table's entries holding `deep`, nested `levels` levels, tables or
-    /// arrays, built by hand.
-    fn nested(levels: usize, arrays: bool) -> Vec<u8> {
-        let mut value = vec![b't', 1];
-        for _ in 1..levels {
-            let mut outer = Vec::with_capacity(value.len() + 7);
-            if arrays {
-                outer.push(b'A');
-                outer.extend_from_slice(&(value.len() as u32).to_be_bytes());
-            } else {
-                outer.push(b'F');
-                outer.extend_from_slice(&(value.len() as u32 + 2).to_be_bytes());
-                outer.extend_from_slice(&[1, b'a']);
-            }
-            outer.extend_from_slice(&value);
-            value = outer;
-        }
-        let mut entries = vec![4];
-        entries.extend_from_slice(b"deep");
-        entries.extend_from_slice(&value);
-        entries
     }
 
     /// A content-header frame with a content type, then `entries` as its
@@ -349,7 +327,7 @@ mod tests {
             frame(8, &[]),
             encoded(&BasicProperties::default().with_delivery_mode(1)),
             frame(3, &vec![7; 70_000]),
-            with_headers(&nested(MAX_HEADER_DEPTH, false)),
+            with_headers(&deep::entries(MAX_HEADER_DEPTH, false)),
         ]
     }
 
@@ -454,7 +432,7 @@ mod tests {
     /// A stream with deep headers between untouched frames, and what lapin
     /// must read of it.
     fn deep_stream(levels: usize, arrays: bool) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
-        let deep = with_headers(&nested(levels, arrays));
+        let deep = with_headers(&deep::entries(levels, arrays));
         let flat = flatten(&deep).expect("flattened");
         let mut frames = untouched_frames();
         // Without the large body, so that every boundary can be tried.
@@ -514,7 +492,7 @@ mod tests {
     #[test]
     fn the_deepest_headers_a_frame_holds_come_back_byte_for_byte() {
         for (levels, arrays) in [(18_000, false), (25_000, true)] {
-            let deep = with_headers(&nested(levels, arrays));
+            let deep = with_headers(&deep::entries(levels, arrays));
             assert!(deep.len() <= 131_072);
             let flat = flatten(&deep).unwrap();
             assert!(flat.len() < deep.len(), "the flat frame is smaller");
@@ -526,7 +504,7 @@ mod tests {
 
     #[test]
     fn lapin_parses_the_flat_frame() {
-        let deep = with_headers(&nested(5_000, false));
+        let deep = with_headers(&deep::entries(5_000, false));
         let flat = flatten(&deep).unwrap();
         let payload = &flat[FRAME_HEADER + PROPERTY_FLAGS..flat.len() - 1];
         let (rest, properties) = lapin::protocol::basic::parse_properties(payload).unwrap();
@@ -537,7 +515,7 @@ mod tests {
             SetAside::of(&properties),
             Some(SetAside::Deep {
                 depth: 5_000,
-                len: 4 + nested(5_000, false).len()
+                len: 4 + deep::entries(5_000, false).len()
             })
         );
         assert_eq!(SetAside::of(&shallow_properties()), None);
@@ -545,7 +523,7 @@ mod tests {
 
     #[test]
     fn unreadable_headers_are_set_aside_too() {
-        let mut entries = nested(10, false);
+        let mut entries = deep::entries(10, false);
         let last = entries.len() - 2;
         entries[last] = b'?';
         let flat = flatten(&with_headers(&entries)).expect("flattened");
@@ -560,7 +538,7 @@ mod tests {
     fn a_flat_table_of_shallow_headers_is_written_as_it_is() {
         // Someone else's message with the flat header and shallow contents:
         // unflattening it would change a copy of it.
-        let shallow = with_headers(&nested(3, false));
+        let shallow = with_headers(&deep::entries(3, false));
         let (start, end) = headers_span(&shallow).unwrap();
         let entries = &shallow[start + 4..end];
         let mut table = vec![DEEP_HEADERS.len() as u8];

@@ -280,18 +280,7 @@ fn names_of_a_certificate_read_as_written() {
 
 // ---- against the TLS node of scripts/tls.sh ----
 
-/// A file of the TLS node's certificates.
-fn cert(name: &str) -> PathBuf {
-    let dir = std::env::var("RABBIT_BACKOFF_TLS_DIR")
-        .unwrap_or_else(|_| "/tmp/rabbit-backoff-tls".to_owned());
-    let path = PathBuf::from(dir).join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: these tests need the TLS node; start it with scripts/tls.sh up (scripts/test.sh does)",
-        path.display()
-    );
-    path
-}
+use rabbit_backoff_test_support::tls::cert;
 
 async fn tcp(address: &str) -> TcpStream {
     TcpStream::connect(address).await.unwrap_or_else(|e| {
