@@ -2,6 +2,7 @@
 //! message published straight to the stream with a unique id, so that a
 //! read knows where the stream ended when it began, whatever arrives after.
 
+use std::fmt::Display;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -100,21 +101,12 @@ pub(crate) async fn read_until(
     until: Until<'_>,
     mut each: impl FnMut(&Delivery),
 ) -> Result<u64, IndexFallback> {
-    let failed = |what: &str, e: &dyn std::fmt::Display| IndexFallback::Unreadable {
-        reason: format!("{what} '{stream}': {e}"),
-    };
-    channel
-        .qos(PREFETCH)
-        .await
-        .map_err(|e| failed("setting the prefetch of", &e))?;
+    let failed = |what: &str, e: &dyn Display| stream_error(what, stream, e);
     let from = match after {
         None => StreamOffset::First,
         Some(offset) => StreamOffset::At(offset.saturating_add(1)),
     };
-    let mut deliveries = channel
-        .consume_stream(stream, from)
-        .await
-        .map_err(|e| failed("reading", &e))?;
+    let mut deliveries = attach(channel, stream, from).await?;
     let mut unacked = 0;
     let end = loop {
         let delivery = next_of(
@@ -180,17 +172,7 @@ pub(crate) async fn offset_now(
         .await
         .map_err(unreadable)?;
     let result = async {
-        let failed = |what: &str, e: &dyn std::fmt::Display| IndexFallback::Unreadable {
-            reason: format!("{what} '{stream}': {e}"),
-        };
-        channel
-            .qos(PREFETCH)
-            .await
-            .map_err(|e| failed("setting the prefetch of", &e))?;
-        let mut deliveries = channel
-            .consume_stream(stream, StreamOffset::Next)
-            .await
-            .map_err(|e| failed("reading", &e))?;
+        let mut deliveries = attach(&*channel, stream, StreamOffset::Next).await?;
         let id = pass_id();
         mark_end(&*channel, stream, &id).await?;
         loop {
@@ -205,7 +187,11 @@ pub(crate) async fn offset_now(
             if marker_of(&delivery.properties) == Some(id.as_bytes()) {
                 let _ = channel.cancel(&deliveries.consumer_tag).await;
                 return offset_of(&delivery.properties).ok_or_else(|| {
-                    failed("reading", &"the marker came without its x-stream-offset")
+                    stream_error(
+                        "reading",
+                        stream,
+                        &"the marker came without its x-stream-offset",
+                    )
                 });
             }
         }
@@ -215,7 +201,29 @@ pub(crate) async fn offset_now(
     result
 }
 
-/// The id of an end marker.
+/// Attaches to `stream` at `from`, [`PREFETCH`] messages at a time.
+async fn attach(
+    channel: &dyn Channel,
+    stream: &str,
+    from: StreamOffset,
+) -> Result<Deliveries, IndexFallback> {
+    channel
+        .qos(PREFETCH)
+        .await
+        .map_err(|e| stream_error("setting the prefetch of", stream, &e))?;
+    channel
+        .consume_stream(stream, from)
+        .await
+        .map_err(|e| stream_error("reading", stream, &e))
+}
+
+/// `stream` is unreadable: `e` happened while `what` (`reading`, …) it.
+fn stream_error(what: &str, stream: &str, e: &dyn Display) -> IndexFallback {
+    IndexFallback::Unreadable {
+        reason: format!("{what} '{stream}': {e}"),
+    }
+}
+
 /// The next delivery read from `stream`; when none comes for [`IDLE`], the
 /// stream is unreadable because `idle` (`… in N s` and `then` follow it).
 async fn next_of(
@@ -224,9 +232,7 @@ async fn next_of(
     idle: &str,
     then: &str,
 ) -> Result<Delivery, IndexFallback> {
-    let failed = |e: &dyn std::fmt::Display| IndexFallback::Unreadable {
-        reason: format!("reading '{stream}': {e}"),
-    };
+    let failed = |e: &dyn Display| stream_error("reading", stream, e);
     match tokio::time::timeout(IDLE, deliveries.stream.next()).await {
         Err(_) => Err(IndexFallback::Unreadable {
             reason: format!("'{stream}': {idle} in {} s {then}", IDLE.as_secs())

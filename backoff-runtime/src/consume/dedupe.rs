@@ -12,7 +12,7 @@ use rabbit_backoff_core::{
     ConsumerSpec, Decision, Dedupe, DedupeKey, HeaderValue, KeyFate, headers, inbox_key,
 };
 
-use crate::dedupe::{Claim, ClaimRequest, DedupeStore, HeldKey};
+use crate::dedupe::{Claim, ClaimRequest, DedupeStore, HeldKey, OutboxChannel};
 use crate::settle::executor::{Executor, Original};
 use crate::telemetry::meters::{DUPLICATES_SKIPPED, WITHOUT_KEY};
 use crate::transport::amqp_values::header_view;
@@ -190,7 +190,10 @@ impl Inbox {
     async fn dispatch(&self, ids: &[i64], executor: &Executor) {
         match self
             .store
-            .dispatch(ids, executor.channel(), self.confirm_timeout)
+            .dispatch(
+                ids,
+                OutboxChannel::new(executor.channel(), self.confirm_timeout),
+            )
             .await
         {
             Ok(sent) if sent < ids.len() => tracing::debug!(

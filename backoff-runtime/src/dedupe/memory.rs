@@ -8,7 +8,8 @@ use futures_util::future::BoxFuture;
 use tokio::time::Instant;
 
 use crate::dedupe::StoreError;
-use crate::dedupe::store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
+use crate::dedupe::plain_held::{Plain, PlainHeld};
+use crate::dedupe::store::{Claim, ClaimRequest, DedupeStore};
 
 /// How many claims pass between two sweeps of expired keys.
 const SWEEP_EVERY: u64 = 1_000;
@@ -85,13 +86,13 @@ impl DedupeStore for MemoryStore {
                 keys.next_token += 1;
                 let token = keys.next_token;
                 keys.entries.insert(id.clone(), Entry::Held(token));
-                Claim::Claimed(Box::new(MemoryHeld {
+                Claim::Claimed(Box::new(Plain(MemoryHeld {
                     store: self.clone(),
                     id,
                     token,
                     window: request.window,
                     settled: false,
-                }))
+                })))
             }
         };
         Box::pin(ready(Ok(claim)))
@@ -130,25 +131,16 @@ impl MemoryHeld {
             }
         }
     }
-
-    fn done(&mut self) {
-        let until = Instant::now() + self.window;
-        self.settle(Some(until));
-    }
 }
 
-impl HeldKey for MemoryHeld {
-    fn complete(mut self: Box<Self>) -> BoxFuture<'static, Result<Completed, StoreError>> {
-        self.done();
-        Box::pin(ready(Ok(Completed::default())))
-    }
-
-    fn complete_failed(mut self: Box<Self>) -> BoxFuture<'static, Result<(), StoreError>> {
-        self.done();
+impl PlainHeld for MemoryHeld {
+    fn done(mut self) -> BoxFuture<'static, Result<(), StoreError>> {
+        let until = Instant::now() + self.window;
+        self.settle(Some(until));
         Box::pin(ready(Ok(())))
     }
 
-    fn release(mut self: Box<Self>) -> BoxFuture<'static, Result<(), StoreError>> {
+    fn free(mut self) -> BoxFuture<'static, Result<(), StoreError>> {
         self.settle(None);
         Box::pin(ready(Ok(())))
     }

@@ -30,6 +30,7 @@ macro_rules! inbox_row_is_free {
 #[cfg(any(feature = "postgres", feature = "redis"))]
 pub(crate) mod batches;
 pub(crate) mod memory;
+pub(crate) mod plain_held;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 #[cfg(feature = "redis")]
@@ -44,7 +45,7 @@ pub use postgres::PostgresStore;
 pub use postgres::transaction::{Transaction, Tx, TxConnection};
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;
-pub use store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
+pub use store::{Claim, ClaimRequest, Completed, Counted, DedupeStore, HeldKey, OutboxChannel};
 
 /// Locks `mutex`, and goes on with what it holds if a holder panicked: the
 /// stores' maps stay usable (a claim held by a panicked task lapses or is

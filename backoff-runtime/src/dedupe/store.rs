@@ -9,6 +9,32 @@ use futures_util::future::BoxFuture;
 use crate::dedupe::StoreError;
 use crate::transport::Channel;
 
+/// How many outbox messages a store published, when it is done.
+pub type Counted<'a> = BoxFuture<'a, Result<usize, StoreError>>;
+
+/// Where a store's outbox publishes: a channel in confirm mode, and how long
+/// each confirmation may take.
+#[derive(Clone, Copy)]
+#[non_exhaustive]
+pub struct OutboxChannel<'a> {
+    /// A channel in confirm mode.
+    pub channel: &'a dyn Channel,
+    /// How long a message's confirmation may take before its publish counts
+    /// as failed (it stays in the outbox).
+    pub confirm_timeout: Duration,
+}
+
+impl<'a> OutboxChannel<'a> {
+    /// Publishing on `channel`, each confirmation awaited `confirm_timeout`
+    /// at most.
+    pub fn new(channel: &'a dyn Channel, confirm_timeout: Duration) -> Self {
+        OutboxChannel {
+            channel,
+            confirm_timeout,
+        }
+    }
+}
+
 /// One delivery's request for its key.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
@@ -79,27 +105,19 @@ pub trait DedupeStore: Send + Sync + 'static {
     }
 
     /// Publishes the outbox messages with these ids (from
-    /// [`Completed::outbox`]) on `channel`, each confirmed, and removes them;
+    /// [`Completed::outbox`]) on `to`, each confirmed, and removes them;
     /// how many it published. Messages another process is publishing now
     /// are left to it.
-    fn dispatch<'a>(
-        &'a self,
-        ids: &'a [i64],
-        channel: &'a dyn Channel,
-        confirm_timeout: Duration,
-    ) -> BoxFuture<'a, Result<usize, StoreError>> {
-        let _ = (ids, channel, confirm_timeout);
+    fn dispatch<'a>(&'a self, ids: &'a [i64], to: OutboxChannel<'a>) -> Counted<'a> {
+        let _ = (ids, to);
         Box::pin(ready(Ok(0)))
     }
 
-    /// Publishes outbox messages whose dispatch did not happen (their process
-    /// died between its commit and their dispatch); how many it published.
-    fn relay<'a>(
-        &'a self,
-        channel: &'a dyn Channel,
-        confirm_timeout: Duration,
-    ) -> BoxFuture<'a, Result<usize, StoreError>> {
-        let _ = (channel, confirm_timeout);
+    /// Publishes on `to` the outbox messages whose dispatch did not happen
+    /// (their process died between its commit and their dispatch); how many
+    /// it published.
+    fn relay<'a>(&'a self, to: OutboxChannel<'a>) -> Counted<'a> {
+        let _ = to;
         Box::pin(ready(Ok(0)))
     }
 
@@ -127,21 +145,12 @@ impl<S: DedupeStore + ?Sized> DedupeStore for Arc<S> {
         (**self).transactional()
     }
 
-    fn dispatch<'a>(
-        &'a self,
-        ids: &'a [i64],
-        channel: &'a dyn Channel,
-        confirm_timeout: Duration,
-    ) -> BoxFuture<'a, Result<usize, StoreError>> {
-        (**self).dispatch(ids, channel, confirm_timeout)
+    fn dispatch<'a>(&'a self, ids: &'a [i64], to: OutboxChannel<'a>) -> Counted<'a> {
+        (**self).dispatch(ids, to)
     }
 
-    fn relay<'a>(
-        &'a self,
-        channel: &'a dyn Channel,
-        confirm_timeout: Duration,
-    ) -> BoxFuture<'a, Result<usize, StoreError>> {
-        (**self).relay(channel, confirm_timeout)
+    fn relay<'a>(&'a self, to: OutboxChannel<'a>) -> Counted<'a> {
+        (**self).relay(to)
     }
 
     fn relay_interval(&self) -> Option<Duration> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::broker::confirm_channel::confirm_channel;
 use crate::consume::shutdown::ShutdownHandle;
-use crate::dedupe::DedupeStore;
+use crate::dedupe::{DedupeStore, OutboxChannel};
 use crate::transport::Connection;
 
 /// Relays at once, then every `interval`, on a channel of its own, until
@@ -25,7 +25,10 @@ pub(crate) async fn relay_outbox(
             channel = confirm_channel(&*connection, "(outbox relay)").await.ok();
         }
         if let Some(open) = &channel {
-            match store.relay(&**open, confirm_timeout).await {
+            match store
+                .relay(OutboxChannel::new(&**open, confirm_timeout))
+                .await
+            {
                 Ok(0) => {}
                 Ok(sent) => tracing::info!(
                     "outbox relay: published {sent} messages left by a stopped process"

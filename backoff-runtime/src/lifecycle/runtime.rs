@@ -54,12 +54,7 @@ pub struct RuntimeBuilder {
     transport: Option<Arc<dyn Transport>>,
     consumers: Vec<Box<dyn Registration>>,
     state: StateMap,
-    confirm_timeout: Duration,
-    shutdown_grace: Duration,
-    handle_signals: bool,
-    reconnect: ReconnectBackoff,
-    reconnect_probe: Option<ReconnectProbe>,
-    dedupe_store: Option<Arc<dyn DedupeStore>>,
+    settings: Settings,
 }
 
 /// Runs consumers until shutdown: declares every topology, then consumes.
@@ -69,16 +64,27 @@ pub struct Runtime {
     transport: Arc<dyn Transport>,
     consumers: Vec<Box<dyn Registration>>,
     state: Arc<StateMap>,
+    settings: Settings,
+    shutdown: ShutdownHandle,
+    health: (tokio::sync::watch::Sender<Health>, HealthWatch),
+}
+
+/// What a [`RuntimeBuilder`] sets and its [`Runtime`] runs with, beside
+/// the broker and the consumers.
+struct Settings {
+    /// How long a copy's confirmation is awaited.
     confirm_timeout: Duration,
+    /// How long a shutdown waits for the handlers in flight.
     shutdown_grace: Duration,
+    /// Whether SIGINT and SIGTERM stop the runtime.
     handle_signals: bool,
+    /// The pauses between reconnection attempts.
     reconnect: ReconnectBackoff,
     /// How often a down broker is probed between reconnection attempts.
     reconnect_probe: Option<ReconnectProbe>,
-    /// The inbox of the consumers with `dedupe`, when one of them has it.
+    /// The inbox of the consumers with `dedupe` (once built: when one of
+    /// them has it).
     dedupe_store: Option<Arc<dyn DedupeStore>>,
-    shutdown: ShutdownHandle,
-    health: (tokio::sync::watch::Sender<Health>, HealthWatch),
 }
 
 /// A runtime running in the background, from [`RuntimeBuilder::start`].
@@ -138,12 +144,14 @@ impl Runtime {
             transport: None,
             consumers: Vec::new(),
             state: StateMap::default(),
-            confirm_timeout: Duration::from_secs(30),
-            shutdown_grace: Duration::from_secs(30),
-            handle_signals: true,
-            reconnect: ReconnectBackoff::default(),
-            reconnect_probe: Some(ReconnectProbe::default()),
-            dedupe_store: None,
+            settings: Settings {
+                confirm_timeout: Duration::from_secs(30),
+                shutdown_grace: Duration::from_secs(30),
+                handle_signals: true,
+                reconnect: ReconnectBackoff::default(),
+                reconnect_probe: Some(ReconnectProbe::default()),
+                dedupe_store: None,
+            },
         }
     }
 
@@ -176,6 +184,7 @@ impl Runtime {
     pub async fn run(self) -> Result<(), Error> {
         let health = self.health.0.clone();
         let signals = self
+            .settings
             .handle_signals
             .then(|| tokio::spawn(shutdown_on_signal(self.shutdown.clone())));
         let result = self.supervise().await;
@@ -198,9 +207,9 @@ impl Runtime {
                 return Ok(());
             }
             if failures > 0 {
-                let wait = self.reconnect.delay(failures - 1, fastrand::f64());
+                let wait = self.settings.reconnect.delay(failures - 1, fastrand::f64());
                 let returned = async {
-                    match self.reconnect_probe {
+                    match self.settings.reconnect_probe {
                         Some(probe) => broker_returns(&*self.transport, probe).await,
                         None => std::future::pending().await,
                     }
@@ -224,7 +233,7 @@ impl Runtime {
                         Error::DedupeStore(why) => Health::StoreUnavailable(why.to_string()),
                         _ => Health::Recovering,
                     });
-                    let wait = self.reconnect.delay(failures - 1, 0.5);
+                    let wait = self.settings.reconnect.delay(failures - 1, 0.5);
                     tracing::warn!("{e}; reconnecting (attempt {failures}, in about {wait:?})");
                 }
                 Err(e) => return Err(e),
@@ -264,16 +273,16 @@ impl Runtime {
             }
             establish_topology(&**connection, &Topology::of(spec), spec.declare).await?;
         }
-        if let Some(store) = &self.dedupe_store {
+        if let Some(store) = &self.settings.dedupe_store {
             store.ping().await.map_err(Error::DedupeStore)?;
         }
         // Outbox messages whose process died between its commit and their
         // dispatch: published at start, then every interval, until this
         // connection ends.
-        let relay = self.dedupe_store.as_ref().and_then(|store| {
+        let relay = self.settings.dedupe_store.as_ref().and_then(|store| {
             let interval = store.relay_interval()?;
             let (store, connection) = (Arc::clone(store), Arc::clone(connection));
-            let (stop, timeout) = (stop.clone(), self.confirm_timeout);
+            let (stop, timeout) = (stop.clone(), self.settings.confirm_timeout);
             Some(
                 tokio::spawn(relay_outbox(store, connection, interval, timeout, stop))
                     .abort_handle(),
@@ -283,11 +292,11 @@ impl Runtime {
         let env = WorkerEnv {
             connection: Arc::clone(connection),
             state: Arc::clone(&self.state),
-            confirm_timeout: self.confirm_timeout,
+            confirm_timeout: self.settings.confirm_timeout,
             shutdown: stop.clone(),
             paused: Some(pause_report(&self.health.0)),
             store_report: Some(store_report(&self.health.0)),
-            dedupe_store: self.dedupe_store.clone(),
+            dedupe_store: self.settings.dedupe_store.clone(),
         };
         let mut running = JoinSet::new();
         for registration in &self.consumers {
@@ -325,9 +334,9 @@ impl Runtime {
         self.health.0.send_replace(Health::Stopping);
         tracing::info!(
             "shutting down: finishing handlers in flight (grace {:?})",
-            self.shutdown_grace
+            self.settings.shutdown_grace
         );
-        match tokio::time::timeout(self.shutdown_grace, drain(&mut running)).await {
+        match tokio::time::timeout(self.settings.shutdown_grace, drain(&mut running)).await {
             Ok(first_error) => {
                 if let Some(e) = first_error {
                     tracing::warn!("a consumer ended with an error during shutdown: {e}");
@@ -462,7 +471,7 @@ impl RuntimeBuilder {
     /// How long to wait for the broker's confirm of a republish (default 30 s).
     /// Past it the original is requeued.
     pub fn confirm_timeout(mut self, timeout: Duration) -> Self {
-        self.confirm_timeout = timeout;
+        self.settings.confirm_timeout = timeout;
         self
     }
 
@@ -470,20 +479,20 @@ impl RuntimeBuilder {
     /// asked for (default 30 s). Messages still unfinished then stay unacked,
     /// and the broker redelivers them.
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
-        self.shutdown_grace = grace;
+        self.settings.shutdown_grace = grace;
         self
     }
 
     /// Whether SIGINT and SIGTERM trigger a graceful shutdown (default true).
     pub fn handle_signals(mut self, handle: bool) -> Self {
-        self.handle_signals = handle;
+        self.settings.handle_signals = handle;
         self
     }
 
     /// How long to wait between reconnection attempts: from `initial`,
     /// doubling, up to `max`, with jitter (default 100 ms to 30 s).
     pub fn reconnect_backoff(mut self, initial: Duration, max: Duration) -> Self {
-        self.reconnect = ReconnectBackoff::new(initial, max);
+        self.settings.reconnect = ReconnectBackoff::new(initial, max);
         self
     }
 
@@ -493,7 +502,7 @@ impl RuntimeBuilder {
     /// the end of the backoff; a node that accepts all along is left to the
     /// backoff. See [`ReconnectProbe`].
     pub fn reconnect_probe(mut self, interval: Option<Duration>) -> Self {
-        self.reconnect_probe = interval.map(ReconnectProbe::new);
+        self.settings.reconnect_probe = interval.map(ReconnectProbe::new);
         self
     }
 
@@ -516,7 +525,7 @@ impl RuntimeBuilder {
     /// # Ok(()) }
     /// ```
     pub fn dedupe_store(mut self, store: impl DedupeStore) -> Self {
-        self.dedupe_store = Some(Arc::new(store));
+        self.settings.dedupe_store = Some(Arc::new(store));
         self
     }
 
@@ -559,13 +568,11 @@ impl RuntimeBuilder {
             }),
             consumers: self.consumers,
             state: Arc::new(self.state),
-            confirm_timeout: self.confirm_timeout,
-            shutdown_grace: self.shutdown_grace,
-            handle_signals: self.handle_signals,
-            reconnect: self.reconnect,
-            reconnect_probe: self.reconnect_probe,
-            // Only consumers with dedupe use it: no ping or relay otherwise.
-            dedupe_store: self.dedupe_store.filter(|_| uses_dedupe),
+            settings: Settings {
+                // Only consumers with dedupe use it: no ping or relay otherwise.
+                dedupe_store: self.settings.dedupe_store.filter(|_| uses_dedupe),
+                ..self.settings
+            },
             shutdown: ShutdownHandle::new(),
             health: HealthWatch::channel(),
         })
@@ -579,11 +586,11 @@ impl RuntimeBuilder {
         required: &[StateRequirement],
     ) -> Result<(), Error> {
         let queue = || spec.queue.clone();
-        if spec.dedupe.is_some() && self.dedupe_store.is_none() {
+        if spec.dedupe.is_some() && self.settings.dedupe_store.is_none() {
             return Err(Error::DedupeWithoutStore { queue: queue() });
         }
         if transaction_requirement().is_some_and(|tx| required.contains(&tx)) {
-            let found = match (&spec.dedupe, &self.dedupe_store) {
+            let found = match (&spec.dedupe, &self.settings.dedupe_store) {
                 (None, _) => String::from("the consumer has no dedupe"),
                 (_, Some(store)) if !store.transactional() => {
                     format!("the store at {} has no transactions", store.describe())

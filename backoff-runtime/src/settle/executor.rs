@@ -5,6 +5,8 @@
 //! the metrics of each outcome. Every delivery of the consumer's channel is
 //! settled through its [`Acks`], which coalesces the acknowledgements.
 
+use std::fmt;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -152,34 +154,19 @@ impl Executor {
                     );
                     return false;
                 }
-                self.meters.retried(delay_ms);
-                record_failure(error);
-                failure_line!(
-                    self.failures.level(FailureFate::Retried),
+                self.retried(
                     error,
-                    "failed (transient); retry {next_count}/{} in {delay_ms}ms, held back by {}",
-                    self.spec.delays.len(),
-                    self.topology.work_queue.name,
+                    delay_ms,
+                    next_count,
+                    format_args!(
+                        "{delay_ms}ms, held back by {}",
+                        self.topology.work_queue.name
+                    ),
                 );
                 return true;
             }
             Decision::DeadLetter { reason } => {
                 (CopyKind::DeadLetter(reason), self.dead_letter_target())
-            }
-            // Not reached: the runtime is pinned to its core exactly
-            // (`=0.1.0`), and every decision of that core has its branch
-            // above. `Decision` stays `#[non_exhaustive]` for the services
-            // that match it, so Rust wants this arm; should a decision ever
-            // be added without a branch here, the message is requeued after
-            // a pause, not lost.
-            unknown => {
-                tracing::error!(
-                    error,
-                    "a decision this runtime cannot carry out ({unknown:?}); requeued after a pause"
-                );
-                self.requeue_after_pause(acker, original.body, original.properties)
-                    .await;
-                return false;
             }
         };
         if !self.copy_then_ack(acker, original, &target, copy).await {
@@ -189,17 +176,12 @@ impl Executor {
             CopyKind::Retry {
                 delay_ms,
                 next_count,
-            } => {
-                self.meters.retried(delay_ms);
-                record_failure(error);
-                failure_line!(
-                    self.failures.level(FailureFate::Retried),
-                    error,
-                    "failed (transient); retry {next_count}/{} in {}",
-                    self.spec.delays.len(),
-                    target.queue,
-                );
-            }
+            } => self.retried(
+                error,
+                delay_ms,
+                next_count,
+                format_args!("{}", target.queue),
+            ),
             CopyKind::DeadLetter(reason) => {
                 self.meters
                     .dead_lettered(reason, *original.properties.timestamp());
@@ -213,6 +195,19 @@ impl Executor {
             }
         }
         true
+    }
+
+    /// Counts a transient failure of `error` as retry `next_count` after
+    /// `delay_ms`, and says so, with where the message waits.
+    fn retried(&self, error: &str, delay_ms: u64, next_count: u32, waits_in: fmt::Arguments<'_>) {
+        self.meters.retried(delay_ms);
+        record_failure(error);
+        failure_line!(
+            self.failures.level(FailureFate::Retried),
+            error,
+            "failed (transient); retry {next_count}/{} in {waits_in}",
+            self.spec.delays.len(),
+        );
     }
 
     /// The retry queue of a tier of `delay_ms`: its own, or with jitter one

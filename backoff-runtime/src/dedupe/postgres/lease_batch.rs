@@ -20,7 +20,8 @@ use sqlx::postgres::PgPoolOptions;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::dedupe::batches::run;
-use crate::dedupe::store::{Claim, Completed, HeldKey};
+use crate::dedupe::plain_held::{Plain, PlainHeld};
+use crate::dedupe::store::Claim;
 use crate::dedupe::{StoreError, lock};
 
 /// How long a claim lasts unless renewed: the longest a key stays blocked
@@ -144,13 +145,13 @@ impl Batcher {
             Answer::InProgress => Claim::InProgress,
             Answer::Claimed => {
                 lock(&self.held).insert(token.clone(), id.clone());
-                Claim::Claimed(Box::new(LeaseHeld {
+                Claim::Claimed(Box::new(Plain(LeaseHeld {
                     batcher: Arc::clone(self),
                     id,
                     token,
                     window,
                     settled: false,
-                }))
+                })))
             }
         })
     }
@@ -178,13 +179,16 @@ impl LeaseHeld {
         self.batcher.ops.send(op).map_err(|_| ())
     }
 
-    fn done(mut self: Box<Self>) -> BoxFuture<'static, Result<(), StoreError>> {
-        let (reply, answer) = oneshot::channel();
-        self.settle();
-        let op = (self.id.clone(), self.window.as_secs_f64(), reply);
-        let sent = self.batcher.completions.send(op).map_err(|_| ());
+    /// The batcher's answer to the operation sent (`sent`) for this key:
+    /// an error names `what` was done.
+    fn answered(
+        self,
+        what: &'static str,
+        sent: Result<(), ()>,
+        answer: oneshot::Receiver<Result<(), String>>,
+    ) -> BoxFuture<'static, Result<(), StoreError>> {
         Box::pin(async move {
-            let fail = |e: String| self.batcher.failed("completing a key", e);
+            let fail = |e: String| self.batcher.failed(what, e);
             sent.map_err(|()| fail("the store is shutting down".into()))?;
             answer
                 .await
@@ -194,27 +198,19 @@ impl LeaseHeld {
     }
 }
 
-impl HeldKey for LeaseHeld {
-    fn complete(self: Box<Self>) -> BoxFuture<'static, Result<Completed, StoreError>> {
-        let done = self.done();
-        Box::pin(async move { done.await.map(|()| Completed::default()) })
+impl PlainHeld for LeaseHeld {
+    fn done(mut self) -> BoxFuture<'static, Result<(), StoreError>> {
+        let (reply, answer) = oneshot::channel();
+        self.settle();
+        let op = (self.id.clone(), self.window.as_secs_f64(), reply);
+        let sent = self.batcher.completions.send(op).map_err(|_| ());
+        self.answered("completing a key", sent, answer)
     }
 
-    fn complete_failed(self: Box<Self>) -> BoxFuture<'static, Result<(), StoreError>> {
-        self.done()
-    }
-
-    fn release(mut self: Box<Self>) -> BoxFuture<'static, Result<(), StoreError>> {
+    fn free(mut self) -> BoxFuture<'static, Result<(), StoreError>> {
         let (reply, answer) = oneshot::channel();
         let sent = self.release_op(reply);
-        Box::pin(async move {
-            let fail = |e: String| self.batcher.failed("releasing a key", e);
-            sent.map_err(|()| fail("the store is shutting down".into()))?;
-            answer
-                .await
-                .map_err(|_| fail("the store is shutting down".into()))?
-                .map_err(fail)
-        })
+        self.answered("releasing a key", sent, answer)
     }
 }
 

@@ -19,9 +19,10 @@ use tokio::sync::OnceCell;
 
 use crate::dedupe::postgres::lease_batch::Batcher;
 use crate::dedupe::postgres::transaction::ATTEMPT;
-use crate::dedupe::store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
+use crate::dedupe::store::{
+    Claim, ClaimRequest, Completed, Counted, DedupeStore, HeldKey, OutboxChannel,
+};
 use crate::dedupe::{StoreError, Transaction};
-use crate::transport::Channel;
 use crate::transport::redact::redact;
 
 /// The inbox table.
@@ -389,30 +390,21 @@ impl DedupeStore for PostgresStore {
         true
     }
 
-    fn dispatch<'a>(
-        &'a self,
-        ids: &'a [i64],
-        channel: &'a dyn Channel,
-        confirm_timeout: Duration,
-    ) -> BoxFuture<'a, Result<usize, StoreError>> {
+    fn dispatch<'a>(&'a self, ids: &'a [i64], to: OutboxChannel<'a>) -> Counted<'a> {
         Box::pin(async move {
             if !self.dispatch || ids.is_empty() {
                 return Ok(0);
             }
-            outbox::dispatch(&self.pool, ids, channel, confirm_timeout)
+            outbox::dispatch(&self.pool, ids, to.channel, to.confirm_timeout)
                 .await
                 .map_err(self.failed("dispatching outbox messages"))
         })
     }
 
-    fn relay<'a>(
-        &'a self,
-        channel: &'a dyn Channel,
-        confirm_timeout: Duration,
-    ) -> BoxFuture<'a, Result<usize, StoreError>> {
+    fn relay<'a>(&'a self, to: OutboxChannel<'a>) -> Counted<'a> {
         Box::pin(async move {
             self.schema().await?;
-            outbox::relay(&self.pool, channel, confirm_timeout)
+            outbox::relay(&self.pool, to.channel, to.confirm_timeout)
                 .await
                 .map_err(self.failed("relaying outbox messages"))
         })

@@ -14,8 +14,9 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Script};
 
 use crate::dedupe::StoreError;
+use crate::dedupe::plain_held::{Plain, PlainHeld};
 use crate::dedupe::redis::pipeline::{Found, Pipeliner};
-use crate::dedupe::store::{Claim, ClaimRequest, Completed, DedupeStore, HeldKey};
+use crate::dedupe::store::{Claim, ClaimRequest, DedupeStore};
 use crate::transport::redact::redact;
 
 /// How long a claim lasts unless its holder renews it: the longest a key
@@ -131,13 +132,13 @@ impl DedupeStore for RedisStore {
             Ok(match found {
                 Found::Duplicate => Claim::Duplicate,
                 Found::InProgress => Claim::InProgress,
-                Found::Claimed => Claim::Claimed(Box::new(RedisHeld {
+                Found::Claimed => Claim::Claimed(Box::new(Plain(RedisHeld {
                     store: self.clone(),
                     key,
                     token,
                     window: request.window,
                     settled: false,
-                })),
+                }))),
             })
         })
     }
@@ -166,25 +167,14 @@ struct RedisHeld {
     settled: bool,
 }
 
-impl RedisHeld {
-    fn done(mut self: Box<Self>) -> BoxFuture<'static, Result<(), StoreError>> {
+impl PlainHeld for RedisHeld {
+    fn done(mut self) -> BoxFuture<'static, Result<(), StoreError>> {
         self.settled = true;
         let done = self.store.pipeliner.complete(&self.key, self.window);
         Box::pin(async move { done.await.map_err(self.store.failed("completing a key")) })
     }
-}
 
-impl HeldKey for RedisHeld {
-    fn complete(self: Box<Self>) -> BoxFuture<'static, Result<Completed, StoreError>> {
-        let done = self.done();
-        Box::pin(async move { done.await.map(|()| Completed::default()) })
-    }
-
-    fn complete_failed(self: Box<Self>) -> BoxFuture<'static, Result<(), StoreError>> {
-        self.done()
-    }
-
-    fn release(mut self: Box<Self>) -> BoxFuture<'static, Result<(), StoreError>> {
+    fn free(mut self) -> BoxFuture<'static, Result<(), StoreError>> {
         self.settled = true;
         self.store.pipeliner.settled(&self.key);
         Box::pin(async move {
