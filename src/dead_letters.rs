@@ -1,12 +1,14 @@
 //! Operating dead letters: [`Dlq`] over one consumer's dead-letter queue
 //! (peek, groups, replay, edit, discard, export, import, purge), its
-//! filters, groups and reports, and the dead-letter index it reads
+//! filters, groups and reports, the dead-letter index it reads, and a
+//! [`Timeline`] of failures per group
 //! (feature `dead-letters`: the crate `rabbit-backoff-dead-letters`, which
 //! a service that only consumes and publishes does not compile).
 
 pub use rabbit_backoff_dead_letters::{
-    BODY_PREVIEW_LEN, CheckpointNote, DEFAULT_INDEX_READERS, DEFAULT_STREAM_PORT, DeadLetterFilter,
-    DeadLetterGroup, DeadLetterMessage, DeadLetterRecord, DeadLetterReport, Dlq, ExportReport,
-    GroupReport, GroupSource, GroupTally, IndexFallback, IndexProtocol, MessageEdit, PurgeReport,
-    RecordError, RecordProperties, ReplayOptions, SkippedMessage, TypedValue, is_marker_queue,
+    BODY_PREVIEW_LEN, Chart, ChartSeries, CheckpointNote, DEFAULT_INDEX_READERS,
+    DEFAULT_STREAM_PORT, DeadLetterFilter, DeadLetterGroup, DeadLetterMessage, DeadLetterRecord,
+    DeadLetterReport, Dlq, ExportReport, GroupReport, GroupSource, GroupTally, IndexFallback,
+    IndexProtocol, MessageEdit, PurgeReport, RecordError, RecordProperties, ReplayOptions,
+    SkippedMessage, Timeline, TypedValue, is_marker_queue,
 };

@@ -63,6 +63,11 @@ pub use rabbit_backoff_runtime::dedupe;
 #[cfg(feature = "testing")]
 pub use rabbit_backoff_testing as testing;
 
+/// The web console as an axum `Router` a service mounts under a path of its
+/// own (feature `console`): see docs/console.md.
+#[cfg(feature = "console")]
+pub use rabbit_backoff_console as console;
+
 /// Health over HTTP (feature `http`).
 #[cfg(feature = "http")]
 pub use rabbit_backoff_runtime::http;

@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 use rabbit_backoff::dead_letters::{
     DeadLetterFilter, DeadLetterMessage, DeadLetterRecord, DeadLetterReport, Dlq, ReplayOptions,
 };
+use rabbit_backoff_console::SourcedGroup;
 
 use crate::consumer_args::ConsumerArgs;
 use crate::filter_args::FilterArgs;
@@ -222,8 +223,7 @@ async fn groups(
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&group_source::sourced(&report))
-                .map_err(|e| e.to_string())?
+            serde_json::to_string_pretty(&SourcedGroup::all(&report)).map_err(|e| e.to_string())?
         );
         eprintln!("{}: {read_from}", dlq.dead_letter_queue());
         return Ok(ExitCode::SUCCESS);

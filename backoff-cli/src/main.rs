@@ -6,11 +6,9 @@
 mod cli;
 mod console;
 mod consumer_args;
-mod discovery;
 mod dlq;
 mod filter_args;
 mod group_source;
-mod management;
 mod status;
 mod stream_port_args;
 mod table;

@@ -6,7 +6,9 @@ use rabbit_backoff::topology::{Argument, ArgumentDifference, Topology};
 use rabbit_backoff::{ConsumerStatus, connect, status};
 
 use crate::consumer_args::ConsumerArgs;
-use crate::{discovery, management, table};
+use rabbit_backoff_console::{discovery, management};
+
+use crate::table;
 
 #[derive(Debug, Args)]
 #[command(mut_arg("queue", |queue| {

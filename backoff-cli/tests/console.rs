@@ -860,11 +860,15 @@ async fn a_write_needs_the_token_the_consoles_own_origin_and_json() {
     assert_eq!(header("x-content-type-options").as_deref(), Some("nosniff"));
     assert_eq!(header("x-frame-options").as_deref(), Some("DENY"));
     let html = page.body_mut().read_to_string().unwrap();
-    assert_eq!(
-        html.matches("<script").count(),
-        html.matches("<script src=").count(),
-        "an inline script"
-    );
+    let scripts: Vec<&str> = html
+        .split("<script")
+        .skip(1)
+        .map(|tag| tag.split('>').next().unwrap_or_default())
+        .collect();
+    assert!(!scripts.is_empty(), "the page loads its script: {html}");
+    for tag in scripts {
+        assert!(tag.contains(" src="), "an inline script: <script{tag}>");
+    }
 }
 
 #[tokio::test]

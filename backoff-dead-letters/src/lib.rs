@@ -6,6 +6,7 @@
 //!   import and purge, in passes that keep every other message in its
 //!   place, and the dead-letter index beside the queue that `groups` reads
 //!   (over AMQP or RabbitMQ's stream protocol);
+//! - [`Timeline`]: dead letters per group over time, for a chart;
 //! - [`list_retry_tier`]: what waits in a retry tier, and when it is due;
 //! - [`status`]: the depth and consumers of a consumer's queues.
 //!
@@ -38,5 +39,6 @@ pub use dead_letters::purge::PurgeReport;
 pub use dead_letters::record::{DeadLetterRecord, RecordError, RecordProperties, TypedValue};
 pub use dead_letters::replay_options::ReplayOptions;
 pub use dead_letters::report::{DeadLetterReport, SkippedMessage};
+pub use dead_letters::timeline::{Chart, ChartSeries, Timeline};
 pub use retry_tier::{TierListing, WaitingMessage, list_retry_tier};
 pub use status::{ConsumerStatus, QueueStatus, status};

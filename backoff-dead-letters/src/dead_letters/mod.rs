@@ -3,7 +3,8 @@
 //! (`index`, `index_stream`, `stream_protocol`, `stream_message`, `checkpoint`,
 //! `tombstones`), the filters and
 //! groups they share (`filter`, `group`, `key`, `message`, `group_report`),
-//! and the records of export and import (`record`) and of an edit (`edit`).
+//! the records of export and import (`record`) and of an edit (`edit`), and
+//! the dead letters of each group over time (`timeline`).
 
 pub(crate) mod checkpoint;
 pub(crate) mod checkpoint_note;
@@ -27,4 +28,5 @@ pub(crate) mod replay_options;
 pub(crate) mod report;
 pub(crate) mod stream_message;
 pub(crate) mod stream_protocol;
+pub(crate) mod timeline;
 pub(crate) mod tombstones;

@@ -1,0 +1,239 @@
+//! The console's shared state and the services its handlers share: the
+//! consumers found on the broker, one pass at a time per dead-letter queue,
+//! equal reads in flight shared, the reader connection for depths and tiers,
+//! who wrote, and the audit log.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use axum::http::StatusCode;
+use rabbit_backoff_dead_letters::{DeadLetterReport, Dlq};
+use rabbit_backoff_runtime::transport::Connection;
+
+use crate::api_error::ApiError;
+use crate::audit::{AuditEntry, AuditLog};
+use crate::depths;
+use crate::discovery::{self, DiscoveredConsumer};
+use crate::guard::{self, Access, Operator};
+use crate::single_flight::SingleFlight;
+use crate::sourced_group::SourcedGroup;
+use crate::views::dead_letters::DeadLetterView;
+use crate::views::shared_json::SharedJson;
+
+/// A call on a dead-letter queue's [`Dlq`], for [`State::with_dlq`].
+pub(crate) type DlqCall<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A read's result, shared by the reads of the same thing in flight.
+pub(crate) type Shared<T> = Result<Arc<T>, ApiError>;
+
+/// Reads in flight, one kind per view, shared by equal reads.
+#[derive(Default)]
+pub(crate) struct Reads {
+    pub(crate) groups: SingleFlight<String, Shared<Vec<SourcedGroup>>>,
+    pub(crate) messages: SingleFlight<String, Shared<DeadLetterReport>>,
+    pub(crate) views: SingleFlight<String, Shared<DeadLetterView>>,
+}
+
+/// What the handlers share: where the broker and its management API are,
+/// the locks and reads in flight per queue, the audit log.
+pub(crate) struct State {
+    /// The AMQP address.
+    pub(crate) amqp_url: String,
+    /// The management API's address.
+    pub(crate) management_url: String,
+    /// Whether writes are allowed.
+    pub(crate) access: Access,
+    /// Where writes are recorded.
+    pub(crate) audit: Option<AuditLog>,
+    /// One lock per dead-letter queue, held through every pass over it. A
+    /// pass holds the messages it has read until it ends, so a replay beside
+    /// a read of the same queue would miss them: passes over one queue run
+    /// one at a time (over different queues, side by side).
+    locks: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Reads in flight, shared by equal reads.
+    pub(crate) reads: Reads,
+    /// A connection for depths and retry tiers, opened once.
+    reader: tokio::sync::Mutex<Option<Arc<dyn Connection>>>,
+    /// Passes of the dead-letters view so far.
+    pub(crate) passes: AtomicU64,
+    /// The queues' last exact depths.
+    remembered: depths::Remembered,
+    /// Where the dead-letter index is read over the stream protocol (0:
+    /// over AMQP only).
+    stream_port: u16,
+}
+
+impl State {
+    /// A console's state over this broker, reading dead-letter indexes at
+    /// `stream_port`.
+    pub(crate) fn new(
+        amqp_url: String,
+        management_url: String,
+        access: Access,
+        audit: Option<AuditLog>,
+        stream_port: u16,
+    ) -> State {
+        State {
+            amqp_url,
+            management_url,
+            access,
+            audit,
+            stream_port,
+            locks: std::sync::Mutex::new(HashMap::new()),
+            reads: Reads::default(),
+            reader: tokio::sync::Mutex::new(None),
+            passes: AtomicU64::new(0),
+            remembered: depths::Remembered::default(),
+        }
+    }
+
+    /// A read of `queue`'s dead letters that the equal reads in flight
+    /// (those of `key` in `flights`) share: one at a time on the queue, on
+    /// a connection of its own, closed after; its result as the response.
+    pub(crate) async fn shared_read<T, R>(
+        self: &Arc<Self>,
+        flights: &SingleFlight<String, Shared<T>>,
+        key: String,
+        queue: String,
+        read: R,
+    ) -> Result<SharedJson<T>, ApiError>
+    where
+        T: Send + Sync,
+        R: for<'a> FnOnce(&'a Dlq) -> DlqCall<'a, Result<T, ApiError>> + Send,
+    {
+        let state = Arc::clone(self);
+        let shared = flights
+            .run(key, || async move {
+                let (_, read) = state.with_dlq(&queue, read).await?;
+                read.map(Arc::new)
+            })
+            .await?;
+        Ok(SharedJson(shared))
+    }
+
+    /// Runs `call` on the dead-letter queue of `queue`, one at a time with
+    /// the other passes over it, on a connection of its own, closed after;
+    /// the consumer and what `call` returned.
+    pub(crate) async fn with_dlq<T>(
+        &self,
+        queue: &str,
+        call: impl for<'a> FnOnce(&'a Dlq) -> DlqCall<'a, T>,
+    ) -> Result<(DiscoveredConsumer, T), ApiError> {
+        let _one_at_a_time = self.lock(queue).await;
+        let consumer = self.consumer(queue).await?;
+        let dlq = Dlq::connect(&self.amqp_url, &consumer.spec)
+            .await
+            .map_err(ApiError::broker)?
+            .stream_port(self.stream_port)
+            .stream_protocol(self.stream_port != 0);
+        let result = call(&dlq).await;
+        dlq.close().await;
+        Ok((consumer, result))
+    }
+
+    /// Every consumer found on the broker.
+    pub(crate) async fn discover(&self) -> Result<Vec<DiscoveredConsumer>, ApiError> {
+        discovery::discover_async(&self.amqp_url, &self.management_url)
+            .await
+            .map_err(ApiError::broker)
+    }
+
+    /// The consumer whose work queue is `queue`.
+    pub(crate) async fn consumer(&self, queue: &str) -> Result<DiscoveredConsumer, ApiError> {
+        self.discover()
+            .await?
+            .into_iter()
+            .find(|c| c.queue == queue)
+            .ok_or_else(|| {
+                ApiError::not_found(format!(
+                    "no consumer with the work queue `{queue}` was found"
+                ))
+            })
+    }
+
+    /// Held while a pass runs over the dead-letter queue of `queue`.
+    async fn lock(&self, queue: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+            Arc::clone(locks.entry(queue.to_owned()).or_default())
+        };
+        lock.lock_owned().await
+    }
+
+    /// The connection for depths and tiers, opened on first use.
+    pub(crate) async fn reader(&self) -> Result<Arc<dyn Connection>, ApiError> {
+        let mut reader = self.reader.lock().await;
+        if let Some(connection) = &*reader {
+            return Ok(Arc::clone(connection));
+        }
+        let connection = rabbit_backoff_runtime::connect(&self.amqp_url)
+            .await
+            .map_err(ApiError::broker)?;
+        *reader = Some(Arc::clone(&connection));
+        Ok(connection)
+    }
+
+    /// Drops the reader's connection after an error, so that the next read
+    /// opens a new one.
+    pub(crate) async fn forget_reader(&self) {
+        if let Some(connection) = self.reader.lock().await.take() {
+            connection.close().await;
+        }
+    }
+
+    /// Puts the broker's current counts into the depths of `consumer`.
+    pub(crate) async fn refresh_depths(
+        &self,
+        consumer: &mut DiscoveredConsumer,
+    ) -> Result<(), ApiError> {
+        let connection = self.reader().await?;
+        let passing = self
+            .locks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&consumer.queue)
+            .is_some_and(|lock| lock.try_lock().is_err());
+        if let Err(e) = depths::refresh(&connection, consumer, &self.remembered, passing).await {
+            self.forget_reader().await;
+            return Err(ApiError::broker(e));
+        }
+        Ok(())
+    }
+
+    /// The name of the token a write came with; refused in read-only mode.
+    pub(crate) fn writer(&self, operator: Option<&Operator>) -> Result<String, ApiError> {
+        // The guard refuses writes to a read-only console already; this is
+        // the second lock on the same door.
+        if self.access == Access::ReadOnly {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                guard::Refusal::ReadOnly.message(),
+            ));
+        }
+        let Some(Operator(who)) = operator else {
+            return Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                guard::Refusal::MissingToken.message(),
+            ));
+        };
+        Ok(who.clone())
+    }
+
+    /// Appends `entry` to the audit log (when there is one).
+    pub(crate) async fn record(&self, entry: &AuditEntry) -> Result<(), ApiError> {
+        if let Some(log) = &self.audit
+            && let Err(e) = log.record(entry).await
+        {
+            // The write is done; the operator must learn that it is not on record.
+            eprintln!("rabbit-backoff console: {e}");
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("done, but not recorded in the audit log: {e}"),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,22 @@
+//! `POST api/consumers/{queue}/discard` with a selection: removed for good.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State as Shared;
+use rabbit_backoff_dead_letters::DeadLetterReport;
+
+use super::message_write::{self, MessageWrite};
+use super::outcome::WriteOutcome;
+use super::write_request::WriteRequest;
+use crate::api_error::ApiError;
+use crate::selection::Selection;
+use crate::state::State;
+
+/// `POST api/consumers/{queue}/discard`.
+pub(crate) async fn discard(
+    Shared(state): Shared<Arc<State>>,
+    request: WriteRequest<Selection>,
+) -> Result<Json<WriteOutcome<DeadLetterReport>>, ApiError> {
+    message_write::run(&state, request.map(MessageWrite::Discard)).await
+}
