@@ -298,8 +298,9 @@ impl Executor {
     }
 
     /// After a copy's publish: acks the original once the broker confirmed
-    /// it, or gives it back after a pause (declaring the topology again
-    /// first when the copy was unroutable). True when confirmed.
+    /// it. Otherwise the copy was not taken, and the original goes back to
+    /// its queue after a pause (after declaring the topology again, when the
+    /// copy was unroutable). True when confirmed.
     async fn acked_or_requeued(
         &self,
         acker: Acker,
@@ -307,37 +308,19 @@ impl Executor {
         target: &Target<'_>,
         published: Result<(), PublishFailure>,
     ) -> bool {
-        match published {
-            Ok(()) => {
-                self.acks.ack(acker).await;
-                true
-            }
-            Err(failure) => {
-                Box::pin(self.copy_failed(acker, original, target, failure)).await;
-                false
-            }
-        }
-    }
-
-    /// The copy was not taken: the original goes back to its queue, after
-    /// a pause (and after declaring the topology again, when the copy was
-    /// unroutable).
-    async fn copy_failed(
-        &self,
-        acker: Acker,
-        original: &Original<'_>,
-        target: &Target<'_>,
-        failure: PublishFailure,
-    ) {
+        let Err(failure) = published else {
+            self.acks.ack(acker).await;
+            return true;
+        };
         tracing::error!(
             "republish to {} failed ({failure}); requeueing the original",
             target.queue
         );
         if let PublishFailure::Unroutable = failure {
-            self.repair().await;
+            Box::pin(self.repair()).await;
         }
-        self.requeue_after_pause(acker, original.body, original.properties)
-            .await;
+        Box::pin(self.requeue_after_pause(acker, original.body, original.properties)).await;
+        false
     }
 
     /// Declares (or, with `declare = "passive"`, checks) the topology again:

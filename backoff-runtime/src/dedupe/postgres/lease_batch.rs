@@ -15,8 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use sqlx::PgPool;
+use sqlx::postgres::PgArguments;
 use sqlx::postgres::PgPoolOptions;
+use sqlx::{PgPool, Postgres};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::dedupe::batches::run;
@@ -244,6 +245,36 @@ fn columns<'a>(ids: impl Iterator<Item = &'a Id>) -> (Vec<String>, Vec<String>) 
     ids.map(|(c, k)| (c.clone(), k.clone())).unzip()
 }
 
+/// An update of the inbox rows of claims, each only while its token is
+/// still the claim's: `set` says what it sets. A row that is gone is
+/// inserted free (expired), as a lapsed claim leaves it.
+macro_rules! where_still_ours {
+    ($set:literal) => {
+        concat!(
+            "INSERT INTO rabbit_backoff_inbox AS inbox (consumer, key, expires_at, token)
+            SELECT consumer, key, '-infinity', token
+            FROM unnest($1::text[], $2::text[], $3::text[]) AS t(consumer, key, token)
+            ON CONFLICT (consumer, key) DO UPDATE ",
+            $set,
+            " WHERE inbox.token = EXCLUDED.token"
+        )
+    };
+}
+
+/// `statement` (from [`where_still_ours!`]) over these claims (key and
+/// token), bound as its first three parameters.
+fn still_ours<'a>(
+    statement: &'static str,
+    claims: impl Iterator<Item = (&'a Id, &'a String)>,
+) -> sqlx::query::Query<'static, Postgres, PgArguments> {
+    let (ids, tokens): (Vec<&Id>, Vec<String>) = claims.map(|(id, t)| (id, t.clone())).unzip();
+    let (consumers, keys) = columns(ids.into_iter());
+    sqlx::query(statement)
+        .bind(consumers)
+        .bind(keys)
+        .bind(tokens)
+}
+
 /// Per key of a claim batch, its row after the statement: consumer, key,
 /// token, and whether its window or lease is still running.
 type AnswerRow = (String, String, Option<String>, bool);
@@ -358,22 +389,13 @@ async fn release(pool: &PgPool, mut releases: Vec<ReleaseOp>) {
         return;
     }
     releases.sort_by(|a, b| a.0.cmp(&b.0));
-    let (consumers, keys) = columns(releases.iter().map(|c| &c.0));
-    let tokens: Vec<&str> = releases.iter().map(|c| c.1.as_str()).collect();
     // A released key's row is left free (expired, no token) where the
     // claim is still ours; one that is gone comes back free, for the
     // cleanup.
-    let done = sqlx::query(
-        "INSERT INTO rabbit_backoff_inbox AS inbox (consumer, key, expires_at, token)
-        SELECT consumer, key, '-infinity', token
-        FROM unnest($1::text[], $2::text[], $3::text[]) AS t(consumer, key, token)
-        ON CONFLICT (consumer, key) DO UPDATE
-            SET expires_at = '-infinity', token = NULL, lease_until = NULL
-            WHERE inbox.token = EXCLUDED.token",
+    let done = still_ours(
+        where_still_ours!("SET expires_at = '-infinity', token = NULL, lease_until = NULL"),
+        releases.iter().map(|c| (&c.0, &c.1)),
     )
-    .bind(&consumers)
-    .bind(&keys)
-    .bind(&tokens)
     .execute(pool)
     .await
     .map(|_| ())
@@ -400,22 +422,13 @@ async fn renew(pool: PgPool, held: std::sync::Weak<Mutex<HashMap<String, Id>>>) 
             continue;
         }
         claims.sort();
-        let (consumers, keys) = columns(claims.iter().map(|c| &c.0));
-        let tokens: Vec<&str> = claims.iter().map(|c| c.1.as_str()).collect();
         // A row that is gone (its lease ran out and the cleanup took it)
         // comes back free (expired): the claim lapsed. The lease is outside
         // every index: a renewal is a HOT update.
-        let renewed = sqlx::query(
-            "INSERT INTO rabbit_backoff_inbox AS inbox (consumer, key, expires_at, token)
-            SELECT consumer, key, '-infinity', token
-            FROM unnest($1::text[], $2::text[], $3::text[]) AS t(consumer, key, token)
-            ON CONFLICT (consumer, key) DO UPDATE
-                SET lease_until = now() + make_interval(secs => $4)
-                WHERE inbox.token = EXCLUDED.token",
+        let renewed = still_ours(
+            where_still_ours!("SET lease_until = now() + make_interval(secs => $4)"),
+            claims.iter().map(|c| (&c.0, &c.1)),
         )
-        .bind(&consumers)
-        .bind(&keys)
-        .bind(&tokens)
         .bind(LEASE.as_secs_f64())
         .execute(&pool)
         .await;
