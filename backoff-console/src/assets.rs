@@ -13,17 +13,36 @@ const HTML: &str = "text/html; charset=utf-8";
 const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
 
-/// The files besides the page: name, type, content.
+/// A script of `assets/`, served under its own name.
+macro_rules! script {
+    ($name:literal) => {
+        ($name, JAVASCRIPT, include_str!(concat!("assets/", $name)))
+    };
+}
+
+/// The files besides the page: name, type, content. `console.js` is the
+/// module the page loads; it imports the others by relative address
+/// (`./shared.js`), so they are found beside it under any prefix.
 const FILES: &[(&str, &str, &str)] = &[
     ("console.css", CSS, include_str!("assets/console.css")),
-    ("console.js", JAVASCRIPT, include_str!("assets/console.js")),
+    script!("console.js"),
+    script!("shared.js"),
+    script!("tables.js"),
+    script!("consumers.js"),
+    script!("dead-letters.js"),
+    script!("selection.js"),
+    script!("message.js"),
+    script!("edit.js"),
+    script!("writes.js"),
+    script!("tiers.js"),
+    script!("audit.js"),
 ];
 
 /// `GET /`: the page. Nested under a prefix (`.nest("/ops/console", …)`),
 /// it is asked for as `/ops/console`, without a final slash, where the
 /// browser would resolve `console.js` to `/ops/console.js`: so its two
-/// addresses name the last segment too (`console/console.js`). The scripts
-/// find the API beside themselves.
+/// addresses name the last segment too (`console/console.js`). The modules
+/// `console.js` imports, and the API, are found beside it.
 pub(crate) async fn page(OriginalUri(uri): OriginalUri) -> Response {
     let html = include_str!("assets/console.html").replace("{base}", &base(uri.path()));
     ([(CONTENT_TYPE, HTML)], html).into_response()
@@ -68,5 +87,43 @@ mod tests {
         assert_eq!(super::base("/ops/console/"), "");
         assert_eq!(super::base("/ops/console"), "console/");
         assert_eq!(super::base("/ops/con\"sole<"), "con%22sole%3C/");
+    }
+
+    /// Every module a script imports is served beside it, by a relative
+    /// address, and every script served is imported by another (or is the
+    /// page's own `console.js`).
+    #[test]
+    fn every_imported_module_is_served_and_every_module_is_imported() {
+        let scripts: Vec<(&str, &str)> = super::FILES
+            .iter()
+            .filter(|(_, content_type, _)| *content_type == super::JAVASCRIPT)
+            .map(|(name, _, content)| (*name, *content))
+            .collect();
+        let mut imported = vec!["console.js"];
+        for (name, content) in &scripts {
+            for line in content.lines().filter(|line| line.starts_with("import ")) {
+                let target = line
+                    .split("from '")
+                    .nth(1)
+                    .and_then(|rest| rest.strip_suffix("';"))
+                    .unwrap_or_else(|| {
+                        panic!("{name}: an import not of the form `from '…';`: {line}")
+                    });
+                let file = target
+                    .strip_prefix("./")
+                    .unwrap_or_else(|| panic!("{name}: an import not beside it: {line}"));
+                assert!(
+                    scripts.iter().any(|(served, _)| *served == file),
+                    "{name} imports {file}, which is not served"
+                );
+                imported.push(file);
+            }
+        }
+        for (name, _) in &scripts {
+            assert!(
+                imported.contains(name),
+                "{name} is served but never imported"
+            );
+        }
     }
 }
