@@ -6,190 +6,23 @@
 //! /usr/bin/chromium with /usr/bin/chromedriver (scripts/browser.sh); both
 //! are installed and started by scripts/test.sh.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fantoccini::{Client, ClientBuilder, Locator};
-use lapin::options::{
-    BasicPublishOptions, ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions,
-};
+use fantoccini::Locator;
+use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{BasicProperties, Connection, ConnectionProperties};
-use rabbit_backoff::ConsumerSpec;
-use rabbit_backoff::topology::Topology;
+use rabbit_backoff_test_support::broker::{connect, url};
+use rabbit_backoff_test_support::browser::Browser;
+use rabbit_backoff_test_support::dead_letter_fixture::{
+    DeadLetter, Fixture, long_string, publish_to_queue,
+};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "console-test-token-0123456789";
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-/// Queue depths reach the page through the management API, whose statistics
-/// lag by up to 5 s.
-const PATIENCE: Duration = Duration::from_secs(30);
-
-fn url() -> String {
-    std::env::var("AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
-}
-
-fn unique(name: &str) -> String {
-    format!(
-        "rbt.console.{name}.{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..10]
-    )
-}
-
-async fn connect() -> Connection {
-    let url = url();
-    Connection::connect(&url, ConnectionProperties::default())
-        .await
-        .unwrap_or_else(|e| {
-            panic!("no RabbitMQ at {url} ({e}); run scripts/test.sh, which starts one")
-        })
-}
-
-/// A dead letter as the framework writes it.
-struct DeadLetter {
-    id: &'static str,
-    error: String,
-    reason: &'static str,
-    retry_count: i64,
-    body: String,
-    /// User headers.
-    headers: Vec<(&'static str, &'static str)>,
-    /// `x-failed-at`.
-    failed_at: String,
-}
-
-/// A consumer's whole topology, declared as the framework declares it, with
-/// dead letters published through its dead-letter exchange; deleted when
-/// dropped.
-struct Fixture {
-    spec: ConsumerSpec,
-}
-
-impl Fixture {
-    async fn new(name: &str, dead_letters: &[DeadLetter]) -> Fixture {
-        Fixture::with_delays(name, "1s,2s", dead_letters).await
-    }
-
-    async fn with_delays(name: &str, delays: &str, dead_letters: &[DeadLetter]) -> Fixture {
-        let spec = ConsumerSpec::new(unique(name), delays.parse().unwrap());
-        let connection = rabbit_backoff::connect(&url())
-            .await
-            .unwrap_or_else(|e| panic!("no RabbitMQ at {} ({e}); run scripts/test.sh", url()));
-        rabbit_backoff::topology::declare_topology(&*connection, &Topology::of(&spec))
-            .await
-            .expect("declare the topology");
-        connection.close().await;
-
-        let connection = connect().await;
-        let channel = connection.create_channel().await.unwrap();
-        channel.confirm_select(Default::default()).await.unwrap();
-        let text = |s: &str| AMQPValue::LongString(s.as_bytes().into());
-        for letter in dead_letters {
-            let mut headers = FieldTable::default();
-            headers.insert("x-error".into(), text(&letter.error));
-            headers.insert("x-failed-at".into(), text(&letter.failed_at));
-            headers.insert("x-dead-letter-reason".into(), text(letter.reason));
-            headers.insert("x-original-queue".into(), text(&spec.queue));
-            headers.insert(
-                "x-retry-count".into(),
-                AMQPValue::LongLongInt(letter.retry_count),
-            );
-            for (name, value) in &letter.headers {
-                headers.insert((*name).into(), text(value));
-            }
-            // Through the dead-letter exchange, as the consumer sends them:
-            // the dead-letter index beside the queue has them too.
-            channel
-                .basic_publish(
-                    spec.names().dead_letter_exchange.as_str().into(),
-                    spec.names().dead_letter_routing_key.as_str().into(),
-                    BasicPublishOptions::default(),
-                    letter.body.as_bytes(),
-                    BasicProperties::default()
-                        .with_message_id(letter.id.into())
-                        .with_headers(headers),
-                )
-                .await
-                .unwrap()
-                .await
-                .unwrap();
-        }
-        let _ = connection.close(200, "".into()).await;
-        Fixture { spec }
-    }
-
-    fn queue(&self) -> &str {
-        &self.spec.queue
-    }
-
-    /// Messages in the work queue and in the DLQ, asked of the broker itself,
-    /// at a moment when no pass holds dead letters: the page reads the queue
-    /// again after each write, and a pass's messages are out of the count
-    /// while it holds them.
-    async fn depths(&self) -> (u32, u32) {
-        let connection = connect().await;
-        let channel = connection.create_channel().await.unwrap();
-        let passive = QueueDeclareOptions {
-            passive: true,
-            ..Default::default()
-        };
-        let declare = async |queue: &str| {
-            channel
-                .queue_declare(queue.into(), passive, FieldTable::default())
-                .await
-                .unwrap()
-        };
-        let started = Instant::now();
-        let dlq = loop {
-            let dlq = declare(&self.spec.names().dead_letter_queue).await;
-            if dlq.consumer_count() == 0 {
-                break dlq.message_count();
-            }
-            assert!(started.elapsed() < PATIENCE, "a pass never ended");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        let work = declare(self.queue()).await.message_count();
-        let _ = connection.close(200, "".into()).await;
-        (work, dlq)
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let topology = Topology::of(&self.spec);
-        let queues: Vec<String> = topology.every_queue().map(|q| q.name.clone()).collect();
-        let exchanges: Vec<String> = topology
-            .exchanges()
-            .iter()
-            .map(|e| e.name.clone())
-            .collect();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                let connection = connect().await;
-                let channel = connection.create_channel().await.unwrap();
-                for q in queues {
-                    let _ = channel
-                        .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-                        .await;
-                }
-                for e in exchanges {
-                    let _ = channel
-                        .exchange_delete(e.as_str().into(), ExchangeDeleteOptions::default())
-                        .await;
-                }
-            });
-        })
-        .join()
-        .unwrap();
-    }
-}
 
 /// `rabbit-backoff console` on a free port with a known token; killed when dropped.
 struct Console {
@@ -255,179 +88,6 @@ impl Drop for Console {
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.audit);
-    }
-}
-
-/// chromedriver on a free port with one headless Chromium session.
-struct Browser {
-    driver: Child,
-    client: Client,
-}
-
-impl Browser {
-    async fn start() -> Browser {
-        for binary in [CHROMIUM, CHROMEDRIVER] {
-            assert!(
-                std::path::Path::new(binary).exists(),
-                "{binary} is missing: run scripts/browser.sh (Debian: apt-get install chromium chromium-driver)"
-            );
-        }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let driver = Command::new(CHROMEDRIVER)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start chromedriver");
-        let started = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "chromedriver does not answer on port {port}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let mut capabilities = serde_json::Map::new();
-        capabilities.insert(
-            "goog:chromeOptions".into(),
-            json!({
-                "binary": CHROMIUM,
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-            }),
-        );
-        let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(capabilities)
-            .connect(&format!("http://127.0.0.1:{port}"))
-            .await
-            .expect("a Chromium session through chromedriver");
-        Browser { driver, client }
-    }
-
-    /// Runs `script` (a function body) in the page and returns its result.
-    async fn eval(&self, script: &str) -> Value {
-        self.client
-            .execute(script, vec![])
-            .await
-            .unwrap_or_else(|e| panic!("script {script:?}: {e}"))
-    }
-
-    /// Waits until `script` returns something other than null or false.
-    async fn until(&self, what: &str, script: &str) -> Value {
-        let started = Instant::now();
-        loop {
-            let value = self.eval(script).await;
-            if !value.is_null() && value != Value::Bool(false) {
-                return value;
-            }
-            if started.elapsed() > PATIENCE {
-                let error = self
-                    .eval("return document.getElementById('error').textContent")
-                    .await;
-                panic!("the page never showed {what} (its error box: {error})");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// Clicks the element, found again when the page replaced it between
-    /// finding and clicking (a view reloaded by itself).
-    async fn click(&self, css: &str) {
-        let started = Instant::now();
-        loop {
-            let element = self
-                .client
-                .wait()
-                .at_most(PATIENCE)
-                .for_element(Locator::Css(css))
-                .await
-                .unwrap_or_else(|e| panic!("no {css} on the page: {e}"));
-            match element.click().await {
-                Ok(_) => return,
-                Err(e)
-                    if started.elapsed() < PATIENCE && e.to_string().contains("stale element") =>
-                {
-                    tokio::time::sleep(Duration::from_millis(50)).await
-                }
-                Err(e) => panic!("click {css}: {e}"),
-            }
-        }
-    }
-
-    /// Shows the dead letter `id`: clicks its "Show" until the message
-    /// panel holds that message, for at most [`PATIENCE`]. A click is
-    /// dispatched where the button was found, so when the page re-renders
-    /// the list in between (it reloads its view by itself whenever the
-    /// polled depth of the dead-letter queue changes, and RabbitMQ 4's
-    /// management API reports depths late), it can land on another row or
-    /// none and show nothing.
-    async fn show_message(&self, id: &str) {
-        let button = format!("#messages tr[data-message-id=\"{id}\"] button.show");
-        let shown = format!(
-            "return !document.getElementById('message').hidden \
-             && document.getElementById('message-id').textContent === {};",
-            serde_json::to_string(id).unwrap()
-        );
-        let started = Instant::now();
-        loop {
-            self.click(&button).await;
-            let waited = Instant::now();
-            while waited.elapsed() < Duration::from_secs(2) {
-                if self.eval(&shown).await == Value::Bool(true) {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            assert!(
-                started.elapsed() < PATIENCE,
-                "message {id} was not shown after clicking its Show for {PATIENCE:?}"
-            );
-        }
-    }
-
-    /// The text of `css`, once the page has filled it in (views load their
-    /// data after they appear): empty only if it stays empty.
-    async fn text(&self, css: &str) -> String {
-        let started = Instant::now();
-        loop {
-            let text = match self.client.find(Locator::Css(css)).await {
-                Ok(element) => element.text().await.unwrap_or_default(),
-                Err(e) if started.elapsed() > PATIENCE => panic!("no {css} on the page: {e}"),
-                Err(_) => String::new(),
-            };
-            if !text.is_empty() || started.elapsed() > PATIENCE {
-                return text;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// The text of the confirmation the page opened, once it is open.
-    async fn confirmation(&self) -> String {
-        let started = Instant::now();
-        loop {
-            match self.client.get_alert_text().await {
-                Ok(text) => return text,
-                Err(_) if started.elapsed() < Duration::from_secs(10) => {
-                    tokio::time::sleep(Duration::from_millis(50)).await
-                }
-                Err(e) => panic!("the page asked for no confirmation: {e}"),
-            }
-        }
-    }
-
-    async fn close(mut self) {
-        let _ = self.client.clone().close().await;
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let _ = self.driver.kill();
     }
 }
 
@@ -503,7 +163,7 @@ fn letters() -> Vec<DeadLetter> {
 /// error shown in the page.
 #[tokio::test]
 async fn the_page_groups_dead_letters_shows_hostile_ones_as_text_and_replays_a_group() {
-    let f = Fixture::new("page", &letters()).await;
+    let f = Fixture::new("console.page", &letters()).await;
     let queue = f.queue().to_owned();
     let console = Console::start(&[]);
     let browser = Browser::start().await;
@@ -769,7 +429,7 @@ fn status_with_host(console: &Console, host: &str) -> String {
 
 #[tokio::test]
 async fn a_write_needs_the_token_the_consoles_own_origin_and_json() {
-    let f = Fixture::new("guard", &letters()[..1]).await;
+    let f = Fixture::new("console.guard", &letters()[..1]).await;
     let console = Console::start(&[]);
     let origin = console.origin();
     let bearer = format!("Bearer {TOKEN}");
@@ -873,7 +533,7 @@ async fn a_write_needs_the_token_the_consoles_own_origin_and_json() {
 
 #[tokio::test]
 async fn a_read_only_console_refuses_writes_even_with_the_token() {
-    let f = Fixture::new("read-only", &letters()[..1]).await;
+    let f = Fixture::new("console.read-only", &letters()[..1]).await;
     let console = Console::start(&["--read-only"]);
     let origin = console.origin();
     let bearer = format!("Bearer {TOKEN}");
@@ -1005,7 +665,7 @@ async fn the_page_fits_the_window_and_finds_selects_edits_exports_audits_and_lis
         let ago = Duration::from_secs(60 * (7 + 13 * i as u64));
         letter.failed_at = humantime::format_rfc3339_millis(now - ago).to_string();
     }
-    let f = Fixture::with_delays("find", "60s,10m", &dead_letters).await;
+    let f = Fixture::with_delays("console.find", "60s,10m", &dead_letters).await;
     let queue = f.queue().to_owned();
     let tokens = format!("alice:{ALICE},bob:bob-token-0123456789abcdef00");
     let console = Console::start_with(&[], &[("RABBIT_BACKOFF_CONSOLE_TOKENS", &tokens)]);
@@ -1346,15 +1006,25 @@ async fn the_page_fits_the_window_and_finds_selects_edits_exports_audits_and_lis
     browser.close().await;
 }
 
-impl Fixture {
+/// What these tests do to a fixture's queues besides what the shared
+/// fixture does: take the work queue, put messages in a retry tier, write
+/// past the dead-letter index.
+trait FixtureQueues {
     /// Takes every message of the work queue: id, body, headers.
-    async fn take_from_work_queue(
-        &self,
-    ) -> Vec<(
-        String,
-        Vec<u8>,
-        std::collections::BTreeMap<String, AMQPValue>,
-    )> {
+    async fn take_from_work_queue(&self) -> Vec<(String, Vec<u8>, BTreeMap<String, AMQPValue>)>;
+    /// Puts a message in the retry tier of `delay_ms` as the framework
+    /// does, with `x-retried-at` when given.
+    async fn wait_in_tier(&self, delay_ms: u64, id: &str, entered: Option<&str>);
+    /// Messages in the retry tier of `delay_ms`.
+    async fn tier_depth(&self, delay_ms: u64) -> u32;
+    /// Publishes a dead letter straight to the DLQ, past its dead-letter
+    /// exchange: the dead-letter index has no entry for it, and no longer
+    /// counts what the queue holds.
+    async fn bypass_the_index(&self, id: &str, error: &str);
+}
+
+impl FixtureQueues for Fixture {
+    async fn take_from_work_queue(&self) -> Vec<(String, Vec<u8>, BTreeMap<String, AMQPValue>)> {
         let connection = connect().await;
         let channel = connection.create_channel().await.unwrap();
         let mut taken = Vec::new();
@@ -1390,35 +1060,14 @@ impl Fixture {
         taken
     }
 
-    /// Puts a message in the retry tier of `delay_ms` as the framework
-    /// does, with `x-retried-at` when given.
     async fn wait_in_tier(&self, delay_ms: u64, id: &str, entered: Option<&str>) {
-        let connection = connect().await;
-        let channel = connection.create_channel().await.unwrap();
-        channel.confirm_select(Default::default()).await.unwrap();
         let mut headers = FieldTable::default();
         headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(1));
         if let Some(entered) = entered {
-            headers.insert(
-                "x-retried-at".into(),
-                AMQPValue::LongString(entered.as_bytes().into()),
-            );
+            headers.insert("x-retried-at".into(), long_string(entered));
         }
-        channel
-            .basic_publish(
-                "".into(),
-                self.spec.names().retry_queue(delay_ms).as_str().into(),
-                BasicPublishOptions::default(),
-                b"{\"order\":99}",
-                BasicProperties::default()
-                    .with_message_id(id.into())
-                    .with_headers(headers),
-            )
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-        let _ = connection.close(200, "".into()).await;
+        let tier = self.spec.names().retry_queue(delay_ms);
+        publish_to_queue(&tier, id, b"{\"order\":99}", headers).await;
     }
 
     async fn tier_depth(&self, delay_ms: u64) -> u32 {
@@ -1438,6 +1087,18 @@ impl Fixture {
             .message_count();
         let _ = connection.close(200, "".into()).await;
         depth
+    }
+
+    async fn bypass_the_index(&self, id: &str, error: &str) {
+        let mut headers = FieldTable::default();
+        headers.insert("x-error".into(), long_string(error));
+        headers.insert("x-dead-letter-reason".into(), long_string("permanent"));
+        headers.insert(
+            "x-failed-at".into(),
+            long_string("2026-12-02T10:40:07.121Z"),
+        );
+        let dlq = &self.spec.names().dead_letter_queue;
+        publish_to_queue(dlq, id, b"{}", headers).await;
     }
 }
 
@@ -1460,7 +1121,7 @@ async fn api_reads_from_other_sites_are_refused_and_equal_reads_share_one_pass()
     let many: Vec<DeadLetter> = (0..600)
         .map(|i| letter("many", &format!("order {i} not found"), "permanent", "{}"))
         .collect();
-    let f = Fixture::new("flight", &many).await;
+    let f = Fixture::new("console.flight", &many).await;
     let console = Console::start(&[]);
     let groups = format!("api/consumers/{}/groups", f.queue());
 
@@ -1528,45 +1189,6 @@ async fn api_reads_from_other_sites_are_refused_and_equal_reads_share_one_pass()
     assert_eq!(f.depths().await, (0, 600), "reads move nothing");
 }
 
-impl Fixture {
-    /// Publishes a dead letter straight to the DLQ, past its dead-letter
-    /// exchange: the dead-letter index has no entry for it, and no longer
-    /// counts what the queue holds.
-    async fn bypass_the_index(&self, id: &str, error: &str) {
-        let connection = connect().await;
-        let channel = connection.create_channel().await.unwrap();
-        channel.confirm_select(Default::default()).await.unwrap();
-        let mut headers = FieldTable::default();
-        headers.insert(
-            "x-error".into(),
-            AMQPValue::LongString(error.as_bytes().into()),
-        );
-        headers.insert(
-            "x-dead-letter-reason".into(),
-            AMQPValue::LongString("permanent".into()),
-        );
-        headers.insert(
-            "x-failed-at".into(),
-            AMQPValue::LongString("2026-12-02T10:40:07.121Z".into()),
-        );
-        channel
-            .basic_publish(
-                "".into(),
-                self.spec.names().dead_letter_queue.as_str().into(),
-                BasicPublishOptions::default(),
-                b"{}",
-                BasicProperties::default()
-                    .with_message_id(id.into())
-                    .with_headers(headers),
-            )
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-        let _ = connection.close(200, "".into()).await;
-    }
-}
-
 /// The texts the line under the groups has shown since the script ran.
 const WATCH_SOURCE: &str = "const line = document.getElementById('groups-source');
     window.sources = [line.textContent];
@@ -1581,7 +1203,7 @@ const WATCH_SOURCE: &str = "const line = document.getElementById('groups-source'
 /// groups read from the index, and is audited.
 #[tokio::test]
 async fn the_groups_say_whether_they_come_from_the_index_or_a_pass_and_a_purge_is_audited() {
-    let f = Fixture::new("source", &letters()).await;
+    let f = Fixture::new("console.source", &letters()).await;
     let queue = f.queue().to_owned();
     let console = Console::start(&[]);
     let browser = Browser::start().await;
@@ -1731,7 +1353,7 @@ fn post_json(
 /// audited, and the next groups read from the index.
 #[tokio::test]
 async fn a_purge_and_a_rebuild_of_the_index_need_the_token_and_are_audited() {
-    let f = Fixture::new("purge", &letters()).await;
+    let f = Fixture::new("console.purge", &letters()).await;
     let queue = f.queue().to_owned();
     let console = Console::start(&[]);
     let origin = console.origin();

@@ -5,17 +5,16 @@
 //! Needs RabbitMQ with its management API (scripts/ensure-broker.sh) and
 //! /usr/bin/chromium with /usr/bin/chromedriver (scripts/browser.sh).
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
 use axum::Router;
 use axum::routing::get;
 use rabbit_backoff::console::{AuditLog, Console, Tokens};
+use rabbit_backoff_test_support::broker::url;
+use rabbit_backoff_test_support::browser::Browser;
+use rabbit_backoff_test_support::dead_letter_fixture::{DeadLetter, Fixture};
 use serde_json::Value;
-
-use support::{Browser, DeadLetter, Fixture, url};
 
 const TOKEN: &str = "mounted-console-token-0123456789";
 
@@ -134,7 +133,7 @@ async fn a_console_mounted_under_a_prefix_serves_its_page_api_and_guard_there() 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_mounted_page_lists_dead_letters_and_replays_one_with_the_token() {
     let f = Fixture::new(
-        "mounted",
+        "console-crate.mounted",
         &[
             letter("mnt-1", "database unavailable"),
             letter("mnt-2", "database unavailable"),
