@@ -951,7 +951,7 @@ async fn delete(connection: &Connection, names: &Names) {
 fn spec_for(target: &Target, prefetch: u16, side: Side) -> ConsumerSpec {
     let mut spec = framework.spec().with_prefetch(prefetch);
     spec.queue = format!("bench.{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    spec.queue_type = target.queue_type;
+    spec.queue_type = Some(target.queue_type);
     side.configure(&mut spec);
     spec
 }
@@ -1093,7 +1093,7 @@ async fn declare_framework(target: &Target, spec: &ConsumerSpec, side: Side) {
         .expect("connect");
     if side == Side::FrameworkDelayed {
         assert_eq!(
-            (spec.queue_type, spec.retry),
+            (spec.effective_queue_type(), spec.retry),
             (QueueType::Quorum, RetryBackend::Delayed),
             "the framework-delayed side needs a quorum target (BENCH_TARGETS=single-quorum) on RabbitMQ 4.3"
         );
@@ -1111,7 +1111,7 @@ async fn declare_framework(target: &Target, spec: &ConsumerSpec, side: Side) {
 /// queue.
 async fn declare_article(target: &Target, spec: &ConsumerSpec, names: &Names, side: Side) {
     let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes()));
-    let quorum = spec.queue_type == QueueType::Quorum;
+    let quorum = spec.effective_queue_type() == QueueType::Quorum;
     // On a quorum target every queue is a quorum queue, as the framework's.
     let queue_type = |arguments: &mut FieldTable| {
         if quorum {
@@ -1155,7 +1155,7 @@ async fn declare_article(target: &Target, spec: &ConsumerSpec, names: &Names, si
     }
     if side == Side::Delayed {
         assert_eq!(
-            spec.queue_type,
+            spec.effective_queue_type(),
             QueueType::Quorum,
             "the delayed side needs a quorum target (BENCH_TARGETS=single-quorum) on RabbitMQ 4.3"
         );
@@ -1541,7 +1541,7 @@ fn child(job: &str) {
         .spec()
         .with_prefetch(prefetch.parse().expect("a prefetch"));
     spec.queue = queue.to_owned();
-    spec.queue_type = target.queue_type;
+    spec.queue_type = Some(target.queue_type);
     side.configure(&mut spec);
     if side.is_framework() {
         install_log();

@@ -150,7 +150,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         spec.delays = delays;
     }
     if let Some(queue_type) = queue_type {
-        spec.queue_type = queue_type;
+        spec.queue_type = Some(queue_type);
     }
     let outcomes = std::sync::Arc::new(Outcomes {
         tiers: spec.delays.len(),
@@ -168,7 +168,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let names = spec.names();
     tracing::info!(
         "{} queue {} with retry tiers {} (dead letters in {})",
-        spec.queue_type.as_str(),
+        spec.effective_queue_type().as_str(),
         names.queue,
         spec.delays,
         names.dead_letter_queue

@@ -34,6 +34,13 @@ pub fn exchange_kind(kind: &str) -> ExchangeKind {
     })
 }
 
+/// A queue type validated at compile time, as the attribute named it.
+pub fn queue_type(name: &str) -> Option<QueueType> {
+    Some(name.parse().unwrap_or_else(|e| {
+        unreachable!("#[backoff_consumer] validated the queue type at compile time: {e}")
+    }))
+}
+
 /// An inbox validated at compile time: its window in milliseconds and its key.
 pub fn dedupe(window_ms: u64, key: &str) -> Dedupe {
     let key = key.parse().unwrap_or_else(|e| {

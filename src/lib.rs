@@ -44,10 +44,10 @@
 #![forbid(unsafe_code)]
 
 pub use rabbit_backoff_core::{
-    ATTRIBUTE_KEYS, BreakerSpec, Classify, ConsumerSpec, DeadLetterIndex, DeclareMode, Dedupe,
-    DedupeKey, DelayError, Delays, ErrorClass, ExchangeKind, Jitter, MAX_DELAY_MS,
-    MAX_JITTER_PERCENT, MAX_TIERS, NotLinear, QueueType, RetryBackend, RetryReturn, SUB_QUEUES,
-    SpecError, parse_duration,
+    ATTRIBUTE_KEYS, BreakerSpec, ClassicOnCluster, Classify, ClusterEvidence, ConsumerSpec,
+    DeadLetterIndex, DeclareMode, Dedupe, DedupeKey, DelayError, Delays, ErrorClass, ExchangeKind,
+    Jitter, MAX_DELAY_MS, MAX_JITTER_PERCENT, MAX_TIERS, NotLinear, QueueType, RetryBackend,
+    RetryReturn, SUB_QUEUES, SpecError, parse_duration,
 };
 pub use rabbit_backoff_runtime::{meters, transport};
 
@@ -126,7 +126,7 @@ pub use rabbit_backoff_dead_letters::{
 /// | `dead_letter_queue` | | `<queue>.dlq` |
 /// | `dead_letter_routing_key` | | `<queue>.dlq` |
 /// | `retry_return` | where an expired retry goes: `"queue"` (default exchange, straight to the work queue) or `"exchange"` (the work exchange with `routing_key`; not on a fanout or headers exchange) | `"queue"` |
-/// | `queue_type` | `"classic"` or `"quorum"` | `"classic"` |
+/// | `queue_type` | `"classic"` or `"quorum"`; always declared as `x-queue-type`, so a vhost's `default_queue_type` does not change it; unnamed on a cluster (several addresses), the consumer warns at start-up | `"classic"` |
 /// | `delivery_limit` | quorum work queue's `x-delivery-limit` | 20 |
 /// | `timeout` | longest a handler call may take (a transient failure past it) | none |
 /// | `jitter` | spreads each tier over five sub-queues within ± this percentage of its delay, e.g. `"20%"` | none |

@@ -199,7 +199,7 @@ async fn the_quorum_delivery_limit_counts_a_requeueing_nack_before_4_3_only() {
 fn quorum_spec(name: &str, limit: u32) -> ConsumerSpec {
     let mut spec = process_job.spec();
     spec.queue = unique(name);
-    spec.queue_type = QueueType::Quorum;
+    spec.queue_type = Some(QueueType::Quorum);
     spec.delivery_limit = limit;
     spec
 }
@@ -319,7 +319,7 @@ async fn a_message_requeued_past_the_delivery_limit_is_never_dead_lettered() {
         .dedupe_store(Arc::clone(&store))
         .consumer_with(process_job, |spec| {
             spec.queue = queue.clone();
-            spec.queue_type = QueueType::Quorum;
+            spec.queue_type = Some(QueueType::Quorum);
             spec.delivery_limit = 2;
             spec.dedupe = Some(rabbit_backoff::Dedupe::new(Duration::from_secs(60)));
         })
@@ -328,7 +328,7 @@ async fn a_message_requeued_past_the_delivery_limit_is_never_dead_lettered() {
         .expect("the runtime starts");
     let mut spec = process_job.spec();
     spec.queue = queue.clone();
-    spec.queue_type = QueueType::Quorum;
+    spec.queue_type = Some(QueueType::Quorum);
     let _cleanup = Cleanup::of(&spec);
     let publisher = publisher().await;
     let job = Job::new(1, Fail::None, None);

@@ -13,6 +13,8 @@
 #[path = "common/cluster_script.rs"]
 mod cluster_script;
 mod common;
+#[path = "common/log_capture.rs"]
+mod log_capture;
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
@@ -23,6 +25,7 @@ use common::*;
 use futures_util::future::join_all;
 use lapin::options::BasicGetOptions;
 use lapin::{Connection, ConnectionProperties};
+use log_capture::LogCapture;
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::topology::Topology;
 use rabbit_backoff::{Health, QueueType, RunningRuntime};
@@ -142,7 +145,7 @@ fn mixed(id: u64) -> Job {
 fn spec_of(name: &str, queue_type: QueueType) -> ConsumerSpec {
     let mut spec = process_job.spec();
     spec.queue = unique(name);
-    spec.queue_type = queue_type;
+    spec.queue_type = Some(queue_type);
     spec.prefetch = 50;
     spec
 }
@@ -635,4 +638,41 @@ async fn classic_queues_whose_node_dies_wait_for_it_and_lose_nothing() {
         running.health().reconnects(),
     );
     running.stop().await.expect("the runtime stops");
+}
+
+/// A consumer that names no queue type, started with every node of the
+/// cluster in its address, warns once at start-up that its classic queues
+/// live on one node, naming both fixes; one that names `classic` does not.
+#[tokio::test]
+async fn a_consumer_on_classic_queues_it_did_not_choose_warns_once_on_the_cluster() {
+    let _serial = SERIAL.lock().await;
+    require_cluster();
+    let mut spec = spec_of("cluster-unchosen", QueueType::Classic);
+    let _cleanup = Cleanup::of(&spec).at(&cluster_url(0));
+    let risk = "a classic queue lives on one node";
+    let log = LogCapture::start();
+
+    spec.queue_type = None;
+    let running = start(&spec, 0, &Journal::default()).await;
+    running.stop().await.expect("the consumer stops");
+    let warnings = log.warnings_with(risk);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    for words in [
+        spec.queue.as_str(),
+        "3 nodes",
+        "loses or strands",
+        "queue_type = \"quorum\"",
+        "queue_type = \"classic\"",
+    ] {
+        assert!(warnings[0].contains(words), "{words}: {}", warnings[0]);
+    }
+
+    spec.queue_type = Some(QueueType::Classic);
+    let running = start(&spec, 0, &Journal::default()).await;
+    running.stop().await.expect("the consumer stops");
+    assert_eq!(
+        log.warnings_with(risk).len(),
+        1,
+        "classic named: no warning"
+    );
 }

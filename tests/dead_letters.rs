@@ -467,7 +467,7 @@ async fn status_counts_every_tier_including_older_ones() {
 #[tokio::test]
 async fn peek_and_replay_keep_the_order_of_a_quorum_dead_letter_queue() {
     let (spec, _cleanup) = declared_with("quorum-dlq", |spec| {
-        spec.queue_type = rabbit_backoff::QueueType::Quorum
+        spec.queue_type = Some(rabbit_backoff::QueueType::Quorum)
     })
     .await;
     let (_c, channel) = confirm_channel().await;

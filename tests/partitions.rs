@@ -464,7 +464,7 @@ async fn run(fault: Fault, round: usize) -> Report {
 
     let mut spec = place.spec();
     spec.queue = unique(&format!("part-{fault:?}").to_lowercase());
-    spec.queue_type = queue_type;
+    spec.queue_type = Some(queue_type);
     spec.prefetch = 50;
     spec.dedupe = Some(Dedupe::new(Duration::from_secs(24 * 3600)));
     let _cleanup = Cleanup::of(&spec).at(&cluster_url(&nodes, 1));

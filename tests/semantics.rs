@@ -671,7 +671,7 @@ async fn dead_letter_passes_past_their_window_keep_the_order(backend: Backend) {
     const N: u64 = 1500;
     for queue_type in [QueueType::Classic, QueueType::Quorum] {
         let mut spec = ConsumerSpec::new(unique("dlq-window"), "1s".parse().unwrap());
-        spec.queue_type = queue_type;
+        spec.queue_type = Some(queue_type);
         let _cleanup = backend.shared.then(|| Cleanup::of(&spec));
         let connection = backend.transport.connect().await.unwrap();
         rabbit_backoff::topology::declare_topology(&*connection, &Topology::of(&spec))
@@ -988,7 +988,7 @@ async fn eventually_async<F: std::future::Future<Output = bool>>(
 /// queue and the argument, and declares nothing.
 async fn delayed_retries_wait_on_4_3_and_are_refused_before(backend: Backend) {
     let delayed = |spec: &mut ConsumerSpec| {
-        spec.queue_type = QueueType::Quorum;
+        spec.queue_type = Some(QueueType::Quorum);
         spec.retry = RetryBackend::Delayed;
     };
     if !backend.applies_delayed_retries() {

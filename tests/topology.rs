@@ -373,7 +373,7 @@ async fn an_unroutable_publish_is_an_error() {
 #[tokio::test]
 async fn quorum_queues_retry_and_dead_letter_at_least_once() {
     let running = Running::start("quorum", |spec| {
-        spec.queue_type = rabbit_backoff::QueueType::Quorum
+        spec.queue_type = Some(rabbit_backoff::QueueType::Quorum)
     })
     .await;
     let (_c, channel) = channel().await;

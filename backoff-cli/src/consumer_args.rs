@@ -69,7 +69,7 @@ impl ConsumerArgs {
         };
         let mut spec = ConsumerSpec::new(self.queue.clone(), delays);
         spec.exchange_kind = self.exchange_type;
-        spec.queue_type = self.queue_type;
+        spec.queue_type = Some(self.queue_type);
         spec.delivery_limit = self.delivery_limit;
         spec.retry_return = self.retry_return;
         spec.jitter = self.jitter;

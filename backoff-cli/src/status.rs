@@ -1,8 +1,9 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use rabbit_backoff::RetryBackend;
+use rabbit_backoff::topology::arguments as arg;
 use rabbit_backoff::topology::{Argument, ArgumentDifference, Topology};
+use rabbit_backoff::{ClassicOnCluster, ClusterEvidence, QueueType, RetryBackend};
 use rabbit_backoff::{ConsumerStatus, connect, status};
 
 use crate::consumer_args::ConsumerArgs;
@@ -77,6 +78,29 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
     };
 
     let other_queues: Vec<String> = listed.iter().flatten().map(|q| q.name.clone()).collect();
+    let running = running_nodes(management.as_deref(), url).await;
+    // A work queue's type as the broker lists it, else as the flags say.
+    let classic_on_cluster: Vec<ClassicOnCluster> = consumers
+        .iter()
+        .filter_map(|c| {
+            let found = listed
+                .iter()
+                .flatten()
+                .find(|q| q.name == c.queue)
+                .and_then(|q| q.arguments.iter().find(|(k, _)| k == arg::QUEUE_TYPE))
+                .map(|(_, v)| v == &Argument::Str(QueueType::Quorum.as_str().to_owned()));
+            let queue_type = match found {
+                Some(true) => QueueType::Quorum,
+                Some(false) => QueueType::Classic,
+                None => c.queue_type,
+            };
+            ClassicOnCluster::found(
+                &c.queue,
+                queue_type,
+                running.and_then(ClusterEvidence::of_running_nodes),
+            )
+        })
+        .collect();
 
     let connection = connect(url).await.map_err(|e| e.to_string())?;
     let mut statuses: Vec<ConsumerStatus> = Vec::new();
@@ -135,6 +159,8 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
             "note": note,
             "argument_differences": differences,
             "held_back": held_back,
+            "running_nodes": running,
+            "classic_on_cluster": classic_json(&classic_on_cluster),
         });
         println!(
             "{}",
@@ -176,6 +202,9 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
         if let Some(note) = &note {
             eprintln!("note: {note}");
         }
+        for warning in &classic_on_cluster {
+            eprintln!("warning: {warning}");
+        }
         let show = |a: &Option<Argument>| match a {
             None => "not set".to_owned(),
             Some(Argument::Int(n)) => n.to_string(),
@@ -213,11 +242,26 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
 /// shows, by shape.
 async fn discovered(url: &str, management: &str, args: &StatusArgs) -> Result<ExitCode, String> {
     let consumers = discovery::discover_async(url, management).await?;
+    let running = running_nodes(Some(management), url).await;
+    let classic_on_cluster: Vec<ClassicOnCluster> = consumers
+        .iter()
+        .filter_map(|c| {
+            ClassicOnCluster::found(
+                &c.queue,
+                c.spec.effective_queue_type(),
+                running.and_then(ClusterEvidence::of_running_nodes),
+            )
+        })
+        .collect();
     if args.json {
+        let doc = serde_json::json!({
+            "consumers": consumers,
+            "running_nodes": running,
+            "classic_on_cluster": classic_json(&classic_on_cluster),
+        });
         println!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "consumers": consumers }))
-                .map_err(|e| e.to_string())?
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
         );
     } else {
         let mut rows = Vec::new();
@@ -265,6 +309,9 @@ async fn discovered(url: &str, management: &str, args: &StatusArgs) -> Result<Ex
             1 => println!("1 consumer topology found"),
             n => println!("{n} consumer topologies found"),
         }
+        for warning in &classic_on_cluster {
+            eprintln!("warning: {warning}");
+        }
     }
     if let Some(limit) = args.fail_above {
         let over: Vec<String> = consumers
@@ -283,4 +330,23 @@ async fn discovered(url: &str, management: &str, args: &StatusArgs) -> Result<Ex
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How many nodes the management API reports running; `None` without the
+/// API, or when it does not answer (the warning is then left out).
+async fn running_nodes(management: Option<&str>, url: &str) -> Option<usize> {
+    let (management, url) = (management?.to_owned(), url.to_owned());
+    tokio::task::spawn_blocking(move || management::running_nodes(&management, &url).ok())
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The `classic_on_cluster` field of `--json`: each consumer whose queues
+/// are classic on a cluster of several running nodes, with the warning.
+fn classic_json(warnings: &[ClassicOnCluster]) -> serde_json::Value {
+    warnings
+        .iter()
+        .map(|w| serde_json::json!({ "queue": w.queue, "warning": w.to_string() }))
+        .collect()
 }

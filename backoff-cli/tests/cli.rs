@@ -1434,7 +1434,7 @@ async fn status_shows_what_delayed_retries_hold_back() {
 
     let queue = unique("held");
     let mut spec = ConsumerSpec::new(queue.clone(), "30s".parse().unwrap());
-    spec.queue_type = QueueType::Quorum;
+    spec.queue_type = Some(QueueType::Quorum);
     spec.retry = RetryBackend::Delayed;
     let topology = Topology::of(&spec);
     let framework = rabbit_backoff::connect(&url()).await.expect("connect");

@@ -126,7 +126,7 @@ fn spec_of(found: &FoundTopology) -> ConsumerSpec {
     )
     .unwrap_or_else(|_| Delays::from_millis(vec![1]).expect("one delay is valid"));
     let mut spec = ConsumerSpec::new(found.queue.clone(), delays);
-    spec.queue_type = found.queue_type;
+    spec.queue_type = Some(found.queue_type);
     spec.retry_return = found.retry_return;
     spec.retry = found.retry;
     spec.names = NameOverrides::default();

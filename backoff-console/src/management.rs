@@ -55,6 +55,21 @@ pub fn bindings(management: &str, amqp: &str) -> Result<Vec<ListedBinding>, Stri
     get(management, amqp, "bindings", "")
 }
 
+/// A node as `/api/nodes` lists it.
+#[derive(Deserialize)]
+struct Node {
+    #[serde(default)]
+    running: bool,
+}
+
+/// How many nodes of the cluster the management API reports running (1 on
+/// a single node), or why not. Needs a user who may list nodes (the
+/// `monitoring` tag or above).
+pub fn running_nodes(management: &str, amqp: &str) -> Result<usize, String> {
+    let nodes: Vec<Node> = get_path(management, amqp, "nodes?columns=name,running")?;
+    Ok(nodes.iter().filter(|n| n.running).count())
+}
+
 /// Sends a GET to `/api/<what>/<vhost><query>` with the AMQP address's credentials.
 fn get<T: serde::de::DeserializeOwned>(
     management: &str,
@@ -63,13 +78,20 @@ fn get<T: serde::de::DeserializeOwned>(
     query: &str,
 ) -> Result<T, String> {
     let uri = AMQPUri::from_str(amqp).map_err(|e| format!("AMQP address: {e}"))?;
+    let vhost = encode(&uri.vhost);
+    get_path(management, amqp, &format!("{what}/{vhost}{query}"))
+}
+
+/// Sends a GET to `/api/<path>` with the AMQP address's credentials.
+fn get_path<T: serde::de::DeserializeOwned>(
+    management: &str,
+    amqp: &str,
+    path: &str,
+) -> Result<T, String> {
+    let uri = AMQPUri::from_str(amqp).map_err(|e| format!("AMQP address: {e}"))?;
     let user = &uri.authority.userinfo.username;
     let password = &uri.authority.userinfo.password;
-    let vhost = encode(&uri.vhost);
-    let url = format!(
-        "{}/api/{what}/{vhost}{query}",
-        management.trim_end_matches('/')
-    );
+    let url = format!("{}/api/{path}", management.trim_end_matches('/'));
     let agent = ureq::Agent::config_builder()
         .timeout_global(Some(Duration::from_secs(5)))
         .build()

@@ -230,7 +230,7 @@ mod tests {
     #[test]
     fn finds_a_topology_with_delayed_retries_and_no_retry_queue() {
         let mut spec = ConsumerSpec::new("orders", "1s,2s".parse().unwrap());
-        spec.queue_type = QueueType::Quorum;
+        spec.queue_type = Some(QueueType::Quorum);
         spec.retry = RetryBackend::Delayed;
         let (queues, bindings) = listing(&Topology::of(&spec));
         let found = discover(&queues, &bindings, &|_| false);
@@ -297,7 +297,7 @@ mod tests {
         // The article's names: retry queues return through the work exchange.
         let mut spec = ConsumerSpec::new("work", "100ms,200ms".parse().unwrap());
         spec.retry_return = RetryReturn::Exchange;
-        spec.queue_type = QueueType::Quorum;
+        spec.queue_type = Some(QueueType::Quorum);
         spec.names.exchange = Some("work_exchange".into());
         spec.names.retry_queue = Some("retry_{ms}ms".into());
         spec.names.dead_letter_exchange = Some("dlx_exchange".into());

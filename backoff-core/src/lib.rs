@@ -29,6 +29,7 @@
 
 mod attribute_keys;
 mod breaker;
+mod classic_on_cluster;
 mod classify;
 mod dead_letter;
 mod dead_letter_index;
@@ -60,6 +61,7 @@ mod topology;
 
 pub use attribute_keys::ATTRIBUTE_KEYS;
 pub use breaker::{Breaker, BreakerAction, BreakerSpec, BreakerState};
+pub use classic_on_cluster::{ClassicOnCluster, ClusterEvidence};
 pub use classify::{Classify, ErrorClass, Verdict};
 pub use dead_letter::{
     DeadLetter, DeadLetterReason, MAX_ERROR_LEN, truncate_error, truncate_error_to,

@@ -16,8 +16,9 @@ use crate::{
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum QueueType {
-    /// Classic queues: the broker's default. TTL dead-letering from a retry
-    /// queue back to the work queue is at-most-once inside the broker.
+    /// Classic queues: what a consumer that names no type declares. Each
+    /// lives on one node; TTL dead-lettering from a retry queue back to the
+    /// work queue is at-most-once inside the broker.
     #[default]
     Classic,
     /// Quorum queues: replicated, with at-least-once dead-lettering from the
@@ -239,8 +240,11 @@ pub struct ConsumerSpec {
     pub names: NameOverrides,
     /// The type of the work exchange.
     pub exchange_kind: ExchangeKind,
-    /// Classic or quorum queues.
-    pub queue_type: QueueType,
+    /// Classic or quorum queues, as the attribute or the builder named them;
+    /// `None`: nothing named, and the consumer declares classic queues (see
+    /// [`effective_queue_type`](Self::effective_queue_type)). On a cluster
+    /// the runtime warns about a classic consumer whose type was not named.
+    pub queue_type: Option<QueueType>,
     /// For quorum work queues: the broker's `x-delivery-limit`, a safety net
     /// against redelivery loops that never reach the handler's verdict.
     pub delivery_limit: u32,
@@ -380,7 +384,7 @@ impl ConsumerSpec {
             concurrency: None,
             names: NameOverrides::default(),
             exchange_kind: ExchangeKind::Direct,
-            queue_type: QueueType::Classic,
+            queue_type: None,
             delivery_limit: DEFAULT_DELIVERY_LIMIT,
             handler_timeout: None,
             retry_return: RetryReturn::Queue,
@@ -458,7 +462,7 @@ impl ConsumerSpec {
     /// let mut spec = ConsumerSpec::new("orders", "2s,4s,6s".parse()?);
     /// assert_eq!(spec.delayed_retry(), None);
     /// spec.retry = RetryBackend::Delayed;
-    /// spec.queue_type = QueueType::Quorum;
+    /// spec.queue_type = Some(QueueType::Quorum);
     /// spec.validate()?;
     /// assert_eq!(spec.delayed_retry().map(|d| (d.min_ms, d.max_ms)), Some((2_000, 6_000)));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -480,7 +484,7 @@ impl ConsumerSpec {
         if self.retry != RetryBackend::Delayed {
             return problems;
         }
-        if self.queue_type != QueueType::Quorum {
+        if self.effective_queue_type() != QueueType::Quorum {
             problems.push(SpecError::DelayedNeedsQuorum);
         }
         if let Err(e) = DelayedRetry::of(&self.delays) {
@@ -536,6 +540,31 @@ impl ConsumerSpec {
             .unwrap_or_else(|| usize::from(self.prefetch))
     }
 
+    /// The type of the queues the consumer declares: the one named, or
+    /// classic when none is. Every queue is declared with it as
+    /// `x-queue-type`, so a virtual host's `default_queue_type` never changes
+    /// it (see `docs/cluster.md`, "Queue type on a cluster").
+    ///
+    /// ```
+    /// use rabbit_backoff::{ConsumerSpec, QueueType};
+    ///
+    /// let mut spec = ConsumerSpec::new("orders", "5s".parse()?);
+    /// assert_eq!(spec.effective_queue_type(), QueueType::Classic);
+    /// assert!(!spec.queue_type_chosen());
+    /// spec.queue_type = Some(QueueType::Classic);
+    /// assert!(spec.queue_type_chosen());
+    /// # Ok::<(), rabbit_backoff::DelayError>(())
+    /// ```
+    pub fn effective_queue_type(&self) -> QueueType {
+        self.queue_type.unwrap_or_default()
+    }
+
+    /// Whether the attribute or the builder named the queue type; a consumer
+    /// that did not runs on classic queues without having chosen them.
+    pub fn queue_type_chosen(&self) -> bool {
+        self.queue_type.is_some()
+    }
+
     /// The resolved names.
     pub fn names(&self) -> TopologyNames {
         TopologyNames::resolve(&self.queue, &self.names)
@@ -564,7 +593,7 @@ impl ConsumerSpec {
         if self.handler_timeout.is_some_and(|t| t.is_zero()) {
             problems.push(SpecError::ZeroTimeout);
         }
-        if self.queue_type == QueueType::Quorum && self.delivery_limit == 0 {
+        if self.effective_queue_type() == QueueType::Quorum && self.delivery_limit == 0 {
             problems.push(SpecError::ZeroDeliveryLimit);
         }
         if let Err(e) = self.retry_return.check(self.exchange_kind) {
@@ -651,7 +680,7 @@ mod tests {
     fn delayed(delays: &str) -> ConsumerSpec {
         let mut s = ConsumerSpec::new("orders", delays.parse().unwrap());
         s.retry = RetryBackend::Delayed;
-        s.queue_type = QueueType::Quorum;
+        s.queue_type = Some(QueueType::Quorum);
         s
     }
 
@@ -659,7 +688,7 @@ mod tests {
     fn delayed_retries_need_a_quorum_queue_a_linear_ladder_and_room_under_the_limit() {
         assert_eq!(delayed("1s,2s,3s").validate(), Ok(()));
         let mut s = delayed("1s,2s,3s");
-        s.queue_type = QueueType::Classic;
+        s.queue_type = Some(QueueType::Classic);
         assert_eq!(s.problems(), [SpecError::DelayedNeedsQuorum]);
         assert!(
             s.validate()

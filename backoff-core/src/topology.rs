@@ -408,7 +408,7 @@ impl Topology {
     ///
     /// let mut spec = ConsumerSpec::new("orders", "5s".parse()?);
     /// assert!(Topology::of(&spec).indexes_dead_letters());
-    /// spec.queue_type = QueueType::Quorum;
+    /// spec.queue_type = Some(QueueType::Quorum);
     /// assert!(!Topology::of(&spec).indexes_dead_letters());
     /// # Ok::<(), rabbit_backoff::DelayError>(())
     /// ```
@@ -420,7 +420,13 @@ impl Topology {
     /// The topology a consumer declares.
     pub fn of(spec: &ConsumerSpec) -> Self {
         let n = spec.names();
-        let quorum = spec.queue_type == QueueType::Quorum;
+        let queue_type = spec.effective_queue_type();
+        let quorum = queue_type == QueueType::Quorum;
+        // Every queue names its type, classic too: a queue declared without
+        // `x-queue-type` takes the virtual host's `default_queue_type`
+        // (RabbitMQ 3.10 and later), which would give this topology's
+        // arguments to queues of another type.
+        let typed = (arg::QUEUE_TYPE.to_owned(), s(queue_type.as_str()));
 
         let mut work_args = vec![
             (
@@ -432,8 +438,8 @@ impl Topology {
                 s(&n.dead_letter_routing_key),
             ),
         ];
+        work_args.push(typed.clone());
         if quorum {
-            work_args.push((arg::QUEUE_TYPE.to_owned(), s(QueueType::Quorum.as_str())));
             work_args.push((
                 arg::DELIVERY_LIMIT.to_owned(),
                 Argument::Int(i64::from(spec.delivery_limit)),
@@ -452,9 +458,9 @@ impl Topology {
                     (arg::MESSAGE_TTL.to_owned(), Argument::Int(ms as i64)),
                     (arg::DEAD_LETTER_EXCHANGE.to_owned(), s(&return_exchange)),
                     (arg::DEAD_LETTER_ROUTING_KEY.to_owned(), s(&return_key)),
+                    typed.clone(),
                 ];
                 if quorum {
-                    arguments.push((arg::QUEUE_TYPE.to_owned(), s(QueueType::Quorum.as_str())));
                     arguments.push((arg::DEAD_LETTER_STRATEGY.to_owned(), s("at-least-once")));
                     arguments.push((arg::OVERFLOW.to_owned(), s("reject-publish")));
                 }
@@ -465,10 +471,7 @@ impl Topology {
             })
             .collect::<Vec<_>>();
 
-        let mut dlq_args = Vec::new();
-        if quorum {
-            dlq_args.push((arg::QUEUE_TYPE.to_owned(), s(QueueType::Quorum.as_str())));
-        }
+        let dlq_args = vec![typed];
 
         let mut bindings = vec![Binding {
             queue: n.queue.clone(),
@@ -549,7 +552,7 @@ impl Topology {
     ///
     /// let mut spec = ConsumerSpec::new("orders", "1s,2s".parse()?);
     /// assert_eq!(Topology::of(&spec).exchanges().len(), 3);
-    /// spec.queue_type = QueueType::Quorum;
+    /// spec.queue_type = Some(QueueType::Quorum);
     /// spec.retry = RetryBackend::Delayed;
     /// let names: Vec<_> = Topology::of(&spec).exchanges().iter().map(|e| e.name.clone()).collect();
     /// assert_eq!(names, ["orders", "orders.dlx"]);
@@ -599,7 +602,7 @@ mod tests {
     #[test]
     fn delayed_retries_declare_no_retry_queue_and_set_the_work_queues_arguments() {
         let mut spec = ConsumerSpec::new("orders", "2s,4s,6s".parse().unwrap());
-        spec.queue_type = QueueType::Quorum;
+        spec.queue_type = Some(QueueType::Quorum);
         spec.retry = crate::RetryBackend::Delayed;
         let t = Topology::of(&spec);
         assert!(t.retry_queues.is_empty());
@@ -650,7 +653,16 @@ mod tests {
             t.work_queue.argument("x-dead-letter-routing-key"),
             Some(&s("orders.dlq"))
         );
-        assert_eq!(t.work_queue.argument("x-queue-type"), None);
+        // Named even when nothing named it: a vhost's default type would
+        // otherwise decide (RabbitMQ 3.10 and later).
+        for q in t.queues() {
+            assert_eq!(
+                q.argument("x-queue-type"),
+                Some(&s("classic")),
+                "{}",
+                q.name
+            );
+        }
         let names: Vec<_> = t.retry_queues.iter().map(|q| q.name.as_str()).collect();
         assert_eq!(
             names,
@@ -664,7 +676,10 @@ mod tests {
             t.retry_queues[2].argument("x-message-ttl"),
             Some(&Argument::Int(60_000))
         );
-        assert!(t.dead_letter_queue.arguments.is_empty());
+        assert_eq!(
+            t.dead_letter_queue.arguments,
+            [(arg::QUEUE_TYPE.to_owned(), s("classic"))]
+        );
         assert_eq!(t.bindings.len(), 5);
         assert!(t.bindings.contains(&Binding {
             queue: "orders.retry_15000ms".into(),
@@ -682,7 +697,7 @@ mod tests {
     #[test]
     fn quorum_topology_is_at_least_once_with_an_explicit_delivery_limit() {
         let mut spec = spec();
-        spec.queue_type = QueueType::Quorum;
+        spec.queue_type = Some(QueueType::Quorum);
         spec.delivery_limit = 7;
         let t = Topology::of(&spec);
         assert_eq!(t.work_queue.argument("x-queue-type"), Some(&s("quorum")));
@@ -750,6 +765,7 @@ mod tests {
                 (arg::MESSAGE_TTL.to_owned(), Argument::Int(1)),
                 (arg::DEAD_LETTER_EXCHANGE.to_owned(), s("work_exchange")),
                 (arg::DEAD_LETTER_ROUTING_KEY.to_owned(), s("work")),
+                (arg::QUEUE_TYPE.to_owned(), s("classic")),
             ]
         );
         // Everything else is as with the queue route.

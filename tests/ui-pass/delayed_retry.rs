@@ -21,7 +21,7 @@ pub async fn process_order(_order: String) -> Result<(), OrderError> {
 fn main() {
     let spec = process_order.spec();
     assert_eq!(spec.retry, RetryBackend::Delayed);
-    assert_eq!(spec.queue_type, QueueType::Quorum);
+    assert_eq!(spec.queue_type, Some(QueueType::Quorum));
     spec.validate().expect("a linear ladder on a quorum queue");
     let topology = Topology::of(&spec);
     assert!(topology.retry_queues.is_empty());

@@ -57,7 +57,7 @@ fn main() {
     assert_eq!(spec.delays.as_millis(), &[500, 5_000, 60_000, 3_600_000]);
     assert_eq!((spec.prefetch, spec.concurrency), (50, Some(8)));
     assert_eq!(spec.exchange_kind, ExchangeKind::Topic);
-    assert_eq!(spec.queue_type, QueueType::Quorum);
+    assert_eq!(spec.queue_type, Some(QueueType::Quorum));
     assert_eq!(spec.delivery_limit, 5);
     assert_eq!(spec.handler_timeout, Some(std::time::Duration::from_secs(30)));
     assert_eq!(spec.retry_return, RetryReturn::Exchange);

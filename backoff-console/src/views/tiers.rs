@@ -46,7 +46,7 @@ pub(crate) async fn tiers(
 ) -> Result<Json<Vec<TierView>>, ApiError> {
     let limit = listed(query.limit, MAX_TIER_LISTED);
     let consumer = state.consumer(&queue).await?;
-    let quorum = consumer.spec.queue_type == QueueType::Quorum;
+    let quorum = consumer.spec.effective_queue_type() == QueueType::Quorum;
     let connection = state.reader().await?;
     let mut views = Vec::new();
     for tier in &consumer.tiers {

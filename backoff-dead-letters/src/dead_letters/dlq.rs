@@ -110,7 +110,7 @@ impl Dlq {
         Ok(Dlq {
             connection,
             names: spec.names(),
-            quorum: spec.queue_type == QueueType::Quorum,
+            quorum: spec.effective_queue_type() == QueueType::Quorum,
             confirm_timeout: Duration::from_secs(30),
             use_index: true,
             index_readers: DEFAULT_INDEX_READERS,

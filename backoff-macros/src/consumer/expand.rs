@@ -55,8 +55,11 @@ pub(crate) fn expand(handler: &Handler<'_>, config: &Config) -> TokenStream {
         let kind = kind.as_str();
         settings.push(quote! { spec.exchange_kind = #private::exchange_kind(#kind); });
     }
-    if let Some(rabbit_backoff_core::QueueType::Quorum) = config.queue_type {
-        settings.push(quote! { spec.queue_type = #private::QueueType::Quorum; });
+    // Classic named is kept apart from none named: only the latter is
+    // warned about on a cluster.
+    if let Some(queue_type) = config.queue_type {
+        let queue_type = queue_type.as_str();
+        settings.push(quote! { spec.queue_type = #private::queue_type(#queue_type); });
     }
     if let Some(rabbit_backoff_core::RetryReturn::Exchange) = config.retry_return {
         settings.push(quote! { spec.retry_return = #private::RetryReturn::Exchange; });

@@ -119,7 +119,7 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
     {
         let mut spec = ConsumerSpec::new(queue.clone().unwrap_or_default(), delays.clone());
         spec.retry = RetryBackend::Delayed;
-        spec.queue_type = queue_type.unwrap_or_default();
+        spec.queue_type = queue_type;
         if let Some(limit) = delivery_limit {
             spec.delivery_limit = limit;
         }

@@ -1,6 +1,7 @@
 //! The runtime's life: the builder, supervision and health.
 
 pub(crate) mod broker_return;
+pub(crate) mod classic_on_cluster;
 pub(crate) mod health;
 #[cfg(feature = "http")]
 pub mod http;

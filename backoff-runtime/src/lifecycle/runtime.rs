@@ -21,6 +21,7 @@ use crate::consume::worker::{PauseReport, Worker, WorkerEnv};
 use crate::dedupe::DedupeStore;
 use crate::error::Error;
 use crate::lifecycle::broker_return::broker_returns;
+use crate::lifecycle::classic_on_cluster::warn_classic_on_cluster;
 use crate::lifecycle::health::{Health, HealthWatch};
 use crate::lifecycle::outbox_relay::relay_outbox;
 use crate::telemetry::meters;
@@ -181,8 +182,14 @@ impl Runtime {
     /// meanwhile. A broker that is down at start-up is waited for the same way.
     /// Only a misconfiguration, such as a topology conflict, ends `run` with an
     /// error.
+    ///
+    /// At start-up, each consumer that names no queue type (so runs on
+    /// classic queues) is warned about once when the broker address lists
+    /// several nodes: see `docs/cluster.md`, "Queue type on a cluster".
     pub async fn run(self) -> Result<(), Error> {
         let health = self.health.0.clone();
+        // Once per start, not per reconnect.
+        warn_classic_on_cluster(&*self.transport, self.specs());
         let signals = self
             .settings
             .handle_signals

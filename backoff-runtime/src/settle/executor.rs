@@ -481,7 +481,7 @@ impl Executor {
     /// keeps its `x-delivery-count`, the retry count of that backend, which a
     /// copy would not.
     async fn give_back(&self, acker: Acker, body: &[u8], properties: &BasicProperties) {
-        if self.spec.queue_type == QueueType::Quorum
+        if self.spec.effective_queue_type() == QueueType::Quorum
             && self.spec.retry == RetryBackend::Tiers
             && !self.settler.lost().is_lost()
         {
