@@ -10,8 +10,8 @@ use rabbit_backoff::dead_letters::{
 use rabbit_backoff_console::SourcedGroup;
 
 use crate::consumer_args::ConsumerArgs;
-use crate::filter_args::FilterArgs;
 use crate::group_source;
+use crate::selection_args::SelectionArgs;
 use crate::stream_port_args::StreamPortArgs;
 use crate::table;
 
@@ -23,9 +23,7 @@ pub enum DlqCommand {
     /// `redelivered` flag of the messages it puts back.
     Peek {
         #[command(flatten)]
-        consumer: ConsumerArgs,
-        #[command(flatten)]
-        filter: FilterArgs,
+        selection: SelectionArgs,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -36,9 +34,7 @@ pub enum DlqCommand {
     /// dead-letter queue; the others stay, in order.
     Replay {
         #[command(flatten)]
-        consumer: ConsumerArgs,
-        #[command(flatten)]
-        filter: FilterArgs,
+        selection: SelectionArgs,
         #[command(flatten)]
         replay: ReplayArgs,
         /// Print JSON instead of a table.
@@ -51,9 +47,7 @@ pub enum DlqCommand {
     /// group in peek, replay, discard and export.
     Groups {
         #[command(flatten)]
-        consumer: ConsumerArgs,
-        #[command(flatten)]
-        filter: FilterArgs,
+        selection: SelectionArgs,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -65,9 +59,7 @@ pub enum DlqCommand {
     /// is removed.
     Export {
         #[command(flatten)]
-        consumer: ConsumerArgs,
-        #[command(flatten)]
-        filter: FilterArgs,
+        selection: SelectionArgs,
         /// The file to write (`-` for standard output).
         #[arg(long, value_name = "FILE")]
         jsonl: std::path::PathBuf,
@@ -106,9 +98,7 @@ pub enum DlqCommand {
     /// Remove matching messages for good.
     Discard {
         #[command(flatten)]
-        consumer: ConsumerArgs,
-        #[command(flatten)]
-        filter: FilterArgs,
+        selection: SelectionArgs,
         /// Confirm: without it, nothing is removed.
         #[arg(long)]
         yes: bool,
@@ -144,18 +134,35 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 
 pub async fn run(url: &str, command: DlqCommand) -> Result<ExitCode, String> {
     match command {
+        DlqCommand::Peek { selection, json } => {
+            operate(url, &selection, json, Operation::Peek).await
+        }
+        DlqCommand::Replay {
+            selection,
+            replay,
+            json,
+        } => operate(url, &selection, json, Operation::Replay(replay)).await,
+        DlqCommand::Discard {
+            selection,
+            yes,
+            json,
+        } => operate(url, &selection, json, Operation::Discard { yes }).await,
         DlqCommand::Groups {
-            consumer,
-            filter,
+            selection,
             json,
             stream,
-        } => groups(url, &consumer, &filter.filter()?, json, stream).await,
+        } => {
+            let filter = selection.filter.filter()?;
+            groups(url, &selection.consumer, &filter, json, stream).await
+        }
         DlqCommand::Export {
-            consumer,
-            filter,
+            selection,
             jsonl,
             json,
-        } => export(url, &consumer, &filter.filter()?, &jsonl, json).await,
+        } => {
+            let filter = selection.filter.filter()?;
+            export(url, &selection.consumer, &filter, &jsonl, json).await
+        }
         DlqCommand::Import {
             consumer,
             jsonl,
@@ -166,7 +173,6 @@ pub async fn run(url: &str, command: DlqCommand) -> Result<ExitCode, String> {
             yes,
             json,
         } => purge(url, &consumer, yes, json).await,
-        command => operate(url, command).await,
     }
 }
 
@@ -356,37 +362,30 @@ async fn import(
     Ok(ExitCode::SUCCESS)
 }
 
-async fn operate(url: &str, command: DlqCommand) -> Result<ExitCode, String> {
-    let (consumer, filter, json) = match &command {
-        DlqCommand::Peek {
-            consumer,
-            filter,
-            json,
-        }
-        | DlqCommand::Replay {
-            consumer,
-            filter,
-            json,
-            ..
-        }
-        | DlqCommand::Discard {
-            consumer,
-            filter,
-            json,
-            ..
-        } => (consumer, filter.filter()?, *json),
-        _ => unreachable!("handled in run"),
-    };
-    if let DlqCommand::Discard { yes: false, .. } = command {
+/// What `peek`, `replay` and `discard` do with the dead letters they select.
+enum Operation {
+    Peek,
+    Replay(ReplayArgs),
+    Discard { yes: bool },
+}
+
+async fn operate(
+    url: &str,
+    selection: &SelectionArgs,
+    json: bool,
+    operation: Operation,
+) -> Result<ExitCode, String> {
+    let filter = selection.filter.filter()?;
+    if let Operation::Discard { yes: false } = operation {
         return Err("discard removes messages for good; add --yes to confirm (see what matches with `dlq peek` first)".into());
     }
-    let dlq = connect(url, consumer).await?;
-    let (verb, report) = match &command {
-        DlqCommand::Peek { .. } => ("matched", dlq.peek(&filter).await),
-        DlqCommand::Replay { replay, .. } => {
+    let dlq = connect(url, &selection.consumer).await?;
+    let (verb, report) = match operation {
+        Operation::Peek => ("matched", dlq.peek(&filter).await),
+        Operation::Replay(replay) => {
             let mut options = ReplayOptions::default().dry_run(replay.dry_run);
-            options.to_exchange = replay.to_exchange.clone();
-            options.to_routing_key = replay.to_routing_key.clone();
+            options.to_exchange = replay.to_exchange;
+            options.to_routing_key = replay.to_routing_key;
             options.rate = replay.rate;
             (
                 if replay.dry_run {
@@ -397,8 +396,7 @@ async fn operate(url: &str, command: DlqCommand) -> Result<ExitCode, String> {
                 dlq.replay(&filter, &options).await,
             )
         }
-        DlqCommand::Discard { .. } => ("discarded", dlq.discard(&filter).await),
-        _ => unreachable!("handled in run"),
+        Operation::Discard { .. } => ("discarded", dlq.discard(&filter).await),
     };
     let queue = dlq.dead_letter_queue().to_owned();
     dlq.close().await;
