@@ -998,7 +998,7 @@ async fn in_memory_dead_letters(
     queue: &str,
     ids: std::ops::Range<u64>,
 ) -> (rabbit_backoff::testing::TestBroker, ConsumerSpec) {
-    use rabbit_backoff::transport::Transport;
+    use rabbit_backoff::transport::{Publication, Transport};
     let broker = rabbit_backoff::testing::TestBroker::new();
     let mut spec = process_job.spec();
     spec.queue = queue.into();
@@ -1015,14 +1015,14 @@ async fn in_memory_dead_letters(
             AMQPValue::LongString(format!("order {id} not found").into_bytes().into()),
         );
         let confirm = channel
-            .publish(
+            .publish(Publication::new(
                 &names.dead_letter_exchange,
                 &names.dead_letter_routing_key,
                 b"{}",
                 BasicProperties::default()
                     .with_message_id(format!("m-{id}").into())
                     .with_headers(headers),
-            )
+            ))
             .await
             .unwrap();
         assert_eq!(confirm, rabbit_backoff::transport::Confirm::Ack);

@@ -586,7 +586,7 @@ async fn dead_letter_headers(
 
 #[tokio::test]
 async fn deeply_nested_headers_crash_neither_the_consumer_nor_a_peek() {
-    use rabbit_backoff::transport::{Confirm, Connection as _};
+    use rabbit_backoff::transport::{Confirm, Connection as _, Publication};
 
     let running = Running::start("poison-deep", |_| {}).await;
     let spec = running.spec.clone();
@@ -610,12 +610,12 @@ async fn deeply_nested_headers_crash_neither_the_consumer_nor_a_peek() {
     for (id, value) in (1u64..).zip(&values) {
         let body = serde_json::to_vec(&Job::new(id, Fail::None, None)).unwrap();
         let confirm = publishing
-            .publish(
+            .publish(Publication::new(
                 &names.exchange,
                 &names.routing_key,
                 &body,
                 deep_properties(id, value),
-            )
+            ))
             .await
             .unwrap();
         assert_eq!(confirm, Confirm::Ack);

@@ -695,7 +695,12 @@ async fn dead_letter_passes_past_their_window_keep_the_order(backend: Backend) {
                 .with_delivery_mode(2)
                 .with_headers(headers);
             let confirm = channel
-                .publish("", &dead_letter_queue, b"{}", properties)
+                .publish(rabbit_backoff::transport::Publication::new(
+                    "",
+                    &dead_letter_queue,
+                    b"{}",
+                    properties,
+                ))
                 .await
                 .unwrap();
             assert_eq!(confirm, Confirm::Ack);

@@ -1144,7 +1144,7 @@ async fn a_dead_letter_nested_18000_levels_deep_is_shown_with_a_note_and_left_in
     use rabbit_backoff::rules::deep_headers::{pack, unpack};
     use rabbit_backoff::rules::headers::DEEP_HEADERS;
     use rabbit_backoff::transport::amqp::AmqpTransport;
-    use rabbit_backoff::transport::{Confirm, Connection as _};
+    use rabbit_backoff::transport::{Confirm, Connection as _, Publication};
 
     let f = Fixture::new("deep", 1).await;
     let q = f.queue.as_str();
@@ -1160,14 +1160,14 @@ async fn a_dead_letter_nested_18000_levels_deep_is_shown_with_a_note_and_left_in
     let connection = AmqpTransport::new(url()).connect_amqp().await.unwrap();
     let channel = connection.open_channel().await.unwrap();
     let confirm = channel
-        .publish(
+        .publish(Publication::new(
             "",
             &dlq,
             b"{}",
             BasicProperties::default()
                 .with_message_id("deep".into())
                 .with_headers(flat),
-        )
+        ))
         .await
         .unwrap();
     assert_eq!(confirm, Confirm::Ack);

@@ -13,13 +13,12 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use futures_util::future::BoxFuture;
-use lapin::BasicProperties;
 use lapin::types::AMQPValue;
 use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 use tokio::sync::mpsc;
 
 use rabbit_backoff_runtime::transport::{
-    Acker, Channel, Confirm, Deliveries, Delivery, QueueInfo, Settle, TransportError,
+    Acker, Channel, Confirm, Deliveries, Delivery, Publication, QueueInfo, Settle, TransportError,
 };
 
 use crate::broker_shared::BrokerShared;
@@ -407,10 +406,7 @@ impl Channel for MemoryChannel {
 
     fn publish<'a>(
         &'a self,
-        exchange: &'a str,
-        routing_key: &'a str,
-        body: &'a [u8],
-        properties: BasicProperties,
+        message: Publication<'a>,
     ) -> BoxFuture<'a, Result<Confirm, TransportError>> {
         Box::pin(async move {
             self.run(|| {
@@ -421,6 +417,13 @@ impl Channel for MemoryChannel {
                     self.shared.close(error.clone(), true);
                     return Err(error);
                 }
+                let Publication {
+                    exchange,
+                    routing_key,
+                    body,
+                    properties,
+                    ..
+                } = message;
                 self.broker.publish(exchange, routing_key, body, properties)
             })
         })

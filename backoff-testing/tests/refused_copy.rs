@@ -12,12 +12,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::future::BoxFuture;
 use rabbit_backoff::ExchangeKind;
-use rabbit_backoff::lapin::BasicProperties;
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::testing::TestBroker;
 use rabbit_backoff::transport::{
-    Channel, Confirm, Connection, Deliveries, Delivery, Lost, PendingConfirm, QueueInfo, Transport,
-    TransportError,
+    Channel, Confirm, Connection, Deliveries, Delivery, Lost, PendingConfirm, Publication,
+    QueueInfo, Transport, TransportError,
 };
 use rabbit_backoff_core::QueueDecl;
 
@@ -180,24 +179,18 @@ impl Channel for RecordedChannel {
 
     fn publish<'a>(
         &'a self,
-        exchange: &'a str,
-        routing_key: &'a str,
-        body: &'a [u8],
-        properties: BasicProperties,
+        message: Publication<'a>,
     ) -> BoxFuture<'a, Result<Confirm, TransportError>> {
-        self.record_publish(routing_key);
-        self.inner.publish(exchange, routing_key, body, properties)
+        self.record_publish(message.routing_key);
+        self.inner.publish(message)
     }
 
     fn send<'a>(
         &'a self,
-        exchange: &'a str,
-        routing_key: &'a str,
-        body: &'a [u8],
-        properties: BasicProperties,
+        message: Publication<'a>,
     ) -> BoxFuture<'a, Result<PendingConfirm, TransportError>> {
-        self.record_publish(routing_key);
-        self.inner.send(exchange, routing_key, body, properties)
+        self.record_publish(message.routing_key);
+        self.inner.send(message)
     }
 
     fn delete_queue<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rabbit_backoff::lapin::BasicProperties;
-use rabbit_backoff::transport::{Channel, Confirm, Connection, Delivery, Transport};
+use rabbit_backoff::transport::{Channel, Confirm, Connection, Delivery, Publication, Transport};
 use rabbit_backoff::{ConsumerSpec, HealthWatch, RunningRuntime, RuntimeBuilder};
 
 use super::Cleanup;
@@ -76,7 +76,7 @@ impl OnBroker {
     ) {
         let confirm = self
             .channel
-            .publish(exchange, routing_key, body, properties)
+            .publish(Publication::new(exchange, routing_key, body, properties))
             .await
             .expect("publish");
         assert_eq!(confirm, Confirm::Ack);

@@ -59,7 +59,9 @@ use crate::dead_letters::message::DeadLetterMessage;
 use crate::dead_letters::pass::pass_id;
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::toolkit::{PERSISTENT, channel_error, confirm_channel};
-use rabbit_backoff_runtime::transport::{Confirm, Connection, Delivery, TransportError};
+use rabbit_backoff_runtime::transport::{
+    Confirm, Connection, Delivery, Publication, TransportError,
+};
 
 /// Groups in one message of a checkpoint.
 pub(crate) const GROUPS_PER_PART: usize = 200;
@@ -276,7 +278,7 @@ pub(crate) async fn write(
             })
             .map_err(|e| refused(removals, &e.to_string()))?;
             let confirm = channel
-                .publish("", removals, &body, properties.clone())
+                .publish(Publication::new("", removals, &body, properties.clone()))
                 .await
                 .map_err(channel_error(removals, WRITING))?;
             match confirm {

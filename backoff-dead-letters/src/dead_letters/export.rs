@@ -12,7 +12,7 @@ use crate::dead_letters::message::DeadLetterMessage;
 use crate::dead_letters::record::DeadLetterRecord;
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::toolkit::{confirm_channel, set_aside_reason};
-use rabbit_backoff_runtime::transport::{Confirm, Delivery, TransportError};
+use rabbit_backoff_runtime::transport::{Confirm, Delivery, Publication, TransportError};
 
 /// Copies an import keeps in flight before it waits for confirmations.
 const IMPORT_WINDOW: usize = 500;
@@ -121,7 +121,7 @@ impl Dlq {
                     failed(TransportError::Other(format!("record {}: {e}", line + 1)))
                 })?;
                 let pending = channel
-                    .send(&exchange, &routing_key, &body, properties)
+                    .send(Publication::new(&exchange, &routing_key, &body, properties))
                     .await
                     .map_err(failed)?;
                 in_flight.push_back(pending);

@@ -16,7 +16,7 @@ use crate::dead_letters::pass::pass_id;
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::toolkit::confirm_channel;
 use rabbit_backoff_runtime::transport::{
-    Channel, Confirm, Connection, Deliveries, Delivery, StreamOffset, header_view,
+    Channel, Confirm, Connection, Deliveries, Delivery, Publication, StreamOffset, header_view,
 };
 
 /// Deliveries a stream consumer of the index may hold unacknowledged.
@@ -50,12 +50,12 @@ pub(crate) async fn mark_end(
         AMQPValue::LongString(LongString::from(id.as_bytes())),
     );
     let confirm = channel
-        .publish(
+        .publish(Publication::new(
             "",
             stream,
             b"",
             BasicProperties::default().with_headers(headers),
-        )
+        ))
         .await
         .map_err(|e| IndexFallback::Unreadable {
             reason: format!("marking the end of '{stream}': {e}"),

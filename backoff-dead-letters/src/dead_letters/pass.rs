@@ -53,7 +53,8 @@ use rabbit_backoff_core::{QueueDecl, headers::PASS_SENTINEL};
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::toolkit::{PERSISTENT, channel_error, confirm_channel};
 use rabbit_backoff_runtime::transport::{
-    Channel, Confirm, Connection, Delivery, NOT_FOUND, PendingConfirm, QueueInfo, TransportError,
+    Channel, Confirm, Connection, Delivery, NOT_FOUND, PendingConfirm, Publication, QueueInfo,
+    TransportError,
 };
 
 /// The most messages a pass holds unacknowledged.
@@ -435,7 +436,12 @@ impl Rotation {
         }
         let batch = std::mem::take(&mut self.batch);
         let sends = batch.iter().filter(|(_, kept)| *kept).map(|(delivery, _)| {
-            channel.send("", queue, &delivery.data, delivery.properties.clone())
+            channel.send(Publication::new(
+                "",
+                queue,
+                &delivery.data,
+                delivery.properties.clone(),
+            ))
         });
         let mut pending = join_all(sends).await.into_iter();
         for (delivery, kept) in batch {
@@ -668,7 +674,7 @@ async fn publish_marker(
     let body: &[u8] = b"rabbit-backoff: a pass over a dead-letter queue is moving its messages \
                         to the back; it stops at this message and removes it.";
     let confirm = channel
-        .publish("", queue, body, properties)
+        .publish(Publication::new("", queue, body, properties))
         .await
         .map_err(channel_error(queue, "publishing the pass's marker"))?;
     if confirm == Confirm::Ack {

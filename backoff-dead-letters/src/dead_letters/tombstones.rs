@@ -17,7 +17,7 @@ use rabbit_backoff_core::headers::TOMBSTONE_LAYOUT;
 use crate::dead_letters::key::key_of;
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::toolkit::{PERSISTENT, channel_error, confirm_channel};
-use rabbit_backoff_runtime::transport::{Confirm, Connection, TransportError};
+use rabbit_backoff_runtime::transport::{Confirm, Connection, Publication, TransportError};
 
 /// Removals in one tombstone message.
 pub(crate) const KEYS_PER_TOMBSTONE: usize = 1024;
@@ -77,7 +77,7 @@ impl Tombstones {
                     })
                     .collect();
                 let confirm = channel
-                    .publish("", stream, &body, properties.clone())
+                    .publish(Publication::new("", stream, &body, properties.clone()))
                     .await
                     .map_err(channel_error(stream, "writing the index's tombstones"))?;
                 match confirm {

@@ -3,10 +3,8 @@
 use std::future::Future;
 use std::time::Duration;
 
-use lapin::BasicProperties;
-
 use crate::error::PublishFailure;
-use crate::transport::{Channel, Confirm};
+use crate::transport::{Channel, Confirm, Publication};
 
 /// Publishes with `mandatory` and awaits the broker's confirm of this very
 /// message (not of every outstanding one), so concurrent publishes on one
@@ -16,13 +14,10 @@ use crate::transport::{Channel, Confirm};
 /// own (the properties are in it), not a second copy of its arguments.
 pub(crate) fn publish_confirmed<'a>(
     channel: &'a dyn Channel,
-    exchange: &'a str,
-    routing_key: &'a str,
-    body: &'a [u8],
-    properties: BasicProperties,
+    message: Publication<'a>,
     timeout: Duration,
 ) -> impl Future<Output = Result<(), PublishFailure>> + Send + 'a {
-    let published = channel.publish(exchange, routing_key, body, properties);
+    let published = channel.publish(message);
     async move {
         match tokio::time::timeout(timeout, published).await {
             Err(_) => Err(PublishFailure::Timeout(timeout)),

@@ -15,7 +15,7 @@ use crate::publish::confirmed::publish_confirmed;
 use crate::publish::outgoing::Outgoing;
 use crate::telemetry::trace_context::{publish_span, traced};
 use crate::transport::amqp::AmqpTransport;
-use crate::transport::{Channel, Connection, Transport};
+use crate::transport::{Channel, Connection, Publication, Transport};
 
 /// Publishes persistent messages and waits for the broker's confirm of each.
 ///
@@ -107,16 +107,10 @@ impl Publisher {
         // continues the publisher's trace.
         let span = publish_span(exchange, routing_key);
         let properties = traced(&span, properties);
-        let published = publish_confirmed(
-            &*channel,
-            exchange,
-            routing_key,
-            &message.body,
-            properties,
-            self.confirm_timeout,
-        )
-        .instrument(span)
-        .await;
+        let publication = Publication::new(exchange, routing_key, &message.body, properties);
+        let published = publish_confirmed(&*channel, publication, self.confirm_timeout)
+            .instrument(span)
+            .await;
         if let Err(failure) = published {
             if let PublishFailure::Channel(_) | PublishFailure::Nacked = failure {
                 // The channel or the connection is gone: open them again next

@@ -13,7 +13,7 @@ use crate::error::PublishFailure;
 use crate::publish::confirmed::publish_confirmed;
 use crate::settle::shrink_copy::{TooLarge, fit_to_frame};
 use crate::telemetry::trace_context::{publish_span, traced};
-use crate::transport::{Channel, Connection, Lost};
+use crate::transport::{Channel, Connection, Lost, Publication};
 
 /// Where a copy goes: the exchange and routing key it is published with, the
 /// queue they lead to, and the room a copy leaves there for the headers the
@@ -134,14 +134,13 @@ impl Settler {
     ) -> Result<(), PublishFailure> {
         let span = publish_span(target.exchange, target.routing_key);
         let (channel, generation) = self.copy_channel();
-        let published = publish_confirmed(
-            &*channel,
+        let message = Publication::new(
             target.exchange,
             target.routing_key,
             body,
             traced(&span, properties),
-            self.confirm_timeout,
         );
+        let published = publish_confirmed(&*channel, message, self.confirm_timeout);
         let published = if span.is_disabled() {
             published.await
         } else {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
+use lapin::Confirmation;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicNackOptions,
     BasicPublishOptions, BasicQosOptions, BasicRejectOptions, ConfirmSelectOptions,
@@ -14,12 +15,11 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::uri::AMQPUri;
-use lapin::{BasicProperties, Confirmation};
 use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 
 use super::{
     Acker, Channel, Confirm, Connection, Deliveries, Delivery, Lost, LostSignal, PendingConfirm,
-    QueueInfo, Settle, StreamOffset, Transport, TransportError,
+    Publication, QueueInfo, Settle, StreamOffset, Transport, TransportError,
 };
 use crate::transport::amqp_values::arguments_table;
 use crate::transport::connector::connect_node;
@@ -303,10 +303,7 @@ impl AmqpChannel {
     /// the connection, with its confirmation to await.
     async fn basic_publish(
         &self,
-        exchange: &str,
-        routing_key: &str,
-        body: &[u8],
-        properties: BasicProperties,
+        message: Publication<'_>,
     ) -> Result<lapin::PublisherConfirm, TransportError> {
         let options = BasicPublishOptions {
             mandatory: true,
@@ -314,11 +311,11 @@ impl AmqpChannel {
         };
         self.inner
             .basic_publish(
-                short(exchange)?,
-                short(routing_key)?,
+                short(message.exchange)?,
+                short(message.routing_key)?,
                 options,
-                body,
-                properties,
+                message.body,
+                message.properties,
             )
             .await
             .map_err(transport_error)
@@ -481,31 +478,21 @@ impl Channel for AmqpChannel {
 
     fn publish<'a>(
         &'a self,
-        exchange: &'a str,
-        routing_key: &'a str,
-        body: &'a [u8],
-        properties: BasicProperties,
+        message: Publication<'a>,
     ) -> BoxFuture<'a, Result<Confirm, TransportError>> {
         // One future for the publish and its confirmation.
         self.guarded(async move {
-            let confirm = self
-                .basic_publish(exchange, routing_key, body, properties)
-                .await?;
+            let confirm = self.basic_publish(message).await?;
             Ok(confirmation(confirm.await.map_err(transport_error)?))
         })
     }
 
     fn send<'a>(
         &'a self,
-        exchange: &'a str,
-        routing_key: &'a str,
-        body: &'a [u8],
-        properties: BasicProperties,
+        message: Publication<'a>,
     ) -> BoxFuture<'a, Result<PendingConfirm, TransportError>> {
         self.guarded(async move {
-            let confirm = self
-                .basic_publish(exchange, routing_key, body, properties)
-                .await?;
+            let confirm = self.basic_publish(message).await?;
             let lost = self.lost.clone();
             let pending: PendingConfirm = Box::pin(async move {
                 lost.or_fail(async { Ok(confirmation(confirm.await.map_err(transport_error)?)) })

@@ -2,11 +2,11 @@
 //! the framework makes on it.
 
 use futures_util::future::BoxFuture;
-use lapin::BasicProperties;
 use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 
 use super::{
-    Confirm, Deliveries, Delivery, PendingConfirm, QueueInfo, StreamOffset, TransportError,
+    Confirm, Deliveries, Delivery, PendingConfirm, Publication, QueueInfo, StreamOffset,
+    TransportError,
 };
 
 /// One channel, in publisher-confirm mode. A refused operation (such as a
@@ -83,10 +83,7 @@ pub trait Channel: Send + Sync + 'static {
     /// very message (or returned or refused it).
     fn publish<'a>(
         &'a self,
-        exchange: &'a str,
-        routing_key: &'a str,
-        body: &'a [u8],
-        properties: BasicProperties,
+        message: Publication<'a>,
     ) -> BoxFuture<'a, Result<Confirm, TransportError>>;
 
     /// Publishes like [`publish`](Channel::publish), but resolves as soon as
@@ -95,15 +92,10 @@ pub trait Channel: Send + Sync + 'static {
     /// at once, and still reach the queue in the order they were sent.
     fn send<'a>(
         &'a self,
-        exchange: &'a str,
-        routing_key: &'a str,
-        body: &'a [u8],
-        properties: BasicProperties,
+        message: Publication<'a>,
     ) -> BoxFuture<'a, Result<PendingConfirm, TransportError>> {
         Box::pin(async move {
-            let confirm = self
-                .publish(exchange, routing_key, body, properties)
-                .await?;
+            let confirm = self.publish(message).await?;
             let pending: PendingConfirm = Box::pin(std::future::ready(Ok(confirm)));
             Ok(pending)
         })

@@ -11,7 +11,11 @@ async fn confirms_say_acked_returned_or_nacked() {
     declare_plain(&ch, "q").await;
     let send = |key: &'static str| {
         let ch = Arc::clone(&ch);
-        async move { ch.publish("", key, b"x", labelled("x")).await.unwrap() }
+        async move {
+            ch.publish(Publication::new("", key, b"x", labelled("x")))
+                .await
+                .unwrap()
+        }
     };
     assert_eq!(send("q").await, Confirm::Ack);
     assert_eq!(send("nobody").await, Confirm::Returned);
@@ -37,7 +41,9 @@ async fn a_failed_publish_closes_its_channel_and_returns_its_deliveries() {
     let held = ch.get("q").await.unwrap().unwrap();
 
     broker.fail_next_publishes(1);
-    let failed = ch.publish("", "q", b"lost", labelled("lost")).await;
+    let failed = ch
+        .publish(Publication::new("", "q", b"lost", labelled("lost")))
+        .await;
     let Err(TransportError::Closed(reason)) = failed else {
         panic!("expected a closed channel, got {failed:?}");
     };

@@ -50,7 +50,7 @@ async fn work_topology(ch: &Arc<dyn Channel>) {
 async fn a_rejected_message_carries_x_death_with_rabbitmq_types() {
     let (_broker, ch) = setup().await;
     work_topology(&ch).await;
-    ch.publish("orders", "orders", b"m", labelled("m"))
+    ch.publish(Publication::new("orders", "orders", b"m", labelled("m")))
         .await
         .unwrap();
     let delivery = ch.get("orders").await.unwrap().unwrap();
@@ -114,9 +114,14 @@ async fn dying_again_in_the_same_queue_for_the_same_reason_counts_up() {
     // Send it round again, headers and all, a few seconds later.
     sleep(Duration::from_secs(5)).await;
     let delivery = ch.get("work").await.unwrap().unwrap();
-    ch.publish("", "bounce", &delivery.data, delivery.properties.clone())
-        .await
-        .unwrap();
+    ch.publish(Publication::new(
+        "",
+        "bounce",
+        &delivery.data,
+        delivery.properties.clone(),
+    ))
+    .await
+    .unwrap();
     delivery.acker.ack().await.unwrap();
     sleep(Duration::from_millis(1_500)).await;
 
@@ -143,7 +148,7 @@ async fn entries_are_newest_first_and_a_repeated_one_moves_to_the_front() {
         async move {
             sleep(Duration::from_millis(1_500)).await;
             let d = ch.get("work").await.unwrap().unwrap();
-            ch.publish("", via, &d.data, d.properties.clone())
+            ch.publish(Publication::new("", via, &d.data, d.properties.clone()))
                 .await
                 .unwrap();
             d.acker.ack().await.unwrap();
@@ -213,9 +218,14 @@ async fn reject_publish_overflow_nacks_the_publisher() {
     let send = |label: &'static str| {
         let ch = Arc::clone(&ch);
         async move {
-            ch.publish("fan", "", label.as_bytes(), labelled(label))
-                .await
-                .unwrap()
+            ch.publish(Publication::new(
+                "fan",
+                "",
+                label.as_bytes(),
+                labelled(label),
+            ))
+            .await
+            .unwrap()
         }
     };
     assert_eq!(send("m1").await, Confirm::Ack);
@@ -343,9 +353,14 @@ async fn without_a_dead_letter_routing_key_the_message_keeps_its_own() {
         .await
         .unwrap();
     ch.bind_queue("q", "in", "#").await.unwrap();
-    ch.publish("in", "orders.created", b"m", labelled("m"))
-        .await
-        .unwrap();
+    ch.publish(Publication::new(
+        "in",
+        "orders.created",
+        b"m",
+        labelled("m"),
+    ))
+    .await
+    .unwrap();
     ch.get("q")
         .await
         .unwrap()

@@ -17,7 +17,9 @@ use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use rabbit_backoff_core::{Argument, QueueDecl};
 
-use rabbit_backoff_runtime::transport::{Channel, Deliveries, Delivery, Transport, TransportError};
+use rabbit_backoff_runtime::transport::{
+    Channel, Deliveries, Delivery, Publication, Transport, TransportError,
+};
 use rabbit_backoff_testing::TestBroker;
 
 /// A broker and one open channel on it.
@@ -80,7 +82,12 @@ fn labelled(label: &str) -> BasicProperties {
 /// Publishes `label` as body and message id through the default exchange.
 async fn put(channel: &Arc<dyn Channel>, queue: &str, label: &str) {
     let confirm = channel
-        .publish("", queue, label.as_bytes(), labelled(label))
+        .publish(Publication::new(
+            "",
+            queue,
+            label.as_bytes(),
+            labelled(label),
+        ))
         .await
         .expect("publish");
     assert_eq!(

@@ -6,7 +6,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString};
 use rabbit_backoff_core::ExchangeKind;
 
 use super::*;
-use rabbit_backoff_runtime::transport::Confirm;
+use rabbit_backoff_runtime::transport::{Confirm, Publication};
 
 async fn bound(
     channel: &Arc<dyn Channel>,
@@ -22,7 +22,12 @@ async fn bound(
 
 async fn send(channel: &Arc<dyn Channel>, exchange: &str, key: &str) -> Confirm {
     channel
-        .publish(exchange, key, key.as_bytes(), BasicProperties::default())
+        .publish(Publication::new(
+            exchange,
+            key,
+            key.as_bytes(),
+            BasicProperties::default(),
+        ))
         .await
         .unwrap()
 }
@@ -117,7 +122,9 @@ async fn headers_exchange_with_no_binding_arguments_matches_every_message() {
     );
     let with = BasicProperties::default().with_headers(headers);
     assert_eq!(
-        ch.publish("h", "k", b"with", with).await.unwrap(),
+        ch.publish(Publication::new("h", "k", b"with", with))
+            .await
+            .unwrap(),
         Confirm::Ack
     );
     assert_eq!(send(&ch, "h", "without").await, Confirm::Ack);
@@ -141,8 +148,13 @@ async fn publishing_to_a_missing_exchange_closes_the_channel_with_not_found() {
     declare_plain(&ch, "q").await;
 
     let (code, text) = refusal(
-        ch.publish("nope", "k", b"x", BasicProperties::default())
-            .await,
+        ch.publish(Publication::new(
+            "nope",
+            "k",
+            b"x",
+            BasicProperties::default(),
+        ))
+        .await,
     );
     assert_eq!(code, 404);
     assert_eq!(text, "NOT_FOUND - no exchange 'nope' in vhost '/'");

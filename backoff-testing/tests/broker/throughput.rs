@@ -36,7 +36,7 @@ async fn throughput_publish_consume_ack() {
     let body = [7u8; 64];
     for _ in 0..MESSAGES {
         publisher
-            .publish("", "q", &body, BasicProperties::default())
+            .publish(Publication::new("", "q", &body, BasicProperties::default()))
             .await
             .unwrap();
     }

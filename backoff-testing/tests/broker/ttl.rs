@@ -16,10 +16,15 @@ async fn a_long_ttl_at_the_head_blocks_a_short_one_behind_it() {
     declare_plain(&ch, "expired").await;
     declare_dead_lettering(&ch, "mixed", "expired", vec![]).await;
     let with_ttl = |label: &str, ms: &str| labelled(label).with_expiration(ShortString::from(ms));
-    ch.publish("", "mixed", b"10s", with_ttl("10s", "10000"))
-        .await
-        .unwrap();
-    ch.publish("", "mixed", b"1s", with_ttl("1s", "1000"))
+    ch.publish(Publication::new(
+        "",
+        "mixed",
+        b"10s",
+        with_ttl("10s", "10000"),
+    ))
+    .await
+    .unwrap();
+    ch.publish(Publication::new("", "mixed", b"1s", with_ttl("1s", "1000")))
         .await
         .unwrap();
 
@@ -97,12 +102,12 @@ async fn a_per_message_ttl_is_kept_as_original_expiration_and_removed() {
     declare_plain(&ch, "dlq").await;
     // The queue's TTL is longer: the message's own applies.
     declare_dead_lettering(&ch, "q", "dlq", vec![int("x-message-ttl", 60_000)]).await;
-    ch.publish(
+    ch.publish(Publication::new(
         "",
         "q",
         b"m",
         labelled("m").with_expiration(ShortString::from("1000")),
-    )
+    ))
     .await
     .unwrap();
     sleep(Duration::from_millis(1_001)).await;
@@ -139,7 +144,7 @@ async fn retrying_consumer(
         );
         let properties = delivery.properties.clone().with_headers(headers);
         channel
-            .publish("", &target, &delivery.data, properties)
+            .publish(Publication::new("", &target, &delivery.data, properties))
             .await
             .unwrap();
         delivery.acker.ack().await.unwrap();
@@ -164,12 +169,12 @@ async fn run_until_idle_plays_a_5s_15s_60s_schedule_in_milliseconds() {
         "trace".into(),
         AMQPValue::LongString(LongString::from("t-1")),
     );
-    ch.publish(
+    ch.publish(Publication::new(
         "",
         "orders",
         b"{}",
         BasicProperties::default().with_headers(headers),
-    )
+    ))
     .await
     .unwrap();
 

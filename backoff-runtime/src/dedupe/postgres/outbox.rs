@@ -11,7 +11,7 @@ use lapin::types::parsing::parse_field_table;
 use sqlx::{PgConnection, PgPool};
 
 use crate::publish::outgoing::Outgoing;
-use crate::transport::{Channel, Confirm};
+use crate::transport::{Channel, Confirm, Publication};
 
 /// The outbox table.
 pub(crate) const TABLE: &str = "rabbit_backoff_outbox";
@@ -134,7 +134,12 @@ async fn publish(
             }
         };
         match channel
-            .send(&exchange, &routing_key, &message.body, properties)
+            .send(Publication::new(
+                &exchange,
+                &routing_key,
+                &message.body,
+                properties,
+            ))
             .await
         {
             Ok(confirm) => pending.push((id, message_id, exchange, confirm)),
