@@ -1444,14 +1444,7 @@ async fn status_shows_what_delayed_retries_hold_back() {
     framework.close().await;
     let connection = connect(&url()).await;
     let channel = connection.create_channel().await.unwrap();
-    let _cleanup = Deleting(
-        topology.every_queue().map(|q| q.name.clone()).collect(),
-        topology
-            .exchanges()
-            .iter()
-            .map(|e| e.name.clone())
-            .collect(),
-    );
+    let _cleanup = rabbit_backoff_test_support::cleanup::Cleanup::of(&spec);
     channel
         .basic_publish(
             "".into(),
@@ -1531,37 +1524,4 @@ async fn status_shows_what_delayed_retries_hold_back() {
     assert_eq!(found["tiers"], serde_json::json!([]), "{found}");
     assert_eq!(found["held_back"], serde_json::json!(held), "{found}");
     let _ = connection.close(200, "".into()).await;
-}
-
-/// Deletes the queues and exchanges when dropped.
-struct Deleting(Vec<String>, Vec<String>);
-
-impl Drop for Deleting {
-    fn drop(&mut self) {
-        let queues = std::mem::take(&mut self.0);
-        let exchanges = std::mem::take(&mut self.1);
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                let connection = connect(&url()).await;
-                let channel = connection.create_channel().await.unwrap();
-                for queue in queues {
-                    let _ = channel
-                        .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
-                        .await;
-                }
-                for exchange in exchanges {
-                    let _ = channel
-                        .exchange_delete(exchange.as_str().into(), Default::default())
-                        .await;
-                }
-                let _ = connection.close(200, "".into()).await;
-            });
-        })
-        .join()
-        .expect("cleanup");
-    }
 }

@@ -5,15 +5,14 @@
 
 use std::time::{Duration, Instant};
 
-use lapin::options::{
-    BasicPublishOptions, ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions,
-};
+use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel};
 use rabbit_backoff_core::{ConsumerSpec, Topology};
 
 use crate::PATIENCE;
 use crate::broker::{connect, unique, url};
+use crate::cleanup::Cleanup;
 
 /// A dead letter as the framework writes it.
 pub struct DeadLetter {
@@ -174,35 +173,6 @@ pub async fn publish_to_queue(queue: &str, id: &str, body: &[u8], headers: Field
 
 impl Drop for Fixture {
     fn drop(&mut self) {
-        let topology = Topology::of(&self.spec);
-        let queues: Vec<String> = topology.every_queue().map(|q| q.name.clone()).collect();
-        let exchanges: Vec<String> = topology
-            .exchanges()
-            .iter()
-            .map(|e| e.name.clone())
-            .collect();
-        // On a thread of its own: a test's runtime cannot block on itself.
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                let connection = connect().await;
-                let channel = connection.create_channel().await.unwrap();
-                for q in queues {
-                    let _ = channel
-                        .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-                        .await;
-                }
-                for e in exchanges {
-                    let _ = channel
-                        .exchange_delete(e.as_str().into(), ExchangeDeleteOptions::default())
-                        .await;
-                }
-            });
-        })
-        .join()
-        .unwrap();
+        drop(Cleanup::of(&self.spec));
     }
 }

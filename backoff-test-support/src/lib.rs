@@ -13,6 +13,7 @@ use std::time::Duration;
 pub mod broker;
 #[cfg(feature = "browser")]
 pub mod browser;
+pub mod cleanup;
 pub mod dead_letter_fixture;
 pub mod deep_headers;
 pub mod tls;

@@ -41,14 +41,14 @@ pub mod stores;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lapin::options::{BasicGetOptions, ExchangeDeleteOptions, QueueDeleteOptions};
-use lapin::{Channel, Connection, ConnectionProperties};
+use lapin::options::BasicGetOptions;
+use lapin::{Channel, Connection};
 use rabbit_backoff::ShutdownHandle;
 use rabbit_backoff::prelude::*;
-use rabbit_backoff::topology::Topology;
 use serde::{Deserialize, Serialize};
 
 pub use rabbit_backoff_test_support::broker::{connect, unique, url};
+pub use rabbit_backoff_test_support::cleanup::Cleanup;
 
 pub async fn channel() -> (Connection, Channel) {
     let connection = connect().await;
@@ -111,90 +111,6 @@ pub fn broker_version() -> (u32, u32) {
         let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
         (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
     })
-}
-
-/// Deletes queues and exchanges when dropped, even when the test panicked.
-#[derive(Default)]
-pub struct Cleanup {
-    pub queues: Vec<String>,
-    pub exchanges: Vec<String>,
-    /// Where to delete them: a node or a comma-separated list of nodes (the
-    /// first that answers); the test broker when `None`.
-    pub at: Option<String>,
-}
-
-impl Cleanup {
-    pub fn of(spec: &ConsumerSpec) -> Self {
-        let topology = Topology::of(spec);
-        Cleanup {
-            queues: topology.every_queue().map(|q| q.name.clone()).collect(),
-            exchanges: topology
-                .exchanges()
-                .iter()
-                .map(|e| e.name.clone())
-                .collect(),
-            at: None,
-        }
-    }
-
-    /// Deletes on the broker at `uri` (one node, or a comma-separated list).
-    pub fn at(mut self, uri: &str) -> Self {
-        self.at = Some(uri.to_owned());
-        self
-    }
-
-    pub fn queue(mut self, name: &str) -> Self {
-        self.queues.push(name.to_owned());
-        self
-    }
-
-    pub fn exchange(mut self, name: &str) -> Self {
-        self.exchanges.push(name.to_owned());
-        self
-    }
-}
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let queues = std::mem::take(&mut self.queues);
-        let exchanges = std::mem::take(&mut self.exchanges);
-        let at = self.at.take().unwrap_or_else(url);
-        let worker = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                let mut connected = None;
-                for node in at.split(',') {
-                    if let Ok(c) =
-                        Connection::connect(node.trim(), ConnectionProperties::default()).await
-                    {
-                        connected = Some(c);
-                        break;
-                    }
-                }
-                let Some(connection) = connected else {
-                    return;
-                };
-                let Ok(channel) = connection.create_channel().await else {
-                    return;
-                };
-                for q in queues {
-                    let _ = channel
-                        .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-                        .await;
-                }
-                for e in exchanges {
-                    let _ = channel
-                        .exchange_delete(e.as_str().into(), ExchangeDeleteOptions::default())
-                        .await;
-                }
-                let _ = connection.close(200, "cleanup".into()).await;
-            });
-        });
-        let _ = worker.join();
-    }
 }
 
 /// Polls `queue` with basic.get (auto-ack) until a message arrives.
