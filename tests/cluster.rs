@@ -13,8 +13,6 @@
 #[path = "common/cluster_script.rs"]
 mod cluster_script;
 mod common;
-#[path = "common/log_capture.rs"]
-mod log_capture;
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
@@ -25,10 +23,10 @@ use common::*;
 use futures_util::future::join_all;
 use lapin::options::BasicGetOptions;
 use lapin::{Connection, ConnectionProperties};
-use log_capture::LogCapture;
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::topology::Topology;
 use rabbit_backoff::{Health, QueueType, RunningRuntime};
+use rabbit_backoff_test_support::log_capture::LogCapture;
 use serde::Deserialize;
 use tokio::time::Instant;
 
@@ -650,7 +648,7 @@ async fn a_consumer_on_classic_queues_it_did_not_choose_warns_once_on_the_cluste
     let mut spec = spec_of("cluster-unchosen", QueueType::Classic);
     let _cleanup = Cleanup::of(&spec).at(&cluster_url(0));
     let risk = "a classic queue lives on one node";
-    let log = LogCapture::start();
+    let log = LogCapture::start("warn");
 
     spec.queue_type = None;
     let running = start(&spec, 0, &Journal::default()).await;

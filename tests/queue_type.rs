@@ -4,14 +4,12 @@
 //! address does not raise and a list of several does.
 
 mod common;
-#[path = "common/log_capture.rs"]
-mod log_capture;
 
 use std::time::Duration;
 
 use common::*;
-use log_capture::LogCapture;
 use rabbit_backoff::prelude::*;
+use rabbit_backoff_test_support::log_capture::LogCapture;
 
 /// What the warning says, whatever the queue.
 const RISK: &str = "a classic queue lives on one node";
@@ -42,7 +40,7 @@ async fn one_address_raises_no_cluster_warning_and_several_do() {
     };
     assert_eq!(spec.queue_type, None, "the test consumer names no type");
     let _cleanup = Cleanup::of(&spec);
-    let log = LogCapture::start();
+    let log = LogCapture::start("warn");
 
     start_and_stop(&url(), &queue).await;
     assert_eq!(log.warnings_with(RISK), Vec::<String>::new());

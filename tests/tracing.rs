@@ -187,24 +187,6 @@ async fn a_dead_letter_carries_the_trace_and_a_replay_links_to_it() {
     assert!(replayed_parent.contains(&replays[0].span_context.trace_id().to_string()));
 }
 
-/// Log lines written to memory, for [`the_log_filter_users_type_is_rabbit_backoff`].
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// `rabbit_backoff=debug` is the filter users type (docs/one-message.md's
 /// and the examples'): a filter's target matches every target it starts, so
 /// it turns on the lines of every crate of the framework (their targets are
@@ -213,20 +195,10 @@ impl std::io::Write for Captured {
 #[tokio::test(start_paused = true)]
 async fn the_log_filter_users_type_is_rabbit_backoff() {
     for (filter, shown) in [("rabbit_backoff=debug", true), ("lapin=debug", false)] {
-        let captured = Captured::default();
-        let writer = {
-            let captured = captured.clone();
-            move || captured.clone()
-        };
-        let subscriber = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-            .with_writer(writer)
-            .with_ansi(false)
-            .finish();
-        let _default = tracing::subscriber::set_default(subscriber);
+        let captured = rabbit_backoff_test_support::log_capture::LogCapture::start(filter);
         let queue = unique("log-filter");
         one_retry(&queue).await;
-        let lines = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+        let lines = captured.lines();
         assert_eq!(
             lines.contains("rabbit_backoff_runtime::") && lines.contains(&queue),
             shown,

@@ -16,6 +16,7 @@ pub mod browser;
 pub mod cleanup;
 pub mod dead_letter_fixture;
 pub mod deep_headers;
+pub mod log_capture;
 pub mod tls;
 
 /// How long a test waits for what the broker and the console's page do by

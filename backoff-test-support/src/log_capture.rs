@@ -2,8 +2,9 @@
 
 use std::sync::{Arc, Mutex};
 
-/// The lines logged on this thread while it lives, at `warn` and above
-/// (tests on a current-thread runtime: the runtime's tasks log here too).
+/// The lines logged on this thread while it lives, through a `fmt`
+/// subscriber with a filter (tests on a current-thread runtime: the
+/// runtime's tasks log here too).
 pub struct LogCapture {
     lines: Arc<Mutex<Vec<u8>>>,
     _default: tracing::subscriber::DefaultGuard,
@@ -28,12 +29,13 @@ impl std::io::Write for Sink {
 }
 
 impl LogCapture {
-    /// Starts capturing on this thread.
-    pub fn start() -> Self {
+    /// Starts capturing on this thread what `filter` (an `EnvFilter`
+    /// directive: `warn`, `rabbit_backoff=debug`) lets through.
+    pub fn start(filter: &str) -> Self {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let sink = Sink(Arc::clone(&lines));
         let subscriber = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
             .with_writer(move || sink.clone())
             .with_ansi(false)
             .finish();
@@ -43,10 +45,15 @@ impl LogCapture {
         }
     }
 
+    /// Every line captured so far.
+    pub fn lines(&self) -> String {
+        let lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
+        String::from_utf8_lossy(&lines).into_owned()
+    }
+
     /// The warnings captured so far that contain `text`.
     pub fn warnings_with(&self, text: &str) -> Vec<String> {
-        let lines = self.lines.lock().unwrap_or_else(|e| e.into_inner());
-        String::from_utf8_lossy(&lines)
+        self.lines()
             .lines()
             .filter(|line| line.contains(" WARN ") && line.contains(text))
             .map(str::to_owned)
