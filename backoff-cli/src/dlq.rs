@@ -11,6 +11,7 @@ use rabbit_backoff_console::SourcedGroup;
 
 use crate::consumer_args::ConsumerArgs;
 use crate::group_source;
+use crate::json_output;
 use crate::selection_args::SelectionArgs;
 use crate::stream_port_args::StreamPortArgs;
 use crate::table;
@@ -190,10 +191,7 @@ async fn purge(
     dlq.close().await;
     let report = report.map_err(|e| e.to_string())?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
-        );
+        json_output::print(&report)?;
         return Ok(ExitCode::SUCCESS);
     }
     let note = match &report.checkpoint {
@@ -227,10 +225,7 @@ async fn groups(
     let report = report.map_err(|e| e.to_string())?;
     let read_from = group_source::read_from(&report);
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&SourcedGroup::all(&report)).map_err(|e| e.to_string())?
-        );
+        json_output::print(&SourcedGroup::all(&report))?;
         eprintln!("{}: {read_from}", dlq.dead_letter_queue());
         return Ok(ExitCode::SUCCESS);
     }
@@ -294,10 +289,7 @@ async fn export(
         );
     }
     if json {
-        eprintln!(
-            "{}",
-            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
-        );
+        eprintln!("{}", json_output::to_text(&report)?);
     } else if !to_stdout {
         println!(
             "{}: exported {} to {}, {} left in the queue",
@@ -420,10 +412,7 @@ fn print_report(
     json: bool,
 ) -> Result<(), String> {
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(report).map_err(|e| e.to_string())?
-        );
+        json_output::print(report)?;
         return Ok(());
     }
     let rows: Vec<Vec<String>> = report.matched.iter().map(row).collect();

@@ -9,6 +9,7 @@ mod consumer_args;
 mod dlq;
 mod filter_args;
 mod group_source;
+mod json_output;
 mod selection_args;
 mod status;
 mod stream_port_args;

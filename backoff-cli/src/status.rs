@@ -9,6 +9,7 @@ use rabbit_backoff::{ConsumerStatus, connect, status};
 use crate::consumer_args::ConsumerArgs;
 use rabbit_backoff_console::{discovery, management};
 
+use crate::json_output;
 use crate::table;
 
 #[derive(Debug, Args)]
@@ -162,10 +163,7 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
             "running_nodes": running,
             "classic_on_cluster": classic_json(&classic_on_cluster),
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        json_output::print(&doc)?;
     } else {
         let rows: Vec<Vec<String>> = statuses
             .iter()
@@ -259,10 +257,7 @@ async fn discovered(url: &str, management: &str, args: &StatusArgs) -> Result<Ex
             "running_nodes": running,
             "classic_on_cluster": classic_json(&classic_on_cluster),
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
+        json_output::print(&doc)?;
     } else {
         let mut rows = Vec::new();
         for c in &consumers {

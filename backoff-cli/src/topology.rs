@@ -6,6 +6,7 @@ use rabbit_backoff::topology::{Argument, Definitions, Topology};
 use rabbit_backoff::{Error, connect};
 
 use crate::consumer_args::ConsumerArgs;
+use crate::json_output;
 use crate::table;
 
 #[derive(Debug, Args)]
@@ -55,7 +56,7 @@ pub async fn run(url: &str, args: TopologyArgs) -> Result<ExitCode, String> {
     }
     if let Some(path) = &args.export_definitions {
         let definitions = Definitions::of(std::slice::from_ref(&topology), &args.vhost);
-        let json = serde_json::to_string_pretty(&definitions).map_err(|e| e.to_string())?;
+        let json = json_output::to_text(&definitions)?;
         if path == "-" {
             println!("{json}");
         } else {

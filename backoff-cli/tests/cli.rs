@@ -183,6 +183,10 @@ async fn status_reports_tiers_and_fails_above_a_threshold() {
     let queues = doc["consumers"][0]["queues"].as_array().unwrap();
     let dlq = queues.iter().find(|q| q["role"] == "dead-letter").unwrap();
     assert_eq!(dlq["messages"], 3);
+    // One node, as the management API counts them: no warning about
+    // classic queues on a cluster, though the consumer's are classic.
+    assert_eq!(doc["running_nodes"], 1, "{doc}");
+    assert_eq!(doc["classic_on_cluster"], serde_json::json!([]), "{doc}");
 
     let ok = cli(&[
         "status",
