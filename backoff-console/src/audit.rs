@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::edit_request::EditRequest;
 use crate::selection::Selection;
-use crate::writes::edit::EditRequest;
 
 /// One write, as the audit records it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,4 +1,5 @@
-//! The console's configuration, set one piece at a time.
+//! The console's configuration, set one piece at a time, from
+//! [`Console::builder`] to [`ConsoleBuilder::build`].
 
 use std::sync::Arc;
 
@@ -37,8 +38,15 @@ pub struct ConsoleBuilder {
     stream_port: u16,
 }
 
+impl Console {
+    /// A builder of a console over the broker at `amqp_url`.
+    pub fn builder(amqp_url: impl Into<String>) -> ConsoleBuilder {
+        ConsoleBuilder::new(amqp_url)
+    }
+}
+
 impl ConsoleBuilder {
-    pub(crate) fn new(amqp_url: impl Into<String>) -> Self {
+    fn new(amqp_url: impl Into<String>) -> Self {
         ConsoleBuilder {
             amqp_url: amqp_url.into(),
             management_url: None,

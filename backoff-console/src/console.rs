@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use axum::Router;
 
-use crate::builder::ConsoleBuilder;
 use crate::guard::Guard;
 use crate::router;
 use crate::state::State;
@@ -47,11 +46,6 @@ impl std::fmt::Debug for Console {
 }
 
 impl Console {
-    /// A builder of a console over the broker at `amqp_url`.
-    pub fn builder(amqp_url: impl Into<String>) -> ConsoleBuilder {
-        ConsoleBuilder::new(amqp_url)
-    }
-
     /// The page (at `/`, which sends `<prefix>` on to `<prefix>/`), its
     /// scripts and style, and the JSON API (under `api/`), behind the guard
     /// and the security headers. Serve it, or `nest` it under a path of the

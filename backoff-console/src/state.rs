@@ -3,6 +3,7 @@
 //! equal reads in flight shared, the reader connection for depths and tiers,
 //! who wrote, and the audit log.
 
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use axum::http::StatusCode;
-use rabbit_backoff_dead_letters::{DeadLetterReport, Dlq};
+use rabbit_backoff_dead_letters::Dlq;
 use rabbit_backoff_runtime::transport::Connection;
 
 use crate::api_error::ApiError;
@@ -18,24 +19,16 @@ use crate::audit::{AuditEntry, AuditLog};
 use crate::depths;
 use crate::discovery::{self, DiscoveredConsumer};
 use crate::guard::{self, Access, Operator};
+use crate::shared_json::SharedJson;
 use crate::single_flight::SingleFlight;
-use crate::sourced_group::SourcedGroup;
-use crate::views::dead_letters::DeadLetterView;
-use crate::views::shared_json::SharedJson;
 
 /// A call on a dead-letter queue's [`Dlq`], for [`State::with_dlq`].
 pub(crate) type DlqCall<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// A read's result, shared by the reads of the same thing in flight.
-pub(crate) type Shared<T> = Result<Arc<T>, ApiError>;
-
-/// Reads in flight, one kind per view, shared by equal reads.
-#[derive(Default)]
-pub(crate) struct Reads {
-    pub(crate) groups: SingleFlight<String, Shared<Vec<SourcedGroup>>>,
-    pub(crate) messages: SingleFlight<String, Shared<DeadLetterReport>>,
-    pub(crate) views: SingleFlight<String, Shared<DeadLetterView>>,
-}
+/// Reads in flight, shared by equal reads: those of the same type of
+/// result and the same key. Each result is shared as it is, whatever view
+/// reads it; [`State::shared_read`] hands it back as its own type.
+type Reads = SingleFlight<(TypeId, String), Result<Arc<dyn Any + Send + Sync>, ApiError>>;
 
 /// What the handlers share: where the broker and its management API are,
 /// the locks and reads in flight per queue, the audit log.
@@ -54,7 +47,7 @@ pub(crate) struct State {
     /// one at a time (over different queues, side by side).
     locks: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Reads in flight, shared by equal reads.
-    pub(crate) reads: Reads,
+    reads: Reads,
     /// A connection for depths and retry tiers, opened once.
     reader: tokio::sync::Mutex<Option<Arc<dyn Connection>>>,
     /// Passes of the dead-letters view so far.
@@ -91,26 +84,29 @@ impl State {
     }
 
     /// A read of `queue`'s dead letters that the equal reads in flight
-    /// (those of `key` in `flights`) share: one at a time on the queue, on
-    /// a connection of its own, closed after; its result as the response.
+    /// (those of a `T` under `key`) share: one at a time on the queue, on a
+    /// connection of its own, closed after; its result as the response.
     pub(crate) async fn shared_read<T, R>(
         self: &Arc<Self>,
-        flights: &SingleFlight<String, Shared<T>>,
         key: String,
         queue: String,
         read: R,
     ) -> Result<SharedJson<T>, ApiError>
     where
-        T: Send + Sync,
+        T: Any + Send + Sync,
         R: for<'a> FnOnce(&'a Dlq) -> DlqCall<'a, Result<T, ApiError>> + Send,
     {
         let state = Arc::clone(self);
-        let shared = flights
-            .run(key, || async move {
+        let shared = self
+            .reads
+            .run((TypeId::of::<T>(), key), || async move {
                 let (_, read) = state.with_dlq(&queue, read).await?;
-                read.map(Arc::new)
+                read.map(|read| Arc::new(read) as Arc<dyn Any + Send + Sync>)
             })
             .await?;
+        let shared = shared
+            .downcast::<T>()
+            .unwrap_or_else(|_| unreachable!("a read in flight is keyed by its type"));
         Ok(SharedJson(shared))
     }
 

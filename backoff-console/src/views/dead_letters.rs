@@ -10,11 +10,11 @@ use rabbit_backoff_dead_letters::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::shared_json::SharedJson;
 use super::{MAX_LISTED, listed};
 use crate::api_error::ApiError;
 use crate::api_query::ApiQuery;
 use crate::selection::Search;
+use crate::shared_json::SharedJson;
 use crate::state::State;
 
 /// The query of the dead-letters view: a search and a page.
@@ -77,7 +77,7 @@ pub(crate) async fn dead_letters(
     let limit = listed(query.limit, MAX_LISTED);
     let passes = Arc::clone(&state);
     state
-        .shared_read(&state.reads.views, key, queue, |dlq| {
+        .shared_read(key, queue, |dlq| {
             Box::pin(async move {
                 let pass = passes
                     .passes

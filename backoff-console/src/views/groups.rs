@@ -6,8 +6,8 @@ use std::sync::Arc;
 use axum::extract::{Path, State as Shared};
 use rabbit_backoff_dead_letters::DeadLetterFilter;
 
-use super::shared_json::SharedJson;
 use crate::api_error::ApiError;
+use crate::shared_json::SharedJson;
 use crate::sourced_group::SourcedGroup;
 use crate::state::State;
 
@@ -18,7 +18,7 @@ pub(crate) async fn groups(
 ) -> Result<SharedJson<Vec<SourcedGroup>>, ApiError> {
     let key = super::read_key(&queue, &());
     state
-        .shared_read(&state.reads.groups, key, queue, |dlq| {
+        .shared_read(key, queue, |dlq| {
             Box::pin(async move {
                 let report = dlq.group_report(&DeadLetterFilter::default()).await;
                 Ok(SourcedGroup::all(&report.map_err(ApiError::broker)?))

@@ -8,10 +8,10 @@ use axum::extract::{Path, State as Shared};
 use rabbit_backoff_dead_letters::{DeadLetterFilter, DeadLetterReport};
 use serde::{Deserialize, Serialize};
 
-use super::shared_json::SharedJson;
 use super::{MAX_LISTED, listed};
 use crate::api_error::ApiError;
 use crate::api_query::ApiQuery;
+use crate::shared_json::SharedJson;
 use crate::state::State;
 
 /// The query of a message listing: one group, or one message.
@@ -38,7 +38,7 @@ pub(crate) async fn messages(
     }
     filter = filter.limit(listed(query.limit, MAX_LISTED));
     state
-        .shared_read(&state.reads.messages, key, queue, |dlq| {
+        .shared_read(key, queue, |dlq| {
             Box::pin(async move { dlq.peek(&filter).await.map_err(ApiError::broker) })
         })
         .await

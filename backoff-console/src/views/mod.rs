@@ -11,7 +11,6 @@ pub(crate) mod dead_letters;
 pub(crate) mod export;
 pub(crate) mod groups;
 pub(crate) mod messages;
-pub(crate) mod shared_json;
 pub(crate) mod tiers;
 
 /// The most messages one listing returns.

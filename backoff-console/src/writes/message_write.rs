@@ -3,12 +3,12 @@
 
 use rabbit_backoff_dead_letters::{DeadLetterReport, ReplayOptions};
 
-use super::edit::EditRequest;
 use super::outcome::{self, WriteOutcome};
 use super::write_request::{WriteBody, WriteRequest};
 use crate::api_error::ApiError;
 use crate::audit::{AuditEntry, AuditSelection, IDS_LISTED};
 use crate::discovery::DiscoveredConsumer;
+use crate::edit_request::EditRequest;
 use crate::selection::{Selection, one_message};
 use crate::state::State;
 
