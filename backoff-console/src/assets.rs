@@ -1,5 +1,5 @@
-//! The page, its scripts (ES modules, one per view and a shared one) and
-//! its style, compiled into the binary: plain HTML and JavaScript, no build
+//! The page, its scripts (ES modules: one per view, those the views share,
+//! and `console.js`, which wires them) and its style, compiled into the binary: plain HTML and JavaScript, no build
 //! step. The scripts are served apart from the page so that the content
 //! security policy can forbid inline scripts. Every address in them is
 //! relative, so the page works wherever the router is mounted.
@@ -29,6 +29,7 @@ const FILES: &[(&str, &str, &str)] = &[
     script!("shared.js"),
     script!("tables.js"),
     script!("consumers.js"),
+    script!("search.js"),
     script!("dead-letters.js"),
     script!("selection.js"),
     script!("message.js"),

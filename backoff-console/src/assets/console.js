@@ -1,12 +1,13 @@
 // The rabbit-backoff console's page: loads the configuration, takes the
-// token, wires every view's controls and starts polling. Each view is a
-// module beside this one (imported by relative address, so the page works
-// wherever the console is mounted); shared.js holds what they share.
+// token, wires every view's controls and what a write changes, and starts
+// polling. Each view is a module beside this one (imported by relative
+// address, so the page works wherever the console is mounted); shared.js
+// holds what they share.
 
-import { $, api, clearError, showError, state, tickTimes } from './shared.js';
+import { $, api, clearError, on, showError, state, tickTimes } from './shared.js';
 import { makeSortable } from './tables.js';
-import { pollForever, refreshConsumers } from './consumers.js';
-import { wireDeadLetters } from './dead-letters.js';
+import { pollForever, refreshConsumers, renderConsumer } from './consumers.js';
+import { reloadAfterWrite, wireDeadLetters } from './dead-letters.js';
 import { wireSelection } from './selection.js';
 import { wireEdit } from './edit.js';
 import { wireTiers } from './tiers.js';
@@ -63,6 +64,12 @@ function wire() {
   wireEdit();
   wireTiers();
   wireQueueWrites();
+  // A write done: the depths it read from the broker after it, shown at
+  // once, then the view read again.
+  on('written', async (written) => {
+    renderConsumer(written.outcome.consumer);
+    await reloadAfterWrite(written);
+  });
   for (const table of document.querySelectorAll('table.sortable')) makeSortable(table);
 }
 

@@ -3,8 +3,7 @@
 
 import { $, api, clearError, el, showError, state, text } from './shared.js';
 import { syncRows } from './tables.js';
-import { loadView } from './dead-letters.js';
-import { clearSelection } from './selection.js';
+import { loadView, openDeadLetters } from './dead-letters.js';
 import { openTiers } from './tiers.js';
 
 const POLL_MS = 2000;
@@ -86,19 +85,6 @@ function markConsumer(queue) {
 }
 
 function openConsumer(queue) {
-  if (state.queue !== queue) {
-    state.search = {};
-    $('search').reset();
-  }
-  state.queue = queue;
-  state.group = null;
-  state.offset = 0;
-  clearSelection();
-  $('messages-section').hidden = true;
-  $('message').hidden = true;
   markConsumer(queue);
-  $('groups-queue').textContent = queue;
-  $('groups-section').hidden = false;
-  $('groups').tBodies[0].replaceChildren();
-  loadView();
+  openDeadLetters(queue);
 }

@@ -3,27 +3,45 @@
 
 import { $, PAGE_SIZE, api, apiUrl, clearError, consumerPath, cut, el, query, showError, state, text, timeEl } from './shared.js';
 import { applySort, syncRows } from './tables.js';
+import { describeSearch, searchParams } from './search.js';
 import { clearSelection, renderSelection } from './selection.js';
 import { showMessage } from './message.js';
 import { writeGroup } from './writes.js';
 
 const SVG = 'http://www.w3.org/2000/svg';
 
-export function searchParams() {
-  return {
-    text: state.search.text,
-    failed_after: state.search.failed_after,
-    failed_before: state.search.failed_before,
-  };
+/** Shows the dead letters of `queue`: its groups, chart and first page. */
+export function openDeadLetters(queue) {
+  if (state.queue !== queue) {
+    state.search = {};
+    $('search').reset();
+  }
+  state.queue = queue;
+  state.group = null;
+  state.offset = 0;
+  clearSelection();
+  $('messages-section').hidden = true;
+  $('message').hidden = true;
+  $('groups-queue').textContent = queue;
+  $('groups-section').hidden = false;
+  $('groups').tBodies[0].replaceChildren();
+  loadView();
 }
 
-export function describeSearch() {
-  const parts = [];
-  if (state.search.text) parts.push('containing "' + state.search.text + '"');
-  if (state.search.failed_after) parts.push('failed after ' + state.search.failed_after);
-  if (state.search.failed_before) parts.push('failed before ' + state.search.failed_before);
-  if (state.group) parts.push('in group ' + state.group.id);
-  return parts.length ? parts.join(', ') : 'every message';
+/**
+ * The view read again after a write: from the first page, with nothing
+ * selected and no group open once the whole queue was purged or indexed
+ * again; without the group open once a write of it moved all its messages.
+ */
+export async function reloadAfterWrite({ action, body, outcome }) {
+  if (action === 'purge' || action === 'rebuild') {
+    state.group = null;
+    state.offset = 0;
+    clearSelection();
+  } else if (state.group && outcome.matched.length === state.group.count && body.group === state.group.id) {
+    state.group = null;
+  }
+  await loadView();
 }
 
 let viewLoads = 0;

@@ -2,7 +2,7 @@
 // replay or discard of them.
 
 import { $, state } from './shared.js';
-import { describeSearch, searchParams } from './dead-letters.js';
+import { describeSearch, searchParams } from './search.js';
 import { write } from './writes.js';
 
 export function clearSelection() {

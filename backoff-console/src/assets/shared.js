@@ -171,6 +171,23 @@ export function query(params) {
   return s ? '?' + s : '';
 }
 
+// --- events ----------------------------------------------------------------
+
+// What a module did, announced to those that show its effects: console.js,
+// which knows every view, wires them, so that no view calls another back.
+const listeners = new Map();
+
+/** Calls `listener` with what every `emit(name, …)` announces. */
+export function on(name, listener) {
+  if (!listeners.has(name)) listeners.set(name, []);
+  listeners.get(name).push(listener);
+}
+
+/** Announces `detail` as `name`; done once every listener is. */
+export async function emit(name, detail) {
+  await Promise.all((listeners.get(name) || []).map((listener) => listener(detail)));
+}
+
 // --- the token ---------------------------------------------------------
 
 function askForToken() {

@@ -1,12 +1,10 @@
 // The writes: replay, edit and discard of messages and groups, the purge
 // of a dead-letter queue and the rebuild of its index, each after a
-// confirmation, with the token, and followed by the depths, the view and
-// the audit read again.
+// confirmation, with the token. A write done is announced as 'written'
+// ({ action, body, outcome }), for the depths and the view to be shown
+// again; done or not, the audit is read again.
 
-import { $, api, clearError, consumerPath, hasToken, notice, showError, state, text } from './shared.js';
-import { renderConsumer } from './consumers.js';
-import { loadView } from './dead-letters.js';
-import { clearSelection } from './selection.js';
+import { $, api, clearError, consumerPath, emit, hasToken, notice, showError, state, text } from './shared.js';
 import { loadAudit } from './audit.js';
 
 // --- replay, edit and discard ----------------------------------------------
@@ -30,10 +28,7 @@ export async function write(action, body, question) {
     let done = verb + outcome.matched.length + ' message(s); ' + outcome.kept + ' left in the dead-letter queue of ' + queue + ' (by ' + outcome.by + ').';
     if (outcome.skipped && outcome.skipped.length) done += ' ' + outcome.skipped.length + ' could not be replayed and stay: ' + outcome.skipped.map((s) => s.reason).join('; ');
     notice(done);
-    // The depths the write read from the broker after it, shown at once.
-    renderConsumer(outcome.consumer);
-    if (state.group && outcome.matched.length === state.group.count && body.group === state.group.id) state.group = null;
-    await loadView();
+    await emit('written', { action, body, outcome });
     loadAudit();
     return true;
   } catch (e) {
@@ -67,11 +62,7 @@ async function writeQueue(action) {
     } else {
       notice('Rebuilt the dead-letter index of ' + queue + ': ' + outcome.source_reason + ' (by ' + outcome.by + ').');
     }
-    renderConsumer(outcome.consumer);
-    state.group = null;
-    state.offset = 0;
-    clearSelection();
-    await loadView();
+    await emit('written', { action, body: {}, outcome });
     loadAudit();
     return true;
   } catch (e) {
