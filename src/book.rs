@@ -41,6 +41,10 @@ pub struct Cluster;
 #[doc = include_str!("../docs/rabbitmq-versions.md")]
 pub struct RabbitmqVersions;
 
+/// docs/amqp-1.0.md: the AMQP 1.0 client and 4.3's held-back retry.
+#[doc = include_str!("../docs/amqp-1.0.md")]
+pub struct Amqp10;
+
 /// docs/testing.md: the in-memory broker.
 #[doc = include_str!("../docs/testing.md")]
 pub struct Testing;
