@@ -2,7 +2,7 @@
 //! broker ([`broker`]), the TLS node of `scripts/tls.sh` ([`tls`]), headers
 //! nested deeper than lapin can hold ([`deep_headers`]), and for the web
 //! console's tests a consumer with dead letters ([`dead_letter_fixture`])
-//! and, with the feature `browser`, a headless Chromium ([`browser`]).
+//! and, with the feature `browser`, a headless Chromium (the module `browser`).
 //!
 //! Not published: only the workspace's own tests depend on it, as a
 //! dev-dependency. What users' tests get is `rabbit-backoff-testing`, the
