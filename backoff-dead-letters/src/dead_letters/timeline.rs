@@ -171,7 +171,8 @@ impl Timeline {
         self.points.push((index, at.as_secs()));
     }
 
-    /// The counts in [`Buckets::fitting`] the span of the failures.
+    /// The counts per group in round buckets (a minute, an hour, a day…)
+    /// that cover the span of the failures.
     pub fn chart(self) -> Chart {
         let (Some(first), Some(last)) = (
             self.points.iter().map(|p| p.1).min(),
