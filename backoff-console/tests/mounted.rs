@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use axum::Router;
 use axum::routing::get;
 use rabbit_backoff::console::{AuditLog, Console, Tokens};
-use rabbit_backoff_test_support::broker::url;
+use rabbit_backoff_test_support::broker::{management_url, stream_port, url};
 use rabbit_backoff_test_support::browser::Browser;
 use rabbit_backoff_test_support::dead_letter_fixture::{DeadLetter, Fixture};
 use serde_json::Value;
@@ -41,6 +41,8 @@ async fn service() -> (String, std::path::PathBuf) {
         &uuid::Uuid::new_v4().simple().to_string()[..10]
     ));
     let console = Console::builder(url())
+        .management_url(management_url())
+        .stream_port(stream_port())
         .tokens(Tokens::parse(&format!("alice:{TOKEN}")).unwrap())
         .allowed_host(host.clone())
         .audit_log(AuditLog::open(audit.clone()).unwrap())

@@ -9,6 +9,21 @@ pub fn url() -> String {
     rabbit_backoff_runtime::amqp_url_from_env()
 }
 
+/// The test broker's management API: `RABBITMQ_MANAGEMENT_URL` (which
+/// `scripts/broker.sh env VERSION` sets for a node of its own), or
+/// `http://127.0.0.1:15672`.
+pub fn management_url() -> String {
+    std::env::var("RABBITMQ_MANAGEMENT_URL").unwrap_or_else(|_| "http://127.0.0.1:15672".to_owned())
+}
+
+/// The test broker's stream port: `RABBITMQ_STREAM_PORT`, or 5552.
+pub fn stream_port() -> u16 {
+    std::env::var("RABBITMQ_STREAM_PORT")
+        .ok()
+        .and_then(|port| port.parse().ok())
+        .unwrap_or(5552)
+}
+
 /// A connection to the test broker; fails the test, with the way out, when
 /// none answers.
 pub async fn connect() -> Connection {

@@ -570,20 +570,14 @@ impl Settle for Unsettled {
 mod tests {
     use super::*;
     use futures_util::StreamExt;
+    use lapin::BasicProperties;
     use lapin::options::{
         BasicConsumeOptions, BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions,
         QueueDeclareOptions, QueueDeleteOptions,
     };
     use lapin::types::{AMQPValue, ByteArray, FieldTable, LongString};
-    use lapin::{BasicProperties, Connection, ConnectionProperties};
 
-    /// The test broker's stream port (`RABBITMQ_STREAM_PORT`, default 5552).
-    fn stream_port() -> u16 {
-        std::env::var("RABBITMQ_STREAM_PORT")
-            .ok()
-            .and_then(|port| port.parse().ok())
-            .unwrap_or(DEFAULT_STREAM_PORT)
-    }
+    use rabbit_backoff_test_support::broker::{connect, stream_port, url};
 
     /// A message published over AMQP 0-9-1 with every property the index
     /// reads and headers of each simple type, read back from the bytes the
@@ -592,12 +586,7 @@ mod tests {
     /// (`AMQP_URL`, `RABBITMQ_STREAM_PORT`), as the workspace's suites do.
     #[tokio::test]
     async fn a_stored_message_converts_as_the_broker_delivers_it() {
-        let url = rabbit_backoff_runtime::amqp_url_from_env();
-        let connection = Connection::connect(&url, ConnectionProperties::default())
-            .await
-            .unwrap_or_else(|e| {
-                panic!("no RabbitMQ answers at {url} ({e}): run scripts/test.sh or set AMQP_URL")
-            });
+        let connection = connect().await;
         let channel = connection.create_channel().await.unwrap();
         channel
             .confirm_select(ConfirmSelectOptions::default())
@@ -720,7 +709,7 @@ mod tests {
         }
 
         // Over the stream protocol.
-        let endpoint = StreamEndpoint::of(&url, stream_port()).expect("an endpoint");
+        let endpoint = StreamEndpoint::of(&url(), stream_port()).expect("an endpoint");
         let mut read = Vec::new();
         let outcome = read_range(&endpoint, &stream, 0..2, |delivery| {
             read.push((delivery.properties.clone(), delivery.data.clone()));
