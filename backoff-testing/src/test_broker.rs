@@ -452,14 +452,15 @@ impl TestBroker {
     ///
     /// ```
     /// # use rabbit_backoff::testing::TestBroker;
-    /// # use rabbit_backoff::transport::{Transport, TransportError};
+    /// # use rabbit_backoff::transport::{Publication, Transport, TransportError};
     /// # use rabbit_backoff::lapin::BasicProperties;
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() -> Result<(), TransportError> {
     /// let broker = TestBroker::new();
     /// let channel = broker.connect().await?.open_channel().await?;
     /// broker.fail_next_publishes(1);
-    /// let failed = channel.publish("amq.direct", "k", b"x", BasicProperties::default()).await;
+    /// let message = Publication::new("amq.direct", "k", b"x", BasicProperties::default());
+    /// let failed = channel.publish(message).await;
     /// assert!(matches!(failed, Err(TransportError::Closed(_))));
     /// # Ok(())
     /// # }
