@@ -5,9 +5,9 @@
 
 pub use rabbit_backoff_core::{
     Attempt, BreakerState, DeadLetter, DeadLetterReason, Decision, FAILURE_HEADERS, HeaderValue,
-    KeyFate, MAX_ERROR_LEN, MAX_HEADER_DEPTH, MIN_PROBE_INTERVAL, NodeProbe, Outcome, Policy,
-    ProbeVerdict, REPLAY_HISTORY, REPLAY_HISTORY_LIMIT, REPLAYED_AT, ReconnectBackoff,
-    ReconnectProbe, RetryCount, RetryCountWarning, ReturnWatch, Verdict, decide, deep_headers,
-    fingerprint, group_id, headers, inbox_key, index_key, outbox_message_id, parse_failed_at,
-    read_retry_count, truncate_error,
+    KeyFate, MAX_ERROR_LEN, MAX_HEADER_DEPTH, MIN_PROBE_INTERVAL, MetadataProbe, MetadataWatch,
+    MissCounter, NodeProbe, Outcome, Policy, ProbeVerdict, REPLAY_HISTORY, REPLAY_HISTORY_LIMIT,
+    REPLAYED_AT, ReconnectBackoff, ReconnectProbe, RetryCount, RetryCountWarning, ReturnWatch,
+    Verdict, WatchVerdict, connect_order, decide, deep_headers, fingerprint, group_id, headers,
+    inbox_key, index_key, outbox_message_id, parse_failed_at, read_retry_count, truncate_error,
 };
