@@ -116,3 +116,45 @@ fn redacted(uri: &str) -> String {
         None => uri.to_owned(),
     }
 }
+
+#[tokio::test]
+async fn a_node_left_for_its_lost_majority_is_tried_after_the_others() {
+    use rabbit_backoff::transport::{AmqpTransport, Transport};
+    // Two addresses of the one broker, each through a proxy of its own.
+    let (a, b) = (Proxy::start(&url()).await, Proxy::start(&url()).await);
+    let transport = AmqpTransport::with_nodes([a.url().to_owned(), b.url().to_owned()]);
+    let on_a = transport.connect().await.expect("connects");
+    assert_eq!(on_a.node(), redacted(a.url()));
+    // A healthy node answers the metadata watch's probe at once.
+    let channel = on_a.open_channel().await.expect("a channel");
+    let started = Instant::now();
+    channel
+        .probe_metadata()
+        .await
+        .expect("the probe is answered");
+    assert!(started.elapsed() < Duration::from_secs(1));
+
+    on_a.leave("a test leaves it").await;
+    let lost = on_a.lost();
+    assert_eq!(lost.reason().as_deref(), Some("a test leaves it"));
+    assert!(
+        channel.probe_metadata().await.is_err(),
+        "lost: fails at once"
+    );
+
+    let on_b = transport.connect().await.expect("connects again");
+    assert_eq!(
+        on_b.node(),
+        redacted(b.url()),
+        "the node left is tried last"
+    );
+    on_b.close().await;
+    // Connected to b, a is still tried after it; once b is left too, both
+    // are tried in turn, from the one after b.
+    let again = transport.connect().await.expect("connects again");
+    assert_eq!(again.node(), redacted(b.url()));
+    again.leave("b left too").await;
+    let last = transport.connect().await.expect("connects again");
+    assert_eq!(last.node(), redacted(a.url()));
+    last.close().await;
+}

@@ -28,6 +28,9 @@ pub(crate) struct BrokerShared {
     pub(crate) topology: RwLock<Topology>,
     faults: Mutex<Faults>,
     faults_armed: AtomicBool,
+    /// Fault: metadata probes get no answer, as on a node cut off from its
+    /// cluster's majority.
+    pub(crate) majority_lost: AtomicBool,
     clock: Clock,
     ids: AtomicU64,
 }
@@ -85,6 +88,7 @@ impl BrokerShared {
             }),
             faults: Mutex::new(Faults::default()),
             faults_armed: AtomicBool::new(false),
+            majority_lost: AtomicBool::new(false),
             clock: Clock {
                 system: SystemTime::now(),
                 instant: Instant::now(),

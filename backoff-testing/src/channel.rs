@@ -317,6 +317,23 @@ impl Channel for MemoryChannel {
         })
     }
 
+    /// Answers at once, unless the broker was cut off from its majority
+    /// ([`TestBroker::lose_majority`](crate::TestBroker::lose_majority)):
+    /// then never.
+    fn probe_metadata(&self) -> BoxFuture<'_, Result<(), TransportError>> {
+        Box::pin(async move {
+            self.run(|| Ok(()))?;
+            if self
+                .broker
+                .majority_lost
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                std::future::pending::<()>().await;
+            }
+            Ok(())
+        })
+    }
+
     fn purge_queue<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<u32, TransportError>> {
         Box::pin(async move { self.run(|| self.broker.purge_queue(name)) })
     }

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use rabbit_backoff_runtime::transport::{Channel, Connection, Lost, LostSignal, TransportError};
@@ -140,6 +141,19 @@ impl Connection for MemoryConnection {
 
     fn lost(&self) -> Lost {
         self.shared.lost.watch()
+    }
+
+    /// While the broker is cut off from its majority
+    /// ([`TestBroker::lose_majority`](crate::TestBroker::lose_majority)),
+    /// the rest of the cluster answers: `(in memory, the majority)`.
+    fn majority_elsewhere(&self, _: Duration) -> BoxFuture<'_, Option<String>> {
+        let cut = self
+            .broker
+            .majority_lost
+            .load(std::sync::atomic::Ordering::Relaxed);
+        Box::pin(std::future::ready(
+            cut.then(|| String::from("(in memory, the majority)")),
+        ))
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {

@@ -495,6 +495,18 @@ impl TestBroker {
         }
     }
 
+    /// Fault: the broker behaves as a RabbitMQ 4.x node cut off from its
+    /// cluster's majority (`true`) or back in it (`false`), for the
+    /// runtime's metadata watch: [`Channel::probe_metadata`] gets no
+    /// answer meanwhile. Everything else goes on as before.
+    ///
+    /// [`Channel::probe_metadata`]: rabbit_backoff_runtime::transport::Channel::probe_metadata
+    pub fn lose_majority(&self, lost: bool) {
+        self.shared
+            .majority_lost
+            .store(lost, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Fault: closes every connection (and its channels) as a broker
     /// restart does, with `CONNECTION_FORCED`; queues and their messages
     /// stay. Clients must reconnect with [`Transport::connect`].

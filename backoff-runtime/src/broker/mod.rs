@@ -2,9 +2,11 @@
 //! failing with the runtime's [`Error`](crate::Error), which names the
 //! queue or exchange involved: a confirm channel for work on one queue,
 //! declaring or checking a consumer's topology, inspecting a queue or an
-//! exchange, and asking whether the broker applies delayed retries.
+//! exchange, asking whether the broker applies delayed retries, and
+//! watching that the connection's node still reaches its cluster's majority.
 
 pub(crate) mod confirm_channel;
 pub(crate) mod declare;
 pub(crate) mod delayed_retry_probe;
 pub(crate) mod inspect;
+pub(crate) mod metadata_watch;

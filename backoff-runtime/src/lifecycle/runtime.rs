@@ -7,11 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use rabbit_backoff_core::{ConsumerSpec, ReconnectBackoff, ReconnectProbe, RetryBackend, Topology};
+use rabbit_backoff_core::{
+    ConsumerSpec, MetadataWatch, ReconnectBackoff, ReconnectProbe, RetryBackend, Topology,
+};
 use tokio::task::JoinSet;
 
 use crate::broker::declare::establish_topology;
 use crate::broker::delayed_retry_probe::check_delayed_retries;
+use crate::broker::metadata_watch::watch_metadata;
 use crate::consume::consumer::Consumer;
 use crate::consume::dedupe::StoreReport;
 use crate::consume::extract::transaction_requirement;
@@ -86,6 +89,19 @@ struct Settings {
     /// The inbox of the consumers with `dedupe` (once built: when one of
     /// them has it).
     dedupe_store: Option<Arc<dyn DedupeStore>>,
+    /// Whether each connection watches that its node reaches the cluster's
+    /// majority.
+    metadata_watch: WatchChoice,
+}
+
+/// Whether the runtime runs the metadata watch.
+#[derive(Debug, Clone, Copy)]
+enum WatchChoice {
+    /// With the default settings when the broker address lists several
+    /// nodes (there is another to go to), else not.
+    Auto,
+    /// As set by [`RuntimeBuilder::metadata_watch`].
+    Set(Option<MetadataWatch>),
 }
 
 /// A runtime running in the background, from [`RuntimeBuilder::start`].
@@ -152,6 +168,7 @@ impl Runtime {
                 reconnect: ReconnectBackoff::default(),
                 reconnect_probe: Some(ReconnectProbe::default()),
                 dedupe_store: None,
+                metadata_watch: WatchChoice::Auto,
             },
         }
     }
@@ -248,6 +265,19 @@ impl Runtime {
         }
     }
 
+    /// The metadata watch each connection runs, if any.
+    fn metadata_watch(&self) -> Option<MetadataWatch> {
+        match self.settings.metadata_watch {
+            WatchChoice::Set(watch) => watch,
+            WatchChoice::Auto => {
+                let mut nodes = self.transport.probe_addresses();
+                nodes.sort();
+                nodes.dedup();
+                (nodes.len() > 1).then(MetadataWatch::default)
+            }
+        }
+    }
+
     /// One connection's life: connect, declare, consume until shutdown (Ok)
     /// or until a consumer or the connection fails (Err).
     async fn generation(&self, failures: &mut u32) -> Result<(), Error> {
@@ -261,6 +291,16 @@ impl Runtime {
             })?;
         self.health.1.connected_to(connection.node());
         let stop = ShutdownHandle::new();
+        // From the start: declaring the topology on a node cut off from the
+        // majority would wait for as long as the cut lasts. It ends with the
+        // generation, or leaves the node (which ends the generation).
+        if let Some(watch) = self.metadata_watch() {
+            let (connection, stop) = (Arc::clone(&connection), stop.clone());
+            tokio::spawn(async move {
+                let stopped = async { stop.wait().await };
+                watch_metadata(connection, watch, stopped).await;
+            });
+        }
         let result = self.consume(&connection, &stop, failures).await;
         stop.shutdown();
         connection.close().await;
@@ -510,6 +550,27 @@ impl RuntimeBuilder {
     /// backoff. See [`ReconnectProbe`].
     pub fn reconnect_probe(mut self, interval: Option<Duration>) -> Self {
         self.settings.reconnect_probe = interval.map(ReconnectProbe::new);
+        self
+    }
+
+    /// Whether each connection watches that its node still reaches the
+    /// cluster's majority, and how (`None`: it does not). By default it does,
+    /// with [`MetadataWatch::default`] (a probe every 2 s, 3 s to answer,
+    /// two unanswered in a row), when the broker address lists several
+    /// nodes, and not for one node, where there is nowhere else to go.
+    ///
+    /// The watch declares and deletes a server-named exclusive queue on a
+    /// channel of its own: a metadata write, which RabbitMQ 4.x (Khepri)
+    /// answers only with its cluster's majority. When the probes go
+    /// unanswered, the runtime leaves the node: it declares the connection
+    /// lost and reconnects, trying every other node first. Without it, a
+    /// consumer on a node cut off from the cluster consumes nothing until the
+    /// cut heals, since the connection and its heartbeats stay healthy. On
+    /// 3.x (Mnesia) such a declaration is answered on a minority node, so
+    /// the watch never fires there. See `docs/cluster.md`, "The consumer's
+    /// node cut off from the cluster".
+    pub fn metadata_watch(mut self, watch: Option<MetadataWatch>) -> Self {
+        self.settings.metadata_watch = WatchChoice::Set(watch);
         self
     }
 

@@ -1,8 +1,9 @@
 //! The [`Transport`] over lapin, for a real RabbitMQ.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -15,7 +16,7 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::uri::AMQPUri;
-use rabbit_backoff_core::{ExchangeKind, QueueDecl};
+use rabbit_backoff_core::{ExchangeKind, QueueDecl, connect_order};
 
 use super::{
     Acker, Channel, Confirm, Connection, Deliveries, Delivery, Lost, LostSignal, PendingConfirm,
@@ -47,7 +48,15 @@ pub struct AmqpTransport {
     uris: Vec<String>,
     /// The node of the last successful connection: the first one tried next.
     current: Arc<AtomicUsize>,
+    /// Per node, whether a connection left it for having lost its cluster's
+    /// majority, and no connection to it has been made since: such nodes
+    /// are tried after every other.
+    left: Arc<Mutex<Vec<bool>>>,
 }
+
+/// How long leaving a node waits for the broker to confirm the connection's
+/// close before dropping it.
+const LEAVE_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl AmqpTransport {
     /// A transport to the broker at `uri`, or to the first node that
@@ -60,14 +69,18 @@ impl AmqpTransport {
 
     /// A transport to the first node of `uris` that answers; after a lost
     /// connection it tries the node it was connected to, then the next ones,
-    /// in turn.
+    /// in turn. A node the runtime left for having lost its cluster's
+    /// majority ([`Connection::leave`]) is tried after every other, until a
+    /// connection to it is made again.
     pub fn with_nodes<I, S>(uris: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
+        let uris: Vec<String> = uris.into_iter().map(Into::into).collect();
         AmqpTransport {
-            uris: uris.into_iter().map(Into::into).collect(),
+            left: Arc::new(Mutex::new(vec![false; uris.len()])),
+            uris,
             current: Arc::default(),
         }
     }
@@ -80,18 +93,23 @@ impl AmqpTransport {
     }
 
     /// Connects to the first node that answers, starting from the one of
-    /// the last connection; returns the concrete connection.
+    /// the last connection, the nodes left for having lost their cluster's
+    /// majority ([`Connection::leave`]) last; returns the concrete
+    /// connection.
     pub async fn connect_amqp(&self) -> Result<AmqpConnection, TransportError> {
         if self.uris.is_empty() {
             return Err(TransportError::Other("no broker address given".into()));
         }
         let first = self.current.load(Ordering::Relaxed);
+        let order = connect_order(self.uris.len(), first, &lock(&self.left));
         let mut last_error = None;
-        for step in 0..self.uris.len() {
-            let index = (first + step) % self.uris.len();
+        for index in order {
             match connect_node(&self.uris[index]).await {
                 Ok(inner) => {
                     self.current.store(index, Ordering::Relaxed);
+                    if let Some(left) = lock(&self.left).get_mut(index) {
+                        *left = false;
+                    }
                     let node = redact(&self.uris[index]);
                     if self.uris.len() > 1 {
                         tracing::info!("connected to {node}");
@@ -102,6 +120,11 @@ impl AmqpTransport {
                         node,
                         lost,
                         watcher,
+                        index,
+                        uris: self.uris.clone(),
+                        answered_elsewhere: Mutex::new(None),
+                        current: Arc::clone(&self.current),
+                        left: Arc::clone(&self.left),
                     });
                 }
                 Err(e) => {
@@ -143,6 +166,10 @@ impl Transport for AmqpTransport {
     }
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Declares the connection lost as soon as lapin reports an error that
 /// ended it (a reset or closed socket, a missed heartbeat, a forced close;
 /// not a channel closed by the broker, which lapin reports the same way):
@@ -179,6 +206,15 @@ pub struct AmqpConnection {
     lost: LostSignal,
     /// Watches lapin's events for that.
     watcher: tokio::task::JoinHandle<()>,
+    /// Its node's index in its transport's list of `uris`.
+    index: usize,
+    uris: Vec<String>,
+    /// The node that last answered [`Connection::majority_elsewhere`].
+    answered_elsewhere: Mutex<Option<usize>>,
+    /// Its transport's node of the last connection.
+    current: Arc<AtomicUsize>,
+    /// Its transport's nodes left for having lost the majority.
+    left: Arc<Mutex<Vec<bool>>>,
 }
 
 impl Drop for AmqpConnection {
@@ -223,6 +259,71 @@ impl Connection for AmqpConnection {
 
     fn lost(&self) -> Lost {
         self.lost.watch()
+    }
+
+    /// Asks every other node at once, each on a connection of its own; the
+    /// first in the list that answered.
+    fn majority_elsewhere(&self, timeout: Duration) -> BoxFuture<'_, Option<String>> {
+        Box::pin(async move {
+            let asks = self
+                .uris
+                .iter()
+                .enumerate()
+                .filter(|(index, _)| *index != self.index)
+                .map(|(index, uri)| async move {
+                    let answered = tokio::time::timeout(timeout, async {
+                        let connection = connect_node(uri).await.ok()?;
+                        let channel = connection.create_channel().await.ok()?;
+                        probe_metadata(&channel).await.ok()?;
+                        Some(connection)
+                    })
+                    .await;
+                    // A node that did not answer in time: its connection,
+                    // dropped, closes.
+                    let connection = answered.ok().flatten()?;
+                    let _ = connection.close(200, "probed".into()).await;
+                    Some(index)
+                });
+            let answered = futures_util::future::join_all(asks)
+                .await
+                .into_iter()
+                .flatten()
+                .next();
+            *lock(&self.answered_elsewhere) = answered;
+            answered.map(|index| redact(&self.uris[index]))
+        })
+    }
+
+    /// Marks the node as left in its transport, whose next connect starts
+    /// with the node that answered elsewhere (or the one after it), declares the connection lost, then closes it, waiting at
+    /// most 5 s for the broker's answer.
+    fn leave<'a>(&'a self, why: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Some(left) = lock(&self.left).get_mut(self.index) {
+                *left = true;
+            }
+            let next = lock(&self.answered_elsewhere)
+                .take()
+                .unwrap_or((self.index + 1) % self.uris.len().max(1));
+            let _ = self.current.compare_exchange(
+                self.index,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            self.lost.lose(why);
+            let closing = self.inner.close(
+                200,
+                "leaving a node cut off from its cluster's majority".into(),
+            );
+            match tokio::time::timeout(LEAVE_CLOSE_TIMEOUT, closing).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::debug!("closing the connection left: {e}"),
+                Err(_) => tracing::debug!(
+                    "the node left did not confirm the connection's close in {LEAVE_CLOSE_TIMEOUT:?}"
+                ),
+            }
+        })
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
@@ -512,6 +613,11 @@ impl Channel for AmqpChannel {
         })
     }
 
+    /// Declares a server-named, exclusive, auto-delete queue and deletes it.
+    fn probe_metadata(&self) -> BoxFuture<'_, Result<(), TransportError>> {
+        self.guarded(async move { probe_metadata(&self.inner).await })
+    }
+
     fn purge_queue<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<u32, TransportError>> {
         self.guarded(async move {
             self.inner
@@ -534,6 +640,26 @@ impl Channel for AmqpChannel {
             }
         })
     }
+}
+
+/// Declares a server-named, exclusive, auto-delete queue on `channel` and
+/// deletes it: a metadata write, which RabbitMQ 4.x commits only with its
+/// cluster's majority.
+async fn probe_metadata(channel: &lapin::Channel) -> Result<(), TransportError> {
+    let options = QueueDeclareOptions {
+        exclusive: true,
+        auto_delete: true,
+        ..QueueDeclareOptions::default()
+    };
+    let queue = channel
+        .queue_declare(ShortString::from(""), options, FieldTable::default())
+        .await
+        .map_err(transport_error)?;
+    channel
+        .queue_delete(queue.name().clone(), QueueDeleteOptions::default())
+        .await
+        .map(|_| ())
+        .map_err(transport_error)
 }
 
 fn queue_info(queue: &lapin::Queue) -> QueueInfo {

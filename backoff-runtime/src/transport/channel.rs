@@ -112,6 +112,18 @@ pub trait Channel: Send + Sync + 'static {
         })
     }
 
+    /// Makes a metadata write that a clustered broker commits only with its
+    /// cluster's majority, and undoes it: on RabbitMQ, declares a
+    /// server-named, exclusive, auto-delete queue and deletes it. On 4.x
+    /// (metadata in Khepri, a Raft store) it gets no answer on a node cut off
+    /// from the majority, for as long as the cut lasts, while the connection
+    /// and its heartbeats stay healthy; the runtime's metadata watch bounds
+    /// it with a timeout. The default answers at once, for a broker that
+    /// never loses a majority (the in-memory one).
+    fn probe_metadata(&self) -> BoxFuture<'_, Result<(), TransportError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
     /// Deletes a queue and its messages (nothing when it does not exist).
     fn delete_queue<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>>;
 

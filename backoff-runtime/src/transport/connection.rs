@@ -2,6 +2,7 @@
 //! says when it is lost.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
@@ -28,6 +29,29 @@ pub trait Connection: Send + Sync + 'static {
     /// implementation whose operations always end by themselves.
     fn lost(&self) -> Lost {
         Lost::never()
+    }
+
+    /// Another node of the cluster that answers a metadata write
+    /// ([`Channel::probe_metadata`]) within `timeout`, asked on a connection
+    /// of its own, closed after: the node as [`node`](Connection::node)
+    /// names it. `None` when none does, or there is no other node (the
+    /// default). The metadata watch asks it when this connection's node
+    /// stops answering, and leaves the node only when another answers.
+    fn majority_elsewhere(&self, timeout: Duration) -> BoxFuture<'_, Option<String>> {
+        let _ = timeout;
+        Box::pin(std::future::ready(None))
+    }
+
+    /// Leaves the node this connection is on, which cannot reach its
+    /// cluster's majority (`why` says how that was seen): declares the
+    /// connection lost with `why`, so that everything on it fails at once,
+    /// closes it, and has its transport try the node that answered
+    /// [`majority_elsewhere`](Connection::majority_elsewhere) first and
+    /// this one last on its next connect. The default closes it, for a broker with one
+    /// node.
+    fn leave<'a>(&'a self, why: &'a str) -> BoxFuture<'a, ()> {
+        let _ = why;
+        self.close()
     }
 
     /// Closes the connection; unsettled deliveries of every channel return to
