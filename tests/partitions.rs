@@ -252,21 +252,14 @@ impl Drop for DropTable {
     fn drop(&mut self) {
         let table = std::mem::take(&mut self.0);
         let url = stores::postgres_url();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                use sqlx::Connection;
-                if let Ok(mut conn) = sqlx::PgConnection::connect(&url).await {
-                    let _ = sqlx::query(&format!("DROP TABLE IF EXISTS {table}"))
-                        .execute(&mut conn)
-                        .await;
-                }
-            });
-        })
-        .join();
+        rabbit_backoff_test_support::cleanup::apart(async move {
+            use sqlx::Connection;
+            if let Ok(mut conn) = sqlx::PgConnection::connect(&url).await {
+                let _ = sqlx::query(&format!("DROP TABLE IF EXISTS {table}"))
+                    .execute(&mut conn)
+                    .await;
+            }
+        });
     }
 }
 

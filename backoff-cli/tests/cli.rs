@@ -7,6 +7,7 @@ use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 
 use rabbit_backoff_test_support::broker::url;
+use rabbit_backoff_test_support::cleanup::Cleanup;
 
 fn unique(name: &str) -> String {
     rabbit_backoff_test_support::broker::unique(&format!("cli.{name}"))
@@ -127,24 +128,11 @@ impl Fixture {
 
 impl Drop for Fixture {
     fn drop(&mut self) {
-        let queues = self.queues();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                let connection = connect(&url()).await;
-                let channel = connection.create_channel().await.unwrap();
-                for q in queues {
-                    let _ = channel
-                        .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-                        .await;
-                }
-            });
-        })
-        .join()
-        .unwrap();
+        drop(Cleanup {
+            queues: self.queues(),
+            exchanges: Vec::new(),
+            at: None,
+        });
     }
 }
 
@@ -1273,30 +1261,15 @@ impl Index {
 
 impl Drop for Index {
     fn drop(&mut self) {
-        let queue = self.queue.clone();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                let connection = connect(&url()).await;
-                let channel = connection.create_channel().await.unwrap();
-                for stream in [
-                    format!("{queue}.dlq.index"),
-                    format!("{queue}.dlq.index.removed"),
-                ] {
-                    let _ = channel
-                        .queue_delete(stream.as_str().into(), QueueDeleteOptions::default())
-                        .await;
-                }
-                let _ = channel
-                    .exchange_delete(format!("{queue}.dlx").as_str().into(), Default::default())
-                    .await;
-            });
-        })
-        .join()
-        .unwrap();
+        let queue = &self.queue;
+        drop(Cleanup {
+            queues: vec![
+                format!("{queue}.dlq.index"),
+                format!("{queue}.dlq.index.removed"),
+            ],
+            exchanges: vec![format!("{queue}.dlx")],
+            at: None,
+        });
     }
 }
 

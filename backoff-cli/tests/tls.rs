@@ -9,9 +9,10 @@
 
 use std::process::{Command, Output};
 
-use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
+use rabbit_backoff_test_support::cleanup::Cleanup;
 use rabbit_backoff_test_support::tls::{PLAIN, amqps};
 
 /// `rabbit-backoff --url <url> status …`, the management API out of reach
@@ -80,30 +81,11 @@ impl Fixture {
 
 impl Drop for Fixture {
     fn drop(&mut self) {
-        let queues = [self.queue.clone(), format!("{}.dlq", self.queue)];
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                let Ok(connection) =
-                    Connection::connect(PLAIN, ConnectionProperties::default()).await
-                else {
-                    return;
-                };
-                let Ok(channel) = connection.create_channel().await else {
-                    return;
-                };
-                for q in queues {
-                    let _ = channel
-                        .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-                        .await;
-                }
-            });
-        })
-        .join()
-        .expect("cleanup");
+        drop(Cleanup {
+            queues: vec![self.queue.clone(), format!("{}.dlq", self.queue)],
+            exchanges: Vec::new(),
+            at: Some(PLAIN.to_owned()),
+        });
     }
 }
 

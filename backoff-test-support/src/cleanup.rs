@@ -58,40 +58,47 @@ impl Drop for Cleanup {
         let queues = std::mem::take(&mut self.queues);
         let exchanges = std::mem::take(&mut self.exchanges);
         let at = self.at.take().unwrap_or_else(url);
-        let worker = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                let mut connected = None;
-                for node in at.split(',') {
-                    if let Ok(c) =
-                        Connection::connect(node.trim(), ConnectionProperties::default()).await
-                    {
-                        connected = Some(c);
-                        break;
-                    }
+        apart(async move {
+            let mut connected = None;
+            for node in at.split(',') {
+                if let Ok(c) =
+                    Connection::connect(node.trim(), ConnectionProperties::default()).await
+                {
+                    connected = Some(c);
+                    break;
                 }
-                let Some(connection) = connected else {
-                    return;
-                };
-                let Ok(channel) = connection.create_channel().await else {
-                    return;
-                };
-                for q in queues {
-                    let _ = channel
-                        .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
-                        .await;
-                }
-                for e in exchanges {
-                    let _ = channel
-                        .exchange_delete(e.as_str().into(), ExchangeDeleteOptions::default())
-                        .await;
-                }
-                let _ = connection.close(200, "cleanup".into()).await;
-            });
+            }
+            let Some(connection) = connected else {
+                return;
+            };
+            let Ok(channel) = connection.create_channel().await else {
+                return;
+            };
+            for q in queues {
+                let _ = channel
+                    .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+                    .await;
+            }
+            for e in exchanges {
+                let _ = channel
+                    .exchange_delete(e.as_str().into(), ExchangeDeleteOptions::default())
+                    .await;
+            }
+            let _ = connection.close(200, "cleanup".into()).await;
         });
-        let _ = worker.join();
     }
+}
+
+/// Runs `work` to its end on a thread and runtime of its own, and waits for
+/// it: what a `Drop` does to clean up, since a test's runtime cannot block
+/// on itself.
+pub fn apart(work: impl Future<Output = ()> + Send + 'static) {
+    let worker = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime for the clean-up")
+            .block_on(work)
+    });
+    let _ = worker.join();
 }

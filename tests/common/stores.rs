@@ -43,26 +43,19 @@ impl Drop for PgCleanup {
     fn drop(&mut self) {
         let consumers = std::mem::take(&mut self.consumers);
         let url = postgres_url();
-        let worker = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                use rabbit_backoff::dedupe::sqlx::Connection;
-                let Ok(mut conn) = rabbit_backoff::dedupe::sqlx::PgConnection::connect(&url).await
-                else {
-                    return;
-                };
-                let _ = rabbit_backoff::dedupe::sqlx::query(
-                    "DELETE FROM rabbit_backoff_inbox WHERE consumer = ANY($1)",
-                )
-                .bind(&consumers)
-                .execute(&mut conn)
-                .await;
-            });
+        rabbit_backoff_test_support::cleanup::apart(async move {
+            use rabbit_backoff::dedupe::sqlx::Connection;
+            let Ok(mut conn) = rabbit_backoff::dedupe::sqlx::PgConnection::connect(&url).await
+            else {
+                return;
+            };
+            let _ = rabbit_backoff::dedupe::sqlx::query(
+                "DELETE FROM rabbit_backoff_inbox WHERE consumer = ANY($1)",
+            )
+            .bind(&consumers)
+            .execute(&mut conn)
+            .await;
         });
-        let _ = worker.join();
     }
 }
 
