@@ -23,7 +23,8 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 # Every crate of the workspace, each after those it depends on.
 crates=()
 for manifest in backoff-core/Cargo.toml backoff-macros/Cargo.toml backoff-runtime/Cargo.toml \
-  backoff-dead-letters/Cargo.toml backoff-testing/Cargo.toml Cargo.toml backoff-cli/Cargo.toml; do
+  backoff-dead-letters/Cargo.toml backoff-testing/Cargo.toml backoff-console/Cargo.toml Cargo.toml \
+  backoff-cli/Cargo.toml; do
   name=$(sed -n 's/^name = "\(.*\)"/\1/p' "$manifest" | head -n 1)
   crates+=("$target/package/$name-$version.crate")
 done

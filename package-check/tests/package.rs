@@ -242,7 +242,7 @@ fn deep_properties(id: u64, value: &[u8]) -> BasicProperties {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn deeply_nested_headers_stop_neither_the_consumer_nor_a_peek() {
-    use rabbit_backoff::transport::{Confirm, Connection as _};
+    use rabbit_backoff::transport::{Confirm, Connection as _, Publication};
 
     let queue = unique("deep");
     let db = Arc::new(Db::default());
@@ -278,12 +278,12 @@ async fn deeply_nested_headers_stop_neither_the_consumer_nor_a_peek() {
     for (id, &(levels, arrays)) in (1u64..).zip(&shapes) {
         let body = serde_json::to_vec(&Order { id }).expect("json");
         let confirm = publishing
-            .publish(
+            .publish(Publication::new(
                 &names.exchange,
                 &names.routing_key,
                 &body,
                 deep_properties(id, &deep_value(levels, arrays)),
-            )
+            ))
             .await
             .expect("the broker takes a deep message");
         assert_eq!(confirm, Confirm::Ack);
