@@ -48,6 +48,7 @@ function renderConsumers(consumers) {
 
 /** A consumer's depths as a write answered them: shown at once. */
 export function renderConsumer(c) {
+  state.writes += 1;
   const row = [...$('consumers').tBodies[0].rows].find((r) => r.dataset.queue === c.queue);
   if (row) updateConsumerRow(row, c);
   state.dlqDepth = c.dead_letter.messages;
@@ -66,8 +67,13 @@ function dlqDepthSeen(depth) {
 }
 
 export async function refreshConsumers() {
+  const writes = state.writes;
   try {
-    renderConsumers(await api('GET', 'consumers'));
+    const consumers = await api('GET', 'consumers');
+    // A write answered meanwhile with depths read after it: these may be
+    // from before it, and would show the write undone until the next poll.
+    if (writes !== state.writes) return;
+    renderConsumers(consumers);
     clearError('poll');
     $('refreshed').textContent = 'updated ' + new Date().toLocaleTimeString();
   } catch (e) {

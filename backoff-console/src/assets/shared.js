@@ -14,6 +14,7 @@ export const state = {
   configured: false, // whether /api/config answered
   queue: null, // the consumer whose dead letters are shown
   dlqDepth: null, // its DLQ depth when its view was last loaded
+  writes: 0, // writes whose depths were shown: a poll begun before one is stale
   viewDepth: null, // the depth its view's pass found
   search: {}, // text, failed_after, failed_before
   group: null, // the group whose messages are listed
