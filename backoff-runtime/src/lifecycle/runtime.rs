@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use rabbit_backoff_core::{
-    ConsumerSpec, MetadataWatch, ReconnectBackoff, ReconnectProbe, RetryBackend, Topology,
+    ClusterEvidence, ConsumerSpec, MetadataWatch, ReconnectBackoff, ReconnectProbe, RetryBackend,
+    Topology,
 };
 use tokio::task::JoinSet;
 
@@ -269,12 +270,10 @@ impl Runtime {
     fn metadata_watch(&self) -> Option<MetadataWatch> {
         match self.settings.metadata_watch {
             WatchChoice::Set(watch) => watch,
-            WatchChoice::Auto => {
-                let mut nodes = self.transport.probe_addresses();
-                nodes.sort();
-                nodes.dedup();
-                (nodes.len() > 1).then(MetadataWatch::default)
-            }
+            // On when the address list names several nodes, as the
+            // classic-on-cluster warning counts them.
+            WatchChoice::Auto => ClusterEvidence::of_addresses(&self.transport.probe_addresses())
+                .map(|_| MetadataWatch::default()),
         }
     }
 
