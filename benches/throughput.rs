@@ -97,7 +97,9 @@
 //! each dead letter written once, to the dead-letter queue, as on the
 //! hand-written sides. Its ratios are its own to the framework with the
 //! index (throughput, then CPU per message, then the broker's). On a quorum
-//! target the framework declares no index, and the two are the same.
+//! target the framework writes the index itself (`IndexFeed::Written`):
+//! there the ratio is what the consumer's second write of each dead letter
+//! costs.
 //!
 //! `delayed` (only when named, on a quorum target of RabbitMQ 4.3): the
 //! `article` loop with RabbitMQ 4.3's delayed retries instead of retry

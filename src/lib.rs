@@ -137,7 +137,7 @@ pub use rabbit_backoff_dead_letters::{
 /// | `dedupe` | drop duplicates: a delivery whose key was handled (or dead-lettered, or discarded) within this window is acked without the handler; needs [`RuntimeBuilder::dedupe_store`] | none |
 /// | `dedupe_key` | the key: `"message_id"` or `"header:<name>"` (only with `dedupe`) | `"message_id"` |
 /// | `retry` | how a retry waits: `"tiers"` (a TTL retry queue per delay, a copy per attempt) or `"delayed"` (RabbitMQ 4.3's delayed retries of a quorum work queue: a rejection the queue holds back, no copy; needs `queue_type = "quorum"`, a linear ladder such as `"5s,10s,15s"` and `delivery_limit` above the retries; refuses to start before 4.3) | `"tiers"` |
-/// | `dead_letter_index` | `"on"`: a stream beside the dead-letter queue that `dlq groups` reads instead of the queue (classic topologies); `"off"`: none, the broker writes each dead letter once (see [`DeadLetterIndex`]) | `"on"` |
+/// | `dead_letter_index` | `"on"`: a stream beside the dead-letter queue that `dlq groups` reads instead of the queue (written by the broker on classic topologies, by the consumer on quorum ones: [`IndexFeed`](topology::IndexFeed)); `"off"`: none, the broker writes each dead letter once (see [`DeadLetterIndex`]) | `"on"` |
 /// | `crate` | path of this crate, when renamed | `::rabbit_backoff` |
 pub use rabbit_backoff_macros::backoff_consumer;
 

@@ -7,8 +7,8 @@
 pub use rabbit_backoff_core::{
     Argument, ArgumentDifference, Binding, BindingDefinition, BindingListing, DeadLetterIndexDecl,
     Definitions, DelayedRetry, ExchangeDecl, ExchangeDefinition, FoundTopology, INDEX_MAX_BYTES,
-    INDEX_REMOVALS_MAX_BYTES, INDEX_REMOVALS_SEGMENT_BYTES, INDEX_SEGMENT_BYTES, NameError,
-    NameOverrides, QueueDecl, QueueDefinition, QueueListing, Topology, TopologyNames, arguments,
-    delayed_arguments, discover, validate_name,
+    INDEX_REMOVALS_MAX_BYTES, INDEX_REMOVALS_SEGMENT_BYTES, INDEX_SEGMENT_BYTES, IndexFeed,
+    NameError, NameOverrides, QueueDecl, QueueDefinition, QueueListing, Topology, TopologyNames,
+    arguments, delayed_arguments, discover, validate_name,
 };
 pub use rabbit_backoff_runtime::{MissingObject, check_topology, declare_topology};

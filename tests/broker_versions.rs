@@ -365,7 +365,7 @@ async fn dead_letters_the_broker_makes_reach_the_index_on_4_x() {
     let mut spec = process_job.spec();
     spec.queue = unique("broker-dl");
     let topology = Topology::of(&spec);
-    assert!(topology.indexes_dead_letters());
+    assert!(topology.index_feed().is_some());
     let (_cleanup, connection, channel) = declared(&spec, &topology).await;
     // Two that expire in the work queue...
     for id in 0..2 {
@@ -491,45 +491,104 @@ async fn stream_holds(connection: &Connection, stream: &str, n: usize) {
     let _ = channel.close(200, "".into()).await;
 }
 
-/// A quorum consumer's dead letters are not indexed (see
-/// `Topology::indexes_dead_letters`): its topology declares no index
-/// stream, so a dead letter never waits on the stream coordinator, and the
-/// groups come from a pass that says why.
+/// A quorum consumer writes its dead-letter index itself
+/// (`IndexFeed::Written`): the index's stream is bound to nothing, so a
+/// dead letter never waits on the stream coordinator; the consumer writes
+/// each dead letter it made to the stream once confirmed, and `dlq groups`
+/// answers from the index. A binding an earlier version left is removed,
+/// and a dead letter the broker makes (no entry) sends the next read to the
+/// queue once, whose checkpoint heals the index.
 #[tokio::test]
-async fn a_quorum_consumer_declares_no_index_and_groups_from_a_pass() {
-    let spec = quorum_spec("quorum-noindex", 1);
+async fn a_quorum_consumer_writes_its_index_and_groups_from_it() {
+    use rabbit_backoff::topology::IndexFeed;
+    let queue = unique("quorum-index");
+    let mut spec = quorum_spec("quorum-index", 20);
+    spec.queue = queue.clone();
     let topology = Topology::of(&spec);
-    assert!(!topology.indexes_dead_letters());
-    let (_cleanup, connection, channel) = declared(&spec, &topology).await;
-    // A message past its delivery limit (1), dead-lettered by the broker.
-    publish_confirmed(&channel, &spec.queue, b"{\"id\":1}").await;
-    let probe = connection.create_channel().await.unwrap();
-    give_back(&probe, &spec.queue, GiveBack::Reject, 3).await;
+    assert_eq!(topology.index_feed(), Some(IndexFeed::Written));
     let names = spec.names();
-    let dead = next_message(&channel, &names.dead_letter_queue, WAIT).await;
-    assert_eq!(
-        header_str(&dead.properties, "x-first-death-reason").as_deref(),
-        Some("delivery_limit")
-    );
-    dead.nack(BasicNackOptions {
-        requeue: true,
-        ..Default::default()
+    // What an earlier version declared: the entries stream bound to the
+    // dead-letter exchange.
+    let (_cleanup, connection, channel) = declared(&spec, &topology).await;
+    let index = &topology.dead_letter_index;
+    let framework = framework_connection().await;
+    let earlier = framework.open_channel().await.unwrap();
+    for stream in index.queues() {
+        earlier.declare_queue(stream).await.unwrap();
+    }
+    let binding = &index.binding;
+    earlier
+        .bind_queue(&binding.queue, &binding.exchange, &binding.routing_key)
+        .await
+        .unwrap();
+    earlier.close().await;
+
+    let running = Running::start("quorum-index", |s| {
+        s.queue = queue.clone();
+        s.queue_type = Some(QueueType::Quorum);
     })
-    .await
-    .ok();
-    // The index's streams do not exist.
-    assert!(
-        !queue_exists(&connection, &names.dead_letter_index()).await,
-        "no index stream for a quorum consumer"
-    );
+    .await;
+    let publisher = publisher().await;
+    for id in 0..3 {
+        running
+            .publish(&publisher, &Job::new(id, Fail::Permanent, None))
+            .await;
+    }
+    // The consumer's three dead letters reach the stream, written by it.
+    stream_holds(&connection, &names.dead_letter_index(), 3).await;
+
+    // The binding is gone: a message published to the dead-letter exchange
+    // reaches the queue only.
+    publish_to(
+        &channel,
+        &names.dead_letter_exchange,
+        &names.dead_letter_routing_key,
+    )
+    .await;
     let dlq = Dlq::connect(&url(), &spec).await.unwrap();
     let report = dlq
         .group_report(&DeadLetterFilter::default())
         .await
         .unwrap();
-    assert_eq!(report.source, GroupSource::Pass, "{}", report.reason());
+    assert_eq!(
+        report.source,
+        GroupSource::Pass,
+        "a dead letter without an entry is found by the count check: {}",
+        report.reason()
+    );
+    assert_eq!(report.groups.iter().map(|g| g.count).sum::<usize>(), 4);
+
+    // Healed: the next read comes from the index, with every dead letter.
+    running
+        .publish(&publisher, &Job::new(3, Fail::Permanent, None))
+        .await;
+    stream_holds(&connection, &names.dead_letter_index(), 4).await;
+    let report = dlq
+        .group_report(&DeadLetterFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(report.source, GroupSource::Index, "{}", report.reason());
+    assert_eq!(report.groups.iter().map(|g| g.count).sum::<usize>(), 5);
     dlq.close().await;
+    publisher.close().await;
+    running.stop().await;
     let _ = connection.close(200, "".into()).await;
+}
+
+/// Publishes a message to `exchange` with `key`, confirmed.
+async fn publish_to(channel: &Channel, exchange: &str, key: &str) {
+    channel
+        .basic_publish(
+            exchange.into(),
+            key.into(),
+            BasicPublishOptions::default(),
+            b"{\"id\":99}",
+            BasicProperties::default(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
 }
 
 /// `dead_letter_index = "off"` declares no index, and removes the one an
@@ -547,7 +606,7 @@ async fn a_consumer_with_the_index_off_removes_the_old_one_and_groups_from_a_pas
 
     spec.dead_letter_index = rabbit_backoff::DeadLetterIndex::Off;
     let topology = Topology::of(&spec);
-    assert!(!topology.indexes_dead_letters());
+    assert_eq!(topology.index_feed(), None);
     rabbit_backoff::topology::declare_topology(&*framework_connection().await, &topology)
         .await
         .unwrap();

@@ -23,6 +23,7 @@ use common::*;
 use futures_util::future::join_all;
 use lapin::options::BasicGetOptions;
 use lapin::{Connection, ConnectionProperties};
+use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, GroupSource};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::topology::Topology;
 use rabbit_backoff::{Health, QueueType, RunningRuntime};
@@ -226,12 +227,14 @@ fn successes(journal: &Journal, ids: &Range<u64>) -> HashMap<u64, usize> {
 }
 
 /// Waits until every job of `ids` succeeded or sits in the dead-letter
-/// queue, then takes the dead letters; fails naming the ids lost.
+/// queue, then (with `read_index`, see [`index_heals`]) reads the groups,
+/// then takes the dead letters; fails naming the ids lost.
 async fn settle(
     journal: &Journal,
     spec: &ConsumerSpec,
     ids: Range<u64>,
     within: Duration,
+    read_index: bool,
 ) -> Settled {
     let expected_ok = ids
         .clone()
@@ -252,6 +255,9 @@ async fn settle(
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if read_index {
+        index_heals(spec, expected_dead).await;
     }
     let channel = connection.create_channel().await.expect("a channel");
     let dead = drain_ids(&channel, &dlq).await;
@@ -283,6 +289,41 @@ async fn settle(
         dead_lettered: dead_set.len(),
         duplicates: per_id.values().map(|n| n - 1).sum::<usize>() + (dead.len() - dead_set.len()),
     }
+}
+
+/// The dead-letter index of a quorum consumer (which the consumer writes,
+/// `IndexFeed::Written`) heals after a node loss: `dlq groups` counts
+/// `expected` dead letters, and within a minute answers from the index
+/// (after a pass, when entries were lost with the node).
+async fn index_heals(spec: &ConsumerSpec, expected: usize) {
+    let dlq = Dlq::connect(&cluster_url(1), spec)
+        .await
+        .expect("the operator tools connect");
+    let started = Instant::now();
+    let mut sources = Vec::new();
+    loop {
+        let report = dlq
+            .group_report(&DeadLetterFilter::default())
+            .await
+            .expect("dlq groups answers");
+        let total: usize = report.groups.iter().map(|g| g.count).sum();
+        assert_eq!(total, expected, "dlq groups counts every dead letter");
+        sources.push(format!("{:?} ({})", report.source, report.reason()));
+        if report.source == GroupSource::Index {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the index did not heal within a minute: {sources:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    eprintln!(
+        "dead-letter index after the node loss: {expected} dead letters, from the index after          {} read(s) in {:.1} s: {sources:?}",
+        sources.len(),
+        started.elapsed().as_secs_f64()
+    );
+    dlq.close().await;
 }
 
 /// Waits until no new job of `ids` succeeds for `still` (at most `within`);
@@ -391,13 +432,13 @@ async fn killing_the_consumers_node_loses_nothing_and_it_consumes_again_from_ano
     // The node comes back, rejoins, and serves a next load.
     let rejoined_in = revive.now();
     let back = Instant::now();
-    let settled = settle(&journal, &spec, 0..N, Duration::from_secs(120)).await;
+    let settled = settle(&journal, &spec, 0..N, Duration::from_secs(120), true).await;
     let settled_after = back.elapsed();
     let publisher_on_it = Publisher::connect(&node_url(killed))
         .await
         .expect("the node that came back takes connections");
     publish(&publisher_on_it, &spec, (N..N + NEXT).map(mixed)).await;
-    let next = settle(&journal, &spec, N..N + NEXT, Duration::from_secs(60)).await;
+    let next = settle(&journal, &spec, N..N + NEXT, Duration::from_secs(60), false).await;
     eprintln!(
         "cluster, quorum, kill -9 of the consumer's node ({}) after {handled_at_kill} calls: \
          consuming again {:.1} s after the kill, from {}; {without_node} of {expected_ok} \
@@ -617,7 +658,7 @@ async fn classic_queues_whose_node_dies_wait_for_it_and_lose_nothing() {
         .count();
     let restart_took = revive.now();
     let restarted = Instant::now();
-    let settled = settle(&journal, &spec, 0..N, Duration::from_secs(120)).await;
+    let settled = settle(&journal, &spec, 0..N, Duration::from_secs(120), false).await;
     let settled_after = restarted.elapsed();
     eprintln!(
         "cluster, classic queues, kill -9 of their node ({}) after {before} calls: {} handler \

@@ -6,9 +6,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// Whether a consumer declares the dead-letter index: a stream bound beside
-/// the dead-letter queue, to which the broker writes every dead letter as it
-/// writes it to the queue, so that `dlq groups` and the console read a
+/// Whether a consumer declares the dead-letter index: a stream beside the
+/// dead-letter queue, to which every dead letter is written as well
+/// ([`IndexFeed`](crate::IndexFeed) says by whom), so that `dlq groups` and the console read a
 /// summary instead of every dead letter ([`DeadLetterIndexDecl`](crate::DeadLetterIndexDecl)).
 ///
 /// The index costs the broker a second write of every dead letter: on a
@@ -25,19 +25,19 @@ use serde::{Deserialize, Serialize};
 ///
 /// assert_eq!("off".parse::<DeadLetterIndex>(), Ok(DeadLetterIndex::Off));
 /// let mut spec = ConsumerSpec::new("orders", "5s".parse()?);
-/// assert!(Topology::of(&spec).indexes_dead_letters());
+/// assert!(Topology::of(&spec).index_feed().is_some());
 /// spec.dead_letter_index = DeadLetterIndex::Off;
-/// assert!(!Topology::of(&spec).indexes_dead_letters());
+/// assert!(Topology::of(&spec).index_feed().is_none());
 /// # Ok::<(), rabbit_backoff::DelayError>(())
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum DeadLetterIndex {
-    /// Declare the index where the topology can have one: beside the
-    /// dead-letter queue of classic topologies (the default). Quorum
-    /// topologies have none (see
-    /// [`Topology::indexes_dead_letters`](crate::Topology::indexes_dead_letters)).
+    /// Declare the index beside the dead-letter queue (the default): the
+    /// broker writes each dead letter to it on classic topologies, the
+    /// consumer on quorum ones (see
+    /// [`Topology::index_feed`](crate::Topology::index_feed)).
     #[default]
     On,
     /// Declare no index, and delete the one an earlier declaration of the

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ConsumerSpec, ExchangeKind, QueueType, RetryReturn};
+use crate::{ConsumerSpec, ExchangeKind, IndexFeed, QueueType, RetryReturn};
 
 /// Names of the queue arguments the framework declares.
 pub mod arguments {
@@ -374,8 +374,8 @@ pub struct Topology {
     /// consumer needs and a passive declaration checks.
     pub dead_letter_index: DeadLetterIndexDecl,
     /// Whether the consumer asked for the index
-    /// ([`ConsumerSpec::dead_letter_index`]); whether it is declared is
-    /// [`indexes_dead_letters`](Self::indexes_dead_letters).
+    /// ([`ConsumerSpec::dead_letter_index`]); how dead letters reach it is
+    /// [`index_feed`](Self::index_feed).
     #[serde(default)]
     pub index: crate::DeadLetterIndex,
 }
@@ -385,36 +385,32 @@ fn s(v: &str) -> Argument {
 }
 
 impl Topology {
-    /// Whether the dead-letter index is declared and bound beside the
-    /// dead-letter queue: for classic topologies, unless the consumer turned
-    /// it off ([`ConsumerSpec::dead_letter_index`]); not for a quorum work
-    /// queue.
-    ///
-    /// The broker routes every dead letter to the queue and to the index's
-    /// stream in one routing, so a dead letter's confirm waits for the
-    /// stream. On a RabbitMQ 4.3 cluster that lost a node, the stream
-    /// coordinator can lose its quorum (a member on a node that restarted
-    /// earlier is not running again until a stream operation starts it):
-    /// a publish routed to a stream then blocks its channel for 30 s and
-    /// the broker closes the connection (`RESOURCE_ERROR`, "Stream
-    /// coordinator unavailable"), measured for more than 90 s with two of
-    /// three nodes up. With quorum queues, which are what a cluster runs,
-    /// dead letters must not wait on that; `dlq groups` reads the
-    /// dead-letter queue for them instead.
+    /// How dead letters reach the dead-letter index, or `None` when the
+    /// consumer turned it off ([`ConsumerSpec::dead_letter_index`]): routed
+    /// by the broker beside the dead-letter queue on classic topologies,
+    /// written by the consumer on quorum ones ([`IndexFeed`] says why).
     ///
     /// ```
-    /// use rabbit_backoff::{ConsumerSpec, QueueType};
-    /// use rabbit_backoff::topology::Topology;
+    /// use rabbit_backoff::{ConsumerSpec, DeadLetterIndex};
+    /// use rabbit_backoff::topology::{IndexFeed, Topology};
     ///
     /// let mut spec = ConsumerSpec::new("orders", "5s".parse()?);
-    /// assert!(Topology::of(&spec).indexes_dead_letters());
-    /// spec.queue_type = Some(QueueType::Quorum);
-    /// assert!(!Topology::of(&spec).indexes_dead_letters());
+    /// assert_eq!(Topology::of(&spec).index_feed(), Some(IndexFeed::Routed));
+    /// spec.dead_letter_index = DeadLetterIndex::Off;
+    /// assert_eq!(Topology::of(&spec).index_feed(), None);
     /// # Ok::<(), rabbit_backoff::DelayError>(())
     /// ```
-    pub fn indexes_dead_letters(&self) -> bool {
-        self.index == crate::DeadLetterIndex::On
-            && self.work_queue.argument(arg::QUEUE_TYPE) != Some(&s(QueueType::Quorum.as_str()))
+    pub fn index_feed(&self) -> Option<IndexFeed> {
+        match self.index {
+            crate::DeadLetterIndex::Off => None,
+            crate::DeadLetterIndex::On
+                if self.work_queue.argument(arg::QUEUE_TYPE)
+                    == Some(&s(QueueType::Quorum.as_str())) =>
+            {
+                Some(IndexFeed::Written)
+            }
+            crate::DeadLetterIndex::On => Some(IndexFeed::Routed),
+        }
     }
 
     /// The topology a consumer declares.

@@ -1,6 +1,6 @@
 //! Declaring a consumer's topology, or checking that it exists.
 
-use rabbit_backoff_core::{Binding, DeadLetterIndex, DeadLetterIndexDecl, DeclareMode, Topology};
+use rabbit_backoff_core::{Binding, DeadLetterIndexDecl, DeclareMode, IndexFeed, Topology};
 
 use super::inspect::{exchange_exists, inspect_queue};
 use crate::error::{Error, MissingObject, channel_error};
@@ -59,7 +59,10 @@ pub async fn check_topology(connection: &dyn Connection, topology: &Topology) ->
 }
 
 /// Declares a consumer's topology: its exchanges, queues and bindings, all
-/// durable. Idempotent: declaring it again changes nothing.
+/// durable, and the dead-letter index of a classic topology
+/// ([`IndexFeed::Routed`]); a quorum topology's index is declared by the
+/// [`Runtime`](crate::Runtime) that writes it ([`IndexFeed::Written`]).
+/// Idempotent: declaring it again changes nothing.
 ///
 /// Runs on a channel of its own, because the broker closes a channel on which a
 /// declaration conflicts with an existing object; such a conflict comes back
@@ -89,10 +92,13 @@ pub async fn declare_topology(
     }
     // Best effort: the declarations are done; a failing close changes nothing.
     channel.close().await;
-    if topology.indexes_dead_letters() {
-        declare_index(connection, &topology.dead_letter_index).await;
-    } else if topology.index == DeadLetterIndex::Off {
-        delete_index(connection, &topology.dead_letter_index).await;
+    match topology.index_feed() {
+        Some(IndexFeed::Routed) => declare_index(connection, &topology.dead_letter_index).await,
+        // The runtime's index writer declares it, on a connection of its
+        // own: declaring a stream waits on the stream coordinator, which a
+        // consumer's start must not.
+        Some(IndexFeed::Written) => {}
+        None => delete_index(connection, &topology.dead_letter_index).await,
     }
     Ok(())
 }

@@ -2,11 +2,13 @@
 //! failing with the runtime's [`Error`](crate::Error), which names the
 //! queue or exchange involved: a confirm channel for work on one queue,
 //! declaring or checking a consumer's topology, inspecting a queue or an
-//! exchange, asking whether the broker applies delayed retries, and
+//! exchange, asking whether the broker applies delayed retries, writing
+//! the dead-letter index of quorum topologies, and
 //! watching that the connection's node still reaches its cluster's majority.
 
 pub(crate) mod confirm_channel;
 pub(crate) mod declare;
 pub(crate) mod delayed_retry_probe;
+pub(crate) mod index_writer;
 pub(crate) mod inspect;
 pub(crate) mod metadata_watch;

@@ -17,6 +17,7 @@ use rabbit_backoff_core::{
 use tracing::Instrument;
 
 use crate::broker::confirm_channel::confirm_channel;
+use crate::broker::index_writer::IndexWriter;
 use crate::consume::consumer::Consumer;
 use crate::consume::context::Context;
 use crate::consume::dedupe::{Admission, Inbox, StoreReport};
@@ -52,6 +53,9 @@ pub(crate) struct WorkerEnv {
     pub(crate) store_report: Option<StoreReport>,
     /// The inbox of the consumers with `dedupe`.
     pub(crate) dedupe_store: Option<Arc<dyn DedupeStore>>,
+    /// Where the consumers that write their dead-letter index hand each
+    /// dead letter.
+    pub(crate) index_writer: Option<IndexWriter>,
 }
 
 /// How consuming ended.
@@ -90,7 +94,13 @@ impl<C: Consumer> Worker<C> {
             .consume(&spec.queue)
             .await
             .map_err(channel_error(&spec.queue, "starting to consume"))?;
-        let executor = Executor::new(channel, &env.connection, env.confirm_timeout, &spec);
+        let executor = Executor::new(
+            channel,
+            &env.connection,
+            env.confirm_timeout,
+            &spec,
+            env.index_writer.as_ref(),
+        );
         let takes_transaction =
             transaction_requirement().is_some_and(|tx| consumer.required_state().contains(&tx));
         let inbox = Inbox::new(

@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use rabbit_backoff_core::{
-    ClusterEvidence, ConsumerSpec, MetadataWatch, ReconnectBackoff, ReconnectProbe, RetryBackend,
-    Topology,
+    ClusterEvidence, ConsumerSpec, IndexFeed, MetadataWatch, ReconnectBackoff, ReconnectProbe,
+    RetryBackend, Topology,
 };
 use tokio::task::JoinSet;
 
 use crate::broker::declare::establish_topology;
 use crate::broker::delayed_retry_probe::check_delayed_retries;
+use crate::broker::index_writer::IndexWriter;
 use crate::broker::metadata_watch::watch_metadata;
 use crate::consume::consumer::Consumer;
 use crate::consume::dedupe::StoreReport;
@@ -67,6 +68,9 @@ pub struct RuntimeBuilder {
 /// Made by [`Runtime::builder`].
 pub struct Runtime {
     transport: Arc<dyn Transport>,
+    /// The writer of the dead-letter indexes that the consumers write
+    /// themselves (quorum topologies), while [`run`](Self::run) runs.
+    index_writer: Option<IndexWriter>,
     consumers: Vec<Box<dyn Registration>>,
     state: Arc<StateMap>,
     settings: Settings,
@@ -204,10 +208,11 @@ impl Runtime {
     /// At start-up, each consumer that names no queue type (so runs on
     /// classic queues) is warned about once when the broker address lists
     /// several nodes: see `docs/cluster.md`, "Queue type on a cluster".
-    pub async fn run(self) -> Result<(), Error> {
+    pub async fn run(mut self) -> Result<(), Error> {
         let health = self.health.0.clone();
         // Once per start, not per reconnect.
         warn_classic_on_cluster(&*self.transport, self.specs());
+        let writer = self.start_index_writer().await;
         let signals = self
             .settings
             .handle_signals
@@ -215,6 +220,12 @@ impl Runtime {
         let result = self.supervise().await;
         if let Some(signals) = signals {
             signals.abort();
+        }
+        // The last entries are written, briefly, once no consumer holds
+        // the writer.
+        self.index_writer = None;
+        if let Some(writer) = writer {
+            let _ = writer.await;
         }
         health.send_replace(match &result {
             Ok(()) => Health::Stopped,
@@ -225,6 +236,29 @@ impl Runtime {
     }
 
     /// Runs generation after generation (one connection each) until shutdown.
+    /// Starts the writer of the dead-letter indexes the consumers write
+    /// ([`IndexFeed::Written`]), when one of them does, and gives it their
+    /// indexes to declare.
+    async fn start_index_writer(&mut self) -> Option<tokio::task::JoinHandle<()>> {
+        let written: Vec<_> = self
+            .specs()
+            .filter_map(|spec| {
+                let topology = Topology::of(spec);
+                (topology.index_feed() == Some(IndexFeed::Written))
+                    .then_some((topology.dead_letter_index, spec.declare))
+            })
+            .collect();
+        if written.is_empty() {
+            return None;
+        }
+        let (writer, task) = IndexWriter::start(Arc::clone(&self.transport));
+        for (index, mode) in written {
+            writer.declare(index, mode).await;
+        }
+        self.index_writer = Some(writer);
+        Some(task)
+    }
+
     async fn supervise(&self) -> Result<(), Error> {
         let mut failures: u32 = 0;
         loop {
@@ -343,6 +377,7 @@ impl Runtime {
             paused: Some(pause_report(&self.health.0)),
             store_report: Some(store_report(&self.health.0)),
             dedupe_store: self.settings.dedupe_store.clone(),
+            index_writer: self.index_writer.clone(),
         };
         let mut running = JoinSet::new();
         for registration in &self.consumers {
@@ -628,6 +663,7 @@ impl RuntimeBuilder {
         }
         let uses_dedupe = self.consumers.iter().any(|c| c.spec().dedupe.is_some());
         Ok(Runtime {
+            index_writer: None,
             transport: self.transport.unwrap_or_else(|| {
                 Arc::new(AmqpTransport::new(
                     self.uri.unwrap_or_else(amqp_url_from_env),

@@ -12,11 +12,12 @@ use std::time::Duration;
 
 use lapin::BasicProperties;
 use rabbit_backoff_core::{
-    ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, QueueType,
-    RetryBackend, Topology, broker_headroom, header_limit, truncate_error,
+    ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, IndexFeed,
+    QueueType, RetryBackend, Topology, broker_headroom, header_limit, truncate_error,
 };
 
 use crate::broker::declare::establish_topology;
+use crate::broker::index_writer::IndexWriter;
 use crate::error::PublishFailure;
 use crate::settle::acks::Acks;
 use crate::settle::copy_properties::{dead_letter_properties, now_rfc3339, retry_properties};
@@ -69,6 +70,10 @@ pub(crate) struct Executor {
     dead_letter_routing_key: String,
     /// Where the topology is declared again when a copy is unroutable.
     connection: Arc<dyn Connection>,
+    /// Where each confirmed dead letter is written to the dead-letter
+    /// index, and the index's entries stream, when the consumer writes it
+    /// ([`IndexFeed::Written`]).
+    index: Option<(IndexWriter, Arc<str>)>,
 }
 
 impl Executor {
@@ -78,6 +83,7 @@ impl Executor {
         connection: &Arc<dyn Connection>,
         confirm_timeout: Duration,
         spec: &ConsumerSpec,
+        index_writer: Option<&IndexWriter>,
     ) -> Self {
         let tiers: Vec<u64> = spec
             .delays
@@ -87,7 +93,15 @@ impl Executor {
             .copied()
             .collect();
         let topology = Topology::of(spec);
+        let index = match (topology.index_feed(), index_writer) {
+            (Some(IndexFeed::Written), Some(writer)) => Some((
+                writer.clone(),
+                Arc::from(topology.dead_letter_index.entries.name.as_str()),
+            )),
+            _ => None,
+        };
         Executor {
+            index,
             tiers: TierDelays::of(&topology, &spec.retry_delays()),
             stamp_first: spec.max_age.is_some(),
             settler: Settler::new(channel, Arc::clone(connection), confirm_timeout),
@@ -284,9 +298,16 @@ impl Executor {
         };
         let published = match fitted {
             Ok(properties) => {
-                self.settler
+                let entry = match copy {
+                    CopyKind::DeadLetter(_) => self.index_entry(&properties),
+                    CopyKind::Retry { .. } => None,
+                };
+                let published = self
+                    .settler
                     .publish(target, original.body, properties)
-                    .await
+                    .await;
+                self.indexed(published.is_ok(), entry, original.body);
+                published
             }
             Err(too_large) => {
                 Box::pin(self.settle_oversized(acker, original, too_large)).await;
@@ -295,6 +316,22 @@ impl Executor {
         };
         self.acked_or_requeued(acker, original, target, published)
             .await
+    }
+
+    /// The properties of a dead letter about to be published, kept for its
+    /// entry in the dead-letter index when the consumer writes the index
+    /// (boxed: they wait in the settling future while the copy is
+    /// confirmed).
+    fn index_entry(&self, properties: &BasicProperties) -> Option<Box<BasicProperties>> {
+        self.index.as_ref().map(|_| Box::new(properties.clone()))
+    }
+
+    /// Hands a dead letter confirmed in the dead-letter queue to the index
+    /// writer, without waiting.
+    fn indexed(&self, confirmed: bool, entry: Option<Box<BasicProperties>>, body: &[u8]) {
+        if let (true, Some(properties), Some((writer, stream))) = (confirmed, entry, &self.index) {
+            writer.write(stream, body, *properties);
+        }
     }
 
     /// After a copy's publish: acks the original once the broker confirmed
@@ -400,10 +437,12 @@ impl Executor {
         why: &str,
         dropped: &[String],
     ) {
+        let entry = self.index_entry(&properties);
         let published = self
             .settler
             .publish(target, original.body, properties)
             .await;
+        self.indexed(published.is_ok(), entry, original.body);
         if self
             .acked_or_requeued(acker, original, target, published)
             .await

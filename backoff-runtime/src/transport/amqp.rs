@@ -494,6 +494,25 @@ impl Channel for AmqpChannel {
         })
     }
 
+    fn unbind_queue<'a>(
+        &'a self,
+        queue: &'a str,
+        exchange: &'a str,
+        routing_key: &'a str,
+    ) -> BoxFuture<'a, Result<(), TransportError>> {
+        self.guarded(async move {
+            self.inner
+                .queue_unbind(
+                    short(queue)?,
+                    short(exchange)?,
+                    short(routing_key)?,
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(transport_error)
+        })
+    }
+
     fn check_exchange<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {
         self.guarded(async move {
             let options = ExchangeDeclareOptions {

@@ -36,6 +36,23 @@ pub trait Channel: Send + Sync + 'static {
         routing_key: &'a str,
     ) -> BoxFuture<'a, Result<(), TransportError>>;
 
+    /// Removes the binding of a queue to an exchange with a routing key; a
+    /// binding that does not exist is no error. The default refuses, for a
+    /// broker that cannot.
+    fn unbind_queue<'a>(
+        &'a self,
+        queue: &'a str,
+        exchange: &'a str,
+        routing_key: &'a str,
+    ) -> BoxFuture<'a, Result<(), TransportError>> {
+        let _ = routing_key;
+        Box::pin(async move {
+            Err(TransportError::Other(format!(
+                "'{queue}' from '{exchange}': this broker cannot remove a binding"
+            )))
+        })
+    }
+
     /// Checks that an exchange exists (a passive declare): code 404
     /// `NOT_FOUND` when it does not.
     fn check_exchange<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>>;
