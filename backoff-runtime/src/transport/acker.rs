@@ -3,7 +3,7 @@
 
 use futures_util::future::BoxFuture;
 
-use super::TransportError;
+use super::{Modification, TransportError};
 
 /// How a delivery is settled; each implementation provides its own.
 pub trait Settle: Send + Sync + 'static {
@@ -24,6 +24,17 @@ pub trait Settle: Send + Sync + 'static {
     /// is neither. Before 4.3, and on the in-memory broker, the two are the
     /// same.
     fn fail(&self) -> BoxFuture<'_, Result<(), TransportError>>;
+    /// Settles it as AMQP 1.0's `modified` outcome with `modification`'s
+    /// flags and annotations. The default refuses: only an AMQP 1.0 link
+    /// can.
+    fn modify(&self, modification: Modification) -> BoxFuture<'_, Result<(), TransportError>> {
+        let _ = modification;
+        Box::pin(async {
+            Err(TransportError::Other(
+                "this delivery cannot be settled as `modified` (an AMQP 1.0 outcome)".to_owned(),
+            ))
+        })
+    }
 }
 
 /// Settles one delivery, once. A delivery dropped unsettled stays
@@ -64,6 +75,12 @@ impl Acker {
     /// delayed retry, holds back (see [`Settle::fail`]).
     pub async fn fail(&self) -> Result<(), TransportError> {
         self.0.fail().await
+    }
+
+    /// Settles the delivery as AMQP 1.0's `modified` outcome (see
+    /// [`Modification`]); refused by a delivery of AMQP 0-9-1.
+    pub async fn modify(&self, modification: Modification) -> Result<(), TransportError> {
+        self.0.modify(modification).await
     }
 
     /// Rejects the delivery without requeue: its queue's dead-letter exchange
