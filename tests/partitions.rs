@@ -738,9 +738,11 @@ async fn run(fault: Fault, round: usize) -> Report {
     let now_on = running.health().node().and_then(|n| node_index(&nodes, &n));
     publisher_close(publisher).await;
     running.stop().await.expect("the runtime stops");
-    // On 3.10 (Mnesia) a minority node answers metadata writes: with
-    // `pause_minority` it closes its clients anyway, with `autoheal` the
-    // consumer waits for the cut to end, as before.
+    // On 3.10 (Mnesia) every node's metadata writes block until it notices
+    // the lost peer, so the watch seldom decides: with `pause_minority` the
+    // node closes its clients once it notices (11–13 s with net_ticktime
+    // 10 s, docs/cluster.md), with `autoheal` the consumer waits for the
+    // cut to end. The bounds below are 4.x's.
     let khepri = env_or("RABBITMQ_VERSION", "3.10").starts_with('4');
     if fault == Fault::ConsumersNodeLongCut && khepri {
         // The metadata watch notices within 12 s of the majority answering
