@@ -164,6 +164,29 @@ impl Transport for AmqpTransport {
             .map(|uri| (uri.authority.host, uri.authority.port))
             .collect()
     }
+
+    /// To the node of the last AMQP 0-9-1 connection first, then the others
+    /// in order.
+    #[cfg(feature = "amqp1")]
+    fn connect_amqp1(&self) -> BoxFuture<'_, Result<Arc<dyn Connection>, TransportError>> {
+        Box::pin(async move {
+            let first = self.current.load(Ordering::Relaxed) % self.uris.len().max(1);
+            let mut nodes = self.uris.clone();
+            nodes.rotate_left(first);
+            super::amqp1::connect(&nodes.join(",")).await
+        })
+    }
+
+    #[cfg(not(feature = "amqp1"))]
+    fn connect_amqp1(&self) -> BoxFuture<'_, Result<Arc<dyn Connection>, TransportError>> {
+        Box::pin(async {
+            Err(TransportError::Other(
+                "retry = \"scheduled\" consumes over AMQP 1.0: turn on the feature `amqp1` of \
+                 rabbit-backoff"
+                    .to_owned(),
+            ))
+        })
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -16,6 +16,8 @@
 //! carry exactly what goes on the wire.
 mod acker;
 pub mod amqp;
+#[cfg(feature = "amqp1")]
+pub(crate) mod amqp1;
 pub(crate) mod amqp_values;
 mod channel;
 mod confirm;

@@ -1,0 +1,287 @@
+//! One receiver link in a task of its own: the task owns fe2o3-amqp's
+//! [`Receiver`] (receiving needs `&mut`), numbers the deliveries 1, 2, 3…,
+//! keeps the unsettled ones in order, and settles them on the commands its
+//! [`Acker`](crate::transport::Acker)s send.
+
+use std::collections::BTreeMap;
+
+use fe2o3_amqp::link::delivery::DeliveryInfo;
+use fe2o3_amqp::link::receiver::TerminalDeliveryState;
+use fe2o3_amqp::link::{Receiver, RecvError};
+use fe2o3_amqp::types::messaging::{Accepted, Modified, Rejected, Released};
+use tokio::sync::{mpsc, oneshot};
+
+use super::acker::LinkAcker;
+use super::message::{AnyBody, Received, delivery};
+use crate::transport::{Acker, Delivery, Lost, TransportError};
+
+/// A consumer's deliveries, as the link task hands them over.
+pub(crate) type Sink = mpsc::UnboundedSender<Result<Delivery, TransportError>>;
+
+/// How a delivery is settled.
+#[derive(Debug, Clone)]
+pub(crate) enum Outcome {
+    /// `accepted`: done with.
+    Accepted,
+    /// `released`: back to the queue, not counted as failed.
+    Released,
+    /// `rejected`: dead-lettered by the queue.
+    Rejected,
+    /// `modified`, with its flags and annotations.
+    Modified(Modified),
+}
+
+impl Outcome {
+    fn state(self) -> TerminalDeliveryState {
+        match self {
+            Outcome::Accepted => TerminalDeliveryState::Accepted(Accepted {}),
+            Outcome::Released => TerminalDeliveryState::Released(Released {}),
+            Outcome::Rejected => TerminalDeliveryState::Rejected(Rejected { error: None }),
+            Outcome::Modified(modified) => TerminalDeliveryState::Modified(modified),
+        }
+    }
+}
+
+/// What a link task is asked to do.
+pub(crate) enum Command {
+    /// Settle the delivery `tag` (with `multiple`, every unsettled one up
+    /// to it) as `outcome`; `done` once the disposition is sent.
+    Settle {
+        tag: u64,
+        multiple: bool,
+        outcome: Outcome,
+        done: oneshot::Sender<Result<(), TransportError>>,
+    },
+    /// Detach the link (its unsettled deliveries return to the queue) and
+    /// end; `done` once detached.
+    Close {
+        done: oneshot::Sender<Result<(), TransportError>>,
+    },
+}
+
+/// The commands of a link task, to settle its deliveries or close it.
+pub(crate) type Commands = mpsc::UnboundedSender<Command>;
+
+/// What a link does with what it receives.
+pub(crate) enum Mode {
+    /// A consumer's: receives until closed, hands each delivery to the
+    /// sink, and grants credit up to `prefetch` unsettled deliveries.
+    Consume { sink: Sink, prefetch: u32 },
+    /// A `get`'s: received its one delivery already; detaches once it is
+    /// settled.
+    Get,
+}
+
+/// One receiver link's task.
+pub(crate) struct Link {
+    receiver: Receiver,
+    mode: Mode,
+    /// The tag of the last delivery received.
+    last_tag: u64,
+    /// The deliveries not settled yet, by tag.
+    unsettled: BTreeMap<u64, DeliveryInfo>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    /// The ackers' way to the task: weak, so that the task ends when every
+    /// acker and the channel's handle are gone.
+    to_self: mpsc::WeakUnboundedSender<Command>,
+    lost: Lost,
+}
+
+/// What the task saw first.
+enum Event {
+    Command(Option<Command>),
+    Received(Box<Result<fe2o3_amqp::link::delivery::Delivery<AnyBody>, RecvError>>),
+    Lost(String),
+}
+
+impl Link {
+    /// A link task for `receiver` and the commands to it. For
+    /// [`Mode::Get`], `got` is the delivery already received, as the
+    /// delivery to hand out.
+    pub(crate) fn new(receiver: Receiver, mode: Mode, lost: Lost) -> (Link, Commands) {
+        let (commands, receiving) = mpsc::unbounded_channel();
+        let link = Link {
+            receiver,
+            mode,
+            last_tag: 0,
+            unsettled: BTreeMap::new(),
+            commands: receiving,
+            to_self: commands.downgrade(),
+            lost,
+        };
+        (link, commands)
+    }
+
+    /// A message fe2o3-amqp could not decode (`why`), whose body it does not
+    /// keep: settled at once as `rejected`, so that its queue dead-letters
+    /// it as it is, body and all (`x-death` says `rejected`), rather than
+    /// handed over without its body.
+    async fn refuse(&mut self, info: DeliveryInfo, why: &str) {
+        let name = self.receiver.name().to_owned();
+        match self.receiver.reject(info, None).await {
+            Ok(()) => tracing::error!(
+                "AMQP 1.0 link {name}: a message could not be decoded ({why}); rejected, so \
+                 that its queue dead-letters it as it is"
+            ),
+            Err(e) => tracing::error!(
+                "AMQP 1.0 link {name}: a message could not be decoded ({why}), nor rejected \
+                 ({e}); it stays unsettled until the link closes"
+            ),
+        }
+    }
+
+    /// Numbers a delivery received and makes it the transport's.
+    pub(crate) fn take(&mut self, received: (DeliveryInfo, Received)) -> Option<Delivery> {
+        self.last_tag += 1;
+        let tag = self.last_tag;
+        let commands = self.to_self.upgrade()?;
+        let acker = Acker::new(LinkAcker::new(
+            tag,
+            commands,
+            self.lost.clone(),
+            self.receiver.name(),
+        ));
+        let (info, message) = received;
+        self.unsettled.insert(tag, info);
+        Some(delivery(message, acker))
+    }
+
+    /// Runs the link until it is closed, detached by the broker, or its
+    /// connection is lost.
+    pub(crate) async fn run(mut self) {
+        let lost = self.lost.clone();
+        loop {
+            let receiving = matches!(self.mode, Mode::Consume { .. });
+            let event = tokio::select! {
+                biased;
+                command = self.commands.recv() => Event::Command(command),
+                received = self.receiver.recv::<AnyBody>(), if receiving => {
+                    Event::Received(Box::new(received))
+                }
+                reason = lost.wait() => Event::Lost(reason),
+            };
+            match event {
+                Event::Command(Some(Command::Settle {
+                    tag,
+                    multiple,
+                    outcome,
+                    done,
+                })) => {
+                    let settled = self.settle(tag, multiple, outcome).await;
+                    let _ = done.send(settled);
+                    if matches!(self.mode, Mode::Get) && self.unsettled.is_empty() {
+                        let _ = self.detach().await;
+                        return;
+                    }
+                }
+                Event::Command(Some(Command::Close { done })) => {
+                    let _ = done.send(self.detach().await);
+                    return;
+                }
+                Event::Command(None) => {
+                    let _ = self.detach().await;
+                    return;
+                }
+                Event::Received(received) => {
+                    let received = match *received {
+                        Ok(delivery) => delivery.into_parts(),
+                        Err(RecvError::MessageDecode(e)) => {
+                            self.refuse(e.info, &e.source.to_string()).await;
+                            continue;
+                        }
+                        Err(e) => {
+                            let error = TransportError::Closed(format!(
+                                "the AMQP 1.0 link {} ended: {e}",
+                                self.receiver.name()
+                            ));
+                            tracing::warn!("{error}");
+                            self.hand_over(Err(error));
+                            return;
+                        }
+                    };
+                    if let Some(delivery) = self.take(received) {
+                        self.hand_over(Ok(delivery));
+                    }
+                }
+                Event::Lost(reason) => {
+                    self.hand_over(Err(Lost::error(&reason)));
+                    return;
+                }
+            }
+        }
+    }
+
+    fn hand_over(&self, item: Result<Delivery, TransportError>) {
+        if let Mode::Consume { sink, .. } = &self.mode {
+            // A consumer that dropped its stream: what it would have got
+            // stays unsettled until the link or its channel closes.
+            let _ = sink.send(item);
+        }
+    }
+
+    async fn settle(
+        &mut self,
+        tag: u64,
+        multiple: bool,
+        outcome: Outcome,
+    ) -> Result<(), TransportError> {
+        if !self.unsettled.contains_key(&tag) {
+            return Err(TransportError::Other(format!(
+                "delivery {tag} of the AMQP 1.0 link {} is settled already",
+                self.receiver.name()
+            )));
+        }
+        let infos: Vec<DeliveryInfo> = if multiple {
+            let later = self.unsettled.split_off(&(tag + 1));
+            std::mem::replace(&mut self.unsettled, later)
+                .into_values()
+                .collect()
+        } else {
+            self.unsettled.remove(&tag).into_iter().collect()
+        };
+        let state = outcome.state();
+        let disposed = if let [info] = infos.as_slice() {
+            self.receiver.dispose(info.clone(), state).await
+        } else {
+            // Consecutive delivery ids go out as one disposition (a range).
+            self.receiver.dispose_all(infos, state).await
+        };
+        disposed.map_err(|e| {
+            TransportError::Closed(format!(
+                "settling on the AMQP 1.0 link {}: {e}",
+                self.receiver.name()
+            ))
+        })?;
+        self.refill().await
+    }
+
+    /// Grants the broker credit up to `prefetch` unsettled deliveries, in
+    /// batches of half of it (or one, for a prefetch of one).
+    async fn refill(&mut self) -> Result<(), TransportError> {
+        let Mode::Consume { prefetch, .. } = self.mode else {
+            return Ok(());
+        };
+        let unsettled = u32::try_from(self.unsettled.len()).unwrap_or(u32::MAX);
+        let wanted = prefetch.saturating_sub(unsettled);
+        let credit = self.receiver.credit();
+        if wanted > credit && wanted - credit >= (prefetch / 2).max(1) {
+            self.receiver.set_credit(wanted).await.map_err(|e| {
+                TransportError::Closed(format!(
+                    "granting credit on the AMQP 1.0 link {}: {e}",
+                    self.receiver.name()
+                ))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Detaches the link, closing it: RabbitMQ returns its unsettled
+    /// deliveries to the queue.
+    async fn detach(self) -> Result<(), TransportError> {
+        let name = self.receiver.name().to_owned();
+        self.receiver
+            .close()
+            .await
+            .map_err(|e| TransportError::Closed(format!("detaching the AMQP 1.0 link {name}: {e}")))
+    }
+}
