@@ -7,7 +7,7 @@
 # dedupe stores a real PostgreSQL and Redis (likewise installed when missing).
 #
 #   1. the workspace's tests on 3.10 and on 4.3, side by side (one build);
-#   2. the semantics, broker-version and policy suites on 4.0;
+#   2. the semantics, broker-version, policy and scheduled-retry suites on 4.0;
 #   3. the fault tests on a three-node 4.3 cluster with quorum queues
 #      (tests/cluster.rs, scripts/cluster.sh), then the network faults on a
 #      three-node 4.3 cluster in network namespaces, one run each
@@ -81,7 +81,7 @@ cargo test --workspace --doc --locked
 echo "==================== semantics on RabbitMQ 4.0 ===================="
 (
   eval "$(scripts/broker.sh env 4.0)"
-  cargo test --locked --test semantics --test broker_versions --test policy
+  cargo test --locked --test semantics --test broker_versions --test policy --test scheduled_retry
 )
 scripts/broker.sh down 4.0
 

@@ -167,6 +167,9 @@ impl Attempt {
 ///   any retry, so a dependency that keeps asking to wait cannot keep a
 ///   message forever: after as many retries as the ladder has tiers, it is
 ///   exhausted.
+/// - With [`RetryBackend::Scheduled`], the same, but a
+///   [`Verdict::RetryAfter`] waits exactly as long as it asks: the broker
+///   holds the message back until any time, not only a tier's.
 /// - With [`RetryBackend::Delayed`], a retry is [`Decision::Redeliver`]:
 ///   the count is the broker's `x-delivery-count`, the wait the work queue's
 ///   linear ladder, `n × the first delay` capped at the last (what the
@@ -243,6 +246,10 @@ pub fn decide(policy: Policy<'_>, attempt: Attempt, outcome: &Outcome) -> Decisi
         };
     }
     let delay_ms = match verdict {
+        // The broker holds it back as long as asked, to the millisecond.
+        Verdict::RetryAfter(wait) if policy.backend == RetryBackend::Scheduled => {
+            u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)
+        }
         Verdict::RetryAfter(wait) => {
             let wait = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
             ladder
@@ -271,6 +278,41 @@ mod tests {
             verdict,
             error: "e".into(),
         }
+    }
+
+    #[test]
+    fn a_scheduled_retry_after_waits_exactly_as_long_as_asked() {
+        let delays: Delays = "5s,15s,60s".parse().unwrap();
+        let policy = Policy {
+            backend: RetryBackend::Scheduled,
+            ..Policy::new(&delays)
+        };
+        let after = |secs| failed(Verdict::RetryAfter(std::time::Duration::from_secs(secs)));
+        for (asked, count, waits) in [(7, 0, 7_000), (120, 1, 120_000), (1, 2, 1_000)] {
+            assert_eq!(
+                decide(policy, Attempt::count(count), &after(asked)),
+                Decision::Retry {
+                    delay_ms: waits,
+                    next_count: count + 1
+                }
+            );
+        }
+        // It uses up an attempt like any retry.
+        assert_eq!(
+            decide(policy, Attempt::count(3), &after(7)),
+            Decision::DeadLetter {
+                reason: DeadLetterReason::Exhausted
+            }
+        );
+        // With tiers, the tier at least that long (the longest when none is).
+        let tiers = Policy::new(&delays);
+        assert_eq!(
+            decide(tiers, Attempt::count(1), &after(120)),
+            Decision::Retry {
+                delay_ms: 60_000,
+                next_count: 2
+            }
+        );
     }
 
     #[test]

@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod annotations;
 mod attribute_keys;
 mod breaker;
 mod classic_on_cluster;

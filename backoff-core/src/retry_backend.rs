@@ -1,5 +1,6 @@
 //! How a consumer waits between retries: retry tiers (TTL queues that
-//! dead-letter back), or RabbitMQ 4.3's delayed retries of a quorum queue.
+//! dead-letter back), RabbitMQ 4.3's delayed retries of a quorum queue, or
+//! RabbitMQ 4.3's retries held back until the time the consumer asks.
 
 use std::fmt;
 use std::str::FromStr;
@@ -26,7 +27,8 @@ pub mod delayed_arguments {
     pub const DELIVERY_COUNT: &str = "x-delivery-count";
 }
 
-/// How a consumer waits between retries (`retry = "tiers"` or `"delayed"`).
+/// How a consumer waits between retries (`retry = "tiers"`, `"delayed"` or
+/// `"scheduled"`).
 ///
 /// ```
 /// use rabbit_backoff::RetryBackend;
@@ -51,31 +53,49 @@ pub enum RetryBackend {
     /// `x-error` per attempt, RabbitMQ 4.3 or later only (a consumer refuses
     /// to start on a broker that would ignore the arguments).
     Delayed,
+    /// RabbitMQ 4.3's retries held back until a time the consumer names,
+    /// over AMQP 1.0 (the facade's feature `amqp1`): a transient failure
+    /// settles the delivery as `modified` with `x-opt-delivery-time` (now
+    /// plus the exact delay), `x-opt-retry-count` and `x-opt-error`, and the
+    /// quorum work queue delivers it again at that time with those
+    /// annotations; a dead letter settles it as `modified` with
+    /// `undeliverable-here`, and the queue dead-letters it itself, with
+    /// `x-opt-error`, `x-opt-reason`, `x-opt-retry-count` and
+    /// `x-opt-failed-at`. No retry queue, no copy. The whole schedule: the
+    /// exponential forms, the error type's own ladders, `RetryAfter` to the
+    /// millisecond, jitter and `max_age`. Quorum queues and RabbitMQ 4.3 or
+    /// later only (a consumer refuses to start on a broker that would
+    /// ignore the delivery time).
+    Scheduled,
 }
 
 impl RetryBackend {
-    /// The attribute value: `tiers` or `delayed`.
+    /// The attribute value: `tiers`, `delayed` or `scheduled`.
     pub fn as_str(self) -> &'static str {
         match self {
             RetryBackend::Tiers => "tiers",
             RetryBackend::Delayed => "delayed",
+            RetryBackend::Scheduled => "scheduled",
         }
     }
 
     /// The header a delivery's retry count is read from: `x-retry-count`,
-    /// which each tier's copy carries, or with delayed retries the broker's
-    /// own `x-delivery-count`.
+    /// which each tier's copy carries; with delayed retries the broker's own
+    /// `x-delivery-count`; with scheduled retries the annotation
+    /// `x-opt-retry-count` that each `modified` sets.
     ///
     /// ```
     /// use rabbit_backoff::RetryBackend;
     ///
     /// assert_eq!(RetryBackend::Tiers.count_header(), "x-retry-count");
     /// assert_eq!(RetryBackend::Delayed.count_header(), "x-delivery-count");
+    /// assert_eq!(RetryBackend::Scheduled.count_header(), "x-opt-retry-count");
     /// ```
     pub fn count_header(self) -> &'static str {
         match self {
             RetryBackend::Tiers => crate::headers::RETRY_COUNT,
             RetryBackend::Delayed => delayed_arguments::DELIVERY_COUNT,
+            RetryBackend::Scheduled => crate::annotations::RETRY_COUNT,
         }
     }
 }
@@ -92,8 +112,9 @@ impl FromStr for RetryBackend {
         match s {
             "tiers" => Ok(RetryBackend::Tiers),
             "delayed" => Ok(RetryBackend::Delayed),
+            "scheduled" => Ok(RetryBackend::Scheduled),
             other => Err(format!(
-                "`{other}` is not a retry backend; write \"tiers\" (a TTL retry queue per delay, the default) or \"delayed\" (RabbitMQ 4.3's delayed retries of a quorum work queue)"
+                "`{other}` is not a retry backend; write \"tiers\" (a TTL retry queue per delay, the default), \"delayed\" (RabbitMQ 4.3's delayed retries of a quorum work queue, a linear ladder) or \"scheduled\" (RabbitMQ 4.3 holds each retry back until the time the consumer asks, over AMQP 1.0)"
             )),
         }
     }

@@ -361,6 +361,49 @@ pub enum SpecError {
         /// The argument the broker does not apply: `x-delayed-retry-type`.
         argument: &'static str,
     },
+    /// `retry = "scheduled"` on classic queues: only quorum queues hold a
+    /// message back until the time a consumer asks.
+    #[error(
+        "retry = \"scheduled\" uses RabbitMQ 4.3's held-back retries, which only quorum queues have; add queue_type = \"quorum\", or use retry = \"tiers\""
+    )]
+    ScheduledNeedsQuorum,
+    /// `retry = "scheduled"` with a delivery limit the retries would reach.
+    #[error(
+        "retry = \"scheduled\" settles each retry as a failed delivery, which the quorum queue counts, and the queue dead-letters a message itself once it is past delivery_limit = {limit}; {retries} retries need delivery_limit = {need} or more"
+    )]
+    ScheduledDeliveryLimit {
+        /// The work queue's `x-delivery-limit`.
+        limit: u32,
+        /// How many retries the longest ladder has.
+        retries: usize,
+        /// The smallest limit that leaves room: one more than the retries.
+        need: usize,
+    },
+    /// `retry = "scheduled"` on a broker that does not hold a message back
+    /// until `x-opt-delivery-time` (found when the consumer starts, before
+    /// anything is declared).
+    #[error(
+        "retry = \"scheduled\" needs RabbitMQ 4.3 or later over AMQP 1.0, and this broker {found}: every failed message would be delivered again at once, a hot loop. Run the consumer on RabbitMQ 4.3 or later, or use retry = \"tiers\" (the default)"
+    )]
+    ScheduledUnsupported {
+        /// What the broker is: its version, or that it refused AMQP 1.0.
+        found: String,
+    },
+    /// `retry = "scheduled"` in a build without AMQP 1.0 (the runtime's
+    /// feature `amqp1`, which the facade's feature `amqp1` turns on).
+    #[error(
+        "retry = \"scheduled\" consumes over AMQP 1.0, which this build leaves out: turn on the feature \"amqp1\" of rabbit-backoff"
+    )]
+    ScheduledNeedsFeature,
+    /// `retry = "scheduled"` with a setting of the retry queues, which it
+    /// has none of.
+    #[error(
+        "retry = \"scheduled\" has no retry queue: the work queue holds each retry back itself; remove {setting}, or use retry = \"tiers\""
+    )]
+    ScheduledExcludes {
+        /// The setting: `retry_queue`, `retry_exchange` or `retry_return`.
+        setting: &'static str,
+    },
     /// `retry = "delayed"` with a setting only retry tiers can honour.
     #[error(
         "retry = \"delayed\" cannot honour {setting}: a failed message waits in the work queue itself, on its one linear ladder, with no retry queue and no copy per attempt; remove {setting}, or use retry = \"tiers\""
@@ -402,7 +445,7 @@ impl ConsumerSpec {
 
     /// Every distinct delay a retry can wait, in tier order: each tier's
     /// delay, or with [`jitter`](Self::jitter) each of its sub-delays. One
-    /// retry queue each; none with `retry = "delayed"`.
+    /// retry queue each; none with `retry = "delayed"` or `"scheduled"`.
     ///
     /// ```
     /// use rabbit_backoff::ConsumerSpec;
@@ -415,7 +458,7 @@ impl ConsumerSpec {
     /// ```
     pub fn retry_delays(&self) -> Vec<u64> {
         let mut delays = Vec::new();
-        if self.retry == RetryBackend::Delayed {
+        if self.retry != RetryBackend::Tiers {
             // The work queue holds retries back itself: no retry queue.
             return delays;
         }
@@ -470,7 +513,7 @@ impl ConsumerSpec {
     pub fn delayed_retry(&self) -> Option<DelayedRetry> {
         match self.retry {
             RetryBackend::Delayed => DelayedRetry::of(&self.delays).ok(),
-            RetryBackend::Tiers => None,
+            RetryBackend::Tiers | RetryBackend::Scheduled => None,
         }
     }
 
@@ -511,6 +554,55 @@ impl ConsumerSpec {
         ] {
             if set {
                 problems.push(SpecError::DelayedExcludes { setting });
+            }
+        }
+        problems
+    }
+
+    /// Every problem of `retry = "scheduled"` with the rest of the spec: a
+    /// classic queue, a delivery limit the retries would reach (each counts
+    /// as a failed delivery), the retry queues' names or route. Empty with
+    /// the other backends.
+    ///
+    /// ```
+    /// use rabbit_backoff::{ConsumerSpec, QueueType, RetryBackend, SpecError};
+    ///
+    /// let mut spec = ConsumerSpec::new("orders", "exponential(1s, x3, 5)".parse()?);
+    /// spec.retry = RetryBackend::Scheduled;
+    /// assert_eq!(spec.scheduled_problems(), [SpecError::ScheduledNeedsQuorum]);
+    /// spec.queue_type = Some(QueueType::Quorum);
+    /// assert!(spec.scheduled_problems().is_empty());
+    /// # Ok::<(), rabbit_backoff::DelayError>(())
+    /// ```
+    pub fn scheduled_problems(&self) -> Vec<SpecError> {
+        let mut problems = Vec::new();
+        if self.retry != RetryBackend::Scheduled {
+            return problems;
+        }
+        if self.effective_queue_type() != QueueType::Quorum {
+            problems.push(SpecError::ScheduledNeedsQuorum);
+        }
+        let retries = self
+            .ladders
+            .iter()
+            .map(|ladder| ladder.len())
+            .chain(std::iter::once(self.delays.len()))
+            .max()
+            .unwrap_or(0);
+        if (self.delivery_limit as usize) <= retries {
+            problems.push(SpecError::ScheduledDeliveryLimit {
+                limit: self.delivery_limit,
+                retries,
+                need: retries + 1,
+            });
+        }
+        for (set, setting) in [
+            (self.names.retry_queue.is_some(), "retry_queue"),
+            (self.names.retry_exchange.is_some(), "retry_exchange"),
+            (self.retry_return != RetryReturn::Queue, "retry_return"),
+        ] {
+            if set {
+                problems.push(SpecError::ScheduledExcludes { setting });
             }
         }
         problems
@@ -603,6 +695,7 @@ impl ConsumerSpec {
             problems.push(SpecError::ZeroDedupeWindow);
         }
         problems.extend(self.delayed_problems());
+        problems.extend(self.scheduled_problems());
         problems
     }
 }

@@ -444,6 +444,12 @@ impl Topology {
         if let Some(delayed) = spec.delayed_retry() {
             work_args.extend(delayed.arguments());
         }
+        if spec.retry == crate::RetryBackend::Scheduled {
+            // The work queue dead-letters the consumer's dead letters
+            // itself: at least once, so that none is lost on the way.
+            work_args.push((arg::DEAD_LETTER_STRATEGY.to_owned(), s("at-least-once")));
+            work_args.push((arg::OVERFLOW.to_owned(), s("reject-publish")));
+        }
         let (return_exchange, return_key) = Self::retry_return_route(spec);
 
         let retry_queues = spec

@@ -268,6 +268,9 @@ pub struct Seen {
     /// The queue that last dead-lettered the message to its work queue: the
     /// retry queue it waited in (`x-death`'s newest entry).
     pub came_from: Option<String>,
+    /// The error of the last failure, as a retry held back by the broker
+    /// carries it (`retry = "scheduled"`: the annotation `x-opt-error`).
+    pub held_error: Option<String>,
     /// When the handler ran, on tokio's clock (virtual under paused time).
     pub at: tokio::time::Instant,
 }
@@ -289,6 +292,7 @@ impl Seen {
             came_from: last_death_queue(ctx),
             exchange: ctx.exchange().to_owned(),
             routing_key: ctx.routing_key().to_owned(),
+            held_error: ctx.header_str("x-opt-error").map(str::to_owned),
             at: tokio::time::Instant::now(),
         }
     }

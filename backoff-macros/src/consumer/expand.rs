@@ -80,8 +80,14 @@ pub(crate) fn expand(handler: &Handler<'_>, config: &Config) -> TokenStream {
             spec.dedupe = ::core::option::Option::Some(#private::dedupe(#window_ms, #key));
         });
     }
-    if let Some(rabbit_backoff_core::RetryBackend::Delayed) = config.retry {
-        settings.push(quote! { spec.retry = #private::RetryBackend::Delayed; });
+    match config.retry {
+        Some(rabbit_backoff_core::RetryBackend::Delayed) => {
+            settings.push(quote! { spec.retry = #private::RetryBackend::Delayed; });
+        }
+        Some(rabbit_backoff_core::RetryBackend::Scheduled) => {
+            settings.push(quote! { spec.retry = #private::RetryBackend::Scheduled; });
+        }
+        _ => {}
     }
     if let Some(rabbit_backoff_core::DeadLetterIndex::Off) = config.dead_letter_index {
         settings.push(quote! { spec.dead_letter_index = #private::DeadLetterIndex::Off; });

@@ -114,11 +114,11 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
     }
     let retry = parsed::<RetryBackend>(cx, args, "retry");
     let dead_letter_index = parsed::<DeadLetterIndex>(cx, args, "dead_letter_index");
-    if retry == Some(RetryBackend::Delayed)
+    if let Some(backend @ (RetryBackend::Delayed | RetryBackend::Scheduled)) = retry
         && let Some(delays) = &delays
     {
         let mut spec = ConsumerSpec::new(queue.clone().unwrap_or_default(), delays.clone());
-        spec.retry = RetryBackend::Delayed;
+        spec.retry = backend;
         spec.queue_type = queue_type;
         if let Some(limit) = delivery_limit {
             spec.delivery_limit = limit;
@@ -130,7 +130,7 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
         if let Some(route) = retry_return {
             spec.retry_return = route;
         }
-        delayed_errors(cx, args, &spec);
+        backend_errors(cx, args, &spec);
     }
     let krate = match args.string("crate") {
         None => syn::parse_quote!(::rabbit_backoff),
@@ -172,9 +172,9 @@ pub(crate) fn validate(cx: &mut Ctxt, args: &Args, handler: &Handler<'_>) -> Opt
     })
 }
 
-/// The problems of `retry = "delayed"` with the rest of the attribute, each
-/// pointing at the token to change.
-fn delayed_errors(cx: &mut Ctxt, args: &Args, spec: &ConsumerSpec) {
+/// The problems of `retry = "delayed"` or `"scheduled"` with the rest of
+/// the attribute, each pointing at the token to change.
+fn backend_errors(cx: &mut Ctxt, args: &Args, spec: &ConsumerSpec) {
     let value = |key: &str| args.string(key).map(|a| a.value.span());
     let key = |key: &str| {
         args.string(key)
@@ -182,15 +182,24 @@ fn delayed_errors(cx: &mut Ctxt, args: &Args, spec: &ConsumerSpec) {
             .or_else(|| args.int(key).map(|a| a.key.span()))
     };
     let retry = value("retry").unwrap_or_else(proc_macro2::Span::call_site);
-    for problem in spec.delayed_problems() {
+    for problem in spec
+        .delayed_problems()
+        .into_iter()
+        .chain(spec.scheduled_problems())
+    {
         let at = match &problem {
-            SpecError::DelayedNeedsQuorum => value("queue_type").unwrap_or(retry),
+            SpecError::DelayedNeedsQuorum | SpecError::ScheduledNeedsQuorum => {
+                value("queue_type").unwrap_or(retry)
+            }
             SpecError::DelayedNotLinear(_) => value("delays").unwrap_or(retry),
-            SpecError::DelayedDeliveryLimit { .. } => args
-                .int("delivery_limit")
-                .map(|a| a.value.span())
-                .unwrap_or(retry),
-            SpecError::DelayedExcludes { setting } => key(setting).unwrap_or(retry),
+            SpecError::DelayedDeliveryLimit { .. } | SpecError::ScheduledDeliveryLimit { .. } => {
+                args.int("delivery_limit")
+                    .map(|a| a.value.span())
+                    .unwrap_or(retry)
+            }
+            SpecError::DelayedExcludes { setting } | SpecError::ScheduledExcludes { setting } => {
+                key(setting).unwrap_or(retry)
+            }
             _ => retry,
         };
         cx.push(syn::Error::new(at, problem));

@@ -1,7 +1,7 @@
 //! Whether the broker applies RabbitMQ 4.3's delayed retries, asked before a
-//! consumer with `retry = "delayed"` declares anything.
+//! consumer with `retry = "delayed"` or `"scheduled"` declares anything.
 
-use rabbit_backoff_core::{Argument, QueueDecl, SpecError, delayed_arguments};
+use rabbit_backoff_core::{Argument, QueueDecl, RetryBackend, SpecError, delayed_arguments};
 
 use crate::error::{Error, channel_error};
 use crate::transport::{Connection, PRECONDITION_FAILED, TransportError};
@@ -14,7 +14,12 @@ const PROBE_EXPIRES_MS: i64 = 60_000;
 /// the delayed retry arguments ([`Error::InvalidSpec`] with
 /// [`SpecError::DelayedUnsupported`], naming the queue and the argument): RabbitMQ 3.10 and 4.0 accept
 /// `x-delayed-retry-type` on a quorum queue and ignore it, so every rejected
-/// message would be delivered again at once, a hot loop.
+/// message would be delivered again at once, a hot loop. The same for
+/// `retry = "scheduled"` ([`SpecError::ScheduledUnsupported`]): the
+/// release that applies the delayed retry arguments, 4.3, is the one that
+/// holds a `modified` delivery back until its `x-opt-delivery-time` (4.0
+/// takes the annotation and delivers the message again at once, measured
+/// in `tests/broker_held_retry.rs`).
 ///
 /// The probe is a declaration, not the server's version. It declares a
 /// classic queue (uniquely named, expiring after a minute, deleted at once)
@@ -33,6 +38,7 @@ const PROBE_EXPIRES_MS: i64 = 60_000;
 pub(crate) async fn check_delayed_retries(
     connection: &dyn Connection,
     queue: &str,
+    backend: RetryBackend,
 ) -> Result<(), Error> {
     let channel = connection.open_channel().await.map_err(channel_error(
         queue,
@@ -63,11 +69,21 @@ pub(crate) async fn check_delayed_retries(
             if let Err(e) = channel.delete_queue(&probe.name).await {
                 tracing::debug!("deleting the probe queue {}: {e}", probe.name);
             }
-            Err(Error::InvalidSpec {
-                queue: queue.to_owned(),
-                source: SpecError::DelayedUnsupported {
+            let source = match backend {
+                RetryBackend::Scheduled => SpecError::ScheduledUnsupported {
+                    found: format!(
+                        "accepts the quorum queue argument '{}' without applying it, as \
+                         RabbitMQ before 4.3 does",
+                        delayed_arguments::TYPE
+                    ),
+                },
+                _ => SpecError::DelayedUnsupported {
                     argument: delayed_arguments::TYPE,
                 },
+            };
+            Err(Error::InvalidSpec {
+                queue: queue.to_owned(),
+                source,
             })
         }
     };

@@ -11,8 +11,8 @@ use futures_util::future::{BoxFuture, Either};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use rabbit_backoff_core::{
-    Attempt, Breaker, BreakerAction, Classify, ConsumerSpec, MAX_ERROR_LEN, Outcome, RetryCount,
-    Verdict, decide, truncate_error,
+    Attempt, Breaker, BreakerAction, Classify, ConsumerSpec, MAX_ERROR_LEN, Outcome, RetryBackend,
+    RetryCount, Verdict, decide, truncate_error,
 };
 use tracing::Instrument;
 
@@ -31,7 +31,7 @@ use crate::settle::acks::ACK_LINGER;
 use crate::settle::executor::{Executor, Original};
 use crate::telemetry::trace_context::delivery_span;
 use crate::transport::frame_guard::SetAside;
-use crate::transport::{Acker, Connection, Deliveries, Delivery, TransportError};
+use crate::transport::{Acker, Channel, Connection, Deliveries, Delivery, TransportError};
 
 /// The first pause of an immediate retry; the n-th waits n times as long.
 const IMMEDIATE_PAUSE: Duration = Duration::from_millis(50);
@@ -56,6 +56,9 @@ pub(crate) struct WorkerEnv {
     /// Where the consumers that write their dead-letter index hand each
     /// dead letter.
     pub(crate) index_writer: Option<IndexWriter>,
+    /// The AMQP 1.0 connection the consumers with `retry = "scheduled"`
+    /// consume through, beside `connection`.
+    pub(crate) amqp1: Option<Arc<dyn Connection>>,
 }
 
 /// How consuming ended.
@@ -73,6 +76,9 @@ pub(crate) struct Worker<C: Consumer> {
     queue: Arc<str>,
     /// Carries out what `decide` says, on the consumer's channel.
     executor: Executor,
+    /// The channel the deliveries come from: the executor's, or with
+    /// `retry = "scheduled"` an AMQP 1.0 session.
+    consuming: Arc<dyn Channel>,
     /// With `dedupe`: drops duplicates before the handler.
     inbox: Option<Inbox>,
     env: WorkerEnv,
@@ -85,12 +91,27 @@ impl<C: Consumer> Worker<C> {
         spec: ConsumerSpec,
         env: WorkerEnv,
     ) -> Result<(Arc<Self>, Deliveries), Error> {
+        // Copies (retries to tiers, dead letters) go out on a confirm channel.
         let channel = confirm_channel(&*env.connection, &spec.queue).await?;
-        channel
+        let consuming = if spec.retry == RetryBackend::Scheduled {
+            // Consumed over AMQP 1.0, whose `modified` the broker holds back.
+            let opening = channel_error(&spec.queue, "opening an AMQP 1.0 session to consume");
+            match &env.amqp1 {
+                Some(amqp1) => amqp1.open_channel().await.map_err(opening)?,
+                None => {
+                    return Err(opening(TransportError::Other(
+                        "the runtime opened no AMQP 1.0 connection".to_owned(),
+                    )));
+                }
+            }
+        } else {
+            Arc::clone(&channel)
+        };
+        consuming
             .qos(spec.prefetch)
             .await
             .map_err(channel_error(&spec.queue, "setting the prefetch"))?;
-        let deliveries = channel
+        let deliveries = consuming
             .consume(&spec.queue)
             .await
             .map_err(channel_error(&spec.queue, "starting to consume"))?;
@@ -111,6 +132,7 @@ impl<C: Consumer> Worker<C> {
             env.store_report.clone(),
         );
         let worker = Worker {
+            consuming,
             inbox,
             queue: Arc::from(spec.queue.as_str()),
             consumer,
@@ -145,8 +167,7 @@ impl<C: Consumer> Worker<C> {
             self.report(None);
             self.executor.meters.breaker_open(false);
             deliveries = self
-                .executor
-                .channel()
+                .consuming
                 .consume(&self.spec.queue)
                 .await
                 .map_err(channel_error(
@@ -268,7 +289,7 @@ impl<C: Consumer> Worker<C> {
             };
             if stop_consuming && !stopping {
                 stopping = true;
-                if let Err(e) = self.executor.channel().cancel(&consumer_tag).await {
+                if let Err(e) = self.consuming.cancel(&consumer_tag).await {
                     tracing::debug!("cancelling the consumer of {}: {e}", self.queue);
                     stream_done = true;
                 }
@@ -295,7 +316,7 @@ impl<C: Consumer> Worker<C> {
                 _ = tokio::time::sleep(pause) => {}
             }
             breaker.probing();
-            let probe = match self.executor.channel().get(&self.spec.queue).await {
+            let probe = match self.consuming.get(&self.spec.queue).await {
                 Ok(probe) => probe,
                 Err(e) => {
                     tracing::warn!("probing {}: {e}", self.queue);
@@ -330,6 +351,9 @@ impl<C: Consumer> Worker<C> {
     /// Closes the channel (anything unacknowledged goes back to the queue)
     /// and says why the consumer ended.
     async fn finish(&self, failure: Option<TransportError>) -> Result<(), Error> {
+        if self.spec.retry == RetryBackend::Scheduled {
+            self.consuming.close().await;
+        }
         self.executor.close().await;
         if self.env.shutdown.is_shutdown() {
             return Ok(());

@@ -348,8 +348,8 @@ impl Runtime {
     ) -> Result<(), Error> {
         for registration in &self.consumers {
             let spec = registration.spec();
-            if spec.retry == RetryBackend::Delayed {
-                check_delayed_retries(&**connection, &spec.queue).await?;
+            if spec.retry != RetryBackend::Tiers {
+                check_delayed_retries(&**connection, &spec.queue, spec.retry).await?;
             }
             establish_topology(&**connection, &Topology::of(spec), spec.declare).await?;
         }
@@ -369,7 +369,25 @@ impl Runtime {
             )
         });
         let _relay = relay.map(AbortOnDrop);
+        // The consumers with `retry = "scheduled"` consume over AMQP 1.0, on
+        // a connection of this generation's.
+        let amqp1 = match self.specs().any(|s| s.retry == RetryBackend::Scheduled) {
+            true => {
+                Some(
+                    self.transport
+                        .connect_amqp1()
+                        .await
+                        .map_err(|source| Error::Connect {
+                            uri: format!("{} (AMQP 1.0)", self.transport.describe()),
+                            source,
+                        })?,
+                )
+            }
+            false => None,
+        };
+        let _amqp1_closed = amqp1.clone().map(CloseOnDrop);
         let env = WorkerEnv {
+            amqp1,
             connection: Arc::clone(connection),
             state: Arc::clone(&self.state),
             confirm_timeout: self.settings.confirm_timeout,
@@ -431,6 +449,18 @@ impl Runtime {
             }
         }
         Ok(())
+    }
+}
+
+/// Closes an AMQP 1.0 connection when its generation ends.
+struct CloseOnDrop(Arc<dyn Connection>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        let connection = Arc::clone(&self.0);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { connection.close().await });
+        }
     }
 }
 
@@ -647,6 +677,12 @@ impl RuntimeBuilder {
             })?;
             if !queues.insert(spec.queue.as_str()) {
                 return Err(Error::DuplicateQueue(spec.queue.clone()));
+            }
+            if spec.retry == RetryBackend::Scheduled && !cfg!(feature = "amqp1") {
+                return Err(Error::InvalidSpec {
+                    queue: spec.queue.clone(),
+                    source: rabbit_backoff_core::SpecError::ScheduledNeedsFeature,
+                });
             }
             self.check_dedupe(spec, &registration.required_state())?;
             if let Some(missing) = registration

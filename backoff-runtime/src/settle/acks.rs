@@ -30,7 +30,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::transport::{Acker, TransportError};
+use crate::transport::{Acker, Modification, TransportError};
 
 /// How long a finished delivery may wait for others to be acknowledged
 /// with it (see PERFORMANCE.md, "Coalesced acknowledgements").
@@ -256,6 +256,20 @@ impl Acks {
         self.settle_back(acker, Back::Fail).await
     }
 
+    /// Settles the delivery as AMQP 1.0's `modified` outcome (see
+    /// [`Acker::modify`]): held back, or dead-lettered, by its queue. Like
+    /// [`fail`](Self::fail), without acknowledging first what finished
+    /// before; its tag stays open until the settlement has gone out.
+    pub(crate) async fn modify(
+        &self,
+        acker: &Acker,
+        modification: Modification,
+    ) -> Result<(), TransportError> {
+        let modified = acker.modify(modification).await;
+        self.settled(acker.delivery_tag());
+        modified
+    }
+
     async fn settle_back(&self, acker: &Acker, back: Back) -> Result<(), TransportError> {
         // A failed delivery under delayed retries waits in its queue, so
         // nothing is gained by acknowledging first what finished before it,
@@ -279,11 +293,16 @@ impl Acks {
             Back::Reject => acker.reject().await,
             Back::Fail => acker.fail().await,
         };
+        self.settled(tag);
+        nacked
+    }
+
+    /// Marks the delivery of `tag` settled otherwise than by an ack.
+    fn settled(&self, tag: u64) {
         let mut ledger = self.ledger();
         if let Some(at) = ledger.position(tag) {
             ledger.slots[at].1 = Slot::Settled;
         }
-        nacked
     }
 }
 

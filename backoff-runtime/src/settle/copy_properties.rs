@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use lapin::BasicProperties;
 use lapin::types::{FieldTable, ShortString};
-use rabbit_backoff_core::{HeaderValue, headers};
+use rabbit_backoff_core::{HeaderValue, annotations, headers};
 
 use crate::settle::first_failure::{TierDelays, X_DEATH, implied_first_failure};
 use crate::telemetry::wall_clock::Stamp;
-use crate::transport::amqp_values::{PERSISTENT, amqp_value};
+use crate::transport::amqp_values::{PERSISTENT, amqp_value, header_view};
 
 /// The properties of a republished copy: every original header plus `set`,
 /// and `message_id`, `correlation_id`, `content_type`, `content_encoding`,
@@ -45,6 +45,26 @@ pub(crate) fn dead_letter_properties(
         }),
         None => copy_with(original, set),
     }
+}
+
+/// What a dead letter of a retry the broker held back (`retry =
+/// "scheduled"`) sets beside its own headers: `x-first-failed-at`, from the
+/// annotation `x-opt-first-failed-at` its delivery carries, and none of the
+/// annotations, which said where the retry stood and which the dead
+/// letter's own headers say again.
+pub(crate) fn held_annotations(
+    original: &BasicProperties,
+) -> impl Iterator<Item = (&'static str, Option<HeaderValue<'_>>)> {
+    let first = original
+        .headers()
+        .as_ref()
+        .and_then(|table| table.inner().get(annotations::FIRST_FAILED_AT))
+        .map(header_view);
+    annotations::AS_HEADERS
+        .iter()
+        .map(|(annotation, _)| (*annotation, None))
+        .chain([(annotations::DELIVERY_TIME, None)])
+        .chain(first.map(|at| (headers::FIRST_FAILED_AT, Some(at))))
 }
 
 /// [`republish_properties`] with the headers of `set`: each set to its

@@ -8,30 +8,39 @@
 use std::fmt;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lapin::BasicProperties;
 use rabbit_backoff_core::{
     ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, IndexFeed,
-    QueueType, RetryBackend, Topology, broker_headroom, header_limit, truncate_error,
+    QueueType, RetryBackend, Topology, annotations, broker_headroom, header_limit, truncate_error,
 };
 
 use crate::broker::declare::establish_topology;
 use crate::broker::index_writer::IndexWriter;
 use crate::error::PublishFailure;
 use crate::settle::acks::Acks;
-use crate::settle::copy_properties::{dead_letter_properties, now_rfc3339, retry_properties};
+use crate::settle::copy_properties::{
+    dead_letter_properties, held_annotations, now_rfc3339, retry_properties,
+};
 use crate::settle::encoded_size::content_header_len;
-use crate::settle::first_failure::TierDelays;
+use crate::settle::first_failure::{TierDelays, first_failed_at};
 use crate::settle::settlement::{Settler, Target};
 use crate::settle::shrink_copy::{TooLarge, without_largest_headers};
 use crate::telemetry::failure_log::{FailureFate, FailureLog, failure_line, record_failure};
 use crate::telemetry::meters::Meters;
-use crate::transport::{Acker, Channel, Connection};
+use crate::telemetry::wall_clock::{self, Stamp};
+use crate::transport::{Acker, AnnotationValue, Channel, Connection, Modification};
 
 /// How long a message whose republish failed is held before it is requeued,
 /// so that a broken retry or dead-letter route never turns into a hot loop.
 pub(crate) const REQUEUE_PAUSE: Duration = Duration::from_secs(1);
+
+/// `time` in milliseconds since the Unix epoch (AMQP 1.0's timestamp).
+fn unix_ms(time: SystemTime) -> i64 {
+    time.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
 
 /// A handled delivery, as settling it needs it, borrowed from where the
 /// handler saw it.
@@ -149,6 +158,12 @@ impl Executor {
             Decision::Retry {
                 delay_ms,
                 next_count,
+            } if self.spec.retry == RetryBackend::Scheduled => {
+                return self.hold(&acker, original, delay_ms, next_count).await;
+            }
+            Decision::Retry {
+                delay_ms,
+                next_count,
             } => (
                 CopyKind::Retry {
                     delay_ms,
@@ -209,6 +224,59 @@ impl Executor {
             }
         }
         true
+    }
+
+    /// `retry = "scheduled"`: settles a transient failure as `modified`, to
+    /// be delivered again `delay_ms` (with jitter) from now, with the retry
+    /// count, the error and the first failure as annotations. No copy: the
+    /// work queue holds the message back. True when settled.
+    async fn hold(
+        &self,
+        acker: &Acker,
+        original: &Original<'_>,
+        delay_ms: u64,
+        next_count: u32,
+    ) -> bool {
+        let ms = self.spec.jittered(delay_ms, fastrand::f64());
+        let now = wall_clock::now();
+        let at = now + Duration::from_millis(ms);
+        let modification = Modification::failed()
+            .annotate(
+                annotations::DELIVERY_TIME,
+                AnnotationValue::Timestamp(unix_ms(at)),
+            )
+            .annotate(annotations::RETRY_COUNT, AnnotationValue::Uint(next_count))
+            .annotate(
+                annotations::ERROR,
+                AnnotationValue::String(truncate_error(original.error)),
+            )
+            .annotate(
+                annotations::FIRST_FAILED_AT,
+                AnnotationValue::String(self.first_failure(original.properties, now)),
+            );
+        if let Err(e) = self.acks.modify(acker, modification).await {
+            tracing::warn!(
+                error = original.error,
+                "not held back ({e}); the broker will deliver the message again"
+            );
+            return false;
+        }
+        self.retried(
+            original.error,
+            ms,
+            next_count,
+            format_args!("{ms}ms, held back by {}", self.topology.work_queue.name),
+        );
+        true
+    }
+
+    /// When the message first failed, as its annotation says, or `now` at
+    /// its first failure.
+    fn first_failure(&self, properties: &BasicProperties, now: SystemTime) -> String {
+        match first_failed_at(properties, &self.tiers).and_then(|first| first.time()) {
+            Some(first) => Stamp::of(first).to_string(),
+            None => Stamp::of(now).to_string(),
+        }
     }
 
     /// Counts a transient failure of `error` as retry `next_count` after
@@ -291,7 +359,16 @@ impl Executor {
                         self.dead_letter(original, reason, original.error, &failed_at);
                     // A dead letter at the first failure carries no
                     // `x-first-failed-at`: it would say what `x-failed-at` says.
-                    dead_letter_properties(original.properties, &dead_letter.headers(), &self.tiers)
+                    let set = dead_letter.headers();
+                    if self.spec.retry == RetryBackend::Scheduled {
+                        let set: Vec<_> = set
+                            .into_iter()
+                            .chain(held_annotations(original.properties))
+                            .collect();
+                        dead_letter_properties(original.properties, &set, &self.tiers)
+                    } else {
+                        dead_letter_properties(original.properties, &set, &self.tiers)
+                    }
                 }
             };
             self.settler.fit(properties, target)

@@ -14,7 +14,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, ShortString};
-use rabbit_backoff_core::{HeaderValue, Topology, headers, parse_failed_at, read_retry_count};
+use rabbit_backoff_core::{
+    HeaderValue, Topology, annotations, headers, parse_failed_at, read_retry_count,
+};
 
 use crate::telemetry::wall_clock::Stamp;
 use crate::transport::amqp_values::header_view;
@@ -91,7 +93,9 @@ impl FirstFailure<'_> {
     }
 }
 
-/// When the message of `properties` first failed: its `x-first-failed-at`,
+/// When the message of `properties` first failed: its `x-first-failed-at`
+/// (or the annotation `x-opt-first-failed-at` of a retry held back by the
+/// broker),
 /// or on a first retry copy (which carries none) what
 /// [`implied_first_failure`] reads. `None` before any failure, or when
 /// nothing says it.
@@ -100,7 +104,11 @@ pub(crate) fn first_failed_at<'a>(
     tiers: &TierDelays,
 ) -> Option<FirstFailure<'a>> {
     let table = properties.headers().as_ref()?.inner();
-    match table.get(headers::FIRST_FAILED_AT) {
+    // A retry held back by the broker carries it as an annotation.
+    let written = table
+        .get(headers::FIRST_FAILED_AT)
+        .or_else(|| table.get(annotations::FIRST_FAILED_AT));
+    match written {
         Some(first) => Some(FirstFailure::Written(header_view(first))),
         None => first_copy_failure(table, tiers),
     }

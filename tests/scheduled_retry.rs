@@ -1,0 +1,274 @@
+//! `retry = "scheduled"` (`RetryBackend::Scheduled`): on RabbitMQ 4.3 the
+//! consumer consumes over AMQP 1.0 and settles a transient failure as
+//! `modified` with `x-opt-delivery-time`, and the quorum work queue holds
+//! the message back exactly that long, with the retry count, the error and
+//! the first failure as annotations: no retry queue, no retry exchange, no
+//! copy. A dead letter is a confirmed copy with the article's headers. On
+//! 3.10 and 4.0 the consumer refuses to start, having declared nothing.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel};
+use rabbit_backoff::prelude::*;
+use rabbit_backoff::{Error, QueueType, RetryBackend, SpecError};
+
+/// The schedule: exponential, as tiers could not give it without a queue
+/// per delay.
+const DELAYS: &str = "exponential(300ms, x3, 3)";
+const DELAYS_MS: [u64; 3] = [300, 900, 2700];
+/// How late a held-back retry may come on a busy machine.
+const LATE: Duration = Duration::from_millis(1500);
+const WAIT: Duration = Duration::from_secs(30);
+
+fn scheduled(spec: &mut ConsumerSpec, queue: &str) {
+    spec.queue = queue.to_owned();
+    spec.queue_type = Some(QueueType::Quorum);
+    spec.retry = RetryBackend::Scheduled;
+    spec.delays = DELAYS.parse().expect("a schedule");
+}
+
+/// Whether `queue` exists (a passive declare, on a channel of its own: a
+/// refused one closes its channel).
+async fn exists(connection: &lapin::Connection, queue: &str) -> bool {
+    let channel = connection.create_channel().await.expect("a channel");
+    channel
+        .queue_declare(
+            queue.into(),
+            QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .is_ok()
+}
+
+async fn publish(channel: &Channel, queue: &str, job: &Job) {
+    let mut headers = FieldTable::default();
+    headers.insert(
+        "tenant".into(),
+        AMQPValue::LongString("acme".as_bytes().into()),
+    );
+    channel
+        .basic_publish(
+            "".into(),
+            queue.into(),
+            BasicPublishOptions::default(),
+            &serde_json::to_vec(job).expect("a job"),
+            BasicProperties::default()
+                .with_message_id(format!("job-{}", job.id).into())
+                .with_content_type("application/json".into())
+                .with_headers(headers),
+        )
+        .await
+        .expect("publish")
+        .await
+        .expect("confirmed");
+}
+
+#[tokio::test]
+async fn scheduled_retries_wait_exactly_on_4_3_and_are_refused_before() {
+    let queue = unique("scheduled");
+    let journal = Journal::default();
+    let runtime = Runtime::builder()
+        .uri(url())
+        .state(journal.clone())
+        .handle_signals(false)
+        .shutdown_grace(Duration::from_secs(5))
+        .consumer_with(process_job, |s| scheduled(s, &queue))
+        .build()
+        .expect("a valid runtime");
+    let spec = runtime.specs().next().cloned().expect("one consumer");
+    let names = spec.names();
+    let _cleanup = Cleanup::of(&spec);
+    let (connection, channel) = channel().await;
+    channel
+        .confirm_select(lapin::options::ConfirmSelectOptions::default())
+        .await
+        .expect("confirms");
+
+    if broker_version() < (4, 3) {
+        let error = tokio::time::timeout(WAIT, runtime.run())
+            .await
+            .expect("refused at once")
+            .expect_err("a scheduled consumer refuses to start before 4.3");
+        let message = error.to_string();
+        assert!(
+            matches!(
+                &error,
+                Error::InvalidSpec {
+                    queue: refused,
+                    source: SpecError::ScheduledUnsupported { .. },
+                } if refused == &queue
+            ),
+            "{message}"
+        );
+        assert!(
+            message.contains("4.3") && message.contains("retry = \"tiers\""),
+            "{message}"
+        );
+        assert!(!exists(&connection, &queue).await, "nothing declared");
+        let _ = connection.close(200, "".into()).await;
+        return;
+    }
+
+    let shutdown = runtime.shutdown_handle();
+    let health = runtime.health();
+    let task = tokio::spawn(runtime.run());
+    eventually_consuming(&connection, &queue, &health).await;
+    // 1 fails every time, 2 is permanent, 3 fails once.
+    publish(&channel, &queue, &Job::new(1, Fail::Transient, None)).await;
+    publish(&channel, &queue, &Job::new(2, Fail::Permanent, None)).await;
+    publish(&channel, &queue, &Job::new(3, Fail::Transient, Some(1))).await;
+
+    let mut dead = Vec::new();
+    for _ in 0..2 {
+        let letter = next_message(&channel, &names.dead_letter_queue, WAIT).await;
+        let job: Job = serde_json::from_slice(&letter.delivery.data).expect("a job");
+        dead.push((job.id, letter.delivery.properties.clone()));
+    }
+    dead.sort_by_key(|(id, _)| *id);
+    let [(1, exhausted), (2, permanent)] = &dead[..] else {
+        panic!(
+            "dead letters of jobs 1 and 2, not {:?}",
+            dead.iter().map(|d| d.0).collect::<Vec<_>>()
+        );
+    };
+    // The article's headers, on a copy, and none of the hop's annotations.
+    assert_eq!(
+        header_str(exhausted, "x-dead-letter-reason").as_deref(),
+        Some("exhausted")
+    );
+    assert_eq!(header_int(exhausted, "x-retry-count"), Some(3));
+    assert_eq!(
+        header_str(exhausted, "x-error").as_deref(),
+        Some("dependency unavailable (job 1)")
+    );
+    assert!(header_str(exhausted, "x-failed-at").is_some_and(|at| at.ends_with('Z')));
+    assert!(
+        header_str(exhausted, "x-first-failed-at").is_some_and(|at| at.ends_with('Z')),
+        "the first failure, carried on every hop"
+    );
+    assert_eq!(header_str(exhausted, "tenant").as_deref(), Some("acme"));
+    assert_eq!(
+        exhausted.message_id().as_ref().map(|id| id.as_str()),
+        Some("job-1")
+    );
+    for annotation in ["x-opt-error", "x-opt-retry-count", "x-opt-delivery-time"] {
+        assert_eq!(header_str(exhausted, annotation), None, "{annotation}");
+        assert_eq!(header_int(exhausted, annotation), None, "{annotation}");
+    }
+    assert_eq!(
+        header_str(permanent, "x-dead-letter-reason").as_deref(),
+        Some("permanent")
+    );
+    assert_eq!(header_int(permanent, "x-retry-count"), Some(0));
+    assert_eq!(
+        header_str(permanent, "x-error").as_deref(),
+        Some("job 2 is invalid")
+    );
+
+    // Each retry came back no earlier than asked, and not much later, with
+    // the previous hop's error and the message's own properties.
+    let calls = journal.calls_for(1);
+    assert_eq!(
+        calls.iter().map(|s| s.retry_count).collect::<Vec<_>>(),
+        [0, 1, 2, 3]
+    );
+    for (hop, pair) in calls.windows(2).enumerate() {
+        let waited = pair[1].at - pair[0].at;
+        let asked = Duration::from_millis(DELAYS_MS[hop]);
+        eprintln!(
+            "retry {}: asked {asked:?}, came back after {waited:?}",
+            hop + 1
+        );
+        assert!(
+            waited >= asked,
+            "retry {}: back after {waited:?}, asked {asked:?}",
+            hop + 1
+        );
+        assert!(
+            waited <= asked + LATE,
+            "retry {}: back after {waited:?}, asked {asked:?}",
+            hop + 1
+        );
+        assert_eq!(
+            pair[1].held_error.as_deref(),
+            Some("dependency unavailable (job 1)"),
+            "the error rides on every hop"
+        );
+    }
+    for seen in &calls {
+        assert_eq!(seen.tenant.as_deref(), Some("acme"));
+        assert_eq!(seen.message_id.as_deref(), Some("job-1"));
+        assert_eq!(seen.content_type.as_deref(), Some("application/json"));
+    }
+    eventually("job 3 handled on its retry", WAIT, || journal.reached(3, 1)).await;
+
+    // No retry queue and no retry exchange: nothing was copied to wait.
+    for ms in DELAYS_MS {
+        assert!(
+            !exists(&connection, &names.retry_queue(ms)).await,
+            "{ms} ms tier"
+        );
+    }
+    let probe = connection.create_channel().await.expect("a channel");
+    let retry_exchange = probe
+        .exchange_declare(
+            names.retry_exchange.as_str().into(),
+            lapin::ExchangeKind::Direct,
+            lapin::options::ExchangeDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await;
+    assert!(retry_exchange.is_err(), "no retry exchange is declared");
+
+    shutdown.shutdown();
+    tokio::time::timeout(Duration::from_secs(15), task)
+        .await
+        .expect("stops")
+        .expect("no panic")
+        .expect("ends without error");
+    let _ = connection.close(200, "".into()).await;
+}
+
+/// Waits until the queue exists and has a consumer.
+async fn eventually_consuming(
+    connection: &lapin::Connection,
+    queue: &str,
+    health: &rabbit_backoff::HealthWatch,
+) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        // A channel per look: a passive declare of a missing queue closes it.
+        let channel = connection.create_channel().await.expect("a channel");
+        let declared = channel
+            .queue_declare(
+                queue.into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await;
+        if declared.is_ok_and(|q| q.consumer_count() > 0) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{queue} has no consumer within {WAIT:?}; the runtime: {:?}",
+            health.current()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
