@@ -46,6 +46,7 @@ use counters::{counter, snapshotter};
 use history::{Expect, History, Report};
 use lapin::options::BasicGetOptions;
 use lapin::{Connection, ConnectionProperties};
+use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, GroupSource};
 use rabbit_backoff::dedupe::{Tx, sqlx};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::topology::Topology;
@@ -656,6 +657,12 @@ async fn run(fault: Fault, round: usize) -> Report {
     // Late duplicates, if any, have a moment to show.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
+    // The dead-letter index of a quorum topology, which the consumer writes
+    // beside the queue, describes the queue again after the fault.
+    if queue_type == QueueType::Quorum {
+        index_heals(&nodes, &spec, &fault).await;
+    }
+
     let mut history = History::default();
     for &id in confirmed.keys() {
         history.confirmed(id, expect(id));
@@ -779,6 +786,49 @@ async fn run(fault: Fault, round: usize) -> Report {
         "{fault:?}: the broker confirmed nothing"
     );
     report
+}
+
+/// After a fault, `dlq groups` counts what the dead-letter queue holds,
+/// and within a minute answers from the index (after a pass, when entries
+/// were lost with the fault); how many reads and how long, printed.
+async fn index_heals(nodes: &[Node], spec: &ConsumerSpec, fault: &Fault) {
+    let dlq = Dlq::connect(&cluster_url(nodes, 1), spec)
+        .await
+        .expect("the operator tools connect");
+    let connection = connect_from(nodes, 1).await;
+    let started = Instant::now();
+    let mut sources = Vec::new();
+    loop {
+        let report = dlq
+            .group_report(&DeadLetterFilter::default())
+            .await
+            .expect("dlq groups answers");
+        let channel = connection.create_channel().await.expect("a channel");
+        let held = depth(&channel, &spec.names().dead_letter_queue).await as usize;
+        let total: usize = report.groups.iter().map(|g| g.count).sum();
+        assert_eq!(
+            total, held,
+            "{fault:?}: dlq groups counts every dead letter"
+        );
+        sources.push(format!("{:?}", report.source));
+        if report.source == GroupSource::Index {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{fault:?}: the index did not heal within a minute: {sources:?}, last: {}",
+            report.reason()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    eprintln!(
+        "{fault:?}: the dead-letter index describes the queue again after {} read(s) in {:.1} s \
+         ({sources:?})",
+        sources.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let _ = connection.close(200, "".into()).await;
+    dlq.close().await;
 }
 
 async fn publisher_close(publisher: Arc<Publisher>) {

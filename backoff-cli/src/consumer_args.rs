@@ -52,9 +52,11 @@ pub struct ConsumerArgs {
     /// Jitter of the retry tiers, e.g. 20% (five sub-queues per tier).
     #[arg(long, value_name = "PERCENT")]
     pub jitter: Option<Jitter>,
-    /// How retries wait: tiers (a TTL retry queue per delay) or delayed
-    /// (RabbitMQ 4.3's delayed retries of the quorum work queue: no retry
-    /// queue; `status` shows the messages it holds back).
+    /// How retries wait: tiers (a TTL retry queue per delay), delayed
+    /// (RabbitMQ 4.3's delayed retries of the quorum work queue) or
+    /// scheduled (RabbitMQ 4.3 holds each retry back until the time the
+    /// consumer names); with either of the last two there is no retry
+    /// queue, and `status` shows the messages the work queue holds back.
     #[arg(long, value_name = "BACKEND", default_value = "tiers")]
     pub retry: RetryBackend,
 }

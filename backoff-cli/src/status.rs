@@ -133,12 +133,12 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
         );
     }
     connection.close().await;
-    // With delayed retries the work queue holds failed messages back: they
+    // With delayed or scheduled retries the work queue holds failed messages back: they
     // are neither ready (what AMQP counts) nor in a retry queue. Only the
     // management API counts them; `None` when it is unreachable.
-    let held_back: Vec<(String, Option<u64>)> = consumers
+    let held_back: Vec<(String, RetryBackend, Option<u64>)> = consumers
         .iter()
-        .filter(|c| c.retry == RetryBackend::Delayed)
+        .filter(|c| c.retry != RetryBackend::Tiers)
         .map(|c| {
             let queue = c.queue.clone();
             let held = listed.as_ref().map(|l| {
@@ -146,14 +146,14 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
                     .find(|q| q.name == queue)
                     .map_or(0, |q| q.messages_delayed)
             });
-            (queue, held)
+            (queue, c.retry, held)
         })
         .collect();
 
     if args.json {
         let held_back: Vec<_> = held_back
             .iter()
-            .map(|(queue, messages)| serde_json::json!({ "queue": queue, "messages": messages }))
+            .map(|(queue, _, messages)| serde_json::json!({ "queue": queue, "messages": messages }))
             .collect();
         let doc = serde_json::json!({
             "consumers": statuses,
@@ -187,10 +187,10 @@ pub async fn run(url: &str, args: StatusArgs) -> Result<ExitCode, String> {
             })
             .collect();
         let mut rows = rows;
-        for (queue, held) in &held_back {
+        for (queue, backend, held) in &held_back {
             rows.push(vec![
                 queue.clone(),
-                "held back (delayed retries)".to_owned(),
+                held_back_role(*backend),
                 String::new(),
                 held.map_or("unknown".to_owned(), |n| n.to_string()),
                 String::new(),
@@ -282,7 +282,7 @@ async fn discovered(url: &str, management: &str, args: &StatusArgs) -> Result<Ex
                 rows.push(vec![
                     c.queue.clone(),
                     c.queue.clone(),
-                    "held back (delayed retries)".to_owned(),
+                    held_back_role(c.spec.retry),
                     String::new(),
                     held.to_string(),
                     String::new(),
@@ -344,4 +344,10 @@ fn classic_json(warnings: &[ClassicOnCluster]) -> serde_json::Value {
         .iter()
         .map(|w| serde_json::json!({ "queue": w.queue, "warning": w.to_string() }))
         .collect()
+}
+
+/// The role of the row of the messages a work queue holds back: "held
+/// back (delayed retries)" or "held back (scheduled retries)".
+fn held_back_role(backend: RetryBackend) -> String {
+    format!("held back ({backend} retries)")
 }

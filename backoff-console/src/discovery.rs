@@ -92,7 +92,7 @@ pub fn discover(amqp_url: &str, management_url: &str) -> Result<Vec<DiscoveredCo
             })
             .collect(),
         dead_letter: depth(&found.dead_letter_queue),
-        held_back: (found.retry == RetryBackend::Delayed).then(|| {
+        held_back: (found.retry != RetryBackend::Tiers).then(|| {
             queues
                 .iter()
                 .find(|q| q.name == found.queue)

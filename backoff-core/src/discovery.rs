@@ -177,10 +177,16 @@ pub fn discover(
                 .text(delayed_arguments::TYPE)
                 .is_some_and(|t| t != "disabled")
                 && work.int(delayed_arguments::MIN).is_some();
-            let retry = match (retry_queues.is_empty(), delayed) {
-                (false, _) => RetryBackend::Tiers,
-                (true, true) => RetryBackend::Delayed,
-                (true, false) => return None,
+            // A quorum work queue that dead-letters at least once, with no
+            // retry queue: the consumer has the broker hold its retries
+            // back (`retry = "scheduled"`); tiers set it on retry queues.
+            let scheduled = work.text(arg::QUEUE_TYPE) == Some("quorum")
+                && work.text(arg::DEAD_LETTER_STRATEGY) == Some("at-least-once");
+            let retry = match (retry_queues.is_empty(), delayed, scheduled) {
+                (false, _, _) => RetryBackend::Tiers,
+                (true, true, _) => RetryBackend::Delayed,
+                (true, false, true) => RetryBackend::Scheduled,
+                (true, false, false) => return None,
             };
             retry_queues.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
             Some(FoundTopology {
@@ -225,6 +231,19 @@ mod tests {
             })
             .collect();
         (queues, bindings)
+    }
+
+    #[test]
+    fn finds_a_topology_whose_retries_the_broker_schedules() {
+        let mut spec = ConsumerSpec::new("orders", "exponential(1s, x2, 4)".parse().unwrap());
+        spec.queue_type = Some(QueueType::Quorum);
+        spec.retry = RetryBackend::Scheduled;
+        let (queues, bindings) = listing(&Topology::of(&spec));
+        let found = discover(&queues, &bindings, &|_| false);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].retry, RetryBackend::Scheduled);
+        assert!(found[0].retry_queues.is_empty());
+        assert_eq!(found[0].queue_type, QueueType::Quorum);
     }
 
     #[test]
