@@ -11,6 +11,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use common::{Verdict, proxy};
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel};
@@ -271,4 +272,129 @@ async fn eventually_consuming(
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Connections killed twice under load (both the AMQP 0-9-1 and the AMQP
+/// 1.0 connection, through a proxy, as when a network link breaks): every
+/// job that succeeds is handled, every one that fails for good is
+/// dead-lettered, none is lost; a retry held back when the connection died
+/// is delivered again (at once: its settlement never reached the broker,
+/// or at its time: it did). On a broker before 4.3 the consumer refuses to
+/// start, as above.
+#[tokio::test]
+async fn killed_connections_lose_nothing_with_scheduled_retries() {
+    const N: u64 = 300;
+    let proxy = proxy::Proxy::start(&url()).await;
+    let queue = unique("scheduled-killed");
+    let journal = Journal::default();
+    let runtime = Runtime::builder()
+        .uri(proxy.url())
+        .state(journal.clone())
+        .handle_signals(false)
+        .shutdown_grace(Duration::from_secs(5))
+        .consumer_with(process_job, |s| {
+            scheduled(s, &queue);
+            s.delays = "100ms,200ms".parse().expect("a schedule");
+        })
+        .build()
+        .expect("a valid runtime");
+    let spec = runtime.specs().next().cloned().expect("one consumer");
+    let _cleanup = Cleanup::of(&spec);
+    if broker_version() < (4, 3) {
+        let refused = tokio::time::timeout(WAIT, runtime.run()).await;
+        assert!(
+            matches!(
+                refused,
+                Ok(Err(Error::InvalidSpec {
+                    source: SpecError::ScheduledUnsupported { .. },
+                    ..
+                }))
+            ),
+            "{refused:?}"
+        );
+        return;
+    }
+    let (connection, channel) = channel().await;
+    channel
+        .confirm_select(lapin::options::ConfirmSelectOptions::default())
+        .await
+        .expect("confirms");
+    let shutdown = runtime.shutdown_handle();
+    let health = runtime.health();
+    let task = tokio::spawn(runtime.run());
+    eventually_consuming(&connection, &queue, &health).await;
+    // A fifth fail once, a tenth twice, 1 in 50 for good.
+    let job = |id: u64| match id % 50 {
+        0 => Job::new(id, Fail::Permanent, None),
+        1..=10 => Job::new(id, Fail::Transient, Some(1)),
+        11..=15 => Job::new(id, Fail::Transient, Some(2)),
+        _ => Job::new(id, Fail::None, None),
+    };
+    // A third of the load before each kill, the rest after the second;
+    // each kill while retries are held back and deliveries are in flight.
+    for (round, ids) in [(1, 0..N / 3), (2, N / 3..2 * N / 3), (3, 2 * N / 3..N)] {
+        eventually(&format!("connected for round {round}"), WAIT, || {
+            health.reconnects() + 1 >= round && health.is_ready()
+        })
+        .await;
+        let before = journal.calls().len();
+        for id in ids {
+            publish(&channel, &queue, &job(id)).await;
+        }
+        if round < 3 {
+            eventually(&format!("handling before kill {round}"), WAIT, || {
+                journal.calls().len() >= before + 20
+            })
+            .await;
+            proxy.kill();
+        }
+    }
+    let handled = |id: u64| {
+        let job = job(id);
+        journal
+            .calls_for(id)
+            .iter()
+            .any(|seen| job.verdict(seen.retry_count) == Verdict::Ok)
+    };
+    let succeeding: Vec<u64> = (0..N)
+        .filter(|&id| job(id).verdict(u32::MAX) == Verdict::Ok)
+        .collect();
+    eventually(
+        "every succeeding job handled",
+        Duration::from_secs(60),
+        || succeeding.iter().all(|&id| handled(id)),
+    )
+    .await;
+    let dead_expected = N as usize - succeeding.len();
+    let dlq = spec.names().dead_letter_queue;
+    let mut dead = Vec::new();
+    while dead.len() < dead_expected {
+        let letter = next_message(&channel, &dlq, WAIT).await;
+        let job: Job = serde_json::from_slice(&letter.delivery.data).expect("a job");
+        dead.push(job.id);
+    }
+    dead.sort_unstable();
+    dead.dedup();
+    let permanent: Vec<u64> = (0..N).filter(|id| id % 50 == 0).collect();
+    assert_eq!(
+        dead, permanent,
+        "every permanent failure dead-lettered, no other"
+    );
+    let calls = journal.calls().len();
+    eprintln!(
+        "scheduled retries, two connection kills: {} jobs, {calls} handler calls, all {} \
+         successes handled, {} dead letters, lost 0, {} reconnects",
+        N,
+        succeeding.len(),
+        dead.len(),
+        health.reconnects()
+    );
+    assert!(health.reconnects() >= 2, "reconnected after each kill");
+    shutdown.shutdown();
+    tokio::time::timeout(Duration::from_secs(15), task)
+        .await
+        .expect("stops")
+        .expect("no panic")
+        .expect("ends without error");
+    let _ = connection.close(200, "".into()).await;
 }
