@@ -7,11 +7,14 @@
 //! 3.10 and 4.0 the consumer refuses to start, having declared nothing.
 
 mod common;
+#[path = "common/counters.rs"]
+mod counters;
 
 use std::time::Duration;
 
 use common::*;
 use common::{Verdict, proxy};
+use counters::{counter, snapshotter};
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel};
@@ -390,6 +393,76 @@ async fn killed_connections_lose_nothing_with_scheduled_retries() {
         health.reconnects()
     );
     assert!(health.reconnects() >= 2, "reconnected after each kill");
+    shutdown.shutdown();
+    tokio::time::timeout(Duration::from_secs(15), task)
+        .await
+        .expect("stops")
+        .expect("no panic")
+        .expect("ends without error");
+    let _ = connection.close(200, "".into()).await;
+}
+
+/// `dedupe` keeps its guarantee with scheduled retries: a retry held back
+/// by the broker comes back under the same message id and is handled (its
+/// key was released when it was held back), while a second publish of a
+/// handled message is dropped. On a broker before 4.3, refused as above.
+#[tokio::test]
+async fn dedupe_drops_duplicates_and_runs_held_back_retries() {
+    // Before the consumer makes its counters.
+    snapshotter();
+    let queue = unique("scheduled-dedupe");
+    let journal = Journal::default();
+    let runtime = Runtime::builder()
+        .uri(url())
+        .state(journal.clone())
+        .handle_signals(false)
+        .shutdown_grace(Duration::from_secs(5))
+        .dedupe_store(rabbit_backoff::dedupe::MemoryStore::new())
+        .consumer_with(process_job, |s| {
+            scheduled(s, &queue);
+            s.delays = "200ms".parse().expect("a schedule");
+            s.dedupe = Some(rabbit_backoff::Dedupe::new(Duration::from_secs(3_600)));
+        })
+        .build()
+        .expect("a valid runtime");
+    let spec = runtime.specs().next().cloned().expect("one consumer");
+    let _cleanup = Cleanup::of(&spec);
+    if broker_version() < (4, 3) {
+        let refused = tokio::time::timeout(WAIT, runtime.run()).await;
+        assert!(
+            matches!(
+                refused,
+                Ok(Err(Error::InvalidSpec {
+                    source: SpecError::ScheduledUnsupported { .. },
+                    ..
+                }))
+            ),
+            "{refused:?}"
+        );
+        return;
+    }
+    let (connection, channel) = channel().await;
+    channel
+        .confirm_select(lapin::options::ConfirmSelectOptions::default())
+        .await
+        .expect("confirms");
+    let shutdown = runtime.shutdown_handle();
+    let health = runtime.health();
+    let task = tokio::spawn(runtime.run());
+    eventually_consuming(&connection, &queue, &health).await;
+    // Fails once, then succeeds on its held-back retry.
+    let job = Job::new(7, Fail::Transient, Some(1));
+    publish(&channel, &queue, &job).await;
+    eventually("job 7 handled on its retry", WAIT, || journal.reached(7, 1)).await;
+    // The same message again: a duplicate of a completed key.
+    publish(&channel, &queue, &job).await;
+    let skipped = || counter("rabbit_backoff_duplicates_skipped_total", &queue);
+    eventually("the duplicate dropped", WAIT, || skipped() >= 1).await;
+    let counts: Vec<u32> = journal.calls_for(7).iter().map(|s| s.retry_count).collect();
+    assert_eq!(counts, [0, 1], "the retry ran, the duplicate did not");
+    // Counted as with tiers.
+    assert_eq!(counter("rabbit_backoff_messages_retried_total", &queue), 1);
+    assert_eq!(counter("rabbit_backoff_messages_handled_total", &queue), 1);
     shutdown.shutdown();
     tokio::time::timeout(Duration::from_secs(15), task)
         .await
