@@ -206,3 +206,78 @@ async fn the_log_filter_users_type_is_rabbit_backoff() {
         );
     }
 }
+
+/// `retry = "scheduled"` (RabbitMQ 4.3, over AMQP 1.0): no copy carries a
+/// new trace context, so every attempt continues the publish, one span per
+/// attempt, all in the publisher's trace. On a broker before 4.3 the
+/// consumer refuses to start (`tests/scheduled_retry.rs`), and there is no
+/// attempt to trace: asserted here as a refusal.
+#[tokio::test]
+async fn scheduled_retries_are_attempts_of_one_trace() {
+    exporter();
+    let queue = unique("traced-scheduled");
+    let journal = Journal::default();
+    let runtime = Runtime::builder()
+        .uri(url())
+        .state(journal.clone())
+        .handle_signals(false)
+        .consumer_with(process_job, |spec| {
+            spec.queue = queue.clone();
+            spec.queue_type = Some(rabbit_backoff::QueueType::Quorum);
+            spec.retry = rabbit_backoff::RetryBackend::Scheduled;
+            spec.delays = "100ms".parse().unwrap();
+        })
+        .build()
+        .expect("a valid runtime");
+    let spec = runtime.specs().next().cloned().unwrap();
+    let _cleanup = Cleanup::of(&spec);
+    if broker_version() < (4, 3) {
+        let refused = tokio::time::timeout(std::time::Duration::from_secs(30), runtime.run()).await;
+        assert!(matches!(refused, Ok(Err(_))), "{refused:?}");
+        return;
+    }
+    let shutdown = runtime.shutdown_handle();
+    let health = runtime.health();
+    let task = tokio::spawn(runtime.run());
+    eventually(
+        "the consumer is ready",
+        std::time::Duration::from_secs(30),
+        || health.is_ready(),
+    )
+    .await;
+    let publisher = Publisher::connect(&url()).await.unwrap();
+    publisher
+        .publish_to(&spec, &Job::new(1, Fail::Transient, Some(1)))
+        .await
+        .unwrap();
+    eventually(
+        "retried, then handled",
+        std::time::Duration::from_secs(30),
+        || journal.reached(1, 1),
+    )
+    .await;
+    shutdown.shutdown();
+    task.await.unwrap().unwrap();
+    publisher.close().await;
+
+    let published = spans(&format!("{queue} publish"));
+    let processed = spans(&format!("{queue} process"));
+    assert_eq!((published.len(), processed.len()), (1, 2));
+    for attempt in &processed {
+        assert_eq!(
+            attempt.span_context.trace_id(),
+            published[0].span_context.trace_id(),
+            "each attempt is in the publisher's trace"
+        );
+        assert_eq!(
+            attempt.parent_span_id,
+            published[0].span_context.span_id(),
+            "each attempt continues the publish"
+        );
+    }
+    let failed = processed
+        .iter()
+        .filter(|s| matches!(s.status, opentelemetry::trace::Status::Error { .. }))
+        .count();
+    assert_eq!(failed, 1, "the failed attempt says so");
+}
