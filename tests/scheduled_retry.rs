@@ -471,3 +471,146 @@ async fn dedupe_drops_duplicates_and_runs_held_back_retries() {
         .expect("ends without error");
     let _ = connection.close(200, "".into()).await;
 }
+
+/// Publishes `job` over AMQP 1.0 with `annotations` (message annotations)
+/// and `properties` (application properties), as another AMQP 1.0 client
+/// would.
+async fn publish_amqp1(
+    queue: &str,
+    job: &Job,
+    annotations: fe2o3_amqp::types::messaging::annotations::Annotations,
+    properties: fe2o3_amqp::types::primitives::OrderedMap<
+        String,
+        fe2o3_amqp::types::primitives::SimpleValue,
+    >,
+) {
+    use fe2o3_amqp::types::messaging::{
+        ApplicationProperties, Data, Message, MessageAnnotations, Outcome,
+    };
+    let url = url();
+    let (scheme, rest) = url.split_once("://").unwrap_or(("amqp", url.as_str()));
+    let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+    let mut connection =
+        fe2o3_amqp::Connection::open("rbt-hostile", format!("{scheme}://{authority}").as_str())
+            .await
+            .expect("an AMQP 1.0 connection");
+    let mut session = fe2o3_amqp::Session::begin(&mut connection)
+        .await
+        .expect("a session");
+    let address = format!("/queues/{queue}");
+    let mut sender = fe2o3_amqp::Sender::attach(&mut session, "rbt-hostile", address.as_str())
+        .await
+        .expect("a sender");
+    let message = Message::builder()
+        .message_annotations(MessageAnnotations(annotations))
+        .application_properties(ApplicationProperties(properties))
+        .data(Data(serde_json::to_vec(job).expect("a job").into()))
+        .build();
+    let outcome = sender.send(message).await.expect("sent");
+    assert!(matches!(outcome, Outcome::Accepted(_)), "{outcome:?}");
+    sender.close().await.ok();
+    session.end().await.ok();
+    connection.close().await.ok();
+}
+
+/// No message stops a scheduled consumer, however its annotations and
+/// application properties are built: annotations nested 100 deep, one of
+/// 64 KiB, 40 annotation keys (beside the 4 the consumer sets), application
+/// properties of 64 KiB. Each such message that fails once comes back on
+/// its held-back retry and is handled; a normal message after them is
+/// handled too.
+#[tokio::test]
+async fn hostile_annotations_stop_no_scheduled_consumer() {
+    use fe2o3_amqp::types::messaging::annotations::{Annotations, OwnedKey};
+    use fe2o3_amqp::types::primitives::{OrderedMap, SimpleValue, Symbol, Value};
+    let queue = unique("scheduled-hostile");
+    let journal = Journal::default();
+    let runtime = Runtime::builder()
+        .uri(url())
+        .state(journal.clone())
+        .handle_signals(false)
+        .shutdown_grace(Duration::from_secs(5))
+        .consumer_with(process_job, |s| {
+            scheduled(s, &queue);
+            s.delays = "100ms".parse().expect("a schedule");
+        })
+        .build()
+        .expect("a valid runtime");
+    let spec = runtime.specs().next().cloned().expect("one consumer");
+    let _cleanup = Cleanup::of(&spec);
+    if broker_version() < (4, 3) {
+        let refused = tokio::time::timeout(WAIT, runtime.run()).await;
+        assert!(matches!(refused, Ok(Err(_))), "{refused:?}");
+        return;
+    }
+    let (connection, _channel) = channel().await;
+    let shutdown = runtime.shutdown_handle();
+    let health = runtime.health();
+    let task = tokio::spawn(runtime.run());
+    eventually_consuming(&connection, &queue, &health).await;
+
+    let key = |k: &str| OwnedKey::Symbol(Symbol::from(k));
+    let mut deep = Value::String("bottom".into());
+    for _ in 0..100 {
+        let mut map = OrderedMap::new();
+        map.insert(Value::String("k".into()), deep);
+        deep = Value::Map(map);
+    }
+    let cases: Vec<(&str, Annotations, OrderedMap<String, SimpleValue>)> = vec![
+        (
+            "nested 100 deep",
+            OrderedMap::from_iter([(key("x-opt-deep"), deep)]),
+            OrderedMap::new(),
+        ),
+        (
+            "a 64 KiB annotation",
+            OrderedMap::from_iter([(key("x-opt-big"), Value::String("a".repeat(64 * 1024)))]),
+            OrderedMap::new(),
+        ),
+        (
+            "40 annotation keys",
+            (0..40)
+                .map(|i| (key(&format!("x-opt-k{i}")), Value::Uint(i)))
+                .collect(),
+            OrderedMap::new(),
+        ),
+        (
+            "64 KiB of application properties",
+            OrderedMap::new(),
+            (0..64)
+                .map(|i| (format!("p{i}"), SimpleValue::String("b".repeat(1024))))
+                .collect(),
+        ),
+    ];
+    let names: Vec<&str> = cases.iter().map(|c| c.0).collect();
+    for (id, (_, annotations, properties)) in cases.into_iter().enumerate() {
+        let job = Job::new(id as u64, Fail::Transient, Some(1));
+        publish_amqp1(&queue, &job, annotations, properties).await;
+    }
+    for (id, name) in names.iter().enumerate() {
+        eventually(&format!("{name}: handled on its retry"), WAIT, || {
+            journal.reached(id as u64, 1)
+        })
+        .await;
+    }
+    let normal = names.len() as u64;
+    publish_amqp1(
+        &queue,
+        &Job::new(normal, Fail::None, None),
+        OrderedMap::new(),
+        OrderedMap::new(),
+    )
+    .await;
+    eventually("a normal message after them", WAIT, || {
+        journal.reached(normal, 0)
+    })
+    .await;
+    assert_eq!(health.reconnects(), 0, "no message broke a connection");
+    shutdown.shutdown();
+    tokio::time::timeout(Duration::from_secs(15), task)
+        .await
+        .expect("stops")
+        .expect("no panic")
+        .expect("ends without error");
+    let _ = connection.close(200, "".into()).await;
+}
