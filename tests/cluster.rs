@@ -369,12 +369,28 @@ async fn reconnected_elsewhere(
 
 #[tokio::test]
 async fn killing_the_consumers_node_loses_nothing_and_it_consumes_again_from_another_node() {
+    kill_the_consumers_node(spec_of("cluster-kill", QueueType::Quorum)).await;
+}
+
+/// The same with `retry = "scheduled"`: the consumer consumes over AMQP
+/// 1.0, and the messages its node held back for their retries are held by
+/// the queue's new leader.
+#[tokio::test]
+async fn killing_the_consumers_node_with_scheduled_retries_loses_nothing() {
+    let mut spec = spec_of("cluster-kill-scheduled", QueueType::Quorum);
+    spec.retry = rabbit_backoff::RetryBackend::Scheduled;
+    kill_the_consumers_node(spec).await;
+}
+
+/// Kills the node a consumer of `spec` is connected to, which leads its
+/// queues, under load: it consumes again from another node, nothing is
+/// lost, and the node serves a next load once back.
+async fn kill_the_consumers_node(spec: ConsumerSpec) {
     let _serial = SERIAL.lock().await;
     require_cluster();
     const N: u64 = 5000;
     const NEXT: u64 = 500;
     let first = 0;
-    let spec = spec_of("cluster-kill", QueueType::Quorum);
     let _cleanup = Cleanup::of(&spec).at(&cluster_url(1));
     // Every queue's leader on the consumer's node: the kill takes them all.
     declare_through(first, &spec).await;
@@ -440,11 +456,12 @@ async fn killing_the_consumers_node_loses_nothing_and_it_consumes_again_from_ano
     publish(&publisher_on_it, &spec, (N..N + NEXT).map(mixed)).await;
     let next = settle(&journal, &spec, N..N + NEXT, Duration::from_secs(60), false).await;
     eprintln!(
-        "cluster, quorum, kill -9 of the consumer's node ({}) after {handled_at_kill} calls: \
+        "cluster, quorum, {} retries, kill -9 of the consumer's node ({}) after {handled_at_kill} calls: \
          consuming again {:.1} s after the kill, from {}; {without_node} of {expected_ok} \
          successes reached without the node; node back in the cluster in {:.1} s; all {N} \
          settled {:.1} s after it was back: {} handled, {} dead-lettered, lost 0, {} duplicates; \
          next run of {NEXT} through it: lost 0, {} duplicates; {} reconnects",
+        spec.retry,
         NODES[killed].0,
         again.as_secs_f64(),
         running.health().node().unwrap_or_default(),

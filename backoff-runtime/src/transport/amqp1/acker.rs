@@ -6,7 +6,7 @@ use fe2o3_amqp::types::primitives::{OrderedMap, Symbol, Timestamp, Value};
 use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use super::link::{Command, Commands, Outcome};
+use super::command::{Command, Commands, Outcome};
 use crate::transport::{AnnotationValue, Lost, Modification, Settle, TransportError};
 
 /// Settles the delivery `tag` of one link through the link's task.

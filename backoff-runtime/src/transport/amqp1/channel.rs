@@ -15,7 +15,8 @@ use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 use tokio::sync::mpsc;
 
 use super::address::queue_address;
-use super::link::{Command, Commands, Link, Mode};
+use super::command::{Command, Commands};
+use super::link::{Link, Mode};
 use super::message::AnyBody;
 use crate::transport::{
     Channel, Confirm, Deliveries, Delivery, Lost, Publication, QueueInfo, StreamOffset,

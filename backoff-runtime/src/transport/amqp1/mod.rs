@@ -7,6 +7,7 @@
 mod acker;
 mod address;
 mod channel;
+mod command;
 mod connection;
 mod link;
 mod message;
