@@ -277,6 +277,98 @@ async fn eventually_consuming(
     }
 }
 
+/// A scheduled consumer of a new queue, consuming, with a confirm channel
+/// to publish to it.
+struct Consumer {
+    queue: String,
+    spec: ConsumerSpec,
+    journal: Journal,
+    health: rabbit_backoff::HealthWatch,
+    shutdown: rabbit_backoff::ShutdownHandle,
+    task: tokio::task::JoinHandle<Result<(), Error>>,
+    connection: lapin::Connection,
+    channel: Channel,
+    _cleanup: Cleanup,
+}
+
+impl Consumer {
+    /// Starts one through `uri` (with an inbox on `store`, when given),
+    /// `configure` applied after [`scheduled`], and waits until it
+    /// consumes. `None` on a broker before 4.3, after asserting that it
+    /// refused to start.
+    async fn start(
+        name: &str,
+        uri: &str,
+        store: Option<rabbit_backoff::dedupe::MemoryStore>,
+        configure: impl FnOnce(&mut ConsumerSpec),
+    ) -> Option<Consumer> {
+        let queue = unique(name);
+        let journal = Journal::default();
+        let mut builder = Runtime::builder()
+            .uri(uri)
+            .state(journal.clone())
+            .handle_signals(false)
+            .shutdown_grace(Duration::from_secs(5));
+        if let Some(store) = store {
+            builder = builder.dedupe_store(store);
+        }
+        let runtime = builder
+            .consumer_with(process_job, |s| {
+                scheduled(s, &queue);
+                configure(s);
+            })
+            .build()
+            .expect("a valid runtime");
+        let spec = runtime.specs().next().cloned().expect("one consumer");
+        let cleanup = Cleanup::of(&spec);
+        if broker_version() < (4, 3) {
+            let refused = tokio::time::timeout(WAIT, runtime.run()).await;
+            assert!(
+                matches!(
+                    refused,
+                    Ok(Err(Error::InvalidSpec {
+                        source: SpecError::ScheduledUnsupported { .. },
+                        ..
+                    }))
+                ),
+                "{refused:?}"
+            );
+            return None;
+        }
+        let (connection, channel) = channel().await;
+        channel
+            .confirm_select(lapin::options::ConfirmSelectOptions::default())
+            .await
+            .expect("confirms");
+        let shutdown = runtime.shutdown_handle();
+        let health = runtime.health();
+        let task = tokio::spawn(runtime.run());
+        eventually_consuming(&connection, &queue, &health).await;
+        Some(Consumer {
+            queue,
+            spec,
+            journal,
+            health,
+            shutdown,
+            task,
+            connection,
+            channel,
+            _cleanup: cleanup,
+        })
+    }
+
+    /// Stops it, which ends without error.
+    async fn stop(self) {
+        self.shutdown.shutdown();
+        tokio::time::timeout(Duration::from_secs(15), self.task)
+            .await
+            .expect("stops")
+            .expect("no panic")
+            .expect("ends without error");
+        let _ = self.connection.close(200, "".into()).await;
+    }
+}
+
 /// Connections killed twice under load (both the AMQP 0-9-1 and the AMQP
 /// 1.0 connection, through a proxy, as when a network link breaks): every
 /// job that succeeds is handled, every one that fails for good is
@@ -288,44 +380,14 @@ async fn eventually_consuming(
 async fn killed_connections_lose_nothing_with_scheduled_retries() {
     const N: u64 = 300;
     let proxy = proxy::Proxy::start(&url()).await;
-    let queue = unique("scheduled-killed");
-    let journal = Journal::default();
-    let runtime = Runtime::builder()
-        .uri(proxy.url())
-        .state(journal.clone())
-        .handle_signals(false)
-        .shutdown_grace(Duration::from_secs(5))
-        .consumer_with(process_job, |s| {
-            scheduled(s, &queue);
-            s.delays = "100ms,200ms".parse().expect("a schedule");
-        })
-        .build()
-        .expect("a valid runtime");
-    let spec = runtime.specs().next().cloned().expect("one consumer");
-    let _cleanup = Cleanup::of(&spec);
-    if broker_version() < (4, 3) {
-        let refused = tokio::time::timeout(WAIT, runtime.run()).await;
-        assert!(
-            matches!(
-                refused,
-                Ok(Err(Error::InvalidSpec {
-                    source: SpecError::ScheduledUnsupported { .. },
-                    ..
-                }))
-            ),
-            "{refused:?}"
-        );
+    let Some(c) = Consumer::start("scheduled-killed", proxy.url(), None, |s| {
+        s.delays = "100ms,200ms".parse().expect("a schedule");
+    })
+    .await
+    else {
         return;
-    }
-    let (connection, channel) = channel().await;
-    channel
-        .confirm_select(lapin::options::ConfirmSelectOptions::default())
-        .await
-        .expect("confirms");
-    let shutdown = runtime.shutdown_handle();
-    let health = runtime.health();
-    let task = tokio::spawn(runtime.run());
-    eventually_consuming(&connection, &queue, &health).await;
+    };
+    let (journal, health, channel, queue) = (&c.journal, &c.health, &c.channel, &c.queue);
     // A fifth fail once, a tenth twice, 1 in 50 for good.
     let job = |id: u64| match id % 50 {
         0 => Job::new(id, Fail::Permanent, None),
@@ -342,7 +404,7 @@ async fn killed_connections_lose_nothing_with_scheduled_retries() {
         .await;
         let before = journal.calls().len();
         for id in ids {
-            publish(&channel, &queue, &job(id)).await;
+            publish(channel, queue, &job(id)).await;
         }
         if round < 3 {
             eventually(&format!("handling before kill {round}"), WAIT, || {
@@ -369,10 +431,10 @@ async fn killed_connections_lose_nothing_with_scheduled_retries() {
     )
     .await;
     let dead_expected = N as usize - succeeding.len();
-    let dlq = spec.names().dead_letter_queue;
+    let dlq = c.spec.names().dead_letter_queue;
     let mut dead = Vec::new();
     while dead.len() < dead_expected {
-        let letter = next_message(&channel, &dlq, WAIT).await;
+        let letter = next_message(channel, &dlq, WAIT).await;
         let job: Job = serde_json::from_slice(&letter.delivery.data).expect("a job");
         dead.push(job.id);
     }
@@ -393,13 +455,7 @@ async fn killed_connections_lose_nothing_with_scheduled_retries() {
         health.reconnects()
     );
     assert!(health.reconnects() >= 2, "reconnected after each kill");
-    shutdown.shutdown();
-    tokio::time::timeout(Duration::from_secs(15), task)
-        .await
-        .expect("stops")
-        .expect("no panic")
-        .expect("ends without error");
-    let _ = connection.close(200, "".into()).await;
+    c.stop().await;
 }
 
 /// `dedupe` keeps its guarantee with scheduled retries: a retry held back
@@ -410,66 +466,30 @@ async fn killed_connections_lose_nothing_with_scheduled_retries() {
 async fn dedupe_drops_duplicates_and_runs_held_back_retries() {
     // Before the consumer makes its counters.
     snapshotter();
-    let queue = unique("scheduled-dedupe");
-    let journal = Journal::default();
-    let runtime = Runtime::builder()
-        .uri(url())
-        .state(journal.clone())
-        .handle_signals(false)
-        .shutdown_grace(Duration::from_secs(5))
-        .dedupe_store(rabbit_backoff::dedupe::MemoryStore::new())
-        .consumer_with(process_job, |s| {
-            scheduled(s, &queue);
-            s.delays = "200ms".parse().expect("a schedule");
-            s.dedupe = Some(rabbit_backoff::Dedupe::new(Duration::from_secs(3_600)));
-        })
-        .build()
-        .expect("a valid runtime");
-    let spec = runtime.specs().next().cloned().expect("one consumer");
-    let _cleanup = Cleanup::of(&spec);
-    if broker_version() < (4, 3) {
-        let refused = tokio::time::timeout(WAIT, runtime.run()).await;
-        assert!(
-            matches!(
-                refused,
-                Ok(Err(Error::InvalidSpec {
-                    source: SpecError::ScheduledUnsupported { .. },
-                    ..
-                }))
-            ),
-            "{refused:?}"
-        );
+    let store = rabbit_backoff::dedupe::MemoryStore::new();
+    let Some(c) = Consumer::start("scheduled-dedupe", &url(), Some(store), |s| {
+        s.delays = "200ms".parse().expect("a schedule");
+        s.dedupe = Some(rabbit_backoff::Dedupe::new(Duration::from_secs(3_600)));
+    })
+    .await
+    else {
         return;
-    }
-    let (connection, channel) = channel().await;
-    channel
-        .confirm_select(lapin::options::ConfirmSelectOptions::default())
-        .await
-        .expect("confirms");
-    let shutdown = runtime.shutdown_handle();
-    let health = runtime.health();
-    let task = tokio::spawn(runtime.run());
-    eventually_consuming(&connection, &queue, &health).await;
+    };
+    let (journal, channel, queue) = (&c.journal, &c.channel, &c.queue);
     // Fails once, then succeeds on its held-back retry.
     let job = Job::new(7, Fail::Transient, Some(1));
-    publish(&channel, &queue, &job).await;
+    publish(channel, queue, &job).await;
     eventually("job 7 handled on its retry", WAIT, || journal.reached(7, 1)).await;
     // The same message again: a duplicate of a completed key.
-    publish(&channel, &queue, &job).await;
-    let skipped = || counter("rabbit_backoff_duplicates_skipped_total", &queue);
+    publish(channel, queue, &job).await;
+    let skipped = || counter("rabbit_backoff_duplicates_skipped_total", queue);
     eventually("the duplicate dropped", WAIT, || skipped() >= 1).await;
     let counts: Vec<u32> = journal.calls_for(7).iter().map(|s| s.retry_count).collect();
     assert_eq!(counts, [0, 1], "the retry ran, the duplicate did not");
     // Counted as with tiers.
-    assert_eq!(counter("rabbit_backoff_messages_retried_total", &queue), 1);
-    assert_eq!(counter("rabbit_backoff_messages_handled_total", &queue), 1);
-    shutdown.shutdown();
-    tokio::time::timeout(Duration::from_secs(15), task)
-        .await
-        .expect("stops")
-        .expect("no panic")
-        .expect("ends without error");
-    let _ = connection.close(200, "".into()).await;
+    assert_eq!(counter("rabbit_backoff_messages_retried_total", queue), 1);
+    assert_eq!(counter("rabbit_backoff_messages_handled_total", queue), 1);
+    c.stop().await;
 }
 
 /// Publishes `job` over AMQP 1.0 with `annotations` (message annotations)
@@ -523,31 +543,14 @@ async fn publish_amqp1(
 async fn hostile_annotations_stop_no_scheduled_consumer() {
     use fe2o3_amqp::types::messaging::annotations::{Annotations, OwnedKey};
     use fe2o3_amqp::types::primitives::{OrderedMap, SimpleValue, Symbol, Value};
-    let queue = unique("scheduled-hostile");
-    let journal = Journal::default();
-    let runtime = Runtime::builder()
-        .uri(url())
-        .state(journal.clone())
-        .handle_signals(false)
-        .shutdown_grace(Duration::from_secs(5))
-        .consumer_with(process_job, |s| {
-            scheduled(s, &queue);
-            s.delays = "100ms".parse().expect("a schedule");
-        })
-        .build()
-        .expect("a valid runtime");
-    let spec = runtime.specs().next().cloned().expect("one consumer");
-    let _cleanup = Cleanup::of(&spec);
-    if broker_version() < (4, 3) {
-        let refused = tokio::time::timeout(WAIT, runtime.run()).await;
-        assert!(matches!(refused, Ok(Err(_))), "{refused:?}");
+    let Some(c) = Consumer::start("scheduled-hostile", &url(), None, |s| {
+        s.delays = "100ms".parse().expect("a schedule");
+    })
+    .await
+    else {
         return;
-    }
-    let (connection, _channel) = channel().await;
-    let shutdown = runtime.shutdown_handle();
-    let health = runtime.health();
-    let task = tokio::spawn(runtime.run());
-    eventually_consuming(&connection, &queue, &health).await;
+    };
+    let (journal, queue) = (&c.journal, c.queue.as_str());
 
     let key = |k: &str| OwnedKey::Symbol(Symbol::from(k));
     let mut deep = Value::String("bottom".into());
@@ -585,7 +588,7 @@ async fn hostile_annotations_stop_no_scheduled_consumer() {
     let names: Vec<&str> = cases.iter().map(|c| c.0).collect();
     for (id, (_, annotations, properties)) in cases.into_iter().enumerate() {
         let job = Job::new(id as u64, Fail::Transient, Some(1));
-        publish_amqp1(&queue, &job, annotations, properties).await;
+        publish_amqp1(queue, &job, annotations, properties).await;
     }
     for (id, name) in names.iter().enumerate() {
         eventually(&format!("{name}: handled on its retry"), WAIT, || {
@@ -595,7 +598,7 @@ async fn hostile_annotations_stop_no_scheduled_consumer() {
     }
     let normal = names.len() as u64;
     publish_amqp1(
-        &queue,
+        queue,
         &Job::new(normal, Fail::None, None),
         OrderedMap::new(),
         OrderedMap::new(),
@@ -605,12 +608,6 @@ async fn hostile_annotations_stop_no_scheduled_consumer() {
         journal.reached(normal, 0)
     })
     .await;
-    assert_eq!(health.reconnects(), 0, "no message broke a connection");
-    shutdown.shutdown();
-    tokio::time::timeout(Duration::from_secs(15), task)
-        .await
-        .expect("stops")
-        .expect("no panic")
-        .expect("ends without error");
-    let _ = connection.close(200, "".into()).await;
+    assert_eq!(c.health.reconnects(), 0, "no message broke a connection");
+    c.stop().await;
 }
