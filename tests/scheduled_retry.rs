@@ -611,3 +611,77 @@ async fn hostile_annotations_stop_no_scheduled_consumer() {
     assert_eq!(c.health.reconnects(), 0, "no message broke a connection");
     c.stop().await;
 }
+
+/// A dead letter of a scheduled consumer is the framework's usual copy, so
+/// the operator tools read and replay it as any other: `dlq groups` counts
+/// it with its error, and a replay hands it to the consumer again with a
+/// retry count of 0, which dead-letters it again with its history.
+#[tokio::test]
+async fn dlq_groups_and_replays_a_scheduled_dead_letter() {
+    use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, ReplayOptions};
+    let Some(c) = Consumer::start("scheduled-replay", &url(), None, |s| {
+        s.delays = "100ms".parse().expect("a schedule");
+    })
+    .await
+    else {
+        return;
+    };
+    publish(&c.channel, &c.queue, &Job::new(5, Fail::Permanent, None)).await;
+    let dlq_name = c.spec.names().dead_letter_queue;
+    eventually_async("the dead letter", || async {
+        depth(&c.channel, &dlq_name).await == 1
+    })
+    .await;
+    let dlq = Dlq::connect(&url(), &c.spec)
+        .await
+        .expect("the tools connect");
+    let groups = dlq
+        .groups(&DeadLetterFilter::default())
+        .await
+        .expect("groups");
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0].count, 1);
+    assert_eq!(groups[0].reason, "permanent");
+    assert!(
+        groups[0]
+            .example_error
+            .as_deref()
+            .is_some_and(|e| e.contains("job 5 is invalid")),
+        "{:?}",
+        groups[0]
+    );
+    let report = dlq
+        .replay(&DeadLetterFilter::default(), &ReplayOptions::default())
+        .await
+        .expect("replayed");
+    assert_eq!(report.matched.len(), 1, "{report:?}");
+    assert!(report.skipped.is_empty(), "{report:?}");
+    eventually("handled again", WAIT, || c.journal.calls_for(5).len() == 2).await;
+    let again = next_message(&c.channel, &dlq_name, WAIT).await;
+    let props = &again.delivery.properties;
+    assert_eq!(header_int(props, "x-retry-count"), Some(0));
+    assert!(
+        props
+            .headers()
+            .as_ref()
+            .is_some_and(|h| h.inner().contains_key("x-replay-history")),
+        "the replay is in its history"
+    );
+    dlq.close().await;
+    c.stop().await;
+}
+
+/// Waits until an asynchronous condition holds.
+async fn eventually_async<F: std::future::Future<Output = bool>>(
+    what: &str,
+    mut condition: impl FnMut() -> F,
+) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !condition().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {WAIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
