@@ -3,7 +3,8 @@
 //! (default 1 000 000), with the time of each, this process's peak resident
 //! memory during the operations and the broker's memory before and during
 //! them. Every run checks that the queue holds the same messages in the same
-//! order after the operations.
+//! order after the operations (a quorum queue of which only the index was
+//! read: that it holds as many, see below).
 //!
 //! `cargo bench --bench dead_letters`; `BENCH_DEAD_LETTERS=100000` for a
 //! shorter run. Under `cargo test` it runs once with 3000 messages (past the
@@ -29,6 +30,22 @@
 //! same fill (`Dlq::index_readers`). The index is read over the stream
 //! protocol at `RABBITMQ_STREAM_PORT` (default 5552) when the broker serves
 //! it, over AMQP with `BENCH_STREAM_PROTOCOL=0`.
+//!
+//! `BENCH_QUEUE_TYPE=quorum` declares the topology of a quorum consumer
+//! (`Topology::of` with `QueueType::Quorum`): a quorum dead-letter queue,
+//! and the index's streams declared with the same arguments and bound to
+//! nothing (`IndexFeed::Written`). Each dead letter is published to the
+//! dead-letter exchange, confirmed, and then, as the consumer's index
+//! writer does, the same body and properties straight to the entries
+//! stream (default exchange, routing key the stream's name), confirmed
+//! too. `AMQP_URL` may list a cluster's nodes
+//! (`amqp://guest:guest@127.0.0.1:5673/%2f,...`: the bench declares and
+//! fills through the first, `Dlq` connects along the list);
+//! `BENCH_QUEUE_VERSIONS` does not apply. A pass over a quorum queue takes
+//! its messages one at a time (`basic.get`), so when only `groups` ran the
+//! run checks the queue's message count instead of its order.
+//! `BENCH_BROKER_MEMORY=0` leaves out the broker's memory, which
+//! `rabbitmq-diagnostics` reads from the local default node only.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -38,9 +55,20 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
-use rabbit_backoff::ConsumerSpec;
+use lapin::{Confirmation, PublisherConfirm};
 use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, GroupSource};
-use rabbit_backoff::topology::{Argument, Topology};
+use rabbit_backoff::topology::{Argument, IndexFeed, Topology};
+use rabbit_backoff::{ConsumerSpec, QueueType};
+
+/// The type of the dead-letter queue (`BENCH_QUEUE_TYPE`, `classic` or
+/// `quorum`; default classic).
+fn queue_type() -> QueueType {
+    match std::env::var("BENCH_QUEUE_TYPE").as_deref() {
+        Err(_) | Ok("classic") => QueueType::Classic,
+        Ok("quorum") => QueueType::Quorum,
+        Ok(other) => panic!("BENCH_QUEUE_TYPE: {other:?} is not classic or quorum"),
+    }
+}
 
 /// The channels of each index read, in turn (`BENCH_INDEX_READERS`, a
 /// comma-separated list, default the library's default): `1,2,1` times the
@@ -72,12 +100,24 @@ fn url() -> String {
     std::env::var("AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
 }
 
+/// The first node of `AMQP_URL` (a comma-separated list on a cluster), to
+/// which this bench's own connection declares and fills.
+fn first_url() -> String {
+    url()
+        .split(',')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
 fn main() {
     let under_test = !std::env::args().any(|a| a == "--bench");
     let n: usize = std::env::var("BENCH_DEAD_LETTERS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(if under_test { 3000 } else { 1_000_000 });
+    let queue_type = queue_type();
     let versions: Vec<u8> = std::env::var("BENCH_QUEUE_VERSIONS")
         // 0: the broker's own default (1 on 3.10, 2 on 4.x), no argument.
         .unwrap_or_else(|_| "0".to_owned())
@@ -88,6 +128,13 @@ fn main() {
                 .unwrap_or_else(|_| panic!("BENCH_QUEUE_VERSIONS: {v:?} is not 0, 1 or 2"))
         })
         .collect();
+    if queue_type == QueueType::Quorum {
+        assert_eq!(
+            versions,
+            [0],
+            "BENCH_QUEUE_VERSIONS is for classic queues, not with BENCH_QUEUE_TYPE=quorum"
+        );
+    }
     let ops = std::env::var("BENCH_OPS").unwrap_or_else(|_| "peek,groups,pass,export".to_owned());
     let ops = Ops {
         heal: ops.contains("heal"),
@@ -109,11 +156,11 @@ fn main() {
     );
     let mut rows = Vec::new();
     for version in versions {
-        rows.push(runtime.block_on(run(n, version, ops)));
+        rows.push(runtime.block_on(run(n, version, queue_type, ops)));
     }
     println!();
     println!(
-        "| {n} dead letters of 1 KiB | queue version | peek --limit 5 | groups (index) | groups (pass) | export | client peak RSS: index / pass / all | broker before → peak |"
+        "| {n} dead letters of 1 KiB | queue | peek --limit 5 | groups (index) | groups (pass) | export | client peak RSS: index / pass / all | broker before → peak |"
     );
     println!("|---|---|---|---|---|---|---|---|");
     let rate = |d: Option<Duration>| match d {
@@ -126,8 +173,8 @@ fn main() {
     };
     for row in &rows {
         println!(
-            "| | v{} | {} | {} | {} | {} | {:.0} / {:.0} / {:.0} MiB | {} → {:.0} MiB |",
-            row.version,
+            "| | {} | {} | {} | {} | {} | {:.0} / {:.0} / {:.0} MiB | {} → {:.0} MiB |",
+            row.label,
             row.peek
                 .map_or("-".to_owned(), |d| format!("{:.2} s", d.as_secs_f64())),
             rate(row.groups),
@@ -143,13 +190,18 @@ fn main() {
     }
     for row in &rows {
         println!(
-            "v{}: CPU seconds, client / broker: index read {:.1} / {:.1}, pass {:.1} / {:.1}",
-            row.version, row.index_cpu.0, row.index_cpu.1, row.pass_cpu.0, row.pass_cpu.1
+            "{}: CPU seconds, client / broker: index read {:.1} / {:.1}, pass {:.1} / {:.1}",
+            row.label, row.index_cpu.0, row.index_cpu.1, row.pass_cpu.0, row.pass_cpu.1
         );
         println!(
-            "v{}: declaring the dead-letter exchange, queue and binding took {:.0} ms, the index's two streams and binding {:.0} ms; broker memory during the index read peaked at {:.0} MiB",
-            row.version,
+            "{}: declaring the dead-letter exchange, queue and binding took {:.0} ms, the index's two streams{} {:.0} ms; broker memory during the index read peaked at {:.0} MiB",
+            row.label,
             row.declare.0.as_secs_f64() * 1000.0,
+            if row.label.starts_with('v') {
+                " and binding"
+            } else {
+                " (unbound)"
+            },
             row.declare.1.as_secs_f64() * 1000.0,
             row.index_broker_peak,
         );
@@ -175,9 +227,10 @@ struct Ops {
     heal: bool,
 }
 
-/// The figures of one queue version.
+/// The figures of one queue version (or the quorum queue).
 struct Row {
-    version: u8,
+    /// `v1`, `v2` (`v0`: the broker's default version) or `quorum`.
+    label: String,
     /// Declaring the dead-letter queue's objects, and the index's.
     declare: (Duration, Duration),
     peek: Option<Duration>,
@@ -198,16 +251,24 @@ struct Row {
     broker_peak: f64,
 }
 
-async fn run(n: usize, version: u8, ops: Ops) -> Row {
+async fn run(n: usize, version: u8, queue_type: QueueType, ops: Ops) -> Row {
     let queue = format!(
         "rbt.bench.dlq.{}",
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
-    let spec = ConsumerSpec::new(queue.clone(), "1s".parse().expect("delays"));
+    let mut spec = ConsumerSpec::new(queue.clone(), "1s".parse().expect("delays"));
+    if queue_type == QueueType::Quorum {
+        spec.queue_type = Some(QueueType::Quorum);
+    }
     let names = spec.names();
     let topology = Topology::of(&spec);
+    let feed = topology.index_feed().expect("the index is on by default");
+    let label = match queue_type {
+        QueueType::Quorum => "quorum".to_owned(),
+        _ => format!("v{version}"),
+    };
     let dead_letter_queue = names.dead_letter_queue.clone();
-    let connection = Connection::connect(&url(), ConnectionProperties::default())
+    let connection = Connection::connect(&first_url(), ConnectionProperties::default())
         .await
         .expect("a broker at AMQP_URL (scripts/ensure-broker.sh starts one)");
     let channel = connection.create_channel().await.expect("a channel");
@@ -234,13 +295,19 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
         )
         .await
         .expect("the dead-letter exchange");
-    let mut arguments = FieldTable::default();
-    if version > 0 {
-        arguments.insert(
-            "x-queue-version".into(),
-            AMQPValue::ShortInt(version.into()),
-        );
-    }
+    let arguments = if feed == IndexFeed::Written {
+        // As the framework declares a quorum consumer's.
+        field_table(&topology.dead_letter_queue.arguments)
+    } else {
+        let mut arguments = FieldTable::default();
+        if version > 0 {
+            arguments.insert(
+                "x-queue-version".into(),
+                AMQPValue::ShortInt(version.into()),
+            );
+        }
+        arguments
+    };
     channel
         .queue_declare(dead_letter_queue.as_str().into(), durable, arguments)
         .await
@@ -259,42 +326,54 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
     let declared = Instant::now();
     let index = &topology.dead_letter_index;
     for stream in index.queues() {
-        let mut arguments = FieldTable::default();
-        for (key, value) in &stream.arguments {
-            let value = match value {
-                Argument::Int(n) => AMQPValue::LongLongInt(*n),
-                Argument::Str(s) => AMQPValue::LongString(s.as_bytes().into()),
-                other => panic!("an index argument this bench cannot write: {other:?}"),
-            };
-            arguments.insert(key.as_str().into(), value);
-        }
         channel
-            .queue_declare(stream.name.as_str().into(), durable, arguments)
+            .queue_declare(
+                stream.name.as_str().into(),
+                durable,
+                field_table(&stream.arguments),
+            )
             .await
             .expect("an index stream");
     }
-    channel
-        .queue_bind(
-            index.binding.queue.as_str().into(),
-            index.binding.exchange.as_str().into(),
-            index.binding.routing_key.as_str().into(),
-            Default::default(),
-            FieldTable::default(),
-        )
-        .await
-        .expect("the index's binding");
+    if feed == IndexFeed::Routed {
+        channel
+            .queue_bind(
+                index.binding.queue.as_str().into(),
+                index.binding.exchange.as_str().into(),
+                index.binding.routing_key.as_str().into(),
+                Default::default(),
+                FieldTable::default(),
+            )
+            .await
+            .expect("the index's binding");
+    }
     let declare_index = declared.elapsed();
 
+    // Written: the entries go out on a channel of their own (the index
+    // writer publishes on a connection of its own).
+    let index_channel = if feed == IndexFeed::Written {
+        let index_channel = connection.create_channel().await.expect("a channel");
+        index_channel
+            .confirm_select(Default::default())
+            .await
+            .expect("confirms");
+        Some(index_channel)
+    } else {
+        None
+    };
     let started = Instant::now();
     fill(
         &channel,
+        index_channel
+            .as_ref()
+            .map(|c| (c, index.entries.name.as_str())),
         &names.dead_letter_exchange,
         &names.dead_letter_routing_key,
         n,
     )
     .await;
     println!(
-        "v{version}: filled {dead_letter_queue} and its index with {n} dead letters of 1 KiB in {:.1} s",
+        "{label}: filled {dead_letter_queue} and its index with {n} dead letters of 1 KiB in {:.1} s",
         started.elapsed().as_secs_f64()
     );
     let broker_before = broker_memory_mib();
@@ -306,7 +385,7 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
         .stream_port(stream_port())
         .stream_protocol(std::env::var("BENCH_STREAM_PROTOCOL").map_or(true, |v| v != "0"));
     let mut row = Row {
-        version,
+        label: label.clone(),
         declare: (declare_queue, declare_index),
         peek: None,
         groups: None,
@@ -375,7 +454,7 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
             row.index_rss_mib = peak_rss_mib();
             row.index_broker_peak = broker_memory_mib().unwrap_or(0.0);
             println!(
-                "v{version}: groups from the index on {readers} reader(s) over {} {:.1} s, CPU client {:.1} s / broker {:.1} s, client peak RSS {:.0} MiB",
+                "{label}: groups from the index on {readers} reader(s) over {} {:.1} s, CPU client {:.1} s / broker {:.1} s, client peak RSS {:.0} MiB",
                 report.index_protocol().map_or("-", |p| p.as_str()),
                 took.as_secs_f64(),
                 row.index_cpu.0,
@@ -412,7 +491,7 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
         row.pass_cpu = since(cpu);
         row.pass_rss_mib = peak_rss_mib();
         println!(
-            "v{version}: groups with a pass {:.1} s",
+            "{label}: groups with a pass {:.1} s",
             timed.elapsed().as_secs_f64()
         );
         assert_eq!(report.source, GroupSource::Pass);
@@ -430,7 +509,7 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
             .expect("export");
         row.export = Some(timed.elapsed());
         println!(
-            "v{version}: export {:.1} s ({} MiB of JSONL)",
+            "{label}: export {:.1} s ({} MiB of JSONL)",
             timed.elapsed().as_secs_f64(),
             sink.bytes >> 20
         );
@@ -472,7 +551,7 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
             .expect("groups");
         let index = timed.elapsed();
         println!(
-            "v{version}: out of step by one: the pass that writes a checkpoint {:.1} s ({pass_rss:.0} MiB; {}), the next read {:.2} s ({:.0} MiB; {})",
+            "{label}: out of step by one: the pass that writes a checkpoint {:.1} s ({pass_rss:.0} MiB; {}), the next read {:.2} s ({:.0} MiB; {})",
             pass.as_secs_f64(),
             first.reason(),
             index.as_secs_f64(),
@@ -490,21 +569,40 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
     row.broker_peak = sampler.await.unwrap_or(0.0);
     row.client_rss_mib = peak_rss_mib().max(row.index_rss_mib).max(row.pass_rss_mib);
 
-    let after = dlq
-        .peek(&DeadLetterFilter::default().limit(3))
-        .await
-        .expect("peek");
-    let first: Vec<String> = after
-        .matched
-        .iter()
-        .map(|m| m.message_id.clone().unwrap_or_default())
-        .collect();
-    assert_eq!(
-        first,
-        ["m-0", "m-1", "m-2"][..3.min(n)],
-        "the order is kept"
-    );
-    assert_eq!(after.kept, expected, "nothing lost");
+    if feed == IndexFeed::Written && !(ops.peek || ops.pass || ops.export || ops.heal) {
+        // Only the index was read: the queue is as the fill left it. A
+        // pass over a quorum queue takes its messages one at a time
+        // (`basic.get`), a few hundred a second on the three-node cluster,
+        // so the count is checked instead of the order.
+        let queue = channel
+            .queue_declare(
+                dead_letter_queue.as_str().into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .expect("the dead-letter queue");
+        assert_eq!(queue.message_count() as usize, expected, "nothing lost");
+    } else {
+        let after = dlq
+            .peek(&DeadLetterFilter::default().limit(3))
+            .await
+            .expect("peek");
+        let first: Vec<String> = after
+            .matched
+            .iter()
+            .map(|m| m.message_id.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            first,
+            ["m-0", "m-1", "m-2"][..3.min(n)],
+            "the order is kept"
+        );
+        assert_eq!(after.kept, expected, "nothing lost");
+    }
     dlq.close().await;
 
     for queue in topology
@@ -531,11 +629,47 @@ async fn run(n: usize, version: u8, ops: Ops) -> Row {
     row
 }
 
+/// The arguments of a declaration, as the runtime's transport writes them.
+fn field_table(arguments: &[(String, Argument)]) -> FieldTable {
+    let mut table = FieldTable::default();
+    for (key, value) in arguments {
+        let value = match value {
+            Argument::Int(n) => AMQPValue::LongLongInt(*n),
+            Argument::Str(s) => AMQPValue::LongString(s.as_bytes().into()),
+            other => panic!("an argument this bench cannot write: {other:?}"),
+        };
+        table.insert(key.as_str().into(), value);
+    }
+    table
+}
+
+/// Awaits a publisher confirm: an ack, the message not returned.
+async fn confirmed(confirm: PublisherConfirm, what: &str) {
+    match confirm.await.expect("confirmed") {
+        Confirmation::Ack(None) => {}
+        other => panic!("{what} was not taken: {other:?}"),
+    }
+}
+
 /// Publishes `n` dead letters of 1 KiB, three kinds of error, confirmed in
-/// batches, through the dead-letter exchange as a consumer does.
-async fn fill(channel: &lapin::Channel, exchange: &str, routing_key: &str, n: usize) {
+/// batches of 1000, through the dead-letter exchange as a consumer does.
+/// With `index` (a channel and the entries stream: `IndexFeed::Written`),
+/// each batch, once confirmed, is published again straight to the stream,
+/// as the consumer's index writer does; those confirms are awaited before
+/// the next batch's entries go out.
+async fn fill(
+    channel: &lapin::Channel,
+    index: Option<(&lapin::Channel, &str)>,
+    exchange: &str,
+    routing_key: &str,
+    n: usize,
+) {
+    const BATCH: usize = 1000;
     let body = vec![b'x'; 1024];
-    let mut pending = Vec::with_capacity(1000);
+    let mut pending = Vec::with_capacity(BATCH);
+    // The batch's properties, for its entries, and the entries in flight.
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut written = Vec::with_capacity(BATCH);
     for i in 0..n {
         let error = match i % 3 {
             0 => format!("order {i} not found"),
@@ -548,31 +682,48 @@ async fn fill(channel: &lapin::Channel, exchange: &str, routing_key: &str, n: us
         headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(3));
         headers.insert("x-failed-at".into(), text("2026-12-02T10:00:00.000Z"));
         headers.insert("x-dead-letter-reason".into(), text("exhausted"));
+        let properties = BasicProperties::default()
+            .with_delivery_mode(2)
+            .with_message_id(format!("m-{i}").into())
+            .with_headers(headers);
+        let mandatory = BasicPublishOptions {
+            mandatory: true,
+            ..Default::default()
+        };
         let confirm = channel
             .basic_publish(
                 exchange.into(),
                 routing_key.into(),
-                BasicPublishOptions {
-                    mandatory: true,
-                    ..Default::default()
-                },
+                mandatory,
                 &body,
-                BasicProperties::default()
-                    .with_delivery_mode(2)
-                    .with_message_id(format!("m-{i}").into())
-                    .with_headers(headers),
+                properties.clone(),
             )
             .await
             .expect("publish");
         pending.push(confirm);
-        if pending.len() == 1000 {
+        if index.is_some() {
+            batch.push(properties);
+        }
+        if pending.len() == BATCH || i + 1 == n {
             for confirm in pending.drain(..) {
-                confirm.await.expect("confirmed");
+                confirmed(confirm, "a dead letter").await;
+            }
+            if let Some((index_channel, stream)) = index {
+                for confirm in written.drain(..) {
+                    confirmed(confirm, "an index entry").await;
+                }
+                for properties in batch.drain(..) {
+                    let confirm = index_channel
+                        .basic_publish("".into(), stream.into(), mandatory, &body, properties)
+                        .await
+                        .expect("publish an entry");
+                    written.push(confirm);
+                }
             }
         }
     }
-    for confirm in pending {
-        confirm.await.expect("confirmed");
+    for confirm in written {
+        confirmed(confirm, "an index entry").await;
     }
 }
 
@@ -616,8 +767,12 @@ fn peak_rss_mib() -> f64 {
 }
 
 /// The broker's memory use (every category of `rabbitmq-diagnostics
-/// memory_breakdown` but the reserved and unused), none when it cannot be read.
+/// memory_breakdown` but the reserved and unused), none when it cannot be read
+/// or with `BENCH_BROKER_MEMORY=0`.
 fn broker_memory_mib() -> Option<f64> {
+    if std::env::var("BENCH_BROKER_MEMORY").is_ok_and(|v| v == "0") {
+        return None;
+    }
     let output = std::process::Command::new("rabbitmq-diagnostics")
         .args([
             "-q",
