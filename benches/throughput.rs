@@ -76,7 +76,7 @@
 //! `spawned`, `spawned-full` and `full` (the default set; ratios are printed
 //! against each baseline that ran), or the sides run only when named:
 //! `guarded`, `framework-unindexed`, `framework-delayed`, `delayed`,
-//! `dedupe=postgres`, `dedupe=redis`;
+//! `framework-scheduled`, `amqp1-loop`, `dedupe=postgres`, `dedupe=redis`;
 //! `BENCH_LOG` the framework's log filter (above),
 //! `BENCH_EACH=1` to print every run as it ends (to standard error),
 //! `BENCH_PREFETCH` (default: the framework's default prefetch; a list such
@@ -116,6 +116,32 @@
 //! failure rejected with requeue, a dead letter still a confirmed copy with
 //! the framework's headers). Its ratios are its own to the framework with
 //! retry tiers (throughput, then CPU per message, then the broker's).
+//!
+//! `framework-scheduled` (only when named, on a quorum target of RabbitMQ
+//! 4.3): the framework with `retry = "scheduled"`: it consumes its quorum
+//! work queue over AMQP 1.0 (fe2o3-amqp) and settles a transient failure as
+//! `modified` with `x-opt-delivery-time`, which the queue holds back; a
+//! dead letter is still a confirmed AMQP 0-9-1 copy with the framework's
+//! headers, then `accepted`. Its own topology has no retry queue. Its row's
+//! ratios are its own to the framework with retry tiers and to
+//! `framework-delayed` (when they ran), and beside each hand-written
+//! baseline's row its ratios to that baseline (`scheduled …`).
+//!
+//! `amqp1-loop` (only when named, on a quorum target of RabbitMQ 4.3): the
+//! strongest loop a careful user of fe2o3-amqp writes with the same
+//! settlements ([`amqp1_loop`]), on the article's topology without retry
+//! exchange and queues, its work queue declared as docs/amqp-1.0.md says
+//! (`x-dead-letter-strategy = at-least-once`, `x-overflow =
+//! reject-publish`, the delivery limit 20, above the one retry): a receiver
+//! link whose credit keeps the prefetch unsettled, a task per delivery, a
+//! retry `modified` with `x-opt-delivery-time` (now + the first delay),
+//! `x-opt-retry-count` and `x-opt-error`, a dead letter a confirmed AMQP
+//! 0-9-1 copy with the article's three headers, then `accepted` (the
+//! framework's way, for a like-for-like comparison, rather than `modified`
+//! with `undeliverable-here`, whose dead letter would carry `x-opt-error`
+//! where the article promises `x-error`). On any other target or broker
+//! (3.10, 4.0, classic queues) both sides are left out of the table, with a
+//! line that says so: `BENCH_SIDES` naming them does not fail the run.
 //!
 //! Two more sides run S1 and S4 only: the framework with `dedupe` on
 //! PostgreSQL (`dedupe=postgres`, `DATABASE_URL`, a pool as large as the
@@ -264,7 +290,8 @@ impl Names {
         if side.is_framework() {
             Names::framework(spec)
         } else {
-            Names::article(&spec.queue, spec.delays.as_millis(), side != Side::Delayed)
+            let tiers = !matches!(side, Side::Delayed | Side::Amqp1Loop);
+            Names::article(&spec.queue, spec.delays.as_millis(), tiers)
         }
     }
 
@@ -580,6 +607,295 @@ async fn handle_delivery(
     let _ = delivery.acker.ack(BasicAckOptions::default()).await;
 }
 
+// ---- the hand-written AMQP 1.0 loop ----
+
+/// `AMQP_URL` without its path, as fe2o3-amqp takes it: the address and the
+/// SASL PLAIN credentials; RabbitMQ 4 picks the default vhost when the open
+/// frame names none (as `tests/broker_held_retry.rs` connects).
+fn amqp10_url(node: &str) -> String {
+    let (scheme, rest) = node.split_once("://").unwrap_or(("amqp", node));
+    let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+    format!("{scheme}://{authority}")
+}
+
+/// How the hand-written AMQP 1.0 loop settles a delivery.
+enum Settle {
+    Accept,
+    /// Back to the queue, not counted as failed: a dead-letter copy that
+    /// was not confirmed (the `spawned` loop's nack with requeue).
+    Release,
+    /// A retry held back by the queue until its `x-opt-delivery-time`.
+    Modify(fe2o3_amqp::types::messaging::Modified),
+}
+
+/// What the handler tasks of the AMQP 1.0 loop share.
+struct Amqp1Work {
+    /// A confirm channel for the dead-letter copies.
+    copies: Channel,
+    dlx: ShortString,
+    dlq_key: ShortString,
+    /// The schedule: the delay of retry `n` (from 0) is `delays[n]`.
+    delays: Vec<u64>,
+    tally: Arc<Tally>,
+    settled:
+        tokio::sync::mpsc::UnboundedSender<(u64, fe2o3_amqp::link::delivery::DeliveryInfo, Settle)>,
+}
+
+/// The strongest loop a careful user of fe2o3-amqp writes for RabbitMQ
+/// 4.3's held-back retries, with the framework's settlements: a receiver
+/// link on the work queue whose credit keeps at most `prefetch` deliveries
+/// unsettled (granted again in batches of half, as the framework's link
+/// does; fe2o3's `CreditMode::Auto` would let 1.5 × prefetch be
+/// unsettled), a task spawned per delivery on the multi-thread runtime
+/// (the `spawned` loop's concurrency), each decoding the JSON payload and
+/// sending its settlement back to the link's task, which owns the
+/// `Receiver` (receiving needs `&mut`) and settles what is ready at once:
+/// the accepted ones as one disposition per range of consecutive delivery
+/// ids (`accept_all`), a retry as `modified` with `x-opt-delivery-time`
+/// (now + the schedule's delay), `x-opt-retry-count` and `x-opt-error`. A
+/// dead letter (a permanent failure, or the retries used up) is what the
+/// framework does: a copy with the article's `x-retry-count`, `x-error`
+/// and `x-failed-at` published over AMQP 0-9-1 on `connection` with its
+/// confirm awaited, then `accepted`; `released` when it is not confirmed.
+///
+/// RabbitMQ 4.3 at times sends a transfer beyond the credit fe2o3-amqp
+/// counts, and fe2o3-amqp then ends the link (`TransferLimitExceeded`; the
+/// framework's link too): its unsettled deliveries go back to the queue. As
+/// a careful user would, the loop attaches a new link and goes on; the
+/// settlements of the old link's deliveries are dropped.
+async fn amqp1_loop(
+    url: &str,
+    connection: &Connection,
+    spec: ConsumerSpec,
+    names: Names,
+    tally: Arc<Tally>,
+    stop: ShutdownHandle,
+) {
+    use fe2o3_amqp::link::Receiver;
+    use fe2o3_amqp::link::receiver::CreditMode;
+    use fe2o3_amqp::types::messaging::Body;
+    use fe2o3_amqp::types::primitives::Value;
+
+    let copies = connection.create_channel().await.expect("channel");
+    copies
+        .confirm_select(Default::default())
+        .await
+        .expect("confirms");
+    let container = format!("bench-amqp1-loop-{}", uuid::Uuid::new_v4().simple());
+    let mut amqp = fe2o3_amqp::Connection::open(container, url)
+        .await
+        .unwrap_or_else(|e| panic!("an AMQP 1.0 connection to {url}: {e:?}"));
+    let mut session = fe2o3_amqp::Session::begin(&mut amqp)
+        .await
+        .expect("an AMQP 1.0 session");
+    let prefetch = u32::from(spec.prefetch).max(1);
+    let source = format!("/queues/{}", names.work_queue);
+    let mut generation = 0u64;
+    let mut receiver = Receiver::builder()
+        .name(format!("bench-amqp1-loop-{generation}"))
+        .source(source.as_str())
+        .credit_mode(CreditMode::Manual)
+        .attach(&mut session)
+        .await
+        .expect("a receiver on the work queue");
+    receiver.set_credit(prefetch).await.expect("credit");
+    let (settled, mut settlements) = tokio::sync::mpsc::unbounded_channel();
+    let work = Arc::new(Amqp1Work {
+        copies,
+        dlx: names.dlx.as_str().into(),
+        dlq_key: names.dlq_key.as_str().into(),
+        delays: spec.delays.as_millis().to_vec(),
+        tally,
+        settled,
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut unsettled: u32 = 0;
+    let stopping = stop.wait();
+    tokio::pin!(stopping);
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut stopping => break,
+            Some(first) = settlements.recv() => {
+                // Everything the handlers settled since: the accepted ones
+                // in one go.
+                let mut accepted = Vec::new();
+                let mut next = Some(first);
+                while let Some((of, info, settle)) = next {
+                    if of != generation {
+                        // Back in the queue since that link ended.
+                        next = settlements.try_recv().ok();
+                        continue;
+                    }
+                    unsettled -= 1;
+                    let disposed = match settle {
+                        Settle::Accept => {
+                            accepted.push(info);
+                            Ok(())
+                        }
+                        Settle::Release => receiver.release(info).await,
+                        Settle::Modify(modified) => receiver.modify(info, modified).await,
+                    };
+                    disposed.expect("settle");
+                    next = settlements.try_recv().ok();
+                }
+                if !accepted.is_empty() {
+                    receiver.accept_all(accepted).await.expect("accept");
+                }
+                // Credit up to `prefetch` unsettled, in batches of half.
+                let wanted = prefetch - unsettled;
+                if wanted > receiver.credit()
+                    && wanted - receiver.credit() >= (prefetch / 2).max(1)
+                {
+                    receiver.set_credit(wanted).await.expect("credit");
+                }
+            }
+            delivery = receiver.recv::<Body<Value>>() => {
+                let delivery = match delivery {
+                    Ok(delivery) => delivery,
+                    Err(e) => {
+                        eprintln!("amqp1-loop: the link ended ({e:?}); attaching another");
+                        let _ = tokio::time::timeout(Duration::from_secs(5), receiver.close()).await;
+                        generation += 1;
+                        unsettled = 0;
+                        receiver = Receiver::builder()
+                            .name(format!("bench-amqp1-loop-{generation}"))
+                            .source(source.as_str())
+                            .credit_mode(CreditMode::Manual)
+                            .attach(&mut session)
+                            .await
+                            .expect("a receiver on the work queue");
+                        receiver.set_credit(prefetch).await.expect("credit");
+                        continue;
+                    }
+                };
+                unsettled += 1;
+                let work = work.clone();
+                tasks.spawn(async move {
+                    let (info, message) = delivery.into_parts();
+                    let settle = handle_amqp1(&work, message).await;
+                    let _ = work.settled.send((generation, info, settle));
+                });
+                while tasks.try_join_next().is_some() {}
+            }
+        }
+    }
+    tasks.abort_all();
+    let _ = tokio::time::timeout(Duration::from_secs(5), receiver.close()).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), session.end()).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), amqp.close()).await;
+    closed(work.copies.close(200, "".into())).await;
+}
+
+/// One delivery of the AMQP 1.0 loop: decode, decide, and for a dead letter
+/// publish the copy and await its confirm; the settlement to send.
+async fn handle_amqp1(
+    work: &Amqp1Work,
+    message: fe2o3_amqp::types::messaging::Message<
+        fe2o3_amqp::types::messaging::Body<fe2o3_amqp::types::primitives::Value>,
+    >,
+) -> Settle {
+    use fe2o3_amqp::types::messaging::annotations::AnnotationKey;
+    use fe2o3_amqp::types::messaging::{Body, MessageId, Modified};
+    use fe2o3_amqp::types::primitives::{OrderedMap, Symbol, Timestamp, Value};
+
+    work.tally.seen();
+    // What AMQP 0-9-1 published arrives as one data section.
+    let data: &[u8] = match &message.body {
+        Body::Data(sections) => sections.first().map_or(&[], |d| d.0.as_slice()),
+        _ => &[],
+    };
+    let msg: Msg = serde_json::from_slice(data).expect("bench payload");
+    // The broker gives the count back as a `long`, whatever it was sent as.
+    let count = match message
+        .message_annotations
+        .as_ref()
+        .and_then(|a| a.get(&"x-opt-retry-count" as &dyn AnnotationKey))
+    {
+        Some(Value::Long(n)) => *n,
+        Some(Value::Uint(n)) => i64::from(*n),
+        Some(Value::Ulong(n)) => i64::try_from(*n).unwrap_or(i64::MAX),
+        _ => 0,
+    };
+    let retries = work.delays.len() as i64;
+    let error = match msg.kind {
+        Kind::Permanent => "permanent failure",
+        Kind::TransientOnce if count == 0 => "transient failure",
+        _ => {
+            work.tally.handled(msg.id);
+            return Settle::Accept;
+        }
+    };
+    if msg.kind == Kind::TransientOnce && count < retries {
+        let delay = work.delays[count as usize];
+        let at = SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("the clock is past 1970")
+            .as_millis() as i64
+            + delay as i64;
+        let mut annotations = OrderedMap::new();
+        annotations.insert(
+            Symbol::from("x-opt-delivery-time"),
+            Value::Timestamp(Timestamp::from_milliseconds(at)),
+        );
+        annotations.insert(
+            Symbol::from("x-opt-retry-count"),
+            Value::Uint(count as u32 + 1),
+        );
+        annotations.insert(Symbol::from("x-opt-error"), Value::String(error.to_owned()));
+        return Settle::Modify(Modified {
+            delivery_failed: Some(true),
+            undeliverable_here: Some(false),
+            message_annotations: Some(annotations),
+        });
+    }
+    // A dead letter: the copy with the article's headers, confirmed.
+    let mut headers = FieldTable::default();
+    headers.insert("x-retry-count".into(), AMQPValue::LongLongInt(count));
+    headers.insert(
+        "x-error".into(),
+        AMQPValue::LongString(LongString::from(error.as_bytes())),
+    );
+    let failed_at = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+    headers.insert(
+        "x-failed-at".into(),
+        AMQPValue::LongString(failed_at.into_bytes().into()),
+    );
+    let mut properties = BasicProperties::default()
+        .with_delivery_mode(2)
+        .with_headers(headers);
+    if let Some(p) = &message.properties {
+        if let Some(MessageId::String(id)) = &p.message_id {
+            properties = properties.with_message_id(id.as_str().into());
+        }
+        if let Some(content_type) = &p.content_type {
+            properties = properties.with_content_type(content_type.as_str().into());
+        }
+    }
+    let confirm = work
+        .copies
+        .basic_publish(
+            work.dlx.clone(),
+            work.dlq_key.clone(),
+            BasicPublishOptions {
+                mandatory: true,
+                ..Default::default()
+            },
+            data,
+            properties,
+        )
+        .await;
+    let confirmed = match confirm {
+        Ok(confirm) => matches!(confirm.await, Ok(lapin::Confirmation::Ack(None))),
+        Err(_) => false,
+    };
+    if confirmed {
+        Settle::Accept
+    } else {
+        Settle::Release
+    }
+}
+
 // ---- scenarios and measurement ----
 
 #[derive(Clone, Copy)]
@@ -653,10 +969,18 @@ enum Side {
     FrameworkDelayed,
     /// The framework with its dead-letter index off. Only when named.
     FrameworkUnindexed,
+    /// The framework with `retry = "scheduled"`: consumed over AMQP 1.0, a
+    /// retry settled as `modified` with `x-opt-delivery-time`. Only when
+    /// named, on a quorum target of RabbitMQ 4.3.
+    FrameworkScheduled,
+    /// The hand-written fe2o3-amqp loop with the same settlements as
+    /// `framework-scheduled`. Only when named, on a quorum target of
+    /// RabbitMQ 4.3.
+    Amqp1Loop,
 }
 
 impl Side {
-    const ALL: [Side; 11] = [
+    const ALL: [Side; 13] = [
         Side::Framework,
         Side::Article,
         Side::Spawned,
@@ -668,6 +992,8 @@ impl Side {
         Side::Delayed,
         Side::FrameworkDelayed,
         Side::FrameworkUnindexed,
+        Side::FrameworkScheduled,
+        Side::Amqp1Loop,
     ];
     const DEFAULT: [Side; 5] = [
         Side::Framework,
@@ -690,6 +1016,8 @@ impl Side {
             Side::SpawnedFull => "spawned-full",
             Side::FrameworkDelayed => "framework-delayed",
             Side::FrameworkUnindexed => "framework-unindexed",
+            Side::FrameworkScheduled => "framework-scheduled",
+            Side::Amqp1Loop => "amqp1-loop",
         }
     }
 
@@ -702,9 +1030,17 @@ impl Side {
             Side::Framework
                 | Side::FrameworkDelayed
                 | Side::FrameworkUnindexed
+                | Side::FrameworkScheduled
                 | Side::DedupePostgres
                 | Side::DedupeRedis
         )
+    }
+
+    /// Whether it needs a quorum target on RabbitMQ 4.3 or later, which
+    /// holds a `modified` delivery back until its `x-opt-delivery-time`:
+    /// elsewhere it is left out of the table (with a line that says so).
+    fn needs_scheduled_retries(self) -> bool {
+        matches!(self, Side::FrameworkScheduled | Side::Amqp1Loop)
     }
 
     /// What the side changes in the framework's spec of a run: its retry
@@ -712,6 +1048,7 @@ impl Side {
     fn configure(self, spec: &mut ConsumerSpec) {
         match self {
             Side::FrameworkDelayed => spec.retry = RetryBackend::Delayed,
+            Side::FrameworkScheduled => spec.retry = RetryBackend::Scheduled,
             Side::FrameworkUnindexed => spec.dead_letter_index = DeadLetterIndex::Off,
             _ => {}
         }
@@ -970,6 +1307,7 @@ async fn start(
         Side::Framework
         | Side::FrameworkDelayed
         | Side::FrameworkUnindexed
+        | Side::FrameworkScheduled
         | Side::DedupePostgres
         | Side::DedupeRedis => {
             let mut builder = Runtime::builder()
@@ -1074,6 +1412,19 @@ async fn start(
             });
             (stop, task)
         }
+        Side::Amqp1Loop => {
+            let stop = ShutdownHandle::default();
+            // AMQP 0-9-1 for the dead-letter copies, AMQP 1.0 to consume.
+            let connection = connect(target).await;
+            let url = amqp10_url(target.first_node());
+            let (spec, names, tally, stop2) =
+                (spec.clone(), names.clone(), tally.clone(), stop.clone());
+            let task = tokio::spawn(async move {
+                amqp1_loop(&url, &connection, spec, names, tally, stop2).await;
+                closed(connection.close(200, "".into())).await;
+            });
+            (stop, task)
+        }
     }
 }
 
@@ -1084,6 +1435,78 @@ async fn declare(target: &Target, spec: &ConsumerSpec, names: &Names, side: Side
         declare_framework(target, spec, side).await;
     } else {
         declare_article(target, spec, names, side).await;
+    }
+}
+
+/// Whether `target`'s broker holds a `modified` delivery back until its
+/// `x-opt-delivery-time` (RabbitMQ 4.3 and later), asked as the framework
+/// asks it before it declares anything for `retry = "scheduled"`: a broker
+/// that applies the delayed retry arguments of 4.3's quorum queues refuses
+/// them on a classic queue (`PRECONDITION_FAILED`); 3.10 and 4.0 accept
+/// them as any unknown argument.
+async fn holds_back(target: &Target) -> bool {
+    let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes()));
+    let connection = connect(target).await;
+    let channel = connection.create_channel().await.expect("channel");
+    let probe = format!("bench.probe.{}", uuid::Uuid::new_v4().simple());
+    let mut arguments = FieldTable::default();
+    arguments.insert("x-delayed-retry-type".into(), text("failed"));
+    arguments.insert("x-delayed-retry-min".into(), AMQPValue::LongLongInt(1));
+    arguments.insert("x-expires".into(), AMQPValue::LongLongInt(60_000));
+    let declared = channel
+        .queue_declare(
+            probe.as_str().into(),
+            QueueDeclareOptions::default(),
+            arguments,
+        )
+        .await;
+    let holds = match declared {
+        Err(e) => e.to_string().contains("x-delayed-retry"),
+        Ok(_) => {
+            let _ = channel
+                .queue_delete(probe.as_str().into(), QueueDeleteOptions::default())
+                .await;
+            closed(channel.close(200, "".into())).await;
+            false
+        }
+    };
+    closed(connection.close(200, "".into())).await;
+    holds
+}
+
+/// The sides of `sides` that run on `target`: those that need RabbitMQ
+/// 4.3's held-back retries only on a quorum target of a broker that holds
+/// back (a line says which are left out, and why).
+async fn sides_on(target: &Target, sides: &[Side]) -> Vec<Side> {
+    let needing: Vec<&str> = sides
+        .iter()
+        .filter(|side| side.needs_scheduled_retries())
+        .map(|side| side.name())
+        .collect();
+    if needing.is_empty() {
+        return sides.to_vec();
+    }
+    let why = if target.queue_type != QueueType::Quorum {
+        Some("classic queues")
+    } else if !holds_back(target).await {
+        Some("a broker before RabbitMQ 4.3, which does not hold a `modified` delivery back")
+    } else {
+        None
+    };
+    match why {
+        None => sides.to_vec(),
+        Some(why) => {
+            println!(
+                "{}: {} left out: they need a quorum target on RabbitMQ 4.3; this is {why}",
+                target.name,
+                needing.join(", ")
+            );
+            sides
+                .iter()
+                .copied()
+                .filter(|side| !side.needs_scheduled_retries())
+                .collect()
+        }
     }
 }
 
@@ -1098,6 +1521,13 @@ async fn declare_framework(target: &Target, spec: &ConsumerSpec, side: Side) {
             (spec.effective_queue_type(), spec.retry),
             (QueueType::Quorum, RetryBackend::Delayed),
             "the framework-delayed side needs a quorum target (BENCH_TARGETS=single-quorum) on RabbitMQ 4.3"
+        );
+    }
+    if side == Side::FrameworkScheduled {
+        assert_eq!(
+            (spec.effective_queue_type(), spec.retry),
+            (QueueType::Quorum, RetryBackend::Scheduled),
+            "the framework-scheduled side needs a quorum target (BENCH_TARGETS=single-quorum) on RabbitMQ 4.3"
         );
     }
     rabbit_backoff::topology::declare_topology(&*connection, &Topology::of(spec))
@@ -1165,6 +1595,20 @@ async fn declare_article(target: &Target, spec: &ConsumerSpec, names: &Names, si
         work.insert("x-delayed-retry-type".into(), text("failed"));
         work.insert("x-delayed-retry-min".into(), AMQPValue::LongLongInt(delay));
         work.insert("x-delayed-retry-max".into(), AMQPValue::LongLongInt(delay));
+    }
+    if side == Side::Amqp1Loop {
+        assert!(
+            quorum,
+            "the amqp1-loop side needs a quorum target (BENCH_TARGETS=single-quorum) on RabbitMQ 4.3"
+        );
+        // The work queue a careful user of 4.3's held-back retries declares
+        // (docs/amqp-1.0.md): dead letters the queue moves itself (a
+        // delivery limit reached) are not dropped, nor is a publish
+        // beyond its length. `x-delivery-limit` (above) is over the one
+        // retry of the schedule: each `modified` retry counts as a failed
+        // delivery.
+        work.insert("x-dead-letter-strategy".into(), text("at-least-once"));
+        work.insert("x-overflow".into(), text("reject-publish"));
     }
     let mut queues = vec![(names.work_queue.clone(), work)];
     for (ms, queue) in &names.retry_queues {
@@ -1792,6 +2236,20 @@ async fn table(
             })
             .collect();
         let framework_at = sides.iter().position(|s| *s == Side::Framework);
+        let scheduled_at = sides.iter().position(|s| *s == Side::FrameworkScheduled);
+        let delayed_at = sides.iter().position(|s| *s == Side::FrameworkDelayed);
+        // Side `a` to side `b`: throughput, CPU per message, the broker's.
+        let to = |a: usize, b: usize| {
+            format!(
+                "{:.2}x, {:.2}x{}",
+                summary[a].0.0 / summary[b].0.0,
+                summary[a].1 / summary[b].1,
+                match (median_of(&brokers[a]), median_of(&brokers[b])) {
+                    (Some(a), Some(b)) => format!(", {:.2}x", a / b),
+                    _ => String::new(),
+                }
+            )
+        };
         for (i, side) in sides.iter().enumerate() {
             if !side.runs(scenario) {
                 continue;
@@ -1802,7 +2260,17 @@ async fn table(
                 (Some(ours), Some(theirs)) => format!(", {:.2}x", ours / theirs),
                 _ => String::new(),
             };
-            let ratio = match framework_at {
+            let mut ratio = match framework_at {
+                // `retry = "scheduled"`: to the framework with tiers, and
+                // with `retry = "delayed"`.
+                _ if *side == Side::FrameworkScheduled => [
+                    framework_at.map(|f| format!("{} of the framework with retry tiers", to(i, f))),
+                    delayed_at.map(|d| format!("{} of framework-delayed", to(i, d))),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join("; "),
                 Some(f) if side.dedupe() => format!(
                     "{:.2}x, {:.2}x of the framework without dedupe",
                     rate.0 / summary[f].0.0,
@@ -1837,6 +2305,15 @@ async fn table(
                 }
                 _ => String::new(),
             };
+            // Beside each baseline, the scheduled framework's ratios to it.
+            if let Some(sched) = scheduled_at
+                && !side.is_framework()
+            {
+                if !ratio.is_empty() {
+                    ratio.push_str("; ");
+                }
+                ratio.push_str(&format!("scheduled {}", to(sched, i)));
+            }
             println!(
                 "{:<4} {:<19} {:>10.0} {:>10.0} {:>10.0} {:>11.1} {:>11} {:>6}   {}",
                 scenario.name,
@@ -1973,6 +2450,10 @@ fn main() {
             }
         }
         for target in &targets {
+            let sides = sides_on(target, &sides).await;
+            if sides.is_empty() {
+                continue;
+            }
             let mut measured = Vec::new();
             for &prefetch in &prefetches {
                 measured.push((prefetch, table(target, &sides, n, n_s1, reps, prefetch, &only).await));

@@ -440,6 +440,8 @@ async fn killed_connections_lose_nothing_with_scheduled_retries() {
     }
     dead.sort_unstable();
     dead.dedup();
+    let more = depth(channel, &dlq).await;
+    eprintln!("dead letters beyond one per message: {more}");
     let permanent: Vec<u64> = (0..N).filter(|id| id % 50 == 0).collect();
     assert_eq!(
         dead, permanent,

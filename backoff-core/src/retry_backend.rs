@@ -66,6 +66,11 @@ pub enum RetryBackend {
     /// millisecond, jitter and `max_age`. Quorum queues and RabbitMQ 4.3 or
     /// later only (a consumer refuses to start on a broker that would
     /// ignore the delivery time).
+    ///
+    /// Experimental: with a backlog, the AMQP 1.0 client (fe2o3-amqp
+    /// 0.18) ends the link when RabbitMQ delivers past the credit it
+    /// granted, and the link's unsettled deliveries are handled again
+    /// (docs/rabbitmq-versions.md, "Scheduled retries on 4.3").
     Scheduled,
 }
 
