@@ -1097,6 +1097,25 @@ async fn a_pass_killed_midway_loses_nothing_and_the_next_puts_the_order_right() 
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     pass.kill().unwrap();
     pass.wait().unwrap();
+    // The killed pass's flag is ready again once the broker has seen its
+    // connection close: on a loaded machine that can take longer than the
+    // few seconds the next pass waits for it (`FLAG_RETURN`). A pass killed
+    // before it raised its flag rotated nothing, and leaves none to wait for.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        let probe = connection.create_channel().await.unwrap();
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        };
+        let flag = probe
+            .queue_declare(marker.as_str().into(), passive, FieldTable::default())
+            .await;
+        if flag.is_ok_and(|q| q.message_count() > 0) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 
     let peek = json(&cli(&["dlq", "peek", "--queue", &f.queue, "--json"]));
     let ids: Vec<usize> = peek["matched"]
