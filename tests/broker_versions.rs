@@ -528,6 +528,18 @@ async fn a_quorum_consumer_writes_its_index_and_groups_from_it() {
         s.queue_type = Some(QueueType::Quorum);
     })
     .await;
+    // The runtime's index writer removes the old binding as it starts, on
+    // a connection of its own: wait until it has.
+    let bound = || {
+        let listed = rabbitmqctl()
+            .args(["-q", "list_bindings", "source_name", "destination_name"])
+            .output()
+            .expect("rabbitmqctl runs");
+        String::from_utf8_lossy(&listed.stdout)
+            .lines()
+            .any(|line| line.contains(&binding.exchange) && line.contains(&binding.queue))
+    };
+    eventually("the old binding removed", WAIT, || !bound()).await;
     let publisher = publisher().await;
     for id in 0..3 {
         running

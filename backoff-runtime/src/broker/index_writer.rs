@@ -167,8 +167,16 @@ impl Writer {
         }
     }
 
-    /// Registers `index`, and declares it on the current connection.
+    /// Registers `index`, and declares it on the current connection: at
+    /// once, so that the binding an earlier version left is gone before the
+    /// first dead letter (a connection that cannot be opened now is opened
+    /// at the first entry, and declares every index then).
     async fn add(&mut self, index: DeadLetterIndexDecl, mode: DeclareMode) {
+        if self.session.is_none() {
+            self.indexes.push((index, mode));
+            self.connect().await;
+            return;
+        }
         if let Some(session) = &mut self.session {
             if let Err(e) = declare(&*session.connection, &index, mode).await {
                 tracing::info!(
