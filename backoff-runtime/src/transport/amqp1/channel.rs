@@ -2,19 +2,18 @@
 //! link per consumer (and per `get`), each in a task of its own.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use fe2o3_amqp::link::{CreditMode, Receiver, ReceiverAttachError, RecvError};
+use fe2o3_amqp::link::RecvError;
 use fe2o3_amqp::session::SessionHandle;
-use fe2o3_amqp::types::definitions::{AmqpError, ErrorCondition};
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 use tokio::sync::mpsc;
 
-use super::address::queue_address;
+use super::attach::{SharedSession, attach_receiver, link_name};
 use super::command::{Command, Commands};
 use super::link::{Link, Mode};
 use super::message::AnyBody;
@@ -38,7 +37,7 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// One AMQP 1.0 session.
 pub(crate) struct Amqp1Channel {
     /// `None` once closed.
-    session: tokio::sync::Mutex<Option<SessionHandle<()>>>,
+    session: SharedSession,
     /// The credit of the next consumer's link (`qos`); 0: unlimited.
     prefetch: AtomicU32,
     /// Each open link's commands, by name.
@@ -58,57 +57,15 @@ fn refused<T: Send + 'static>(what: &str) -> BoxFuture<'static, Result<T, Transp
     Box::pin(std::future::ready(Err(error)))
 }
 
-/// A refused attach in the transport's terms: a queue that does not exist
-/// is `NOT_FOUND`, as AMQP 0-9-1 says it.
-fn attach_error(queue: &str, error: ReceiverAttachError) -> TransportError {
-    match error {
-        ReceiverAttachError::RemoteClosedWithError(e)
-            if e.condition == ErrorCondition::AmqpError(AmqpError::NotFound) =>
-        {
-            TransportError::Refused {
-                code: crate::transport::NOT_FOUND,
-                text: e
-                    .description
-                    .unwrap_or_else(|| format!("no queue '{queue}'")),
-            }
-        }
-        ReceiverAttachError::RemoteClosedWithError(e) => TransportError::Other(format!(
-            "attaching to queue '{queue}': {:?}{}",
-            e.condition,
-            e.description.map(|d| format!(": {d}")).unwrap_or_default()
-        )),
-        other => TransportError::Other(format!("attaching to queue '{queue}': {other}")),
-    }
-}
-
-fn link_name(kind: &str) -> String {
-    format!("rabbit-backoff-{kind}-{}", uuid::Uuid::new_v4().simple())
-}
-
 impl Amqp1Channel {
     /// A channel on `session`, of a connection watched by `lost`.
     pub(crate) fn new(session: SessionHandle<()>, lost: Lost) -> Self {
         Amqp1Channel {
-            session: tokio::sync::Mutex::new(Some(session)),
+            session: Arc::new(tokio::sync::Mutex::new(Some(session))),
             prefetch: AtomicU32::new(0),
             links: Mutex::new(HashMap::new()),
             lost,
         }
-    }
-
-    /// Attaches a receiver link named `name` to `queue`, without credit.
-    async fn attach(&self, name: &str, queue: &str) -> Result<Receiver, TransportError> {
-        let mut session = self.session.lock().await;
-        let session = session
-            .as_mut()
-            .ok_or_else(|| TransportError::Closed("the AMQP 1.0 channel is closed".into()))?;
-        Receiver::builder()
-            .name(name)
-            .source(queue_address(queue))
-            .credit_mode(CreditMode::Manual)
-            .attach(session)
-            .await
-            .map_err(|e| attach_error(queue, e))
     }
 
     /// Starts `link` and keeps its commands, forgetting those of links
@@ -137,7 +94,7 @@ impl Amqp1Channel {
 
     async fn get_one(&self, queue: &str) -> Result<Option<Delivery>, TransportError> {
         let name = link_name("get");
-        let mut receiver = self.attach(&name, queue).await?;
+        let mut receiver = attach_receiver(&self.session, &name, queue).await?;
         let flow = async {
             receiver.set_credit(1).await?;
             receiver.drain().await
@@ -237,7 +194,7 @@ impl Channel for Amqp1Channel {
     fn consume<'a>(&'a self, queue: &'a str) -> BoxFuture<'a, Result<Deliveries, TransportError>> {
         Box::pin(self.lost.or_fail(async move {
             let name = link_name("consumer");
-            let mut receiver = self.attach(&name, queue).await?;
+            let mut receiver = attach_receiver(&self.session, &name, queue).await?;
             let prefetch = match self.prefetch.load(Ordering::Relaxed) {
                 0 => UNLIMITED_CREDIT,
                 n => n,
@@ -248,7 +205,12 @@ impl Channel for Amqp1Channel {
             let (sink, deliveries) = mpsc::unbounded_channel();
             let (link, commands) = Link::new(
                 receiver,
-                Mode::Consume { sink, prefetch },
+                Mode::Consume {
+                    sink,
+                    prefetch,
+                    queue: queue.to_owned(),
+                    session: self.session.clone(),
+                },
                 self.lost.clone(),
             );
             self.start(name.clone(), link, commands);

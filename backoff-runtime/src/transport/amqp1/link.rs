@@ -2,6 +2,23 @@
 //! [`Receiver`] (receiving needs `&mut`), numbers the deliveries 1, 2, 3…,
 //! keeps the unsettled ones in order, and settles them on the commands its
 //! [`Acker`](crate::transport::Acker)s send.
+//!
+//! A consumer's task also recycles its link when fe2o3-amqp dropped a
+//! transfer as beyond the link's credit. RabbitMQ 4.3 sends a `flow` with
+//! its delivery count when a link's credit runs out, and fe2o3-amqp 0.18
+//! takes that count at once, while transfers the broker sent before the
+//! flow still wait in the link's buffer: each of them is then counted
+//! twice, the next credit the receiver grants reaches further than it
+//! thinks, and it refuses what comes beyond its own count
+//! (`TransferLimitExceeded`), keeping no trace of it. The broker holds each
+//! such message as delivered until the link detaches. So the task grants no
+//! more credit, lets the deliveries it handed over be settled, then
+//! detaches (the broker returns what was dropped to the queue, without
+//! counting a delivery) and attaches a new link with a fresh count, on the
+//! same session and for the same consumer. Nothing is lost or handed over
+//! twice; the consumer pauses for as long as its slowest delivery takes.
+//! The fix upstream: apply a sender's `flow` to the receiver's delivery
+//! count in order with the transfers (in the session, where both arrive).
 
 use std::collections::BTreeMap;
 
@@ -10,6 +27,7 @@ use fe2o3_amqp::link::{Receiver, RecvError};
 use tokio::sync::mpsc;
 
 use super::acker::LinkAcker;
+use super::attach::{SharedSession, attach_receiver, link_name};
 use super::command::{Command, Commands, Outcome};
 use super::message::{AnyBody, Received, delivery};
 use crate::transport::{Acker, Delivery, Lost, TransportError};
@@ -21,7 +39,13 @@ pub(crate) type Sink = mpsc::UnboundedSender<Result<Delivery, TransportError>>;
 pub(crate) enum Mode {
     /// A consumer's: receives until closed, hands each delivery to the
     /// sink, and grants credit up to `prefetch` unsettled deliveries.
-    Consume { sink: Sink, prefetch: u32 },
+    Consume {
+        sink: Sink,
+        prefetch: u32,
+        /// The queue and the session, to attach again when recycling.
+        queue: String,
+        session: SharedSession,
+    },
     /// A `get`'s: received its one delivery already; detaches once it is
     /// settled.
     Get,
@@ -35,6 +59,9 @@ pub(crate) struct Link {
     last_tag: u64,
     /// The deliveries not settled yet, by tag.
     unsettled: BTreeMap<u64, DeliveryInfo>,
+    /// Transfers fe2o3-amqp dropped as beyond the credit since the link
+    /// was attached: the link is recycled once `unsettled` is empty.
+    dropped: u32,
     commands: mpsc::UnboundedReceiver<Command>,
     /// The ackers' way to the task: weak, so that the task ends when every
     /// acker and the channel's handle are gone.
@@ -60,6 +87,7 @@ impl Link {
             mode,
             last_tag: 0,
             unsettled: BTreeMap::new(),
+            dropped: 0,
             commands: receiving,
             to_self: commands.downgrade(),
             lost,
@@ -144,6 +172,14 @@ impl Link {
                             self.refuse(e.info, &e.source.to_string()).await;
                             continue;
                         }
+                        Err(RecvError::TransferLimitExceeded) => {
+                            self.dropped += 1;
+                            if let Err(error) = self.recycle_when_settled().await {
+                                self.hand_over(Err(error));
+                                return;
+                            }
+                            continue;
+                        }
                         Err(e) => {
                             let error = TransportError::Closed(format!(
                                 "the AMQP 1.0 link {} ended: {e}",
@@ -207,7 +243,45 @@ impl Link {
                 self.receiver.name()
             ))
         })?;
+        if self.dropped > 0 {
+            return self.recycle_when_settled().await;
+        }
         self.refill().await
+    }
+
+    /// Once every delivery handed over is settled, replaces a link that
+    /// dropped transfers with a new one (see the module's documentation);
+    /// until then, grants no credit.
+    async fn recycle_when_settled(&mut self) -> Result<(), TransportError> {
+        let Mode::Consume {
+            prefetch,
+            queue,
+            session,
+            ..
+        } = &self.mode
+        else {
+            return Ok(());
+        };
+        if !self.unsettled.is_empty() {
+            return Ok(());
+        }
+        let old = self.receiver.name().to_owned();
+        let name = link_name("consumer");
+        let mut receiver = attach_receiver(session, &name, queue).await?;
+        receiver.set_credit(*prefetch).await.map_err(|e| {
+            TransportError::Closed(format!("granting credit on queue '{queue}': {e}"))
+        })?;
+        let old_receiver = std::mem::replace(&mut self.receiver, receiver);
+        tracing::debug!(
+            "AMQP 1.0 link {old} on queue '{queue}': fe2o3-amqp dropped {} transfer(s) as \
+             beyond the credit; replaced by {name}, the broker returns them to the queue",
+            self.dropped
+        );
+        self.dropped = 0;
+        if let Err(e) = old_receiver.close().await {
+            tracing::debug!("detaching the AMQP 1.0 link {old}: {e}");
+        }
+        Ok(())
     }
 
     /// Grants the broker credit up to `prefetch` unsettled deliveries, in

@@ -6,6 +6,7 @@
 //! and publishing stay on AMQP 0-9-1.
 mod acker;
 mod address;
+mod attach;
 mod channel;
 mod command;
 mod connection;
