@@ -49,6 +49,11 @@ pub struct Dlq {
     /// The AMQP URL of the node it is connected to, when it connected with
     /// one (the stream protocol's host, user and virtual host).
     pub(super) amqp_uri: Option<String>,
+    /// The other nodes of the comma-separated list given to
+    /// [`connect`](Self::connect): an index read that fails on the node of
+    /// its connection (a stream without a running replica there, which
+    /// AMQP 0-9-1 reads from) is tried through each of them.
+    pub(super) other_nodes: Vec<String>,
     pub(super) stream_port: u16,
     pub(super) stream_protocol: bool,
 }
@@ -94,6 +99,11 @@ impl Dlq {
             })
             .or(uris.first())
             .map(|u| (*u).to_owned());
+        dlq.other_nodes = uris
+            .iter()
+            .filter(|u| dlq.amqp_uri.as_deref() != Some(**u))
+            .map(|u| (*u).to_owned())
+            .collect();
         Ok(dlq)
     }
 
@@ -115,6 +125,7 @@ impl Dlq {
             use_index: true,
             index_readers: DEFAULT_INDEX_READERS,
             amqp_uri: None,
+            other_nodes: Vec::new(),
             stream_port: DEFAULT_STREAM_PORT,
             stream_protocol: true,
         })

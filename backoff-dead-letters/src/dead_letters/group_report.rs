@@ -10,13 +10,17 @@ use crate::dead_letters::checkpoint::CheckpointWriter;
 use crate::dead_letters::checkpoint_note::CheckpointNote;
 use crate::dead_letters::filter::DeadLetterFilter;
 use crate::dead_letters::group::{DeadLetterGroup, GroupTally};
-use crate::dead_letters::index::{index_exists, index_groups};
+use crate::dead_letters::index::{IndexRead, index_exists, index_groups};
 use crate::dead_letters::index_fallback::IndexFallback;
 use crate::dead_letters::index_protocol::IndexProtocol;
 use crate::dead_letters::message::DeadLetterMessage;
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::transport::Delivery;
+use rabbit_backoff_runtime::transport::{AmqpTransport, Connection, Transport};
 
 /// What [`Dlq::group_report`](crate::Dlq::group_report) read.
 ///
@@ -143,7 +147,90 @@ impl GroupReport {
     }
 }
 
+impl GroupReport {
+    /// The report of a read of the index.
+    fn of_index(read: IndexRead) -> GroupReport {
+        GroupReport {
+            groups: read.groups,
+            source: GroupSource::Index,
+            fallback: None,
+            checkpoint: read
+                .checkpoint
+                .map(|offset| CheckpointNote::ReadFrom { offset }),
+            protocol: read.protocol,
+        }
+    }
+}
+
+/// How long a read of the index through another node waits for its
+/// connection.
+const ELSEWHERE_CONNECT: Duration = Duration::from_secs(10);
+
 impl Dlq {
+    /// Reads the index through each other node given to
+    /// [`connect`](Self::connect) in turn, after it could not be read
+    /// through the node of the connection (`reason`): AMQP 0-9-1 reads a
+    /// stream from the replica on the node it is connected to, and a
+    /// replica can stay stopped for minutes after its leader's node
+    /// restarted while the others run. The first read that is not
+    /// [`IndexFallback::Unreadable`], else the first reason; with the
+    /// connection of a read that found the index out of step, through which
+    /// the pass writes its checkpoint.
+    async fn index_groups_elsewhere(
+        &self,
+        filter: &DeadLetterFilter,
+        reason: String,
+    ) -> (
+        Result<IndexRead, IndexFallback>,
+        Option<Arc<dyn Connection>>,
+    ) {
+        let stream = self.stream_endpoint();
+        for uri in &self.other_nodes {
+            let transport = AmqpTransport::new(uri.as_str());
+            let node = transport.describe();
+            let connection = match tokio::time::timeout(ELSEWHERE_CONNECT, transport.connect())
+                .await
+            {
+                Ok(Ok(connection)) => connection,
+                Ok(Err(e)) => {
+                    tracing::info!(
+                        "{}: the dead-letter index could not be read through {node} either: {e}",
+                        self.names.dead_letter_queue
+                    );
+                    continue;
+                }
+                Err(_) => continue,
+            };
+            let read = index_groups(
+                &*connection,
+                &self.names,
+                filter,
+                self.index_readers,
+                stream.as_ref(),
+            )
+            .await;
+            match read {
+                Err(IndexFallback::Unreadable { reason: there }) => {
+                    tracing::info!(
+                        "{}: the dead-letter index could not be read through {node} either: {there}",
+                        self.names.dead_letter_queue
+                    );
+                    connection.close().await;
+                }
+                Ok(read) => {
+                    tracing::info!(
+                        "{}: the dead-letter index was read through {node} ({reason})",
+                        self.names.dead_letter_queue
+                    );
+                    connection.close().await;
+                    return (Ok(read), None);
+                }
+                Err(why) => return (Err(why), Some(connection)),
+            }
+        }
+        (Err(IndexFallback::Unreadable { reason }), None)
+    }
+
     /// The matching messages grouped by reason and error fingerprint, largest
     /// group first, without removing any or changing their order: from the
     /// dead-letter index when it describes the queue, else from a pass
@@ -172,6 +259,9 @@ impl Dlq {
     /// groups the message that left instead of the one that came, until
     /// either leaves the queue through a pass.
     pub async fn group_report(&self, filter: &DeadLetterFilter) -> Result<GroupReport, Error> {
+        // A connection to another node, where the index could be read when
+        // it could not through this one: the checkpoint is written there.
+        let mut elsewhere: Option<Arc<dyn Connection>> = None;
         let fallback = if self.use_index {
             let stream = self.stream_endpoint();
             match index_groups(
@@ -183,16 +273,15 @@ impl Dlq {
             )
             .await
             {
-                Ok(read) => {
-                    return Ok(GroupReport {
-                        groups: read.groups,
-                        source: GroupSource::Index,
-                        fallback: None,
-                        checkpoint: read
-                            .checkpoint
-                            .map(|offset| CheckpointNote::ReadFrom { offset }),
-                        protocol: read.protocol,
-                    });
+                Ok(read) => return Ok(GroupReport::of_index(read)),
+                Err(IndexFallback::Unreadable { reason }) => {
+                    match self.index_groups_elsewhere(filter, reason).await {
+                        (Ok(read), _) => return Ok(GroupReport::of_index(read)),
+                        (Err(why), there) => {
+                            elsewhere = there;
+                            why
+                        }
+                    }
                 }
                 Err(why) => why,
             }
@@ -210,7 +299,14 @@ impl Dlq {
         // here: it is always a pass, and sees only part of the queue).
         let heal =
             matches!(fallback, IndexFallback::CountMismatch { .. }) && filter.limit.is_none();
-        self.pass_report(filter, fallback, heal).await
+        let index_connection = elsewhere.as_ref().unwrap_or(&self.connection);
+        let report = self
+            .pass_report(filter, fallback, heal, &**index_connection)
+            .await;
+        if let Some(connection) = elsewhere {
+            connection.close().await;
+        }
+        report
     }
 
     /// Reads the whole dead-letter queue with a pass and leaves a
@@ -253,23 +349,30 @@ impl Dlq {
             "{}: rebuilding the dead-letter index with a pass over the queue",
             self.names.dead_letter_queue
         );
-        self.pass_report(&DeadLetterFilter::default(), IndexFallback::Rebuild, true)
-            .await
+        self.pass_report(
+            &DeadLetterFilter::default(),
+            IndexFallback::Rebuild,
+            true,
+            &*self.connection,
+        )
+        .await
     }
 
     /// The groups of what matches `filter`, read with a pass, which leaves
-    /// a checkpoint of the index when `checkpoint_it` (then the pass reads
-    /// every message, and the filter picks the groups).
+    /// a checkpoint of the index through `index_connection` when
+    /// `checkpoint_it` (then the pass reads every message, and the filter
+    /// picks the groups).
     pub(super) async fn pass_report(
         &self,
         filter: &DeadLetterFilter,
         fallback: IndexFallback,
         checkpoint_it: bool,
+        index_connection: &dyn Connection,
     ) -> Result<GroupReport, Error> {
         let mut writer = None;
         let mut checkpoint = None;
         if checkpoint_it {
-            match CheckpointWriter::begin(&*self.connection, &self.names).await {
+            match CheckpointWriter::begin(index_connection, &self.names).await {
                 Ok(began) => writer = Some(began),
                 Err(e) => checkpoint = Some(self.not_written(&e)),
             }
@@ -303,7 +406,7 @@ impl Dlq {
         };
         report?;
         if let Some(writer) = writer {
-            checkpoint = Some(match writer.finish(&*self.connection).await {
+            checkpoint = Some(match writer.finish(index_connection).await {
                 Ok(offset) => CheckpointNote::Written { offset },
                 Err(e) => self.not_written(&e),
             });
