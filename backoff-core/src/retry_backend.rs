@@ -58,19 +58,16 @@ pub enum RetryBackend {
     /// settles the delivery as `modified` with `x-opt-delivery-time` (now
     /// plus the exact delay), `x-opt-retry-count` and `x-opt-error`, and the
     /// quorum work queue delivers it again at that time with those
-    /// annotations; a dead letter settles it as `modified` with
-    /// `undeliverable-here`, and the queue dead-letters it itself, with
-    /// `x-opt-error`, `x-opt-reason`, `x-opt-retry-count` and
-    /// `x-opt-failed-at`. No retry queue, no copy. The whole schedule: the
-    /// exponential forms, the error type's own ladders, `RetryAfter` to the
-    /// millisecond, jitter and `max_age`. Quorum queues and RabbitMQ 4.3 or
-    /// later only (a consumer refuses to start on a broker that would
+    /// annotations. No retry queue, no retry copy. A dead letter stays a
+    /// confirmed copy with the article's headers (`x-retry-count`,
+    /// `x-error`, `x-failed-at`), as with tiers: RabbitMQ keeps only `x-opt-`
+    /// annotations on a message it dead-letters itself. The whole schedule:
+    /// the exponential forms, the error type's own ladders, `RetryAfter` to
+    /// the millisecond, jitter and `max_age`. Quorum queues and RabbitMQ 4.3
+    /// or later only (a consumer refuses to start on a broker that would
     /// ignore the delivery time).
     ///
-    /// Experimental: with a backlog, the AMQP 1.0 client (fe2o3-amqp
-    /// 0.18) ends the link when RabbitMQ delivers past the credit it
-    /// granted, and the link's unsettled deliveries are handled again
-    /// (docs/rabbitmq-versions.md, "Scheduled retries on 4.3").
+    /// Experimental (docs/rabbitmq-versions.md, "Scheduled retries on 4.3").
     Scheduled,
 }
 
