@@ -649,7 +649,7 @@ async fn the_outbox_commits_with_the_handlers_writes_and_publishes_after_the_com
     shop.publish(&publisher, 2, true).await;
     let (_c, channel) = channel().await;
     let dead_letters = format!("{}.dlq", shop.queue);
-    eventually_async("the refused order dead-lettered", || async {
+    eventually_async("the refused order dead-lettered", WAIT, || async {
         depth(&channel, &dead_letters).await == 1
     })
     .await;
@@ -689,7 +689,7 @@ async fn outbox_messages_left_by_a_process_that_died_after_its_commit_are_relaye
     for id in 1..=5 {
         shop.publish(&publisher, id, false).await;
     }
-    eventually_async("five orders committed", || async {
+    eventually_async("five orders committed", WAIT, || async {
         shop.effects().await.len() == 5
     })
     .await;
@@ -703,7 +703,7 @@ async fn outbox_messages_left_by_a_process_that_died_after_its_commit_are_relaye
         store.with_relay_interval(Duration::from_millis(200))
     };
     let (a, b) = tokio::join!(shop.runtime(fast()), shop.runtime(fast()));
-    eventually_async("the outbox emptied", || async {
+    eventually_async("the outbox emptied", WAIT, || async {
         shop.outbox_rows().await == 0
     })
     .await;
@@ -743,7 +743,7 @@ async fn an_immediate_retry_rolls_back_the_failed_calls_writes() {
         .unwrap();
     let publisher = publisher().await;
     shop.publish(&publisher, 9, false).await;
-    eventually_async("the order handled on its immediate retry", || async {
+    eventually_async("the order handled on its immediate retry", WAIT, || async {
         calls.of(9) == 2 && shop.outbox_rows().await == 0 && !shop.effects().await.is_empty()
     })
     .await;
@@ -757,18 +757,6 @@ async fn an_immediate_retry_rolls_back_the_failed_calls_writes() {
     running.stop().await.unwrap();
     publisher.close().await;
     shop.drop_table().await;
-}
-
-async fn eventually_async<F, Fut>(what: &str, mut condition: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = std::time::Instant::now() + WAIT;
-    while !condition().await {
-        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 // ---- stores that go down ----

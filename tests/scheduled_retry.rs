@@ -630,7 +630,7 @@ async fn dlq_groups_and_replays_a_scheduled_dead_letter() {
     };
     publish(&c.channel, &c.queue, &Job::new(5, Fail::Permanent, None)).await;
     let dlq_name = c.spec.names().dead_letter_queue;
-    eventually_async("the dead letter", || async {
+    eventually_async("the dead letter", WAIT, || async {
         depth(&c.channel, &dlq_name).await == 1
     })
     .await;
@@ -671,19 +671,4 @@ async fn dlq_groups_and_replays_a_scheduled_dead_letter() {
     );
     dlq.close().await;
     c.stop().await;
-}
-
-/// Waits until an asynchronous condition holds.
-async fn eventually_async<F: std::future::Future<Output = bool>>(
-    what: &str,
-    mut condition: impl FnMut() -> F,
-) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !condition().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: not within {WAIT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }

@@ -558,7 +558,7 @@ async fn a_copy_the_broker_does_not_take_keeps_the_original(
     );
     // A delivery still unacked when the channel closed is requeued by the
     // queue after the close, not before the close's answer.
-    eventually_async("the original back in its queue", || async {
+    eventually_async("the original back in its queue", WAIT, || async {
         h.depth(&queue).await == 1
     })
     .await;
@@ -886,7 +886,7 @@ async fn a_requeue_and_a_reject_in_the_middle_of_a_run(backend: Backend) {
         assert_eq!(h.handled(id), 1, "step {id} acked once");
     }
     assert!(h.journal.calls_for(1).iter().all(|s| s.retry_count == 0));
-    eventually_async("step 1 back in its queue", || async {
+    eventually_async("step 1 back in its queue", WAIT, || async {
         h.depth(&queue).await == 1
     })
     .await;
@@ -952,7 +952,7 @@ async fn a_killed_connection_redelivers_exactly_what_had_not_finished(backend: B
     let connection = backend.transport.connect().await.expect("connect");
     let channel = connection.open_channel().await.expect("a channel");
     let queue = h.spec.queue.clone();
-    eventually_async("step 0 acked the second time", || async {
+    eventually_async("step 0 acked the second time", WAIT, || async {
         let queue = channel.check_queue(&queue).await.expect("the queue");
         queue.messages == 0 && h.handled(0) == 2
     })
@@ -966,21 +966,6 @@ async fn a_killed_connection_redelivers_exactly_what_had_not_finished(backend: B
     connection.close().await;
     drop(killer);
     h.stop().await;
-}
-
-/// Waits until an asynchronous condition holds.
-async fn eventually_async<F: std::future::Future<Output = bool>>(
-    what: &str,
-    mut condition: impl FnMut() -> F,
-) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !condition().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: not within {WAIT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// `retry = "delayed"`: on RabbitMQ 4.3 a failed message is rejected with

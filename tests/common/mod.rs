@@ -164,6 +164,22 @@ pub async fn eventually(what: &str, timeout: Duration, mut condition: impl FnMut
     }
 }
 
+/// Waits until an asynchronous `condition` holds, or fails the test.
+pub async fn eventually_async<F: std::future::Future<Output = bool>>(
+    what: &str,
+    timeout: Duration,
+    mut condition: impl FnMut() -> F,
+) {
+    let deadline = Instant::now() + timeout;
+    while !condition().await {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 pub fn header<'a>(
     props: &'a lapin::BasicProperties,
     name: &str,

@@ -177,16 +177,10 @@ impl Writer {
             self.connect().await;
             return;
         }
-        if let Some(session) = &mut self.session {
-            if let Err(e) = declare(&*session.connection, &index, mode).await {
-                tracing::info!(
-                    "the dead-letter index {} is not declared ({e}); `dlq groups` reads the \
-                     dead-letter queue until it is",
-                    index.entries.name
-                );
-            } else {
-                session.streams.insert(index.entries.name.clone());
-            }
+        if let Some(session) = &mut self.session
+            && declared(&*session.connection, &index, mode).await
+        {
+            session.streams.insert(index.entries.name.clone());
         }
         self.indexes.push((index, mode));
     }
@@ -294,15 +288,8 @@ impl Writer {
         };
         let mut streams = HashSet::new();
         for (index, mode) in &self.indexes {
-            match declare(&*connection, index, *mode).await {
-                Ok(()) => {
-                    streams.insert(index.entries.name.clone());
-                }
-                Err(e) => tracing::info!(
-                    "the dead-letter index {} is not declared ({e}); `dlq groups` reads the \
-                     dead-letter queue until it is",
-                    index.entries.name
-                ),
+            if declared(&*connection, index, *mode).await {
+                streams.insert(index.entries.name.clone());
             }
         }
         self.session = Some(Session {
@@ -341,6 +328,26 @@ impl Writer {
         }
         self.dropped += 1;
         None
+    }
+}
+
+/// Declares `index` through `connection` ([`declare`]); whether it was, and
+/// when not, says why and what `dlq groups` does meanwhile.
+async fn declared(
+    connection: &dyn Connection,
+    index: &DeadLetterIndexDecl,
+    mode: DeclareMode,
+) -> bool {
+    match declare(connection, index, mode).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::info!(
+                "the dead-letter index {} is not declared ({e}); `dlq groups` reads the \
+                 dead-letter queue until it is",
+                index.entries.name
+            );
+            false
+        }
     }
 }
 

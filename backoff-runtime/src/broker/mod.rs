@@ -8,7 +8,7 @@
 
 pub(crate) mod confirm_channel;
 pub(crate) mod declare;
-pub(crate) mod delayed_retry_probe;
+pub(crate) mod held_retry_probe;
 pub(crate) mod index_writer;
 pub(crate) mod inspect;
 pub(crate) mod metadata_watch;

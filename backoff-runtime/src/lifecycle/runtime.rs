@@ -14,7 +14,7 @@ use rabbit_backoff_core::{
 use tokio::task::JoinSet;
 
 use crate::broker::declare::establish_topology;
-use crate::broker::delayed_retry_probe::check_delayed_retries;
+use crate::broker::held_retry_probe::check_broker_holds_retries;
 use crate::broker::index_writer::IndexWriter;
 use crate::broker::metadata_watch::watch_metadata;
 use crate::consume::consumer::Consumer;
@@ -349,7 +349,7 @@ impl Runtime {
         for registration in &self.consumers {
             let spec = registration.spec();
             if spec.retry != RetryBackend::Tiers {
-                check_delayed_retries(&**connection, &spec.queue, spec.retry).await?;
+                check_broker_holds_retries(&**connection, &spec.queue, spec.retry).await?;
             }
             establish_topology(&**connection, &Topology::of(spec), spec.declare).await?;
         }

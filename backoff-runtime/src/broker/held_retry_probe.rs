@@ -1,5 +1,7 @@
-//! Whether the broker applies RabbitMQ 4.3's delayed retries, asked before a
-//! consumer with `retry = "delayed"` or `"scheduled"` declares anything.
+//! Whether the broker holds retries back as RabbitMQ 4.3 does (its delayed
+//! retries, and a `modified` delivery held until its `x-opt-delivery-time`),
+//! asked before a consumer with `retry = "delayed"` or `"scheduled"`
+//! declares anything.
 
 use rabbit_backoff_core::{Argument, QueueDecl, RetryBackend, SpecError, delayed_arguments};
 
@@ -35,7 +37,7 @@ const PROBE_EXPIRES_MS: i64 = 60_000;
 /// as they like; and nothing of the consumer's topology is declared on a
 /// broker that would ignore it, where a work queue declared with arguments
 /// it ignores would keep them, unapplied.
-pub(crate) async fn check_delayed_retries(
+pub(crate) async fn check_broker_holds_retries(
     connection: &dyn Connection,
     queue: &str,
     backend: RetryBackend,
