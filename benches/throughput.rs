@@ -695,14 +695,24 @@ async fn amqp1_loop(
     let prefetch = u32::from(spec.prefetch).max(1);
     let source = format!("/queues/{}", names.work_queue);
     let mut generation = 0u64;
-    let mut receiver = Receiver::builder()
-        .name(format!("bench-amqp1-loop-{generation}"))
-        .source(source.as_str())
-        .credit_mode(CreditMode::Manual)
-        .attach(&mut session)
-        .await
-        .expect("a receiver on the work queue");
-    receiver.set_credit(prefetch).await.expect("credit");
+    // A receiver with `prefetch` credit, named after its generation.
+    async fn attach(
+        session: &mut fe2o3_amqp::session::SessionHandle<()>,
+        source: &str,
+        generation: u64,
+        prefetch: u32,
+    ) -> Receiver {
+        let mut receiver = Receiver::builder()
+            .name(format!("bench-amqp1-loop-{generation}"))
+            .source(source)
+            .credit_mode(CreditMode::Manual)
+            .attach(session)
+            .await
+            .expect("a receiver on the work queue");
+        receiver.set_credit(prefetch).await.expect("credit");
+        receiver
+    }
+    let mut receiver = attach(&mut session, &source, generation, prefetch).await;
     let (settled, mut settlements) = tokio::sync::mpsc::unbounded_channel();
     let work = Arc::new(Amqp1Work {
         copies,
@@ -723,15 +733,8 @@ async fn amqp1_loop(
             // Every delivery taken is settled: a new link, and the broker
             // returns the dropped messages as the old one detaches.
             generation += 1;
-            let new = Receiver::builder()
-                .name(format!("bench-amqp1-loop-{generation}"))
-                .source(source.as_str())
-                .credit_mode(CreditMode::Manual)
-                .attach(&mut session)
-                .await
-                .expect("a receiver on the work queue");
+            let new = attach(&mut session, &source, generation, prefetch).await;
             let old = std::mem::replace(&mut receiver, new);
-            receiver.set_credit(prefetch).await.expect("credit");
             let _ = tokio::time::timeout(Duration::from_secs(5), old.close()).await;
             dropped = 0;
         }
@@ -789,14 +792,7 @@ async fn amqp1_loop(
                         generation += 1;
                         unsettled = 0;
                         dropped = 0;
-                        receiver = Receiver::builder()
-                            .name(format!("bench-amqp1-loop-{generation}"))
-                            .source(source.as_str())
-                            .credit_mode(CreditMode::Manual)
-                            .attach(&mut session)
-                            .await
-                            .expect("a receiver on the work queue");
-                        receiver.set_credit(prefetch).await.expect("credit");
+                        receiver = attach(&mut session, &source, generation, prefetch).await;
                         continue;
                     }
                 };
