@@ -23,7 +23,7 @@ use common::*;
 use futures_util::future::join_all;
 use lapin::options::BasicGetOptions;
 use lapin::{Connection, ConnectionProperties};
-use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, GroupSource};
+use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, GroupReport, GroupSource};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::topology::Topology;
 use rabbit_backoff::{Health, QueueType, RunningRuntime};
@@ -738,4 +738,85 @@ async fn a_consumer_on_classic_queues_it_did_not_choose_warns_once_on_the_cluste
         1,
         "classic named: no warning"
     );
+}
+
+/// `dlq groups` given the cluster's nodes reads the dead-letter index
+/// through another node when the node of its connection has no replica of
+/// the index's streams (AMQP 0-9-1 reads a stream from the local replica:
+/// `does not have a running replica on the local node`); after a node loss
+/// a replica can stay stopped for minutes. Here the replicas on the first
+/// node of the list are deleted.
+#[tokio::test]
+async fn dlq_groups_reads_the_index_through_another_node_when_its_own_has_no_replica() {
+    let _serial = SERIAL.lock().await;
+    require_cluster();
+    let spec = spec_of("cluster-index-elsewhere", QueueType::Classic);
+    let _cleanup = Cleanup::of(&spec).at(&cluster_url(0));
+    let names = spec.names();
+    let journal = Journal::default();
+    let running = start(&spec, 0, &journal).await;
+    let publisher = Publisher::connect(&cluster_url(0))
+        .await
+        .expect("the publisher connects");
+    publish(
+        &publisher,
+        &spec,
+        (0..3).map(|id| Job::new(id, Fail::Permanent, None)),
+    )
+    .await;
+    let connection = connect_from(0).await;
+    let channel = connection.create_channel().await.expect("a channel");
+    eventually_async("three dead letters", Duration::from_secs(30), || async {
+        depth(&channel, &names.dead_letter_queue).await == 3
+    })
+    .await;
+    running.stop().await.expect("the consumer stops");
+    publisher.close().await;
+
+    for stream in [
+        names.dead_letter_index(),
+        names.dead_letter_index_removals(),
+    ] {
+        let call = format!(
+            "rabbit_stream_queue:delete_replica(<<\"/\">>, <<\"{stream}\">>, '{}').",
+            NODES[1].0
+        );
+        let output = CLUSTER.script(&["ctl", "-n", NODES[0].0, "eval", &call]);
+        assert!(
+            output.status.success() && String::from_utf8_lossy(&output.stdout).contains("ok"),
+            "deleting the replica of {stream} on {}: {}{}",
+            NODES[1].0,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    // Alone, the node without the replicas cannot read the index.
+    let report = groups_through(&node_url(1), &spec).await;
+    assert_eq!(report.source, GroupSource::Pass, "{}", report.reason());
+    assert!(
+        report.reason().contains("running replica"),
+        "{}",
+        report.reason()
+    );
+
+    // Given every node, starting with it, it reads the index elsewhere.
+    let report = groups_through(&cluster_url(1), &spec).await;
+    assert_eq!(report.source, GroupSource::Index, "{}", report.reason());
+    let total: usize = report.groups.iter().map(|g| g.count).sum();
+    assert_eq!(total, 3, "{:?}", report.groups);
+    let _ = connection.close(200, "".into()).await;
+}
+
+/// What `dlq groups` answers, connected through `uri`.
+async fn groups_through(uri: &str, spec: &ConsumerSpec) -> GroupReport {
+    let dlq = Dlq::connect(uri, spec)
+        .await
+        .expect("the operator tools connect");
+    let report = dlq
+        .group_report(&DeadLetterFilter::default())
+        .await
+        .expect("dlq groups answers");
+    dlq.close().await;
+    report
 }
