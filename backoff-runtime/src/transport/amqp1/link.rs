@@ -13,9 +13,9 @@
 //! (`TransferLimitExceeded`), keeping no trace of it. The broker holds each
 //! such message as delivered until the link detaches. So the task grants no
 //! more credit, lets the deliveries it handed over be settled, then
-//! detaches (the broker returns what was dropped to the queue, without
-//! counting a delivery) and attaches a new link with a fresh count, on the
-//! same session and for the same consumer. Nothing is lost or handed over
+//! detaches (the broker returns what was dropped to the queue) and
+//! attaches a new link with a fresh count, on the same session and for the
+//! same consumer. Nothing is lost or handed over
 //! twice; the consumer pauses for as long as its slowest delivery takes.
 //! The fix upstream: apply a sender's `flow` to the receiver's delivery
 //! count in order with the transfers (in the session, where both arrive).
