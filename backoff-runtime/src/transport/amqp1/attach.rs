@@ -34,6 +34,22 @@ pub(crate) async fn attach_receiver(
         .map_err(|e| attach_error(queue, e))
 }
 
+/// Attaches a consumer's receiver link named `name` to `queue` on
+/// `session`, with `credit`.
+pub(crate) async fn attach_consumer(
+    session: &SharedSession,
+    name: &str,
+    queue: &str,
+    credit: u32,
+) -> Result<Receiver, TransportError> {
+    let mut receiver = attach_receiver(session, name, queue).await?;
+    receiver
+        .set_credit(credit)
+        .await
+        .map_err(|e| TransportError::Closed(format!("granting credit on queue '{queue}': {e}")))?;
+    Ok(receiver)
+}
+
 /// A refused attach in the transport's terms: a queue that does not exist
 /// is `NOT_FOUND`, as AMQP 0-9-1 says it.
 fn attach_error(queue: &str, error: ReceiverAttachError) -> TransportError {

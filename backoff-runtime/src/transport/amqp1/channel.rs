@@ -13,7 +13,7 @@ use futures_util::future::BoxFuture;
 use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 use tokio::sync::mpsc;
 
-use super::attach::{SharedSession, attach_receiver, link_name};
+use super::attach::{SharedSession, attach_consumer, attach_receiver, link_name};
 use super::command::{Command, Commands};
 use super::link::{Link, Mode};
 use super::message::AnyBody;
@@ -194,14 +194,11 @@ impl Channel for Amqp1Channel {
     fn consume<'a>(&'a self, queue: &'a str) -> BoxFuture<'a, Result<Deliveries, TransportError>> {
         Box::pin(self.lost.or_fail(async move {
             let name = link_name("consumer");
-            let mut receiver = attach_receiver(&self.session, &name, queue).await?;
             let prefetch = match self.prefetch.load(Ordering::Relaxed) {
                 0 => UNLIMITED_CREDIT,
                 n => n,
             };
-            receiver.set_credit(prefetch).await.map_err(|e| {
-                TransportError::Closed(format!("granting credit on queue '{queue}': {e}"))
-            })?;
+            let receiver = attach_consumer(&self.session, &name, queue, prefetch).await?;
             let (sink, deliveries) = mpsc::unbounded_channel();
             let (link, commands) = Link::new(
                 receiver,

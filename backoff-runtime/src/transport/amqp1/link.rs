@@ -27,7 +27,7 @@ use fe2o3_amqp::link::{Receiver, RecvError};
 use tokio::sync::mpsc;
 
 use super::acker::LinkAcker;
-use super::attach::{SharedSession, attach_receiver, link_name};
+use super::attach::{SharedSession, attach_consumer, link_name};
 use super::command::{Command, Commands, Outcome};
 use super::message::{AnyBody, Received, delivery};
 use crate::transport::{Acker, Delivery, Lost, TransportError};
@@ -267,10 +267,7 @@ impl Link {
         }
         let old = self.receiver.name().to_owned();
         let name = link_name("consumer");
-        let mut receiver = attach_receiver(session, &name, queue).await?;
-        receiver.set_credit(*prefetch).await.map_err(|e| {
-            TransportError::Closed(format!("granting credit on queue '{queue}': {e}"))
-        })?;
+        let receiver = attach_consumer(session, &name, queue, *prefetch).await?;
         let old_receiver = std::mem::replace(&mut self.receiver, receiver);
         tracing::debug!(
             "AMQP 1.0 link {old} on queue '{queue}': fe2o3-amqp dropped {} transfer(s) as \
