@@ -105,6 +105,19 @@ impl GroupReport {
         self.protocol
     }
 
+    /// The report of a read of the index.
+    fn of_index(read: IndexRead) -> GroupReport {
+        GroupReport {
+            groups: read.groups,
+            source: GroupSource::Index,
+            fallback: None,
+            checkpoint: read
+                .checkpoint
+                .map(|offset| CheckpointNote::ReadFrom { offset }),
+            protocol: read.protocol,
+        }
+    }
+
     /// The report, saying why the index was not read.
     pub fn with_fallback(mut self, fallback: IndexFallback) -> Self {
         self.fallback = Some(fallback);
@@ -147,21 +160,6 @@ impl GroupReport {
     }
 }
 
-impl GroupReport {
-    /// The report of a read of the index.
-    fn of_index(read: IndexRead) -> GroupReport {
-        GroupReport {
-            groups: read.groups,
-            source: GroupSource::Index,
-            fallback: None,
-            checkpoint: read
-                .checkpoint
-                .map(|offset| CheckpointNote::ReadFrom { offset }),
-            protocol: read.protocol,
-        }
-    }
-}
-
 /// How long a read of the index through another node waits for its
 /// connection.
 const ELSEWHERE_CONNECT: Duration = Duration::from_secs(10);
@@ -188,19 +186,24 @@ impl Dlq {
         for uri in &self.other_nodes {
             let transport = AmqpTransport::new(uri.as_str());
             let node = transport.describe();
-            let connection = match tokio::time::timeout(ELSEWHERE_CONNECT, transport.connect())
-                .await
-            {
-                Ok(Ok(connection)) => connection,
-                Ok(Err(e)) => {
-                    tracing::info!(
-                        "{}: the dead-letter index could not be read through {node} either: {e}",
-                        self.names.dead_letter_queue
-                    );
-                    continue;
-                }
-                Err(_) => continue,
+            let unreadable = |why: &dyn std::fmt::Display| {
+                tracing::info!(
+                    "{}: the dead-letter index could not be read through {node} either: {why}",
+                    self.names.dead_letter_queue
+                );
             };
+            let connection =
+                match tokio::time::timeout(ELSEWHERE_CONNECT, transport.connect()).await {
+                    Ok(Ok(connection)) => connection,
+                    Ok(Err(e)) => {
+                        unreadable(&e);
+                        continue;
+                    }
+                    Err(_) => {
+                        unreadable(&format_args!("no connection within {ELSEWHERE_CONNECT:?}"));
+                        continue;
+                    }
+                };
             let read = index_groups(
                 &*connection,
                 &self.names,
@@ -211,10 +214,7 @@ impl Dlq {
             .await;
             match read {
                 Err(IndexFallback::Unreadable { reason: there }) => {
-                    tracing::info!(
-                        "{}: the dead-letter index could not be read through {node} either: {there}",
-                        self.names.dead_letter_queue
-                    );
+                    unreadable(&there);
                     connection.close().await;
                 }
                 Ok(read) => {
