@@ -81,6 +81,14 @@ pub fn link_trace(span: &tracing::Span, headers: Option<&FieldTable>) {
     crate::telemetry::trace_context::link_trace(span, headers);
 }
 
+/// Now on the framework's clock: the system's, moved forward by however far
+/// tokio's clock has been advanced past real time (so virtual under paused
+/// tokio time). What the in-memory broker reads an `x-opt-delivery-time`
+/// against.
+pub fn now() -> std::time::SystemTime {
+    crate::telemetry::wall_clock::now()
+}
+
 /// Now on the framework's clock (virtual under paused tokio time), RFC 3339
 /// in UTC with milliseconds: what `x-failed-at` and `x-replayed-at` hold.
 pub fn now_rfc3339() -> String {

@@ -1,6 +1,8 @@
 //! [`Modification`]: how a delivery is settled as AMQP 1.0's `modified`
 //! outcome, with the message annotations it sets.
 
+use lapin::types::{AMQPValue, LongString};
+
 /// A settlement as AMQP 1.0's `modified` outcome
 /// ([`Acker::modify`](super::Acker::modify)): what RabbitMQ 4.3 holds back
 /// until `x-opt-delivery-time`, or dead-letters through the queue's
@@ -72,4 +74,35 @@ impl Modification {
         self.annotations.push((key.to_owned(), value));
         self
     }
+}
+
+impl AnnotationValue {
+    /// The value as an AMQP 0-9-1 consumer reads it in the message's
+    /// headers, as RabbitMQ converts it: a string as a long string, an
+    /// unsigned integer as an unsigned 32-bit one, a timestamp in Unix
+    /// seconds (a time before 1970 as 0).
+    ///
+    /// ```
+    /// use rabbit_backoff::lapin::types::AMQPValue;
+    /// use rabbit_backoff::transport::AnnotationValue;
+    ///
+    /// assert_eq!(AnnotationValue::Uint(3).as_header(), AMQPValue::LongUInt(3));
+    /// assert_eq!(
+    ///     AnnotationValue::Timestamp(1_700_000_005_999).as_header(),
+    ///     AMQPValue::Timestamp(1_700_000_005),
+    /// );
+    /// ```
+    pub fn as_header(&self) -> AMQPValue {
+        match self {
+            AnnotationValue::String(s) => AMQPValue::LongString(LongString::from(s.as_bytes())),
+            AnnotationValue::Uint(v) => AMQPValue::LongUInt(*v),
+            AnnotationValue::Timestamp(ms) => unix_ms_header(*ms),
+        }
+    }
+}
+
+/// AMQP 1.0's timestamp (Unix milliseconds) as AMQP 0-9-1's (Unix
+/// seconds), as RabbitMQ converts it; a time before 1970 is 0.
+pub(crate) fn unix_ms_header(milliseconds: i64) -> AMQPValue {
+    AMQPValue::Timestamp(u64::try_from(milliseconds.div_euclid(1000)).unwrap_or(0))
 }

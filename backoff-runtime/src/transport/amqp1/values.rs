@@ -2,6 +2,7 @@
 //! headers: total, never panicking, nested no deeper than
 //! [`MAX_DEPTH`].
 
+use crate::transport::modification::unix_ms_header;
 use fe2o3_amqp::types::primitives::{SimpleValue, Value};
 use lapin::types::{AMQPValue, ByteArray, FieldArray, FieldTable, LongString, ShortString};
 
@@ -31,7 +32,7 @@ pub(crate) fn simple_field_value(value: &SimpleValue) -> Option<AMQPValue> {
         SimpleValue::Float(v) => AMQPValue::Float(v.into_inner()),
         SimpleValue::Double(v) => AMQPValue::Double(v.into_inner()),
         SimpleValue::Char(v) => text(&v.to_string()),
-        SimpleValue::Timestamp(t) => timestamp(t.milliseconds()),
+        SimpleValue::Timestamp(t) => unix_ms_header(t.milliseconds()),
         SimpleValue::Uuid(u) => text(&uuid_text(u.as_inner())),
         SimpleValue::Binary(b) => AMQPValue::ByteArray(ByteArray::from(b.as_slice())),
         SimpleValue::String(s) => text(s),
@@ -61,7 +62,7 @@ fn convert(value: &Value, depth: usize) -> Option<AMQPValue> {
         Value::Float(v) => AMQPValue::Float(v.into_inner()),
         Value::Double(v) => AMQPValue::Double(v.into_inner()),
         Value::Char(v) => text(&v.to_string()),
-        Value::Timestamp(t) => timestamp(t.milliseconds()),
+        Value::Timestamp(t) => unix_ms_header(t.milliseconds()),
         Value::Uuid(u) => text(&uuid_text(u.as_inner())),
         Value::Binary(b) => AMQPValue::ByteArray(ByteArray::from(b.as_slice())),
         Value::String(s) => text(s),
@@ -127,12 +128,6 @@ fn ulong(v: u64) -> AMQPValue {
         Ok(v) => AMQPValue::LongLongInt(v),
         Err(_) => text(&v.to_string()),
     }
-}
-
-/// AMQP 1.0's timestamp (Unix milliseconds) as AMQP 0-9-1's (Unix
-/// seconds), as RabbitMQ converts it; a time before 1970 is 0.
-fn timestamp(milliseconds: i64) -> AMQPValue {
-    AMQPValue::Timestamp(u64::try_from(milliseconds.div_euclid(1000)).unwrap_or(0))
 }
 
 /// A UUID's 16 bytes as its hyphenated text.
