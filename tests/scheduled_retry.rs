@@ -672,3 +672,153 @@ async fn dlq_groups_and_replays_a_scheduled_dead_letter() {
     dlq.close().await;
     c.stop().await;
 }
+
+/// The shared case: the same consumer, the same messages and the same
+/// assertions on RabbitMQ 4.3 and on the in-memory broker emulating 4.3
+/// (`TestBroker::emulating(Release::V4_3)`, on tokio's paused clock), so
+/// that the twin is held to what the real broker does. Before 4.3, the real
+/// broker and the in-memory one emulating 3.10 both refuse the consumer.
+mod shared {
+    use std::sync::Arc;
+
+    use rabbit_backoff::lapin::BasicProperties;
+    use rabbit_backoff::testing::{Release, TestBroker};
+    use rabbit_backoff::transport::{AmqpTransport, Transport};
+
+    use super::common::seam::OnBroker;
+    use super::*;
+
+    /// What a scheduled consumer on `transport` does with a message that
+    /// always fails, one that fails permanently and one that fails once.
+    async fn holds_retries_back(transport: Arc<dyn Transport>, shared: bool) {
+        let journal = Journal::default();
+        let queue = unique("scheduled-shared");
+        let builder = Runtime::builder()
+            .state(journal.clone())
+            .consumer_with(process_job, |s| scheduled(s, &queue));
+        let on = OnBroker::start(transport, shared, builder).await;
+        let props = || BasicProperties::default().with_delivery_mode(2);
+        on.publish_json(&Job::new(1, Fail::Transient, None), props())
+            .await;
+        on.publish_json(&Job::new(2, Fail::Permanent, None), props())
+            .await;
+        on.publish_json(&Job::new(3, Fail::Transient, Some(1)), props())
+            .await;
+
+        let mut dead = Vec::new();
+        for _ in 0..2 {
+            let letter = on.next_dead_letter().await;
+            let job: Job = serde_json::from_slice(&letter.data).expect("a job");
+            dead.push((job.id, letter.properties));
+        }
+        dead.sort_by_key(|(id, _)| *id);
+        let [(1, exhausted), (2, permanent)] = &dead[..] else {
+            panic!(
+                "dead letters of jobs 1 and 2, not {:?}",
+                dead.iter().map(|d| d.0).collect::<Vec<_>>()
+            );
+        };
+        assert_eq!(
+            header_str(exhausted, "x-dead-letter-reason").as_deref(),
+            Some("exhausted")
+        );
+        assert_eq!(header_int(exhausted, "x-retry-count"), Some(3));
+        assert_eq!(
+            header_str(exhausted, "x-error").as_deref(),
+            Some("dependency unavailable (job 1)")
+        );
+        assert!(header_str(exhausted, "x-failed-at").is_some_and(|at| at.ends_with('Z')));
+        assert!(header_str(exhausted, "x-first-failed-at").is_some_and(|at| at.ends_with('Z')));
+        for annotation in ["x-opt-error", "x-opt-retry-count", "x-opt-delivery-time"] {
+            assert!(
+                header(exhausted, annotation).is_none(),
+                "{annotation} left on the dead letter"
+            );
+        }
+        assert_eq!(
+            header_str(permanent, "x-dead-letter-reason").as_deref(),
+            Some("permanent")
+        );
+        assert_eq!(header_int(permanent, "x-retry-count"), Some(0));
+
+        let calls = journal.calls_for(1);
+        assert_eq!(
+            calls.iter().map(|s| s.retry_count).collect::<Vec<_>>(),
+            [0, 1, 2, 3]
+        );
+        for (hop, pair) in calls.windows(2).enumerate() {
+            let (waited, asked) = (
+                pair[1].at - pair[0].at,
+                Duration::from_millis(DELAYS_MS[hop]),
+            );
+            assert!(
+                waited >= asked && waited <= asked + LATE,
+                "retry {}: back after {waited:?}, asked {asked:?}",
+                hop + 1
+            );
+            assert_eq!(
+                pair[1].held_error.as_deref(),
+                Some("dependency unavailable (job 1)"),
+                "the error rides on every hop"
+            );
+        }
+        eventually("job 3 handled on its retry", WAIT, || journal.reached(3, 1)).await;
+        for ms in DELAYS_MS {
+            assert_eq!(
+                on.try_depth(&on.spec.names().retry_queue(ms)).await,
+                None,
+                "no {ms} ms tier"
+            );
+        }
+        on.stop().await;
+    }
+
+    /// The consumer refuses to start on `transport`, naming the queue and
+    /// what 4.3 would do.
+    async fn refuses(transport: Arc<dyn Transport>) {
+        let queue = unique("scheduled-shared");
+        let runtime = Runtime::builder()
+            .transport(transport)
+            .state(Journal::default())
+            .handle_signals(false)
+            .consumer_with(process_job, |s| scheduled(s, &queue))
+            .build()
+            .expect("a valid runtime");
+        let error = tokio::time::timeout(WAIT, runtime.run())
+            .await
+            .expect("refused at once")
+            .expect_err("refused");
+        assert!(
+            matches!(
+                &error,
+                Error::InvalidSpec {
+                    queue: refused,
+                    source: SpecError::ScheduledUnsupported { .. },
+                } if refused == &queue
+            ),
+            "{error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn rabbitmq() {
+        let transport = Arc::new(AmqpTransport::new(url()));
+        if broker_version() < (4, 3) {
+            refuses(transport).await;
+        } else {
+            holds_retries_back(transport, true).await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn in_memory() {
+        holds_retries_back(Arc::new(TestBroker::emulating(Release::V4_3)), false).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn in_memory_emulating_3_10_refuses() {
+        let broker = TestBroker::new();
+        refuses(Arc::new(broker.clone())).await;
+        assert!(broker.queue_names().is_empty(), "nothing declared");
+    }
+}

@@ -61,7 +61,11 @@ impl Backend {
     }
 
     fn in_memory() -> Self {
-        let broker = rabbit_backoff::testing::TestBroker::new();
+        Backend::in_memory_emulating(rabbit_backoff::testing::Release::V3_10)
+    }
+
+    fn in_memory_emulating(release: rabbit_backoff::testing::Release) -> Self {
+        let broker = rabbit_backoff::testing::TestBroker::emulating(release);
         Backend {
             transport: Arc::new(broker.clone()),
             shared: false,
@@ -90,10 +94,12 @@ impl Backend {
     }
 
     /// Whether the broker applies RabbitMQ 4.3's delayed retries: the real
-    /// one from 4.3 on; not the in-memory broker, which refuses
-    /// `retry = "delayed"` as RabbitMQ 3.10 and 4.0 do.
+    /// one from 4.3 on, the in-memory one when it emulates 4.3.
     fn applies_delayed_retries(&self) -> bool {
-        self.memory.is_none() && broker_version() >= (4, 3)
+        match &self.memory {
+            Some(broker) => broker.release() == rabbit_backoff::testing::Release::V4_3,
+            None => broker_version() >= (4, 3),
+        }
     }
 
     fn in_memory_of(broker: &rabbit_backoff::testing::TestBroker) -> Self {
@@ -974,8 +980,8 @@ async fn a_killed_connection_redelivers_exactly_what_had_not_finished(backend: B
 /// `x-delivery-count`; one that keeps failing ends in the dead-letter queue
 /// with `x-error` and its count; a permanent one goes there at once; no
 /// retry queue exists. On a broker that would ignore the arguments (3.10,
-/// 4.0, the in-memory broker) the consumer refuses to start, naming the
-/// queue and the argument, and declares nothing.
+/// 4.0, the in-memory broker emulating 3.10) the consumer refuses to start,
+/// naming the queue and the argument, and declares nothing.
 async fn delayed_retries_wait_on_4_3_and_are_refused_before(backend: Backend) {
     let delayed = |spec: &mut ConsumerSpec| {
         spec.queue_type = Some(QueueType::Quorum);
@@ -1140,3 +1146,17 @@ on_every_broker!(
     a_killed_connection_redelivers_exactly_what_had_not_finished,
     delayed_retries_wait_on_4_3_and_are_refused_before,
 );
+
+/// The cases where releases differ, on the in-memory broker emulating
+/// RabbitMQ 4.3, on tokio's paused clock.
+mod in_memory_4_3 {
+    use rabbit_backoff::testing::Release;
+
+    #[tokio::test(start_paused = true)]
+    async fn delayed_retries_wait_on_4_3_and_are_refused_before() {
+        super::delayed_retries_wait_on_4_3_and_are_refused_before(
+            super::Backend::in_memory_emulating(Release::V4_3),
+        )
+        .await
+    }
+}

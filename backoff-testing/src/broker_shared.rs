@@ -18,6 +18,7 @@ use crate::exchange::Exchange;
 use crate::lock::{lock, read, write};
 use crate::queue::{DeadLetter, DeadLetterRouter, Queue};
 use crate::queue_config::{QueueConfig, assert_equivalent};
+use crate::release::Release;
 use crate::replies;
 use crate::stored_message::Stored;
 
@@ -33,6 +34,8 @@ pub(crate) struct BrokerShared {
     pub(crate) majority_lost: AtomicBool,
     clock: Clock,
     ids: AtomicU64,
+    /// The release it behaves as.
+    pub(crate) release: Release,
 }
 
 /// Exchanges and queues by name.
@@ -70,7 +73,7 @@ impl Clock {
 }
 
 impl BrokerShared {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(release: Release) -> Self {
         let mut exchanges = HashMap::new();
         for (name, kind) in [
             ("amq.direct", ExchangeKind::Direct),
@@ -94,6 +97,7 @@ impl BrokerShared {
                 instant: Instant::now(),
             },
             ids: AtomicU64::new(0),
+            release,
         }
     }
 
@@ -141,7 +145,7 @@ impl BrokerShared {
         decl: &QueueDecl,
     ) -> Result<QueueInfo, TransportError> {
         let name = decl.name.as_str();
-        let config = QueueConfig::parse(name, &decl.arguments)?;
+        let config = QueueConfig::parse(name, &decl.arguments, self.release)?;
         let queue = {
             let mut topology = write(&self.topology);
             match topology.queues.get(name) {

@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
+use std::time::{Duration, UNIX_EPOCH};
 
 use futures_util::future::BoxFuture;
 use lapin::types::AMQPValue;
@@ -18,12 +19,15 @@ use rabbit_backoff_core::{ExchangeKind, QueueDecl};
 use tokio::sync::mpsc;
 
 use rabbit_backoff_runtime::transport::{
-    Acker, Channel, Confirm, Deliveries, Delivery, Publication, QueueInfo, Settle, TransportError,
+    Acker, AnnotationValue, Channel, Confirm, Deliveries, Delivery, Modification, Publication,
+    QueueInfo, Settle, TransportError,
 };
+use tokio::time::Instant;
 
 use crate::broker_shared::BrokerShared;
 use crate::lock::lock;
-use crate::queue::{ConsumerSlot, Queue, Recipient, Settlement};
+use crate::protocol::Protocol;
+use crate::queue::{ConsumerSlot, Modified, Queue, Recipient, Settlement};
 use crate::queue_config::QueueKind;
 use crate::replies;
 use crate::set_aside_headers::as_delivered;
@@ -38,6 +42,9 @@ fn channel_closed() -> TransportError {
 /// consumers read.
 pub(crate) struct ChannelShared {
     id: u64,
+    /// What its connection speaks: only an AMQP 1.0 delivery can be
+    /// settled as `modified`.
+    protocol: Protocol,
     state: Mutex<ChannelState>,
 }
 
@@ -80,10 +87,12 @@ impl ChannelState {
 }
 
 impl ChannelShared {
-    /// A new, open channel with a number unique in its broker.
-    pub(crate) fn new(id: u64) -> Self {
+    /// A new, open channel with a number unique in its broker, on a
+    /// connection that speaks `protocol`.
+    pub(crate) fn new(id: u64, protocol: Protocol) -> Self {
         ChannelShared {
             id,
+            protocol,
             state: Mutex::new(ChannelState {
                 closed: None,
                 last_tag: 0,
@@ -195,6 +204,17 @@ impl MemoryAcker {
     /// of the channel with a smaller tag, as RabbitMQ does. Settling a tag
     /// the channel does not hold fails, as RabbitMQ's `unknown delivery tag`.
     fn settle(&self, how: Settlement, multiple: bool) -> Result<(), TransportError> {
+        self.settle_with(how, multiple, |_| {})
+    }
+
+    /// [`settle`](Self::settle), changing each settled message with `edit`
+    /// first.
+    fn settle_with(
+        &self,
+        how: Settlement,
+        multiple: bool,
+        edit: impl Fn(&mut Stored),
+    ) -> Result<(), TransportError> {
         let entries = {
             let mut st = lock(&self.channel.state);
             if st.closed.is_some() {
@@ -215,12 +235,26 @@ impl MemoryAcker {
                 "the delivery is already settled".into(),
             ));
         }
-        for entry in entries {
+        for mut entry in entries {
+            edit(&mut entry.message);
             entry.queue.settle(entry.consumer, entry.message, how);
         }
         Ok(())
     }
 }
+
+/// `x-opt-delivery-time` (Unix milliseconds on the framework's clock) as a
+/// time on tokio's clock; a time past is now.
+fn delivery_time(unix_ms: i64) -> Instant {
+    let now = rabbit_backoff_runtime::toolkit::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let at = Duration::from_millis(u64::try_from(unix_ms).unwrap_or(0));
+    Instant::now() + at.saturating_sub(now)
+}
+
+/// The annotation RabbitMQ holds a `modified` delivery back by.
+const DELIVERY_TIME: &str = "x-opt-delivery-time";
 
 impl Settle for MemoryAcker {
     fn delivery_tag(&self) -> u64 {
@@ -240,12 +274,49 @@ impl Settle for MemoryAcker {
         Box::pin(async move { self.settle(how, false) })
     }
 
-    /// Like RabbitMQ 3.10: a rejection with requeue is a requeue. The
-    /// in-memory broker has no delayed retries, and a consumer with
-    /// `retry = "delayed"` refuses to start on it (it accepts the
-    /// arguments on a classic queue, as 3.10 does).
+    /// A rejection with requeue: on 3.10 the same as a requeue; on 4.3 a
+    /// failed delivery, counted and, under the queue's delayed retries,
+    /// held back.
     fn fail(&self) -> BoxFuture<'_, Result<(), TransportError>> {
-        Box::pin(async move { self.settle(Settlement::Requeue, false) })
+        Box::pin(async move { self.settle(Settlement::Fail, false) })
+    }
+
+    /// AMQP 1.0's `modified`, on a delivery of an AMQP 1.0 connection: its
+    /// `x-opt-` annotations set on the message (as the headers an AMQP
+    /// 0-9-1 consumer reads), then held back until its
+    /// `x-opt-delivery-time` by a 4.3 quorum queue, delivered again, or
+    /// dead-lettered (`undeliverable-here`).
+    fn modify(&self, modification: Modification) -> BoxFuture<'_, Result<(), TransportError>> {
+        Box::pin(async move {
+            if self.channel.protocol != Protocol::Amqp1 {
+                return Err(TransportError::Other(
+                    "this delivery cannot be settled as `modified` (an AMQP 1.0 outcome)"
+                        .to_owned(),
+                ));
+            }
+            let until = modification.annotations.iter().find_map(|(key, value)| {
+                match (key.as_str(), value) {
+                    (DELIVERY_TIME, AnnotationValue::Timestamp(ms)) => Some(delivery_time(*ms)),
+                    _ => None,
+                }
+            });
+            let how = Settlement::Modify(Modified {
+                delivery_failed: modification.delivery_failed,
+                undeliverable_here: modification.undeliverable_here,
+                until,
+            });
+            self.settle_with(how, false, |message| {
+                let kept = modification
+                    .annotations
+                    .iter()
+                    .filter(|(key, _)| key.starts_with("x-opt-"));
+                let mut headers = message.properties.headers().clone().unwrap_or_default();
+                for (key, value) in kept {
+                    headers.insert(key.as_str().into(), value.as_header());
+                }
+                message.properties = message.properties.clone().with_headers(headers);
+            })
+        })
     }
 }
 

@@ -15,6 +15,7 @@ use rabbit_backoff_runtime::transport::{Channel, Connection, Lost, LostSignal, T
 use crate::broker_shared::BrokerShared;
 use crate::channel::{ChannelShared, MemoryChannel};
 use crate::lock::lock;
+use crate::protocol::Protocol;
 
 /// The frame size RabbitMQ 3.10 negotiates by default.
 const FRAME_MAX: u32 = 131_072;
@@ -99,11 +100,17 @@ impl Connections {
 pub(crate) struct MemoryConnection {
     broker: Arc<BrokerShared>,
     shared: Arc<ConnectionShared>,
+    protocol: Protocol,
 }
 
 impl MemoryConnection {
-    /// Opens a connection to `broker`, registered in `connections`.
-    pub(crate) fn open(broker: &Arc<BrokerShared>, connections: &Connections) -> Self {
+    /// Opens a connection speaking `protocol` to `broker`, registered in
+    /// `connections`.
+    pub(crate) fn open(
+        broker: &Arc<BrokerShared>,
+        connections: &Connections,
+        protocol: Protocol,
+    ) -> Self {
         let shared = Arc::new(ConnectionShared {
             state: Mutex::new(ConnectionState {
                 closed: None,
@@ -115,6 +122,7 @@ impl MemoryConnection {
         MemoryConnection {
             broker: Arc::clone(broker),
             shared,
+            protocol,
         }
     }
 }
@@ -122,7 +130,7 @@ impl MemoryConnection {
 impl Connection for MemoryConnection {
     fn open_channel(&self) -> BoxFuture<'_, Result<Arc<dyn Channel>, TransportError>> {
         Box::pin(async move {
-            let channel = Arc::new(ChannelShared::new(self.broker.next_id()));
+            let channel = Arc::new(ChannelShared::new(self.broker.next_id(), self.protocol));
             {
                 let mut st = lock(&self.shared.state);
                 if let Some(error) = &st.closed {

@@ -26,6 +26,9 @@ pub struct QueueActivity {
     pub unacked: usize,
     /// Ready messages with a TTL running.
     pub waiting_for_ttl: usize,
+    /// Messages held back until a time of their own (RabbitMQ 4.3's delayed
+    /// retries and `modified` deliveries, [`Release::V4_3`](crate::Release::V4_3)).
+    pub held: usize,
 }
 
 impl fmt::Display for StillBusy {
@@ -34,8 +37,8 @@ impl fmt::Display for StillBusy {
         for q in &self.queues {
             write!(
                 f,
-                " {} ({} ready, {} unacked, {} waiting for their TTL);",
-                q.queue, q.ready, q.unacked, q.waiting_for_ttl
+                " {} ({} ready, {} unacked, {} waiting for their TTL, {} held back);",
+                q.queue, q.ready, q.unacked, q.waiting_for_ttl, q.held
             )?;
         }
         Ok(())

@@ -1,5 +1,6 @@
 //! Queues: their messages in order, expiry at the head, overflow,
-//! consumers (round robin, prefetch), returns and dead letters.
+//! consumers (round robin, prefetch), returns, messages held back (4.3) and
+//! dead letters.
 //!
 //! A queue knows nothing of the broker and channels around it, only what it
 //! asks of them: a [`Recipient`] takes its deliveries (a channel, for a
@@ -11,7 +12,7 @@
 //! never holds its lock while it takes another queue's). Lock order: a
 //! queue, then a channel; never the other way round.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -60,10 +61,65 @@ pub(crate) struct DeadLetter {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Settlement {
     Ack,
+    /// `basic.nack` with requeue.
     Requeue,
+    /// `basic.reject` with requeue: a failed delivery, on 4.3.
+    Fail,
     Reject,
     /// Returned because its channel closed.
     Return,
+    /// AMQP 1.0's `modified` (its annotations already set on the message).
+    Modify(Modified),
+}
+
+/// A `modified` outcome's flags, and the time its `x-opt-delivery-time`
+/// names on tokio's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Modified {
+    pub(crate) delivery_failed: bool,
+    pub(crate) undeliverable_here: bool,
+    pub(crate) until: Option<Instant>,
+}
+
+impl Settlement {
+    /// Whether RabbitMQ counts it as a failed delivery (`x-delivery-count`,
+    /// toward the delivery limit). 3.10 counts every return; 4.3 a
+    /// rejection, a closing channel's return and `modified` with
+    /// `delivery-failed`, not a requeue.
+    fn counts(self, config: &QueueConfig) -> bool {
+        match self {
+            Settlement::Ack | Settlement::Reject => false,
+            Settlement::Requeue => !config.holds_back,
+            Settlement::Fail | Settlement::Return => true,
+            Settlement::Modify(m) => m.delivery_failed,
+        }
+    }
+
+    /// When a quorum queue delivers the message again, held back until then:
+    /// a `modified` delivery's own time, or its delayed retries' ladder.
+    fn held_until(
+        self,
+        config: &QueueConfig,
+        delivery_count: u32,
+        now: Instant,
+    ) -> Option<Instant> {
+        if !config.holds_back {
+            return None;
+        }
+        if let Settlement::Modify(Modified {
+            until: Some(at), ..
+        }) = self
+        {
+            return Some(at);
+        }
+        let delayed = config.delayed_retry?;
+        let applies = if self.counts(config) {
+            delayed.failed
+        } else {
+            delayed.returned
+        };
+        applies.then(|| now + delayed.delay(delivery_count))
+    }
 }
 
 /// One consumer attached to a queue.
@@ -110,6 +166,9 @@ struct QueueState {
     next_seq: u64,
     /// Messages in `ready` or `returns` with a deadline.
     with_deadline: usize,
+    /// 4.3: messages held back, by when they are delivered again (and their
+    /// order of arrival); they then join `returns`.
+    held: BTreeMap<(Instant, u64), Stored>,
     reaper: Option<JoinHandle<()>>,
     /// The deadline the expiry task sleeps until.
     reaper_target: Option<Instant>,
@@ -158,6 +217,34 @@ impl QueueState {
         self.ready.insert(at, message);
     }
 
+    /// Moves the messages held back until `now` or earlier to the returns,
+    /// in the order of their time.
+    fn release_due(&mut self, now: Instant) {
+        while let Some(entry) = self.held.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let message = entry.remove();
+            self.push_return(message);
+        }
+    }
+
+    /// When the expiry task must next look: the head's expiry, or the first
+    /// held message's time.
+    fn next_deadline(&self) -> Option<Instant> {
+        let expiry = self.head().and_then(|m| m.expires_at);
+        let held = self.held.first_key_value().map(|((at, _), _)| *at);
+        match (expiry, held) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether the expiry task has anything to wait for.
+    fn waits(&self) -> bool {
+        self.with_deadline > 0 || !self.held.is_empty()
+    }
+
     fn next_seq(&mut self) -> u64 {
         self.next_seq += 1;
         self.next_seq
@@ -186,6 +273,8 @@ pub(crate) struct Activity {
     pub(crate) ready: usize,
     pub(crate) unacked: usize,
     pub(crate) with_deadline: usize,
+    /// Held back (4.3).
+    pub(crate) held: usize,
     pub(crate) consumers: usize,
     pub(crate) next_deadline: Option<Instant>,
 }
@@ -335,26 +424,38 @@ impl Queue {
             {
                 slot.unacked = slot.unacked.saturating_sub(1);
             }
+            let now = Instant::now();
             match (how, self.config.kind) {
                 (Settlement::Ack, _) => {}
                 (Settlement::Reject, _) => dead.push(self.dead_letter(message, Reason::Rejected)),
-                (Settlement::Requeue | Settlement::Return, QueueKind::Classic) => {
+                (Settlement::Modify(m), _) if m.undeliverable_here => {
+                    dead.push(self.dead_letter(message, Reason::Rejected));
+                }
+                (_, QueueKind::Classic) => {
                     message.redelivered = true;
                     st.insert_in_order(message);
                 }
-                (Settlement::Requeue | Settlement::Return, QueueKind::Quorum) => {
-                    // rabbit_fifo (3.10): a return counts a delivery; over
-                    // the limit, the message is dead-lettered. A requeue with
-                    // no limit set is re-enqueued at the back; otherwise
-                    // (and for a closing channel) it joins the returns,
-                    // which are served first.
+                (_, QueueKind::Quorum) => {
+                    // rabbit_fifo: a failed delivery is counted (3.10
+                    // counts every return); over the limit, the message is
+                    // dead-lettered. On 4.3 it may be held back. A requeue
+                    // with no limit set is re-enqueued at the back;
+                    // otherwise (and for a closing channel) it joins the
+                    // returns, which are served first.
                     message.redelivered = true;
-                    message.delivery_count += 1;
+                    if how.counts(&self.config) {
+                        message.delivery_count += 1;
+                    }
+                    let until = how.held_until(&self.config, message.delivery_count, now);
                     match self.config.delivery_limit {
                         Some(limit) if u64::from(message.delivery_count) > limit => {
                             dead.push(self.dead_letter(message, Reason::DeliveryLimit));
                         }
-                        None if how == Settlement::Requeue => {
+                        _ if until.is_some_and(|at| at > now) => {
+                            let seq = st.next_seq();
+                            st.held.insert((until.unwrap_or(now), seq), message);
+                        }
+                        None if matches!(how, Settlement::Requeue | Settlement::Fail) => {
                             message.seq = st.next_seq();
                             st.push_back(message);
                         }
@@ -362,7 +463,7 @@ impl Queue {
                     }
                 }
             }
-            self.dispatch(&mut st, Instant::now(), &mut dead);
+            self.dispatch(&mut st, now, &mut dead);
         }
         self.route(dead);
     }
@@ -373,12 +474,12 @@ impl Queue {
         let next = {
             let mut st = lock(&self.state);
             self.dispatch(&mut st, Instant::now(), &mut dead);
-            if st.with_deadline == 0 {
+            if !st.waits() {
                 st.reaper = None;
                 st.reaper_target = None;
                 ReaperStep::Stop
             } else {
-                st.reaper_target = st.head().and_then(|m| m.expires_at);
+                st.reaper_target = st.next_deadline();
                 match st.reaper_target {
                     Some(at) => ReaperStep::SleepUntil(at),
                     None => ReaperStep::WaitForWake,
@@ -421,8 +522,9 @@ impl Queue {
             ready: st.len(),
             unacked: st.unacked,
             with_deadline: st.with_deadline,
+            held: st.held.len(),
             consumers: st.consumers.len(),
-            next_deadline: st.head().and_then(|m| m.expires_at),
+            next_deadline: st.next_deadline(),
         }
     }
 
@@ -456,6 +558,7 @@ impl Queue {
     /// Delivers ready messages, in order, to consumers in turn while they
     /// have room; expires the head first each time.
     fn dispatch(self: &Arc<Self>, st: &mut QueueState, now: Instant, dead: &mut Vec<DeadLetter>) {
+        st.release_due(now);
         loop {
             self.expire_heads(st, now, dead);
             if st.len() == 0 {
@@ -490,10 +593,10 @@ impl Queue {
     /// deadline, and wakes it when the head's deadline moves earlier. The
     /// task sleeps on tokio's clock, so paused time advances to it.
     fn ensure_reaper(self: &Arc<Self>, st: &mut QueueState) {
-        if st.with_deadline == 0 {
+        if !st.waits() {
             return;
         }
-        let head = st.head().and_then(|m| m.expires_at);
+        let head = st.next_deadline();
         let running = st.reaper.as_ref().is_some_and(|task| !task.is_finished());
         if !running {
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {

@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use rabbit_backoff_core::Argument;
 use rabbit_backoff_core::arguments as arg;
+use rabbit_backoff_core::{Argument, delayed_arguments};
 use rabbit_backoff_runtime::transport::TransportError;
 
+use crate::release::Release;
 use crate::replies;
 
 /// `classic` or `quorum`.
@@ -37,6 +38,34 @@ pub(crate) struct QueueConfig {
     pub(crate) overflow: Overflow,
     /// Quorum queues only.
     pub(crate) delivery_limit: Option<u64>,
+    /// 4.3, quorum queues only: holds a delivery settled as `modified` back
+    /// until its `x-opt-delivery-time`, and counts only failed deliveries
+    /// in `x-delivery-count`.
+    pub(crate) holds_back: bool,
+    /// 4.3, quorum queues only: `x-delayed-retry-*`.
+    pub(crate) delayed_retry: Option<DelayedRetry>,
+}
+
+/// A quorum queue's delayed retries (RabbitMQ 4.3): which returns they hold
+/// back, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DelayedRetry {
+    /// Failed deliveries (`basic.reject` with requeue, `modified` with
+    /// `delivery-failed`).
+    pub(crate) failed: bool,
+    /// Returned deliveries (`basic.nack` with requeue, `released`).
+    pub(crate) returned: bool,
+    pub(crate) min: Duration,
+    pub(crate) max: Duration,
+}
+
+impl DelayedRetry {
+    /// How long a message waits after its n-th failed delivery:
+    /// `min(min × n, max)`, a count of 0 read as 1 (`rabbit_fifo`,
+    /// `calculate_ready_at`).
+    pub(crate) fn delay(&self, delivery_count: u32) -> Duration {
+        self.min.saturating_mul(delivery_count.max(1)).min(self.max)
+    }
 }
 
 /// The arguments RabbitMQ compares when a queue is declared again, in the
@@ -72,6 +101,7 @@ impl QueueConfig {
     pub(crate) fn parse(
         queue: &str,
         arguments: &[(String, Argument)],
+        release: Release,
     ) -> Result<Self, TransportError> {
         let find = |key: &str| arguments.iter().find(|(k, _)| k == key).map(|(_, v)| v);
         let non_negative = |key: &str| -> Result<Option<u64>, TransportError> {
@@ -150,6 +180,54 @@ impl QueueConfig {
             QueueKind::Quorum => non_negative(arg::DELIVERY_LIMIT)?,
             QueueKind::Classic => None,
         };
+        let holds_back = release.holds_back() && kind == QueueKind::Quorum;
+        let delayed_retry = match (release.holds_back(), kind) {
+            // 3.10 takes them as any unknown `x-` argument, and ignores them.
+            (false, _) => None,
+            (true, QueueKind::Classic) => {
+                match [
+                    delayed_arguments::MIN,
+                    delayed_arguments::MAX,
+                    delayed_arguments::TYPE,
+                ]
+                .into_iter()
+                .find(|key| find(key).is_some())
+                {
+                    // 4.3 knows them as a quorum queue's.
+                    Some(key) => {
+                        return Err(replies::precondition_failed(format_args!(
+                            "invalid arg '{key}' for queue '{queue}' in vhost '/' of queue type rabbit_classic_queue"
+                        )));
+                    }
+                    None => None,
+                }
+            }
+            (true, QueueKind::Quorum) => {
+                let (failed, returned) = match string(delayed_arguments::TYPE)?.as_deref() {
+                    None | Some("disabled") => (false, false),
+                    Some("failed") => (true, false),
+                    Some("returned") => (false, true),
+                    Some("all") => (true, true),
+                    Some(other) => {
+                        return Err(replies::invalid_argument(
+                            queue,
+                            delayed_arguments::TYPE,
+                            &format!("{{invalid_delayed_retry_type,<<\"{other}\">>}}"),
+                        ));
+                    }
+                };
+                // The framework always sets both; a missing min is read as
+                // 0 here, and a missing max as no cap.
+                let min = non_negative(delayed_arguments::MIN)?.unwrap_or(0);
+                let max = non_negative(delayed_arguments::MAX)?.unwrap_or(u64::MAX);
+                (failed || returned).then(|| DelayedRetry {
+                    failed,
+                    returned,
+                    min: Duration::from_millis(min),
+                    max: Duration::from_millis(max.max(min)),
+                })
+            }
+        };
         Ok(QueueConfig {
             kind,
             message_ttl,
@@ -158,6 +236,8 @@ impl QueueConfig {
             max_length,
             overflow,
             delivery_limit,
+            holds_back,
+            delayed_retry,
         })
     }
 }

@@ -18,15 +18,19 @@ use crate::connection::{Connections, MemoryConnection};
 use crate::idle_timeout::{QueueActivity, StillBusy};
 use crate::lock::read;
 use crate::message::Message;
+use crate::protocol::Protocol;
 use crate::queue::Queue;
+use crate::release::Release;
 
 /// How long [`TestBroker::run_until_idle`] lets time run at most.
 pub const IDLE_LIMIT: Duration = Duration::from_secs(3600);
 
 /// An in-memory RabbitMQ for tests: exchanges, queues, TTLs, dead-lettering,
-/// publisher confirms and consumers behave as in RabbitMQ 3.10, on tokio's
-/// clock. Cloning gives another handle to the same broker; each
-/// [`Transport::connect`] opens a new connection to it.
+/// publisher confirms and consumers behave as in RabbitMQ 3.10, or where
+/// releases differ as in the [`Release`] given to
+/// [`emulating`](Self::emulating), on tokio's clock. Cloning gives another
+/// handle to the same broker; each [`Transport::connect`] opens a new
+/// connection to it.
 ///
 /// ```
 /// use rabbit_backoff::testing::TestBroker;
@@ -74,7 +78,21 @@ impl fmt::Debug for TestBroker {
 impl Transport for TestBroker {
     fn connect(&self) -> BoxFuture<'_, Result<Arc<dyn Connection>, TransportError>> {
         Box::pin(async move {
-            let connection = MemoryConnection::open(&self.shared, &self.connections);
+            let connection =
+                MemoryConnection::open(&self.shared, &self.connections, Protocol::Amqp091);
+            Ok(Arc::new(connection) as Arc<dyn Connection>)
+        })
+    }
+
+    /// A connection as over AMQP 1.0: the same broker, whose deliveries can
+    /// also be settled as `modified` ([`Acker::modify`]), as
+    /// `retry = "scheduled"` consumes.
+    ///
+    /// [`Acker::modify`]: rabbit_backoff_runtime::transport::Acker::modify
+    fn connect_amqp1(&self) -> BoxFuture<'_, Result<Arc<dyn Connection>, TransportError>> {
+        Box::pin(async move {
+            let connection =
+                MemoryConnection::open(&self.shared, &self.connections, Protocol::Amqp1);
             Ok(Arc::new(connection) as Arc<dyn Connection>)
         })
     }
@@ -96,10 +114,40 @@ impl TestBroker {
     /// assert!(broker.queue_names().is_empty());
     /// ```
     pub fn new() -> Self {
+        TestBroker::emulating(Release::default())
+    }
+
+    /// An empty broker that behaves as `release` where releases differ
+    /// ([`Release`]): with [`Release::V4_3`], quorum queues hold deliveries
+    /// back, so consumers with `retry = "scheduled"` or `"delayed"` run on
+    /// it.
+    ///
+    /// ```
+    /// use rabbit_backoff::testing::{Release, TestBroker};
+    /// use rabbit_backoff::topology::{Argument, QueueDecl};
+    /// use rabbit_backoff::transport::Transport;
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), rabbit_backoff::transport::TransportError> {
+    /// let broker = TestBroker::emulating(Release::V4_3);
+    /// let channel = broker.connect().await?.open_channel().await?;
+    /// // 4.3 knows the delayed retry arguments as a quorum queue's only.
+    /// let classic = QueueDecl::new("jobs")
+    ///     .with_argument("x-delayed-retry-type", Argument::Str("failed".into()));
+    /// let refused = channel.declare_queue(&classic).await.unwrap_err();
+    /// assert!(refused.to_string().contains("invalid arg 'x-delayed-retry-type'"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn emulating(release: Release) -> Self {
         TestBroker {
-            shared: Arc::new(BrokerShared::new()),
+            shared: Arc::new(BrokerShared::new(release)),
             connections: Arc::default(),
         }
+    }
+
+    /// The release it behaves as.
+    pub fn release(&self) -> Release {
+        self.shared.release
     }
 
     /// Publishes as a client on a confirm channel does, with `mandatory`,
@@ -297,6 +345,29 @@ impl TestBroker {
     /// ```
     pub fn consumer_count(&self, queue: &str) -> usize {
         self.existing(queue).activity().consumers
+    }
+
+    /// How many messages a queue holds back until a time of their own
+    /// (RabbitMQ 4.3's delayed retries and `modified` deliveries with
+    /// `x-opt-delivery-time`): neither ready nor unacknowledged.
+    ///
+    /// # Panics
+    ///
+    /// When the queue does not exist.
+    ///
+    /// ```
+    /// # use rabbit_backoff::testing::{Release, TestBroker};
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// # let broker = TestBroker::emulating(Release::V4_3);
+    /// broker.declare_queue("orders", vec![]).await;
+    /// assert_eq!(broker.held_count("orders"), 0);
+    /// # }
+    /// ```
+    pub fn held_count(&self, queue: &str) -> usize {
+        let queue = self.existing(queue);
+        queue.expire_due();
+        queue.activity().held
     }
 
     /// Drops every ready message of a queue; how many there were.
@@ -610,6 +681,7 @@ impl TestBroker {
                         ready: a.ready,
                         unacked: a.unacked,
                         waiting_for_ttl: a.with_deadline,
+                        held: a.held,
                     });
                 }
             }

@@ -107,6 +107,16 @@ impl OnBroker {
             .messages
     }
 
+    /// The depth of `queue`, or `None` when it does not exist (asked on a
+    /// channel of its own: a refused passive declare closes its channel).
+    #[allow(dead_code)]
+    pub async fn try_depth(&self, queue: &str) -> Option<u32> {
+        let channel = self.connection.open_channel().await.expect("a channel");
+        let depth = channel.check_queue(queue).await.ok().map(|q| q.messages);
+        channel.close().await;
+        depth
+    }
+
     /// Stops the consumer: whatever it had not acked goes back to its queue.
     pub async fn stop_consumer(&mut self) {
         if let Some(running) = self.running.take() {

@@ -5,6 +5,7 @@ mod confirm;
 mod consume;
 mod dead_letter;
 mod declare;
+mod held;
 mod routing;
 mod throughput;
 mod ttl;
