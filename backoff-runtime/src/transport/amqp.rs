@@ -446,12 +446,54 @@ impl AmqpChannel {
     }
 }
 
-fn durable_queue(passive: bool) -> QueueDeclareOptions {
-    QueueDeclareOptions {
-        durable: !passive,
-        passive,
-        ..QueueDeclareOptions::default()
+impl AmqpChannel {
+    /// Declares a durable exchange, or (`passive`) only checks that it exists.
+    async fn exchange_declare(
+        &self,
+        name: &str,
+        kind: lapin::ExchangeKind,
+        passive: bool,
+    ) -> Result<(), TransportError> {
+        let options = ExchangeDeclareOptions {
+            durable: !passive,
+            passive,
+            ..ExchangeDeclareOptions::default()
+        };
+        self.inner
+            .exchange_declare(short(name)?, kind, options, FieldTable::default())
+            .await
+            .map_err(transport_error)
     }
+
+    /// Declares a durable queue with `arguments`, or (`passive`) only checks
+    /// that it exists, and reads its depth.
+    async fn queue_declare(
+        &self,
+        name: &str,
+        passive: bool,
+        arguments: FieldTable,
+    ) -> Result<QueueInfo, TransportError> {
+        let options = QueueDeclareOptions {
+            durable: !passive,
+            passive,
+            ..QueueDeclareOptions::default()
+        };
+        let declared = self
+            .inner
+            .queue_declare(short(name)?, options, arguments)
+            .await
+            .map_err(transport_error)?;
+        Ok(queue_info(&declared))
+    }
+}
+
+/// The names of a binding, each checked to fit in an AMQP short string.
+fn binding(
+    queue: &str,
+    exchange: &str,
+    routing_key: &str,
+) -> Result<(ShortString, ShortString, ShortString), TransportError> {
+    Ok((short(queue)?, short(exchange)?, short(routing_key)?))
 }
 
 impl Channel for AmqpChannel {
@@ -471,14 +513,7 @@ impl Channel for AmqpChannel {
                 // Rust wants this arm: the type by its AMQP name.
                 other => lapin::ExchangeKind::Custom(other.as_str().to_owned()),
             };
-            let options = ExchangeDeclareOptions {
-                durable: true,
-                ..ExchangeDeclareOptions::default()
-            };
-            self.inner
-                .exchange_declare(short(name)?, kind, options, FieldTable::default())
-                .await
-                .map_err(transport_error)
+            self.exchange_declare(name, kind, false).await
         })
     }
 
@@ -488,12 +523,7 @@ impl Channel for AmqpChannel {
     ) -> BoxFuture<'a, Result<QueueInfo, TransportError>> {
         self.guarded(async move {
             let arguments = arguments_table(&queue.arguments)?;
-            let declared = self
-                .inner
-                .queue_declare(short(&queue.name)?, durable_queue(false), arguments)
-                .await
-                .map_err(transport_error)?;
-            Ok(queue_info(&declared))
+            self.queue_declare(&queue.name, false, arguments).await
         })
     }
 
@@ -504,14 +534,10 @@ impl Channel for AmqpChannel {
         routing_key: &'a str,
     ) -> BoxFuture<'a, Result<(), TransportError>> {
         self.guarded(async move {
+            let (queue, exchange, routing_key) = binding(queue, exchange, routing_key)?;
+            let options = QueueBindOptions::default();
             self.inner
-                .queue_bind(
-                    short(queue)?,
-                    short(exchange)?,
-                    short(routing_key)?,
-                    QueueBindOptions::default(),
-                    FieldTable::default(),
-                )
+                .queue_bind(queue, exchange, routing_key, options, FieldTable::default())
                 .await
                 .map_err(transport_error)
         })
@@ -524,48 +550,24 @@ impl Channel for AmqpChannel {
         routing_key: &'a str,
     ) -> BoxFuture<'a, Result<(), TransportError>> {
         self.guarded(async move {
+            let (queue, exchange, routing_key) = binding(queue, exchange, routing_key)?;
             self.inner
-                .queue_unbind(
-                    short(queue)?,
-                    short(exchange)?,
-                    short(routing_key)?,
-                    FieldTable::default(),
-                )
+                .queue_unbind(queue, exchange, routing_key, FieldTable::default())
                 .await
                 .map_err(transport_error)
         })
     }
 
     fn check_exchange<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {
-        self.guarded(async move {
-            let options = ExchangeDeclareOptions {
-                passive: true,
-                ..ExchangeDeclareOptions::default()
-            };
-            self.inner
-                .exchange_declare(
-                    short(name)?,
-                    lapin::ExchangeKind::Direct,
-                    options,
-                    FieldTable::default(),
-                )
-                .await
-                .map_err(transport_error)
-        })
+        // A passive declare checks only the name: the kind is not compared.
+        self.guarded(self.exchange_declare(name, lapin::ExchangeKind::Direct, true))
     }
 
     fn check_queue<'a>(
         &'a self,
         name: &'a str,
     ) -> BoxFuture<'a, Result<QueueInfo, TransportError>> {
-        self.guarded(async move {
-            let declared = self
-                .inner
-                .queue_declare(short(name)?, durable_queue(true), FieldTable::default())
-                .await
-                .map_err(transport_error)?;
-            Ok(queue_info(&declared))
-        })
+        self.guarded(self.queue_declare(name, true, FieldTable::default()))
     }
 
     fn qos(&self, prefetch: u16) -> BoxFuture<'_, Result<(), TransportError>> {
