@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
 use lapin::Confirmation;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicNackOptions,
@@ -351,16 +351,8 @@ impl Connection for AmqpConnection {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            let lost = self.lost.watch();
-            let closed = lost.or_fail(async {
-                self.inner
-                    .close(200, "closing".into())
-                    .await
-                    .map_err(transport_error)
-            });
-            if let Err(e) = closed.await {
-                tracing::debug!("closing the connection: {e}");
-            }
+            let closing = self.inner.close(200, "closing".into());
+            close_quietly(&self.lost.watch(), "the connection", closing).await;
         })
     }
 }
@@ -673,16 +665,20 @@ impl Channel for AmqpChannel {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            let closed = self.lost.or_fail(async {
-                self.inner
-                    .close(200, "closing".into())
-                    .await
-                    .map_err(transport_error)
-            });
-            if let Err(e) = closed.await {
-                tracing::debug!("closing a channel: {e}");
-            }
+            let closing = self.inner.close(200, "closing".into());
+            close_quietly(&self.lost, "a channel", closing).await;
         })
+    }
+}
+
+/// Awaits `closing`, lapin's close of a connection or a channel (`what`),
+/// unless its connection is `lost` first; a failure is only logged.
+async fn close_quietly(lost: &Lost, what: &str, closing: impl Future<Output = lapin::Result<()>>) {
+    if let Err(e) = lost
+        .or_fail(closing.map(|c| c.map_err(transport_error)))
+        .await
+    {
+        tracing::debug!("closing {what}: {e}");
     }
 }
 
@@ -724,6 +720,16 @@ fn delivery(d: lapin::message::Delivery, lost: &Lost) -> Delivery {
     }
 }
 
+/// What lapin's answer to an ack, a nack or a reject says: `false`, the
+/// channel was closed and the delivery is not settled.
+fn settled(answer: lapin::Result<bool>) -> Result<(), TransportError> {
+    match answer {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(TransportError::Closed("the channel is closed".into())),
+        Err(e) => Err(transport_error(e)),
+    }
+}
+
 /// Settles a lapin delivery (of this tag), giving up when its connection is lost.
 struct LapinAcker(lapin::Acker, Lost, u64);
 
@@ -733,13 +739,10 @@ impl Settle for LapinAcker {
     }
 
     fn ack(&self, multiple: bool) -> BoxFuture<'_, Result<(), TransportError>> {
-        Box::pin(self.1.or_fail(async move {
-            match self.0.ack(BasicAckOptions { multiple }).await {
-                Ok(true) => Ok(()),
-                Ok(false) => Err(TransportError::Closed("the channel is closed".into())),
-                Err(e) => Err(transport_error(e)),
-            }
-        }))
+        Box::pin(
+            self.1
+                .or_fail(async move { settled(self.0.ack(BasicAckOptions { multiple }).await) }),
+        )
     }
 
     fn nack(&self, requeue: bool) -> BoxFuture<'_, Result<(), TransportError>> {
@@ -748,21 +751,13 @@ impl Settle for LapinAcker {
                 requeue,
                 ..BasicNackOptions::default()
             };
-            match self.0.nack(options).await {
-                Ok(true) => Ok(()),
-                Ok(false) => Err(TransportError::Closed("the channel is closed".into())),
-                Err(e) => Err(transport_error(e)),
-            }
+            settled(self.0.nack(options).await)
         }))
     }
 
     fn fail(&self) -> BoxFuture<'_, Result<(), TransportError>> {
         Box::pin(self.1.or_fail(async move {
-            match self.0.reject(BasicRejectOptions { requeue: true }).await {
-                Ok(true) => Ok(()),
-                Ok(false) => Err(TransportError::Closed("the channel is closed".into())),
-                Err(e) => Err(transport_error(e)),
-            }
+            settled(self.0.reject(BasicRejectOptions { requeue: true }).await)
         }))
     }
 }
