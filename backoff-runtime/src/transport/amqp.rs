@@ -479,13 +479,44 @@ impl AmqpChannel {
     }
 }
 
-/// The names of a binding, each checked to fit in an AMQP short string.
-fn binding(
-    queue: &str,
-    exchange: &str,
-    routing_key: &str,
-) -> Result<(ShortString, ShortString, ShortString), TransportError> {
-    Ok((short(queue)?, short(exchange)?, short(routing_key)?))
+/// What [`AmqpChannel::change_binding`] does to a binding.
+#[derive(Clone, Copy)]
+enum BindingChange {
+    /// `queue.bind`.
+    Bind,
+    /// `queue.unbind`.
+    Unbind,
+}
+
+impl AmqpChannel {
+    /// Binds `queue` to `exchange` with `routing_key`, or removes that
+    /// binding.
+    fn change_binding<'a>(
+        &'a self,
+        change: BindingChange,
+        queue: &'a str,
+        exchange: &'a str,
+        routing_key: &'a str,
+    ) -> BoxFuture<'a, Result<(), TransportError>> {
+        self.guarded(async move {
+            let (queue, exchange) = (short(queue)?, short(exchange)?);
+            let (routing_key, arguments) = (short(routing_key)?, FieldTable::default());
+            let changed = match change {
+                BindingChange::Bind => {
+                    let options = QueueBindOptions::default();
+                    self.inner
+                        .queue_bind(queue, exchange, routing_key, options, arguments)
+                        .await
+                }
+                BindingChange::Unbind => {
+                    self.inner
+                        .queue_unbind(queue, exchange, routing_key, arguments)
+                        .await
+                }
+            };
+            changed.map_err(transport_error)
+        })
+    }
 }
 
 impl Channel for AmqpChannel {
@@ -525,14 +556,7 @@ impl Channel for AmqpChannel {
         exchange: &'a str,
         routing_key: &'a str,
     ) -> BoxFuture<'a, Result<(), TransportError>> {
-        self.guarded(async move {
-            let (queue, exchange, routing_key) = binding(queue, exchange, routing_key)?;
-            let options = QueueBindOptions::default();
-            self.inner
-                .queue_bind(queue, exchange, routing_key, options, FieldTable::default())
-                .await
-                .map_err(transport_error)
-        })
+        self.change_binding(BindingChange::Bind, queue, exchange, routing_key)
     }
 
     fn unbind_queue<'a>(
@@ -541,13 +565,7 @@ impl Channel for AmqpChannel {
         exchange: &'a str,
         routing_key: &'a str,
     ) -> BoxFuture<'a, Result<(), TransportError>> {
-        self.guarded(async move {
-            let (queue, exchange, routing_key) = binding(queue, exchange, routing_key)?;
-            self.inner
-                .queue_unbind(queue, exchange, routing_key, FieldTable::default())
-                .await
-                .map_err(transport_error)
-        })
+        self.change_binding(BindingChange::Unbind, queue, exchange, routing_key)
     }
 
     fn check_exchange<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {
