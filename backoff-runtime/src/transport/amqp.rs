@@ -636,10 +636,7 @@ impl Channel for AmqpChannel {
         message: Publication<'a>,
     ) -> BoxFuture<'a, Result<Confirm, TransportError>> {
         // One future for the publish and its confirmation.
-        self.guarded(async move {
-            let confirm = self.basic_publish(message).await?;
-            Ok(confirmation(confirm.await.map_err(transport_error)?))
-        })
+        self.guarded(async move { confirmed(self.basic_publish(message).await?).await })
     }
 
     fn send<'a>(
@@ -647,12 +644,9 @@ impl Channel for AmqpChannel {
         message: Publication<'a>,
     ) -> BoxFuture<'a, Result<PendingConfirm, TransportError>> {
         self.guarded(async move {
-            let confirm = self.basic_publish(message).await?;
+            let confirm = confirmed(self.basic_publish(message).await?);
             let lost = self.lost.clone();
-            let pending: PendingConfirm = Box::pin(async move {
-                lost.or_fail(async { Ok(confirmation(confirm.await.map_err(transport_error)?)) })
-                    .await
-            });
+            let pending: PendingConfirm = Box::pin(async move { lost.or_fail(confirm).await });
             Ok(pending)
         })
     }
@@ -778,6 +772,13 @@ impl Settle for LapinAcker {
             settled(self.0.reject(BasicRejectOptions { requeue: true }).await)
         }))
     }
+}
+
+/// The broker's answer to a publish, once it comes, in the transport's terms.
+fn confirmed(
+    confirm: lapin::PublisherConfirm,
+) -> impl Future<Output = Result<Confirm, TransportError>> {
+    confirm.map(|answer| answer.map(confirmation).map_err(transport_error))
 }
 
 /// What lapin's confirmation says, in the transport's terms.
