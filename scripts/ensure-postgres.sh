@@ -6,15 +6,15 @@
 # cluster this script sets up trusts connections from the loopback address
 # only (the tests connect as `postgres` without a password).
 set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib/ensure.sh
+. "$here/lib/ensure.sh"
 
-url="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}"
-rest="${url#*://}"; rest="${rest#*@}"
-hostport="${rest%%/*}"; database="${rest#*/}"; database="${database%%\?*}"
-host="${hostport%%:*}"; port="${hostport##*:}"
-[ "$port" = "$hostport" ] && port=5432
-[ "$database" = "$rest" ] && database=postgres
+ensure_address "${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}" 5432
+database="${address#*/}"; database="${database%%\?*}"
+[ "$database" = "$address" ] && database=postgres
 
-answers() { (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; }
+answers() { ensure_listens "$port"; }
 
 create_database() {
   [ "$database" = "postgres" ] && return 0
@@ -26,33 +26,14 @@ create_database() {
   echo "Created the database $database." >&2
 }
 
-wait_for_server() {
-  for _ in $(seq 1 60); do
-    if answers && pg_isready -q -h "$host" -p "$port" 2>/dev/null; then return 0; fi
-    sleep 1
-  done
-  return 1
-}
+ready() { answers && pg_isready -q -h "$host" -p "$port" 2>/dev/null; }
 
 if answers; then
   create_database
   exit 0
 fi
-case "$host" in
-  127.*|localhost|::1) ;;
-  *) echo "No PostgreSQL answers at $host:$port (DATABASE_URL). Start it there, or unset DATABASE_URL to use a local one." >&2; exit 1 ;;
-esac
-
-if ! command -v pg_ctlcluster >/dev/null 2>&1; then
-  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-    echo "PostgreSQL is not installed. Install it (Debian/Ubuntu: sudo apt-get install postgresql) and run this again." >&2
-    exit 1
-  fi
-  echo "Installing PostgreSQL from the OS packages..." >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq postgresql >/dev/null
-fi
+ensure_local PostgreSQL DATABASE_URL
+ensure_installed PostgreSQL pg_ctlcluster postgresql
 
 version=$(ls /usr/lib/postgresql/ | sort -V | tail -n 1)
 if ! pg_lsclusters -h 2>/dev/null | awk '{print $1" "$2}' | grep -q "^$version main$"; then
@@ -66,7 +47,7 @@ fi
 
 echo "Starting PostgreSQL $version..." >&2
 pg_ctlcluster "$version" main start >/dev/null 2>&1 || pg_ctlcluster "$version" main reload >/dev/null 2>&1 || true
-if ! wait_for_server; then
+if ! ensure_wait 60 ready; then
   echo "PostgreSQL did not come up on $host:$port within 60 s; see /var/log/postgresql/." >&2
   exit 1
 fi

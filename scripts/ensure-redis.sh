@@ -4,33 +4,19 @@
 # (bound to the loopback address, in the background), or, as root on
 # Debian/Ubuntu, install it from the OS packages first.
 set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=lib/ensure.sh
+. "$here/lib/ensure.sh"
 
-url="${REDIS_URL:-redis://127.0.0.1:6379}"
-rest="${url#*://}"; rest="${rest#*@}"
-hostport="${rest%%/*}"
-host="${hostport%%:*}"; port="${hostport##*:}"
-[ "$port" = "$hostport" ] && port=6379
+ensure_address "${REDIS_URL:-redis://127.0.0.1:6379}" 6379
 
 answers() { redis-cli -h "$host" -p "$port" ping 2>/dev/null | grep -q PONG; }
 
 if command -v redis-cli >/dev/null 2>&1 && answers; then
   exit 0
 fi
-case "$host" in
-  127.*|localhost|::1) ;;
-  *) echo "No Redis answers at $host:$port (REDIS_URL). Start it there, or unset REDIS_URL to use a local one." >&2; exit 1 ;;
-esac
-
-if ! command -v redis-server >/dev/null 2>&1; then
-  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-    echo "Redis is not installed. Install it (Debian/Ubuntu: sudo apt-get install redis-server) and run this again." >&2
-    exit 1
-  fi
-  echo "Installing Redis from the OS packages..." >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq redis-server >/dev/null
-fi
+ensure_local Redis REDIS_URL
+ensure_installed Redis redis-server redis-server
 
 echo "Starting Redis..." >&2
 # The packaged configuration when there is one (loopback, protected mode);
@@ -40,12 +26,8 @@ if [ -r /etc/redis/redis.conf ] && [ "$port" = 6379 ]; then
 else
   redis-server --bind 127.0.0.1 ::1 --port "$port" --protected-mode yes --daemonize yes >/dev/null
 fi
-for _ in $(seq 1 30); do
-  if answers; then
-    echo "Redis is up on $host:$port." >&2
-    exit 0
-  fi
-  sleep 1
-done
-echo "Redis did not come up on $host:$port within 30 s." >&2
-exit 1
+if ! ensure_wait 30 answers; then
+  echo "Redis did not come up on $host:$port within 30 s." >&2
+  exit 1
+fi
+echo "Redis is up on $host:$port." >&2

@@ -114,21 +114,30 @@ nb_blackhole() {
   fi
 }
 
-# Host $1 loses the other hosts, and they lose it.
-nb_cut() {
-  local host=$1 other
+# Adds (or, with `del`, removes) the blackhole routes between host $2 and
+# every other host, both ways.
+nb_blackhole_hosts() {
+  local action=$1 host=$2 other
   for other in "${NB_HOSTS[@]}"; do
     [ "$other" = "$host" ] && continue
-    nb_blackhole add "$host" "$(nb_ip "$other")"
-    nb_blackhole add "$other" "$(nb_ip "$host")"
+    nb_blackhole "$action" "$host" "$(nb_ip "$other")"
+    nb_blackhole "$action" "$other" "$(nb_ip "$host")"
   done
 }
 
-# Host $1 and this machine's clients lose each other; the hosts do not.
-nb_cut_client() {
-  nb_blackhole add "$1" "$(nb_client_ip)"
-  nb_blackhole add 0 "$(nb_ip "$1")"
+# Adds (or, with `del`, removes) the blackhole routes between host $2 and
+# this machine's clients, both ways.
+nb_blackhole_client() {
+  local action=$1 host=$2
+  nb_blackhole "$action" "$host" "$(nb_client_ip)"
+  nb_blackhole "$action" 0 "$(nb_ip "$host")"
 }
+
+# Host $1 loses the other hosts, and they lose it.
+nb_cut() { nb_blackhole_hosts add "$1"; }
+
+# Host $1 and this machine's clients lose each other; the hosts do not.
+nb_cut_client() { nb_blackhole_client add "$1"; }
 
 # netem on both ends of host $1's link: delay $2 (tc's syntax: 2s, 300ms)
 # and loss $3 (10%) on each direction. On a kernel without netem
@@ -163,14 +172,9 @@ NFT
 
 # Every fault of host $1 undone: its cuts, its client cut, its netem.
 nb_heal_host() {
-  local host=$1 other
-  for other in "${NB_HOSTS[@]}"; do
-    [ "$other" = "$host" ] && continue
-    nb_blackhole del "$host" "$(nb_ip "$other")"
-    nb_blackhole del "$other" "$(nb_ip "$host")"
-  done
-  nb_blackhole del "$host" "$(nb_client_ip)"
-  nb_blackhole del 0 "$(nb_ip "$host")"
+  local host=$1
+  nb_blackhole_hosts del "$host"
+  nb_blackhole_client del "$host"
   nb_exec "$host" tc qdisc del dev eth0 root 2>/dev/null || true
   tc qdisc del dev "$(nb_veth "$host")" root 2>/dev/null || true
   nb_exec "$host" nft delete table inet rb_slow 2>/dev/null || true

@@ -5,11 +5,14 @@
 //! the metrics of each outcome. Every delivery of the consumer's channel is
 //! settled through its [`Acks`], which coalesces the acknowledgements.
 
+use std::borrow::Cow;
 use std::fmt;
+use std::future::Future;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use futures_util::FutureExt;
 use lapin::BasicProperties;
 use rabbit_backoff_core::{
     ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, IndexFeed,
@@ -359,32 +362,25 @@ impl Executor {
                         self.dead_letter(original, reason, original.error, &failed_at);
                     // A dead letter at the first failure carries no
                     // `x-first-failed-at`: it would say what `x-failed-at` says.
-                    let set = dead_letter.headers();
-                    if self.spec.retry == RetryBackend::Scheduled {
-                        let set: Vec<_> = set
-                            .into_iter()
-                            .chain(held_annotations(original.properties))
-                            .collect();
-                        dead_letter_properties(original.properties, &set, &self.tiers)
+                    // A retry the broker held back also sets what
+                    // `held_annotations` says (an allocation only then).
+                    let headers = dead_letter.headers();
+                    let set: Cow<'_, [_]> = if self.spec.retry == RetryBackend::Scheduled {
+                        let held = held_annotations(original.properties);
+                        Cow::Owned(headers.into_iter().chain(held).collect())
                     } else {
-                        dead_letter_properties(original.properties, &set, &self.tiers)
-                    }
+                        Cow::Borrowed(&headers)
+                    };
+                    dead_letter_properties(original.properties, &set, &self.tiers)
                 }
             };
             self.settler.fit(properties, target)
         };
         let published = match fitted {
             Ok(properties) => {
-                let entry = match copy {
-                    CopyKind::DeadLetter(_) => self.index_entry(&properties),
-                    CopyKind::Retry { .. } => None,
-                };
-                let published = self
-                    .settler
-                    .publish(target, original.body, properties)
-                    .await;
-                self.indexed(published.is_ok(), entry, original.body);
-                published
+                let dead_letter = matches!(copy, CopyKind::DeadLetter(_));
+                self.publish_copy(target, original.body, properties, dead_letter)
+                    .await
             }
             Err(too_large) => {
                 Box::pin(self.settle_oversized(acker, original, too_large)).await;
@@ -393,6 +389,34 @@ impl Executor {
         };
         self.acked_or_requeued(acker, original, target, published)
             .await
+    }
+
+    /// Publishes a copy of `body` with `properties` to `target`; a dead
+    /// letter (`dead_letter`) goes to the dead-letter index once confirmed.
+    ///
+    /// Not an `async fn`: the properties go straight into the publish's
+    /// future, not into one more layer of futures (see
+    /// [`copy_then_ack`](Self::copy_then_ack)).
+    fn publish_copy<'a>(
+        &'a self,
+        target: &'a Target<'_>,
+        body: &'a [u8],
+        properties: BasicProperties,
+        dead_letter: bool,
+    ) -> impl Future<Output = Result<(), PublishFailure>> + 'a {
+        let entry = if dead_letter {
+            self.index_entry(&properties)
+        } else {
+            None
+        };
+        // A combinator, not an `async` block awaiting the publish: that
+        // would hold the publish's future twice.
+        self.settler
+            .publish(target, body, properties)
+            .map(move |published| {
+                self.indexed(published.is_ok(), entry, body);
+                published
+            })
     }
 
     /// The properties of a dead letter about to be published, kept for its
@@ -514,12 +538,9 @@ impl Executor {
         why: &str,
         dropped: &[String],
     ) {
-        let entry = self.index_entry(&properties);
         let published = self
-            .settler
-            .publish(target, original.body, properties)
+            .publish_copy(target, original.body, properties, true)
             .await;
-        self.indexed(published.is_ok(), entry, original.body);
         if self
             .acked_or_requeued(acker, original, target, published)
             .await

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
+use futures_util::{FutureExt, StreamExt};
 use lapin::Confirmation;
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicGetOptions, BasicNackOptions,
@@ -351,16 +351,8 @@ impl Connection for AmqpConnection {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            let lost = self.lost.watch();
-            let closed = lost.or_fail(async {
-                self.inner
-                    .close(200, "closing".into())
-                    .await
-                    .map_err(transport_error)
-            });
-            if let Err(e) = closed.await {
-                tracing::debug!("closing the connection: {e}");
-            }
+            let closing = self.inner.close(200, "closing".into());
+            close_quietly(&self.lost.watch(), "the connection", closing).await;
         })
     }
 }
@@ -446,11 +438,84 @@ impl AmqpChannel {
     }
 }
 
-fn durable_queue(passive: bool) -> QueueDeclareOptions {
-    QueueDeclareOptions {
-        durable: !passive,
-        passive,
-        ..QueueDeclareOptions::default()
+impl AmqpChannel {
+    /// Declares a durable exchange, or (`passive`) only checks that it exists.
+    async fn exchange_declare(
+        &self,
+        name: &str,
+        kind: lapin::ExchangeKind,
+        passive: bool,
+    ) -> Result<(), TransportError> {
+        let options = ExchangeDeclareOptions {
+            durable: !passive,
+            passive,
+            ..ExchangeDeclareOptions::default()
+        };
+        self.inner
+            .exchange_declare(short(name)?, kind, options, FieldTable::default())
+            .await
+            .map_err(transport_error)
+    }
+
+    /// Declares a durable queue with `arguments`, or (`passive`) only checks
+    /// that it exists, and reads its depth.
+    async fn queue_declare(
+        &self,
+        name: &str,
+        passive: bool,
+        arguments: FieldTable,
+    ) -> Result<QueueInfo, TransportError> {
+        let options = QueueDeclareOptions {
+            durable: !passive,
+            passive,
+            ..QueueDeclareOptions::default()
+        };
+        let declared = self
+            .inner
+            .queue_declare(short(name)?, options, arguments)
+            .await
+            .map_err(transport_error)?;
+        Ok(queue_info(&declared))
+    }
+}
+
+/// What [`AmqpChannel::change_binding`] does to a binding.
+#[derive(Clone, Copy)]
+enum BindingChange {
+    /// `queue.bind`.
+    Bind,
+    /// `queue.unbind`.
+    Unbind,
+}
+
+impl AmqpChannel {
+    /// Binds `queue` to `exchange` with `routing_key`, or removes that
+    /// binding.
+    fn change_binding<'a>(
+        &'a self,
+        change: BindingChange,
+        queue: &'a str,
+        exchange: &'a str,
+        routing_key: &'a str,
+    ) -> BoxFuture<'a, Result<(), TransportError>> {
+        self.guarded(async move {
+            let (queue, exchange) = (short(queue)?, short(exchange)?);
+            let (routing_key, arguments) = (short(routing_key)?, FieldTable::default());
+            let changed = match change {
+                BindingChange::Bind => {
+                    let options = QueueBindOptions::default();
+                    self.inner
+                        .queue_bind(queue, exchange, routing_key, options, arguments)
+                        .await
+                }
+                BindingChange::Unbind => {
+                    self.inner
+                        .queue_unbind(queue, exchange, routing_key, arguments)
+                        .await
+                }
+            };
+            changed.map_err(transport_error)
+        })
     }
 }
 
@@ -471,14 +536,7 @@ impl Channel for AmqpChannel {
                 // Rust wants this arm: the type by its AMQP name.
                 other => lapin::ExchangeKind::Custom(other.as_str().to_owned()),
             };
-            let options = ExchangeDeclareOptions {
-                durable: true,
-                ..ExchangeDeclareOptions::default()
-            };
-            self.inner
-                .exchange_declare(short(name)?, kind, options, FieldTable::default())
-                .await
-                .map_err(transport_error)
+            self.exchange_declare(name, kind, false).await
         })
     }
 
@@ -488,12 +546,7 @@ impl Channel for AmqpChannel {
     ) -> BoxFuture<'a, Result<QueueInfo, TransportError>> {
         self.guarded(async move {
             let arguments = arguments_table(&queue.arguments)?;
-            let declared = self
-                .inner
-                .queue_declare(short(&queue.name)?, durable_queue(false), arguments)
-                .await
-                .map_err(transport_error)?;
-            Ok(queue_info(&declared))
+            self.queue_declare(&queue.name, false, arguments).await
         })
     }
 
@@ -503,18 +556,7 @@ impl Channel for AmqpChannel {
         exchange: &'a str,
         routing_key: &'a str,
     ) -> BoxFuture<'a, Result<(), TransportError>> {
-        self.guarded(async move {
-            self.inner
-                .queue_bind(
-                    short(queue)?,
-                    short(exchange)?,
-                    short(routing_key)?,
-                    QueueBindOptions::default(),
-                    FieldTable::default(),
-                )
-                .await
-                .map_err(transport_error)
-        })
+        self.change_binding(BindingChange::Bind, queue, exchange, routing_key)
     }
 
     fn unbind_queue<'a>(
@@ -523,49 +565,19 @@ impl Channel for AmqpChannel {
         exchange: &'a str,
         routing_key: &'a str,
     ) -> BoxFuture<'a, Result<(), TransportError>> {
-        self.guarded(async move {
-            self.inner
-                .queue_unbind(
-                    short(queue)?,
-                    short(exchange)?,
-                    short(routing_key)?,
-                    FieldTable::default(),
-                )
-                .await
-                .map_err(transport_error)
-        })
+        self.change_binding(BindingChange::Unbind, queue, exchange, routing_key)
     }
 
     fn check_exchange<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {
-        self.guarded(async move {
-            let options = ExchangeDeclareOptions {
-                passive: true,
-                ..ExchangeDeclareOptions::default()
-            };
-            self.inner
-                .exchange_declare(
-                    short(name)?,
-                    lapin::ExchangeKind::Direct,
-                    options,
-                    FieldTable::default(),
-                )
-                .await
-                .map_err(transport_error)
-        })
+        // A passive declare checks only the name: the kind is not compared.
+        self.guarded(self.exchange_declare(name, lapin::ExchangeKind::Direct, true))
     }
 
     fn check_queue<'a>(
         &'a self,
         name: &'a str,
     ) -> BoxFuture<'a, Result<QueueInfo, TransportError>> {
-        self.guarded(async move {
-            let declared = self
-                .inner
-                .queue_declare(short(name)?, durable_queue(true), FieldTable::default())
-                .await
-                .map_err(transport_error)?;
-            Ok(queue_info(&declared))
-        })
+        self.guarded(self.queue_declare(name, true, FieldTable::default()))
     }
 
     fn qos(&self, prefetch: u16) -> BoxFuture<'_, Result<(), TransportError>> {
@@ -624,10 +636,7 @@ impl Channel for AmqpChannel {
         message: Publication<'a>,
     ) -> BoxFuture<'a, Result<Confirm, TransportError>> {
         // One future for the publish and its confirmation.
-        self.guarded(async move {
-            let confirm = self.basic_publish(message).await?;
-            Ok(confirmation(confirm.await.map_err(transport_error)?))
-        })
+        self.guarded(async move { confirmed(self.basic_publish(message).await?).await })
     }
 
     fn send<'a>(
@@ -635,12 +644,9 @@ impl Channel for AmqpChannel {
         message: Publication<'a>,
     ) -> BoxFuture<'a, Result<PendingConfirm, TransportError>> {
         self.guarded(async move {
-            let confirm = self.basic_publish(message).await?;
+            let confirm = confirmed(self.basic_publish(message).await?);
             let lost = self.lost.clone();
-            let pending: PendingConfirm = Box::pin(async move {
-                lost.or_fail(async { Ok(confirmation(confirm.await.map_err(transport_error)?)) })
-                    .await
-            });
+            let pending: PendingConfirm = Box::pin(async move { lost.or_fail(confirm).await });
             Ok(pending)
         })
     }
@@ -671,16 +677,20 @@ impl Channel for AmqpChannel {
 
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            let closed = self.lost.or_fail(async {
-                self.inner
-                    .close(200, "closing".into())
-                    .await
-                    .map_err(transport_error)
-            });
-            if let Err(e) = closed.await {
-                tracing::debug!("closing a channel: {e}");
-            }
+            let closing = self.inner.close(200, "closing".into());
+            close_quietly(&self.lost, "a channel", closing).await;
         })
+    }
+}
+
+/// Awaits `closing`, lapin's close of a connection or a channel (`what`),
+/// unless its connection is `lost` first; a failure is only logged.
+async fn close_quietly(lost: &Lost, what: &str, closing: impl Future<Output = lapin::Result<()>>) {
+    if let Err(e) = lost
+        .or_fail(closing.map(|c| c.map_err(transport_error)))
+        .await
+    {
+        tracing::debug!("closing {what}: {e}");
     }
 }
 
@@ -722,6 +732,16 @@ fn delivery(d: lapin::message::Delivery, lost: &Lost) -> Delivery {
     }
 }
 
+/// What lapin's answer to an ack, a nack or a reject says: `false`, the
+/// channel was closed and the delivery is not settled.
+fn settled(answer: lapin::Result<bool>) -> Result<(), TransportError> {
+    match answer {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(TransportError::Closed("the channel is closed".into())),
+        Err(e) => Err(transport_error(e)),
+    }
+}
+
 /// Settles a lapin delivery (of this tag), giving up when its connection is lost.
 struct LapinAcker(lapin::Acker, Lost, u64);
 
@@ -731,13 +751,10 @@ impl Settle for LapinAcker {
     }
 
     fn ack(&self, multiple: bool) -> BoxFuture<'_, Result<(), TransportError>> {
-        Box::pin(self.1.or_fail(async move {
-            match self.0.ack(BasicAckOptions { multiple }).await {
-                Ok(true) => Ok(()),
-                Ok(false) => Err(TransportError::Closed("the channel is closed".into())),
-                Err(e) => Err(transport_error(e)),
-            }
-        }))
+        Box::pin(
+            self.1
+                .or_fail(async move { settled(self.0.ack(BasicAckOptions { multiple }).await) }),
+        )
     }
 
     fn nack(&self, requeue: bool) -> BoxFuture<'_, Result<(), TransportError>> {
@@ -746,23 +763,22 @@ impl Settle for LapinAcker {
                 requeue,
                 ..BasicNackOptions::default()
             };
-            match self.0.nack(options).await {
-                Ok(true) => Ok(()),
-                Ok(false) => Err(TransportError::Closed("the channel is closed".into())),
-                Err(e) => Err(transport_error(e)),
-            }
+            settled(self.0.nack(options).await)
         }))
     }
 
     fn fail(&self) -> BoxFuture<'_, Result<(), TransportError>> {
         Box::pin(self.1.or_fail(async move {
-            match self.0.reject(BasicRejectOptions { requeue: true }).await {
-                Ok(true) => Ok(()),
-                Ok(false) => Err(TransportError::Closed("the channel is closed".into())),
-                Err(e) => Err(transport_error(e)),
-            }
+            settled(self.0.reject(BasicRejectOptions { requeue: true }).await)
         }))
     }
+}
+
+/// The broker's answer to a publish, once it comes, in the transport's terms.
+fn confirmed(
+    confirm: lapin::PublisherConfirm,
+) -> impl Future<Output = Result<Confirm, TransportError>> {
+    confirm.map(|answer| answer.map(confirmation).map_err(transport_error))
 }
 
 /// What lapin's confirmation says, in the transport's terms.

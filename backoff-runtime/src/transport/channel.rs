@@ -46,11 +46,9 @@ pub trait Channel: Send + Sync + 'static {
         routing_key: &'a str,
     ) -> BoxFuture<'a, Result<(), TransportError>> {
         let _ = routing_key;
-        Box::pin(async move {
-            Err(TransportError::Other(format!(
-                "'{queue}' from '{exchange}': this broker cannot remove a binding"
-            )))
-        })
+        refused(format!(
+            "'{queue}' from '{exchange}': this broker cannot remove a binding"
+        ))
     }
 
     /// Checks that an exchange exists (a passive declare): code 404
@@ -80,11 +78,7 @@ pub trait Channel: Send + Sync + 'static {
         offset: StreamOffset,
     ) -> BoxFuture<'a, Result<Deliveries, TransportError>> {
         let _ = offset;
-        Box::pin(async move {
-            Err(TransportError::Other(format!(
-                "'{queue}': this broker has no stream queues"
-            )))
-        })
+        refused(format!("'{queue}': this broker has no stream queues"))
     }
 
     /// Stops the consumer with this tag: nothing more is delivered to it; the
@@ -122,11 +116,7 @@ pub trait Channel: Send + Sync + 'static {
     /// many; unacknowledged deliveries stay. The default refuses, for a
     /// broker that cannot.
     fn purge_queue<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<u32, TransportError>> {
-        Box::pin(async move {
-            Err(TransportError::Other(format!(
-                "'{name}': this broker cannot purge a queue"
-            )))
-        })
+        refused(format!("'{name}': this broker cannot purge a queue"))
     }
 
     /// Makes a metadata write that a clustered broker commits only with its
@@ -147,4 +137,10 @@ pub trait Channel: Send + Sync + 'static {
     /// Closes the channel; its unsettled deliveries return to their queues,
     /// in their original order.
     fn close(&self) -> BoxFuture<'_, ()>;
+}
+
+/// What a default method answers for an operation the broker cannot make:
+/// [`TransportError::Other`] saying `why`.
+fn refused<'a, T: Send + 'a>(why: String) -> BoxFuture<'a, Result<T, TransportError>> {
+    Box::pin(std::future::ready(Err(TransportError::Other(why))))
 }
