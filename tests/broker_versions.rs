@@ -517,10 +517,7 @@ async fn a_quorum_consumer_writes_its_index_and_groups_from_it() {
         earlier.declare_queue(stream).await.unwrap();
     }
     let binding = &index.binding;
-    earlier
-        .bind_queue(&binding.queue, &binding.exchange, &binding.routing_key)
-        .await
-        .unwrap();
+    earlier.bind_queue(binding).await.unwrap();
     earlier.close().await;
 
     let running = Running::start("quorum-index", |s| {

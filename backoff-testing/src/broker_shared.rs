@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lapin::BasicProperties;
 use lapin::types::FieldTable;
-use rabbit_backoff_core::{ExchangeKind, QueueDecl};
+use rabbit_backoff_core::{Binding, ExchangeKind, QueueDecl};
 use tokio::time::Instant;
 
 use rabbit_backoff_runtime::transport::{Confirm, QueueInfo, TransportError};
@@ -169,12 +169,9 @@ impl BrokerShared {
         Ok(queue.info())
     }
 
-    pub(crate) fn bind_queue(
-        &self,
-        queue: &str,
-        exchange: &str,
-        routing_key: &str,
-    ) -> Result<(), TransportError> {
+    pub(crate) fn bind_queue(&self, binding: &Binding) -> Result<(), TransportError> {
+        let (queue, exchange) = (binding.queue.as_str(), binding.exchange.as_str());
+        let routing_key = binding.routing_key.as_str();
         if exchange.is_empty() {
             return Err(replies::access_refused(
                 "operation not permitted on the default exchange",

@@ -15,7 +15,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use futures_util::future::BoxFuture;
 use lapin::types::AMQPValue;
-use rabbit_backoff_core::{ExchangeKind, QueueDecl};
+use rabbit_backoff_core::{Binding, ExchangeKind, QueueDecl};
 use tokio::sync::mpsc;
 
 use rabbit_backoff_runtime::transport::{
@@ -370,13 +370,8 @@ impl Channel for MemoryChannel {
         Box::pin(async move { self.run(|| self.broker.declare_queue(queue)) })
     }
 
-    fn bind_queue<'a>(
-        &'a self,
-        queue: &'a str,
-        exchange: &'a str,
-        routing_key: &'a str,
-    ) -> BoxFuture<'a, Result<(), TransportError>> {
-        Box::pin(async move { self.run(|| self.broker.bind_queue(queue, exchange, routing_key)) })
+    fn bind_queue<'a>(&'a self, binding: &'a Binding) -> BoxFuture<'a, Result<(), TransportError>> {
+        Box::pin(async move { self.run(|| self.broker.bind_queue(binding)) })
     }
 
     fn delete_queue<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {

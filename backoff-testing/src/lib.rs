@@ -32,7 +32,7 @@
 //!
 //! ```
 //! use rabbit_backoff::ExchangeKind;
-//! use rabbit_backoff::topology::{Argument, QueueDecl};
+//! use rabbit_backoff::topology::{Argument, Binding, QueueDecl};
 //! use rabbit_backoff::testing::TestBroker;
 //! use rabbit_backoff::transport::Transport;
 //! use futures_util::StreamExt;
@@ -44,7 +44,7 @@
 //! channel.declare_exchange("orders", ExchangeKind::Direct).await?;
 //! let work = QueueDecl::new("orders");
 //! channel.declare_queue(&work).await?;
-//! channel.bind_queue("orders", "orders", "orders").await?;
+//! channel.bind_queue(&Binding::new("orders", "orders", "orders")).await?;
 //! // A retry queue: after 5 s, messages go back to the work queue.
 //! let retry = QueueDecl::new("orders.retry_5000ms")
 //!     .with_argument("x-message-ttl", Argument::Int(5_000))

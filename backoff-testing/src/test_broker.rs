@@ -36,7 +36,7 @@ pub const IDLE_LIMIT: Duration = Duration::from_secs(3600);
 /// use rabbit_backoff::testing::TestBroker;
 /// use rabbit_backoff::transport::{Confirm, Transport};
 /// use rabbit_backoff::ExchangeKind;
-/// use rabbit_backoff::topology::QueueDecl;
+/// use rabbit_backoff::topology::{Binding, QueueDecl};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), rabbit_backoff::transport::TransportError> {
@@ -46,7 +46,7 @@ pub const IDLE_LIMIT: Duration = Duration::from_secs(3600);
 /// channel
 ///     .declare_queue(&QueueDecl::new("orders"))
 ///     .await?;
-/// channel.bind_queue("orders", "orders", "orders").await?;
+/// channel.bind_queue(&Binding::new("orders", "orders", "orders")).await?;
 ///
 /// let confirm = broker.publish_json("orders", "orders", &serde_json::json!({"id": 7})).await;
 /// assert_eq!(confirm, Confirm::Ack);

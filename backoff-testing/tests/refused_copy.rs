@@ -18,7 +18,7 @@ use rabbit_backoff::transport::{
     Channel, Confirm, Connection, Deliveries, Delivery, Lost, PendingConfirm, Publication,
     QueueInfo, Transport, TransportError,
 };
-use rabbit_backoff_core::QueueDecl;
+use rabbit_backoff_core::{Binding, QueueDecl};
 
 /// What went through which channel (channels numbered from 0 in the order
 /// they were opened).
@@ -133,13 +133,8 @@ impl Channel for RecordedChannel {
         self.inner.declare_queue(queue)
     }
 
-    fn bind_queue<'a>(
-        &'a self,
-        queue: &'a str,
-        exchange: &'a str,
-        routing_key: &'a str,
-    ) -> BoxFuture<'a, Result<(), TransportError>> {
-        self.inner.bind_queue(queue, exchange, routing_key)
+    fn bind_queue<'a>(&'a self, binding: &'a Binding) -> BoxFuture<'a, Result<(), TransportError>> {
+        self.inner.bind_queue(binding)
     }
 
     fn check_exchange<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {

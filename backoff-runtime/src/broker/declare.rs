@@ -168,19 +168,16 @@ async fn declare_index(connection: &dyn Connection, index: &DeadLetterIndexDecl)
 
 /// Binds `binding`'s queue to its exchange; a refusal names both and the key.
 async fn bind(channel: &dyn Channel, binding: &Binding) -> Result<(), Error> {
-    channel
-        .bind_queue(&binding.queue, &binding.exchange, &binding.routing_key)
-        .await
-        .map_err(|e| {
-            declare_error(
-                "binding",
-                &format!(
-                    "{} → {} ({})",
-                    binding.exchange, binding.queue, binding.routing_key
-                ),
-                e,
-            )
-        })
+    channel.bind_queue(binding).await.map_err(|e| {
+        declare_error(
+            "binding",
+            &format!(
+                "{} → {} ({})",
+                binding.exchange, binding.queue, binding.routing_key
+            ),
+            e,
+        )
+    })
 }
 
 /// Turns PRECONDITION_FAILED into a conflict that names the argument.

@@ -378,7 +378,7 @@ async fn declare(
             }
             let binding = &index.binding;
             channel
-                .unbind_queue(&binding.queue, &binding.exchange, &binding.routing_key)
+                .unbind_queue(binding)
                 .await
                 .map_err(|e| format!("unbinding {} from {}: {e}", binding.queue, binding.exchange))
         }

@@ -242,9 +242,7 @@ mod tests {
         }
         fn bind_queue<'a>(
             &'a self,
-            _: &'a str,
-            _: &'a str,
-            _: &'a str,
+            _: &'a rabbit_backoff_core::Binding,
         ) -> BoxFuture<'a, Result<(), TransportError>> {
             unused()
         }

@@ -16,7 +16,7 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::uri::AMQPUri;
-use rabbit_backoff_core::{ExchangeKind, QueueDecl, connect_order};
+use rabbit_backoff_core::{Binding, ExchangeKind, QueueDecl, connect_order};
 
 use super::{
     Acker, Channel, Confirm, Connection, Deliveries, Delivery, Lost, LostSignal, PendingConfirm,
@@ -494,13 +494,11 @@ impl AmqpChannel {
     fn change_binding<'a>(
         &'a self,
         change: BindingChange,
-        queue: &'a str,
-        exchange: &'a str,
-        routing_key: &'a str,
+        binding: &'a Binding,
     ) -> BoxFuture<'a, Result<(), TransportError>> {
         self.guarded(async move {
-            let (queue, exchange) = (short(queue)?, short(exchange)?);
-            let (routing_key, arguments) = (short(routing_key)?, FieldTable::default());
+            let (queue, exchange) = (short(&binding.queue)?, short(&binding.exchange)?);
+            let (routing_key, arguments) = (short(&binding.routing_key)?, FieldTable::default());
             let changed = match change {
                 BindingChange::Bind => {
                     let options = QueueBindOptions::default();
@@ -550,22 +548,15 @@ impl Channel for AmqpChannel {
         })
     }
 
-    fn bind_queue<'a>(
-        &'a self,
-        queue: &'a str,
-        exchange: &'a str,
-        routing_key: &'a str,
-    ) -> BoxFuture<'a, Result<(), TransportError>> {
-        self.change_binding(BindingChange::Bind, queue, exchange, routing_key)
+    fn bind_queue<'a>(&'a self, binding: &'a Binding) -> BoxFuture<'a, Result<(), TransportError>> {
+        self.change_binding(BindingChange::Bind, binding)
     }
 
     fn unbind_queue<'a>(
         &'a self,
-        queue: &'a str,
-        exchange: &'a str,
-        routing_key: &'a str,
+        binding: &'a Binding,
     ) -> BoxFuture<'a, Result<(), TransportError>> {
-        self.change_binding(BindingChange::Unbind, queue, exchange, routing_key)
+        self.change_binding(BindingChange::Unbind, binding)
     }
 
     fn check_exchange<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {

@@ -2,7 +2,7 @@
 //! the framework makes on it.
 
 use futures_util::future::BoxFuture;
-use rabbit_backoff_core::{ExchangeKind, QueueDecl};
+use rabbit_backoff_core::{Binding, ExchangeKind, QueueDecl};
 
 use super::{
     Confirm, Deliveries, Delivery, PendingConfirm, Publication, QueueInfo, StreamOffset,
@@ -29,25 +29,18 @@ pub trait Channel: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<QueueInfo, TransportError>>;
 
     /// Binds a queue to an exchange with a routing key.
-    fn bind_queue<'a>(
-        &'a self,
-        queue: &'a str,
-        exchange: &'a str,
-        routing_key: &'a str,
-    ) -> BoxFuture<'a, Result<(), TransportError>>;
+    fn bind_queue<'a>(&'a self, binding: &'a Binding) -> BoxFuture<'a, Result<(), TransportError>>;
 
     /// Removes the binding of a queue to an exchange with a routing key; a
     /// binding that does not exist is no error. The default refuses, for a
     /// broker that cannot.
     fn unbind_queue<'a>(
         &'a self,
-        queue: &'a str,
-        exchange: &'a str,
-        routing_key: &'a str,
+        binding: &'a Binding,
     ) -> BoxFuture<'a, Result<(), TransportError>> {
-        let _ = routing_key;
         refused(format!(
-            "'{queue}' from '{exchange}': this broker cannot remove a binding"
+            "'{}' from '{}': this broker cannot remove a binding",
+            binding.queue, binding.exchange
         ))
     }
 

@@ -40,8 +40,10 @@ async fn work_topology(ch: &Arc<dyn Channel>) {
     .await
     .unwrap();
     declare_plain(ch, "orders.dlq").await;
-    ch.bind_queue("orders", "orders", "orders").await.unwrap();
-    ch.bind_queue("orders.dlq", "orders.dlx", "orders.dlq")
+    ch.bind_queue(&Binding::new("orders", "orders", "orders"))
+        .await
+        .unwrap();
+    ch.bind_queue(&Binding::new("orders.dlq", "orders.dlx", "orders.dlq"))
         .await
         .unwrap();
 }
@@ -212,8 +214,10 @@ async fn reject_publish_overflow_nacks_the_publisher() {
     ch.declare_exchange("fan", ExchangeKind::Fanout)
         .await
         .unwrap();
-    ch.bind_queue("q", "fan", "").await.unwrap();
-    ch.bind_queue("other", "fan", "").await.unwrap();
+    ch.bind_queue(&Binding::new("q", "fan", "")).await.unwrap();
+    ch.bind_queue(&Binding::new("other", "fan", ""))
+        .await
+        .unwrap();
 
     let send = |label: &'static str| {
         let ch = Arc::clone(&ch);
@@ -345,14 +349,16 @@ async fn without_a_dead_letter_routing_key_the_message_keeps_its_own() {
         .await
         .unwrap();
     declare_plain(&ch, "caught").await;
-    ch.bind_queue("caught", "dlx", "orders.#").await.unwrap();
+    ch.bind_queue(&Binding::new("caught", "dlx", "orders.#"))
+        .await
+        .unwrap();
     ch.declare_exchange("in", ExchangeKind::Topic)
         .await
         .unwrap();
     ch.declare_queue(&decl("q", vec![text("x-dead-letter-exchange", "dlx")]))
         .await
         .unwrap();
-    ch.bind_queue("q", "in", "#").await.unwrap();
+    ch.bind_queue(&Binding::new("q", "in", "#")).await.unwrap();
     ch.publish(Publication::new(
         "in",
         "orders.created",

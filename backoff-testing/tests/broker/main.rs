@@ -16,7 +16,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
-use rabbit_backoff_core::{Argument, QueueDecl};
+use rabbit_backoff_core::{Argument, Binding, QueueDecl};
 
 use rabbit_backoff_runtime::transport::{
     Channel, Deliveries, Delivery, Publication, Transport, TransportError,

@@ -16,7 +16,10 @@ async fn bound(
 ) {
     channel.declare_exchange(exchange, kind).await.unwrap();
     for (queue, key) in bindings {
-        channel.bind_queue(queue, exchange, key).await.unwrap();
+        channel
+            .bind_queue(&Binding::new(*queue, exchange, *key))
+            .await
+            .unwrap();
     }
 }
 
@@ -215,7 +218,10 @@ async fn the_default_and_amq_exchanges_are_reserved() {
         .await
         .unwrap();
     declare_plain(&ch, "q").await;
-    assert_eq!(refusal(ch.bind_queue("q", "", "q").await).0, 403);
+    assert_eq!(
+        refusal(ch.bind_queue(&Binding::new("q", "", "q")).await).0,
+        403
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -225,13 +231,13 @@ async fn binding_needs_both_ends() {
         .await
         .unwrap();
     assert_eq!(
-        refusal(ch.bind_queue("ghost", "x", "k").await),
+        refusal(ch.bind_queue(&Binding::new("ghost", "x", "k")).await),
         (404, "NOT_FOUND - no queue 'ghost' in vhost '/'".to_owned())
     );
     let ch = open(&broker).await;
     declare_plain(&ch, "q").await;
     assert_eq!(
-        refusal(ch.bind_queue("q", "ghost", "k").await),
+        refusal(ch.bind_queue(&Binding::new("q", "ghost", "k")).await),
         (
             404,
             "NOT_FOUND - no exchange 'ghost' in vhost '/'".to_owned()

@@ -10,7 +10,7 @@ use fe2o3_amqp::link::RecvError;
 use fe2o3_amqp::session::SessionHandle;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
-use rabbit_backoff_core::{ExchangeKind, QueueDecl};
+use rabbit_backoff_core::{Binding, ExchangeKind, QueueDecl};
 use tokio::sync::mpsc;
 
 use super::attach::{SharedSession, attach_consumer, attach_receiver, link_name};
@@ -153,22 +153,21 @@ impl Channel for Amqp1Channel {
         refused(&format!("declaring queue '{}'", queue.name))
     }
 
-    fn bind_queue<'a>(
-        &'a self,
-        queue: &'a str,
-        exchange: &'a str,
-        _routing_key: &'a str,
-    ) -> BoxFuture<'a, Result<(), TransportError>> {
-        refused(&format!("binding '{queue}' to '{exchange}'"))
+    fn bind_queue<'a>(&'a self, binding: &'a Binding) -> BoxFuture<'a, Result<(), TransportError>> {
+        refused(&format!(
+            "binding '{}' to '{}'",
+            binding.queue, binding.exchange
+        ))
     }
 
     fn unbind_queue<'a>(
         &'a self,
-        queue: &'a str,
-        exchange: &'a str,
-        _routing_key: &'a str,
+        binding: &'a Binding,
     ) -> BoxFuture<'a, Result<(), TransportError>> {
-        refused(&format!("unbinding '{queue}' from '{exchange}'"))
+        refused(&format!(
+            "unbinding '{}' from '{}'",
+            binding.queue, binding.exchange
+        ))
     }
 
     fn check_exchange<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {
