@@ -658,15 +658,17 @@ struct Amqp1Work {
 /// and `x-failed-at` published over AMQP 0-9-1 on `connection` with its
 /// confirm awaited, then `accepted`; `released` when it is not confirmed.
 ///
-/// RabbitMQ 4.3 sends a `flow` when the credit runs out, after which
-/// fe2o3-amqp 0.18 counts some transfers twice and drops what comes beyond
-/// its own count (`TransferLimitExceeded`); the broker holds each dropped
-/// message as delivered to the link. As the framework does (and a careful
-/// user who met it would), the loop then grants no more credit, lets the
-/// deliveries it took be settled, and replaces the link: the broker returns
-/// the dropped messages to the queue. Another error ends the link: the loop
-/// attaches a new one, and the settlements of the old link's deliveries are
-/// dropped.
+/// RabbitMQ 4.3 answers a link's first credit request with a `flow` (the
+/// consumer is active); fe2o3-amqp 0.18 applies its delivery count while
+/// transfers may still wait in the link's buffer, counts them twice and
+/// drops what then comes beyond its own count (`TransferLimitExceeded`).
+/// As the framework does (and a careful user who met it would), the loop
+/// first grants no credit and waits 10 ms for that flow before it grants
+/// its credit; should a link drop transfers all the same, it grants no
+/// more credit, lets the deliveries it took be settled, and replaces the
+/// link: the broker returns the dropped messages to the queue. Another
+/// error ends the link: the loop attaches a new one, and the settlements of
+/// the old link's deliveries are dropped.
 async fn amqp1_loop(
     url: &str,
     connection: &Connection,
@@ -709,6 +711,8 @@ async fn amqp1_loop(
             .attach(session)
             .await
             .expect("a receiver on the work queue");
+        receiver.set_credit(0).await.expect("no credit");
+        tokio::time::sleep(Duration::from_millis(10)).await;
         receiver.set_credit(prefetch).await.expect("credit");
         receiver
     }

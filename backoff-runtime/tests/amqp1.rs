@@ -838,10 +838,12 @@ async fn a_vhost_of_the_uri_is_the_connection_s() {
 
 /// A backlog: 2,000 messages wait before the consumer starts, and eight
 /// workers settle them out of order, holding a tenth of them back once with
-/// `modified`. On RabbitMQ 4.3 fe2o3-amqp counts some transfers twice
-/// after the broker's `flow` and drops what it then takes for beyond the
-/// credit; the link task recycles its link, so the consumer's stream never
-/// ends, no message is handed over twice, and every one is settled.
+/// `modified`. On RabbitMQ 4.3 fe2o3-amqp counts transfers twice that wait
+/// in the link's buffer when the broker's first `flow` arrives, and drops
+/// what it then takes for beyond the credit: the link is attached so that
+/// the flow comes with nothing in flight (and recycled should it not), so
+/// the consumer's stream never ends, no message is handed over twice, and
+/// every one is settled.
 #[tokio::test]
 async fn a_backlog_settled_out_of_order_keeps_its_stream_and_hands_each_over_once() {
     let _serial = SERIAL.lock().await;

@@ -3,6 +3,7 @@
 //! link, see [`Link`](super::link::Link)).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use fe2o3_amqp::link::{CreditMode, Receiver, ReceiverAttachError};
 use fe2o3_amqp::session::SessionHandle;
@@ -34,8 +35,25 @@ pub(crate) async fn attach_receiver(
         .map_err(|e| attach_error(queue, e))
 }
 
+/// How long a new consumer link waits, with no credit, for the broker's
+/// first `flow` before it grants its credit.
+const FIRST_FLOW_WAIT: Duration = Duration::from_millis(10);
+
 /// Attaches a consumer's receiver link named `name` to `queue` on
 /// `session`, with `credit`.
+///
+/// RabbitMQ 4.x answers a link's first credit request with a `flow` that
+/// says the consumer is active (`rabbitmq:active`), with the link's
+/// delivery count. fe2o3-amqp 0.18.4 applies that count as soon as the flow
+/// arrives, while transfers sent before it may still wait in the link's
+/// buffer, and then counts them a second time: the link ends up granting
+/// credit beyond its own count and drops what comes past it (see
+/// [`Link`](super::link::Link)). So the first credit request grants none:
+/// the broker answers it with no transfer in flight, and the credit follows
+/// once that answer had time to arrive (a second request sent before the
+/// answer would be held back by the broker and answered without the flow,
+/// which would then come with the first transfers). A late answer costs at
+/// most one recycled link.
 pub(crate) async fn attach_consumer(
     session: &SharedSession,
     name: &str,
@@ -43,10 +61,10 @@ pub(crate) async fn attach_consumer(
     credit: u32,
 ) -> Result<Receiver, TransportError> {
     let mut receiver = attach_receiver(session, name, queue).await?;
-    receiver
-        .set_credit(credit)
-        .await
-        .map_err(|e| TransportError::Closed(format!("granting credit on queue '{queue}': {e}")))?;
+    let granting = |e| TransportError::Closed(format!("granting credit on queue '{queue}': {e}"));
+    receiver.set_credit(0).await.map_err(granting)?;
+    tokio::time::sleep(FIRST_FLOW_WAIT).await;
+    receiver.set_credit(credit).await.map_err(granting)?;
     Ok(receiver)
 }
 

@@ -4,21 +4,24 @@
 //! [`Acker`](crate::transport::Acker)s send.
 //!
 //! A consumer's task also recycles its link when fe2o3-amqp dropped a
-//! transfer as beyond the link's credit. RabbitMQ 4.3 sends a `flow` with
-//! its delivery count when a link's credit runs out, and fe2o3-amqp 0.18
-//! takes that count at once, while transfers the broker sent before the
-//! flow still wait in the link's buffer: each of them is then counted
-//! twice, the next credit the receiver grants reaches further than it
-//! thinks, and it refuses what comes beyond its own count
-//! (`TransferLimitExceeded`), keeping no trace of it. The broker holds each
-//! such message as delivered until the link detaches. So the task grants no
-//! more credit, lets the deliveries it handed over be settled, then
-//! detaches (the broker returns what was dropped to the queue) and
-//! attaches a new link with a fresh count, on the same session and for the
-//! same consumer. Nothing is lost or handed over
-//! twice; the consumer pauses for as long as its slowest delivery takes.
-//! The fix upstream: apply a sender's `flow` to the receiver's delivery
-//! count in order with the transfers (in the session, where both arrive).
+//! transfer as beyond the link's credit. RabbitMQ 4.x answers a link's
+//! first credit request with a `flow` carrying its delivery count (and
+//! `rabbitmq:active`), and fe2o3-amqp 0.18 takes that count at once, while
+//! transfers the broker sent before the flow may still wait in the link's
+//! buffer: each of them is then counted twice, the next credit the
+//! receiver grants reaches further than it thinks, and it refuses what
+//! comes beyond its own count (`TransferLimitExceeded`), keeping no trace
+//! of it. The broker holds each such message as delivered until the link
+//! detaches. [`attach_consumer`] keeps this from happening: its first
+//! credit request grants nothing, so the flow comes with no transfer in
+//! flight. Should a link drop transfers all the same (the flow came late),
+//! the task grants no more credit, lets the deliveries it handed over be
+//! settled, then detaches (the broker returns what was dropped to the
+//! queue) and attaches a new link with a fresh count, on the same session
+//! and for the same consumer. Nothing is lost or handed over twice; the
+//! consumer pauses for as long as its slowest delivery takes. The fix
+//! upstream: apply a sender's `flow` to the receiver's delivery count in
+//! order with the transfers (in the session, where both arrive).
 
 use std::collections::BTreeMap;
 
