@@ -58,12 +58,6 @@ impl Endpoint {
         format!("{}:{}", self.host_for_url(), self.port)
     }
 
-    /// The URL fe2o3-amqp opens: scheme, host and port only (the
-    /// credentials go in the SASL profile, undecoded by nobody).
-    pub(crate) fn url(&self) -> String {
-        format!("amqp://{}", self.node())
-    }
-
     /// The open frame's hostname, which RabbitMQ 4 reads the virtual host
     /// from: `vhost:<name>`; `None` for the broker's default one.
     pub(crate) fn open_hostname(&self) -> Option<String> {
@@ -97,7 +91,10 @@ mod tests {
         assert_eq!(endpoint.password, "p:ss");
         assert_eq!(endpoint.vhost, "orders/eu");
         assert_eq!(endpoint.node(), "rabbit.local:5643");
-        assert_eq!(endpoint.url(), "amqp://rabbit.local:5643");
+        assert_eq!(
+            (endpoint.host.as_str(), endpoint.port),
+            ("rabbit.local", 5643)
+        );
         assert_eq!(endpoint.open_hostname().as_deref(), Some("vhost:orders/eu"));
     }
 

@@ -64,9 +64,9 @@ async fn open(uri: &str) -> Result<Amqp1Connection, TransportError> {
     let endpoint = Endpoint::parse(uri)?;
     let node = endpoint.node();
     let hostname = endpoint.open_hostname();
-    let url = endpoint.url();
     let builder = fe2o3_amqp::Connection::builder()
         .container_id(format!("rabbit-backoff-{}", uuid::Uuid::new_v4().simple()))
+        .scheme("amqp")
         .hostname(hostname.as_deref())
         .sasl_profile(SaslProfile::Plain {
             username: endpoint.username.clone(),
@@ -74,7 +74,18 @@ async fn open(uri: &str) -> Result<Amqp1Connection, TransportError> {
         })
         .max_frame_size(MAX_FRAME_SIZE)
         .idle_time_out(IDLE_TIME_OUT_MS);
-    let handle = match tokio::time::timeout(TIMEOUT, builder.open(url.as_str())).await {
+    let opening = async {
+        // fe2o3-amqp opening a URL itself leaves Nagle's algorithm on: a
+        // small frame (a disposition, a flow) then waits for the broker's
+        // acknowledgement of the one before, up to its 40 ms delayed ACK,
+        // whenever the broker has nothing else to send.
+        let stream = tokio::net::TcpStream::connect((endpoint.host.as_str(), endpoint.port))
+            .await
+            .map_err(OpenError::from)?;
+        stream.set_nodelay(true).map_err(OpenError::from)?;
+        builder.open_with_stream(stream).await
+    };
+    let handle = match tokio::time::timeout(TIMEOUT, opening).await {
         Ok(Ok(handle)) => handle,
         Ok(Err(e)) => return Err(open_error(&node, e)),
         Err(_) => {
