@@ -50,7 +50,7 @@ use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, GroupSource};
 use rabbit_backoff::dedupe::{Tx, sqlx};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::topology::Topology;
-use rabbit_backoff::{Dedupe, QueueType, RunningRuntime};
+use rabbit_backoff::{Dedupe, QueueType, RetryBackend, RunningRuntime};
 use tokio::time::Instant;
 
 /// The cluster these tests drive.
@@ -459,7 +459,7 @@ fn timeline(
 }
 
 /// One run of `fault` under load; what the history says.
-async fn run(fault: Fault, round: usize) -> Report {
+async fn run(fault: Fault, retry: RetryBackend, round: usize) -> Report {
     let nodes = nodes();
     let _heal = Heal;
     let queue_type = queue_type();
@@ -476,6 +476,7 @@ async fn run(fault: Fault, round: usize) -> Report {
     let mut spec = place.spec();
     spec.queue = unique(&format!("part-{fault:?}").to_lowercase());
     spec.queue_type = Some(queue_type);
+    spec.retry = retry;
     spec.prefetch = 50;
     spec.dedupe = Some(Dedupe::new(Duration::from_secs(24 * 3600)));
     let _cleanup = Cleanup::of(&spec).at(&cluster_url(&nodes, 1));
@@ -558,7 +559,8 @@ async fn run(fault: Fault, round: usize) -> Report {
         nodes.iter().position(|n| n.name == name)
     };
     let work_leader = leader(&spec.queue);
-    let tier_leader = leader(&topology.retry_queues[0].name);
+    // Scheduled retries have no tier: the queue holds them back.
+    let tier_leader = topology.retry_queues.first().and_then(|q| leader(&q.name));
     let load = Load::start(publisher.clone(), &spec, &spec.queue);
     tokio::time::sleep(AROUND).await;
 
@@ -718,7 +720,7 @@ async fn run(fault: Fault, round: usize) -> Report {
         ),
     };
     eprintln!(
-        "partitions, RabbitMQ {}, {:?} queues, {}, run {round}: {what}; consumer started on {}, \
+        "partitions, RabbitMQ {}, {:?} queues, retry {retry:?}, {}, run {round}: {what}; consumer started on {}, \
          work queue led by {}, tier by {}: {report}; inbox skipped {skipped} redeliveries; \
          longest pause in handling {:.1} s from the fault; cluster whole {:.1} s after the \
          fault ended; settled {:.1} s after it; {sent} sent, {retries} publishes sent again; \
@@ -837,14 +839,25 @@ async fn publisher_close(publisher: Arc<Publisher>) {
     }
 }
 
-/// `PARTITION_REPEATS` runs of `fault`.
+/// `PARTITION_REPEATS` runs of `fault`, with retry tiers.
 async fn repeat(fault: Fault) {
+    repeat_with(fault, RetryBackend::Tiers).await;
+}
+
+/// `PARTITION_REPEATS` runs of `fault`, retrying with `retry`. Scheduled
+/// retries need RabbitMQ 4.3: on an older cluster the consumer must refuse
+/// to start instead.
+async fn repeat_with(fault: Fault, retry: RetryBackend) {
+    if retry == RetryBackend::Scheduled && !env_or("RABBITMQ_VERSION", "3.10").starts_with("4.3") {
+        refuses_scheduled().await;
+        return;
+    }
     let _serial = SERIAL.lock().await;
     let repeats: usize = env_or("PARTITION_REPEATS", "1")
         .parse()
         .expect("PARTITION_REPEATS is a number");
     for round in 1..=repeats {
-        run(fault, round).await;
+        run(fault, retry, round).await;
     }
 }
 
@@ -881,4 +894,54 @@ async fn a_rolling_restart_under_load_loses_nothing_and_doubles_no_effect() {
 #[tokio::test]
 async fn a_slow_lossy_link_loses_nothing_and_doubles_no_effect() {
     repeat(Fault::LossyLink).await;
+}
+
+/// A cluster before 4.3 refuses a consumer with `retry = "scheduled"`,
+/// which it would not hold retries back for.
+async fn refuses_scheduled() {
+    let nodes = nodes();
+    let mut spec = place.spec();
+    spec.queue = unique("part-scheduled-refused");
+    spec.queue_type = Some(QueueType::Quorum);
+    spec.retry = RetryBackend::Scheduled;
+    spec.dedupe = Some(Dedupe::new(Duration::from_secs(3600)));
+    let started = Runtime::builder()
+        .uri(cluster_url(&nodes, 0))
+        .state(Calls::default())
+        .state(Effects {
+            table: String::new(),
+        })
+        .dedupe_store(stores::postgres().await)
+        .handle_signals(false)
+        .consumer_with(place, |s| *s = spec)
+        .start()
+        .await;
+    let error = match started {
+        Ok(_) => panic!("a scheduled consumer started on RabbitMQ before 4.3"),
+        Err(error) => error,
+    };
+    assert!(
+        matches!(
+            error,
+            rabbit_backoff::Error::InvalidSpec {
+                source: rabbit_backoff::SpecError::ScheduledUnsupported { .. },
+                ..
+            }
+        ),
+        "{error}"
+    );
+}
+
+/// With `retry = "scheduled"` (RabbitMQ 4.3, over AMQP 1.0): the consumer's
+/// AMQP 1.0 connection is cut from its node as its AMQP 0-9-1 one is.
+#[tokio::test]
+async fn the_consumers_node_cut_off_from_the_consumer_with_scheduled_retries_loses_nothing() {
+    repeat_with(Fault::ConsumerLink, RetryBackend::Scheduled).await;
+}
+
+/// With `retry = "scheduled"`: the work queue, which holds the retries
+/// back, loses its leader for a while.
+#[tokio::test]
+async fn the_work_queues_leader_partitioned_away_with_scheduled_retries_loses_nothing() {
+    repeat_with(Fault::WorkQueueLeader, RetryBackend::Scheduled).await;
 }

@@ -386,6 +386,16 @@ impl Runtime {
             false => None,
         };
         let _amqp1_closed = amqp1.clone().map(CloseOnDrop);
+        // A scheduled consumer reads over AMQP 1.0 and publishes its dead
+        // letters over AMQP 0-9-1 (and the metadata watch runs on that one):
+        // losing either (the watch leaving the node, the node gone) ends
+        // the consumer's stream and this generation, which reconnects both.
+        // Otherwise it would go on taking messages whose dead letters it
+        // cannot publish, giving each back at once.
+        let _tied = amqp1.clone().map(|amqp1| {
+            let connection = Arc::clone(connection);
+            AbortOnDrop(tokio::spawn(end_together(connection, amqp1)).abort_handle())
+        });
         let env = WorkerEnv {
             amqp1,
             connection: Arc::clone(connection),
@@ -450,6 +460,19 @@ impl Runtime {
         }
         Ok(())
     }
+}
+
+/// Waits until `connection` (AMQP 0-9-1) is lost, then leaves `amqp1`,
+/// whose consumers' streams end at once. (When `amqp1` is lost first, its
+/// consumers' streams end by themselves.)
+async fn end_together(connection: Arc<dyn Connection>, amqp1: Arc<dyn Connection>) {
+    let why = connection.lost().wait().await;
+    tracing::warn!(
+        "closing the AMQP 1.0 connection to {} as well: the AMQP 0-9-1 connection of its \
+         generation is lost ({why})",
+        amqp1.node()
+    );
+    amqp1.leave(&why).await;
 }
 
 /// Closes an AMQP 1.0 connection when its generation ends.

@@ -225,6 +225,14 @@ impl Connection for Amqp1Connection {
         self.lost.watch()
     }
 
+    /// Declares the connection lost with `why` first, so that its links
+    /// end their consumers' streams at once, then closes it (a node cut off
+    /// may not answer the close).
+    fn leave<'a>(&'a self, why: &'a str) -> BoxFuture<'a, ()> {
+        self.lost.lose(why.to_owned());
+        self.close()
+    }
+
     fn close(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
             let (done, closed) = oneshot::channel();
