@@ -36,23 +36,6 @@ fn scheduled(spec: &mut ConsumerSpec, queue: &str) {
     spec.delays = DELAYS.parse().expect("a schedule");
 }
 
-/// Whether `queue` exists (a passive declare, on a channel of its own: a
-/// refused one closes its channel).
-async fn exists(connection: &lapin::Connection, queue: &str) -> bool {
-    let channel = connection.create_channel().await.expect("a channel");
-    channel
-        .queue_declare(
-            queue.into(),
-            QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .is_ok()
-}
-
 async fn publish(channel: &Channel, queue: &str, job: &Job) {
     let mut headers = FieldTable::default();
     headers.insert(
@@ -74,175 +57,6 @@ async fn publish(channel: &Channel, queue: &str, job: &Job) {
         .expect("publish")
         .await
         .expect("confirmed");
-}
-
-#[tokio::test]
-async fn scheduled_retries_wait_exactly_on_4_3_and_are_refused_before() {
-    let queue = unique("scheduled");
-    let journal = Journal::default();
-    let runtime = Runtime::builder()
-        .uri(url())
-        .state(journal.clone())
-        .handle_signals(false)
-        .shutdown_grace(Duration::from_secs(5))
-        .consumer_with(process_job, |s| scheduled(s, &queue))
-        .build()
-        .expect("a valid runtime");
-    let spec = runtime.specs().next().cloned().expect("one consumer");
-    let names = spec.names();
-    let _cleanup = Cleanup::of(&spec);
-    let (connection, channel) = channel().await;
-    channel
-        .confirm_select(lapin::options::ConfirmSelectOptions::default())
-        .await
-        .expect("confirms");
-
-    if broker_version() < (4, 3) {
-        let error = tokio::time::timeout(WAIT, runtime.run())
-            .await
-            .expect("refused at once")
-            .expect_err("a scheduled consumer refuses to start before 4.3");
-        let message = error.to_string();
-        assert!(
-            matches!(
-                &error,
-                Error::InvalidSpec {
-                    queue: refused,
-                    source: SpecError::ScheduledUnsupported { .. },
-                } if refused == &queue
-            ),
-            "{message}"
-        );
-        assert!(
-            message.contains("4.3") && message.contains("retry = \"tiers\""),
-            "{message}"
-        );
-        assert!(!exists(&connection, &queue).await, "nothing declared");
-        let _ = connection.close(200, "".into()).await;
-        return;
-    }
-
-    let shutdown = runtime.shutdown_handle();
-    let health = runtime.health();
-    let task = tokio::spawn(runtime.run());
-    eventually_consuming(&connection, &queue, &health).await;
-    // 1 fails every time, 2 is permanent, 3 fails once.
-    publish(&channel, &queue, &Job::new(1, Fail::Transient, None)).await;
-    publish(&channel, &queue, &Job::new(2, Fail::Permanent, None)).await;
-    publish(&channel, &queue, &Job::new(3, Fail::Transient, Some(1))).await;
-
-    let mut dead = Vec::new();
-    for _ in 0..2 {
-        let letter = next_message(&channel, &names.dead_letter_queue, WAIT).await;
-        let job: Job = serde_json::from_slice(&letter.delivery.data).expect("a job");
-        dead.push((job.id, letter.delivery.properties.clone()));
-    }
-    dead.sort_by_key(|(id, _)| *id);
-    let [(1, exhausted), (2, permanent)] = &dead[..] else {
-        panic!(
-            "dead letters of jobs 1 and 2, not {:?}",
-            dead.iter().map(|d| d.0).collect::<Vec<_>>()
-        );
-    };
-    // The article's headers, on a copy, and none of the hop's annotations.
-    assert_eq!(
-        header_str(exhausted, "x-dead-letter-reason").as_deref(),
-        Some("exhausted")
-    );
-    assert_eq!(header_int(exhausted, "x-retry-count"), Some(3));
-    assert_eq!(
-        header_str(exhausted, "x-error").as_deref(),
-        Some("dependency unavailable (job 1)")
-    );
-    assert!(header_str(exhausted, "x-failed-at").is_some_and(|at| at.ends_with('Z')));
-    assert!(
-        header_str(exhausted, "x-first-failed-at").is_some_and(|at| at.ends_with('Z')),
-        "the first failure, carried on every hop"
-    );
-    assert_eq!(header_str(exhausted, "tenant").as_deref(), Some("acme"));
-    assert_eq!(
-        exhausted.message_id().as_ref().map(|id| id.as_str()),
-        Some("job-1")
-    );
-    for annotation in ["x-opt-error", "x-opt-retry-count", "x-opt-delivery-time"] {
-        assert_eq!(header_str(exhausted, annotation), None, "{annotation}");
-        assert_eq!(header_int(exhausted, annotation), None, "{annotation}");
-    }
-    assert_eq!(
-        header_str(permanent, "x-dead-letter-reason").as_deref(),
-        Some("permanent")
-    );
-    assert_eq!(header_int(permanent, "x-retry-count"), Some(0));
-    assert_eq!(
-        header_str(permanent, "x-error").as_deref(),
-        Some("job 2 is invalid")
-    );
-
-    // Each retry came back no earlier than asked, and not much later, with
-    // the previous hop's error and the message's own properties.
-    let calls = journal.calls_for(1);
-    assert_eq!(
-        calls.iter().map(|s| s.retry_count).collect::<Vec<_>>(),
-        [0, 1, 2, 3]
-    );
-    for (hop, pair) in calls.windows(2).enumerate() {
-        let waited = pair[1].at - pair[0].at;
-        let asked = Duration::from_millis(DELAYS_MS[hop]);
-        eprintln!(
-            "retry {}: asked {asked:?}, came back after {waited:?}",
-            hop + 1
-        );
-        assert!(
-            waited >= asked,
-            "retry {}: back after {waited:?}, asked {asked:?}",
-            hop + 1
-        );
-        assert!(
-            waited <= asked + LATE,
-            "retry {}: back after {waited:?}, asked {asked:?}",
-            hop + 1
-        );
-        assert_eq!(
-            pair[1].held_error.as_deref(),
-            Some("dependency unavailable (job 1)"),
-            "the error rides on every hop"
-        );
-    }
-    for seen in &calls {
-        assert_eq!(seen.tenant.as_deref(), Some("acme"));
-        assert_eq!(seen.message_id.as_deref(), Some("job-1"));
-        assert_eq!(seen.content_type.as_deref(), Some("application/json"));
-    }
-    eventually("job 3 handled on its retry", WAIT, || journal.reached(3, 1)).await;
-
-    // No retry queue and no retry exchange: nothing was copied to wait.
-    for ms in DELAYS_MS {
-        assert!(
-            !exists(&connection, &names.retry_queue(ms)).await,
-            "{ms} ms tier"
-        );
-    }
-    let probe = connection.create_channel().await.expect("a channel");
-    let retry_exchange = probe
-        .exchange_declare(
-            names.retry_exchange.as_str().into(),
-            lapin::ExchangeKind::Direct,
-            lapin::options::ExchangeDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await;
-    assert!(retry_exchange.is_err(), "no retry exchange is declared");
-
-    shutdown.shutdown();
-    tokio::time::timeout(Duration::from_secs(15), task)
-        .await
-        .expect("stops")
-        .expect("no panic")
-        .expect("ends without error");
-    let _ = connection.close(200, "".into()).await;
 }
 
 /// Waits until the queue exists and has a consumer.
@@ -677,19 +491,37 @@ async fn dlq_groups_and_replays_a_scheduled_dead_letter() {
 /// assertions on RabbitMQ 4.3 and on the in-memory broker emulating 4.3
 /// (`TestBroker::emulating(Release::V4_3)`, on tokio's paused clock), so
 /// that the twin is held to what the real broker does. Before 4.3, the real
-/// broker and the in-memory one emulating 3.10 both refuse the consumer.
+/// broker and the in-memory one emulating 3.10 both refuse the consumer,
+/// having declared nothing.
 mod shared {
     use std::sync::Arc;
 
     use rabbit_backoff::lapin::BasicProperties;
+    use rabbit_backoff::lapin::types::{AMQPValue, FieldTable};
     use rabbit_backoff::testing::{Release, TestBroker};
     use rabbit_backoff::transport::{AmqpTransport, Transport};
 
     use super::common::seam::OnBroker;
     use super::*;
 
+    /// Job `id`'s properties: its message id, its content type and a
+    /// header of the application's, which every hop must keep.
+    fn job_properties(id: u64) -> BasicProperties {
+        let mut headers = FieldTable::default();
+        headers.insert("tenant".into(), AMQPValue::LongString("acme".into()));
+        BasicProperties::default()
+            .with_delivery_mode(2)
+            .with_message_id(format!("job-{id}").into())
+            .with_content_type("application/json".into())
+            .with_headers(headers)
+    }
+
     /// What a scheduled consumer on `transport` does with a message that
-    /// always fails, one that fails permanently and one that fails once.
+    /// always fails (1), one that fails permanently (2) and one that fails
+    /// once (3): each retry held back exactly as long as the schedule says,
+    /// with the previous hop's error; the message's own properties on every
+    /// call; dead letters with the article's headers and none of the hop's
+    /// annotations; no retry queue or retry exchange.
     async fn holds_retries_back(transport: Arc<dyn Transport>, shared: bool) {
         let journal = Journal::default();
         let queue = unique("scheduled-shared");
@@ -697,49 +529,37 @@ mod shared {
             .state(journal.clone())
             .consumer_with(process_job, |s| scheduled(s, &queue));
         let on = OnBroker::start(transport, shared, builder).await;
-        let props = || BasicProperties::default().with_delivery_mode(2);
-        on.publish_json(&Job::new(1, Fail::Transient, None), props())
+        on.publish_json(&Job::new(1, Fail::Transient, None), job_properties(1))
             .await;
-        on.publish_json(&Job::new(2, Fail::Permanent, None), props())
+        on.publish_json(&Job::new(2, Fail::Permanent, None), job_properties(2))
             .await;
-        on.publish_json(&Job::new(3, Fail::Transient, Some(1)), props())
+        on.publish_json(&Job::new(3, Fail::Transient, Some(1)), job_properties(3))
             .await;
 
-        let mut dead = Vec::new();
-        for _ in 0..2 {
-            let letter = on.next_dead_letter().await;
-            let job: Job = serde_json::from_slice(&letter.data).expect("a job");
-            dead.push((job.id, letter.properties));
-        }
-        dead.sort_by_key(|(id, _)| *id);
+        let dead = on.dead_jobs(2).await;
         let [(1, exhausted), (2, permanent)] = &dead[..] else {
             panic!(
                 "dead letters of jobs 1 and 2, not {:?}",
                 dead.iter().map(|d| d.0).collect::<Vec<_>>()
             );
         };
-        assert_eq!(
-            header_str(exhausted, "x-dead-letter-reason").as_deref(),
-            Some("exhausted")
+        assert_dead_letter(exhausted, "exhausted", 3, "dependency unavailable (job 1)");
+        assert!(
+            header_str(exhausted, "x-first-failed-at").is_some_and(|at| at.ends_with('Z')),
+            "the first failure, carried on every hop"
         );
-        assert_eq!(header_int(exhausted, "x-retry-count"), Some(3));
+        assert_eq!(header_str(exhausted, "tenant").as_deref(), Some("acme"));
         assert_eq!(
-            header_str(exhausted, "x-error").as_deref(),
-            Some("dependency unavailable (job 1)")
+            exhausted.message_id().as_ref().map(|id| id.as_str()),
+            Some("job-1")
         );
-        assert!(header_str(exhausted, "x-failed-at").is_some_and(|at| at.ends_with('Z')));
-        assert!(header_str(exhausted, "x-first-failed-at").is_some_and(|at| at.ends_with('Z')));
         for annotation in ["x-opt-error", "x-opt-retry-count", "x-opt-delivery-time"] {
             assert!(
                 header(exhausted, annotation).is_none(),
                 "{annotation} left on the dead letter"
             );
         }
-        assert_eq!(
-            header_str(permanent, "x-dead-letter-reason").as_deref(),
-            Some("permanent")
-        );
-        assert_eq!(header_int(permanent, "x-retry-count"), Some(0));
+        assert_dead_letter(permanent, "permanent", 0, "job 2 is invalid");
 
         let calls = journal.calls_for(1);
         assert_eq!(
@@ -750,6 +570,10 @@ mod shared {
             let (waited, asked) = (
                 pair[1].at - pair[0].at,
                 Duration::from_millis(DELAYS_MS[hop]),
+            );
+            eprintln!(
+                "retry {}: asked {asked:?}, came back after {waited:?}",
+                hop + 1
             );
             assert!(
                 waited >= asked && waited <= asked + LATE,
@@ -762,23 +586,33 @@ mod shared {
                 "the error rides on every hop"
             );
         }
+        for seen in &calls {
+            assert_eq!(seen.tenant.as_deref(), Some("acme"));
+            assert_eq!(seen.message_id.as_deref(), Some("job-1"));
+            assert_eq!(seen.content_type.as_deref(), Some("application/json"));
+        }
         eventually("job 3 handled on its retry", WAIT, || journal.reached(3, 1)).await;
+        let names = on.spec.names();
         for ms in DELAYS_MS {
             assert_eq!(
-                on.try_depth(&on.spec.names().retry_queue(ms)).await,
+                on.try_depth(&names.retry_queue(ms)).await,
                 None,
                 "no {ms} ms tier"
             );
         }
+        assert!(
+            !on.exchange_exists(&names.retry_exchange).await,
+            "no retry exchange is declared"
+        );
         on.stop().await;
     }
 
     /// The consumer refuses to start on `transport`, naming the queue and
-    /// what 4.3 would do.
+    /// what to write instead, having declared nothing.
     async fn refuses(transport: Arc<dyn Transport>) {
         let queue = unique("scheduled-shared");
         let runtime = Runtime::builder()
-            .transport(transport)
+            .transport(Arc::clone(&transport))
             .state(Journal::default())
             .handle_signals(false)
             .consumer_with(process_job, |s| scheduled(s, &queue))
@@ -788,6 +622,7 @@ mod shared {
             .await
             .expect("refused at once")
             .expect_err("refused");
+        let message = error.to_string();
         assert!(
             matches!(
                 &error,
@@ -796,8 +631,20 @@ mod shared {
                     source: SpecError::ScheduledUnsupported { .. },
                 } if refused == &queue
             ),
-            "{error}"
+            "{message}"
         );
+        assert!(
+            message.contains("4.3") && message.contains("retry = \"tiers\""),
+            "{message}"
+        );
+        let connection = transport.connect().await.expect("connect");
+        let channel = connection.open_channel().await.expect("a channel");
+        let work_queue = channel.check_queue(&queue).await;
+        assert!(
+            work_queue.as_ref().is_err_and(|e| e.is_not_found()),
+            "nothing declared: {work_queue:?}"
+        );
+        connection.close().await;
     }
 
     #[tokio::test]
@@ -817,8 +664,6 @@ mod shared {
 
     #[tokio::test(start_paused = true)]
     async fn in_memory_emulating_3_10_refuses() {
-        let broker = TestBroker::new();
-        refuses(Arc::new(broker.clone())).await;
-        assert!(broker.queue_names().is_empty(), "nothing declared");
+        refuses(Arc::new(TestBroker::new())).await;
     }
 }

@@ -1037,42 +1037,16 @@ async fn delayed_retries_wait_on_4_3_and_are_refused_before(backend: Backend) {
         .await;
     h.publish(&Job::new(3, Fail::Permanent, None), props())
         .await;
-    let mut dead = Vec::new();
-    for _ in 0..2 {
-        let letter = h.next_dead_letter().await;
-        let job: Job = serde_json::from_slice(&letter.data).expect("a job");
-        dead.push((job.id, letter.properties));
-    }
-    dead.sort_by_key(|(id, _)| *id);
+    let dead = h.dead_jobs(2).await;
     let [(2, exhausted), (3, permanent)] = &dead[..] else {
         panic!(
             "dead letters of jobs 2 and 3, not {:?}",
             dead.iter().map(|d| d.0).collect::<Vec<_>>()
         );
     };
-    assert_eq!(
-        header_str(exhausted, "x-dead-letter-reason").as_deref(),
-        Some("exhausted")
-    );
-    assert_eq!(header_int(exhausted, "x-retry-count"), Some(3));
-    assert_eq!(
-        header_str(exhausted, "x-error").as_deref(),
-        Some("dependency unavailable (job 2)")
-    );
-    assert!(header_str(exhausted, "x-failed-at").is_some_and(|at| at.ends_with('Z')));
-    assert_eq!(
-        header_str(permanent, "x-dead-letter-reason").as_deref(),
-        Some("permanent")
-    );
-    assert_eq!(
-        header_int(permanent, "x-retry-count"),
-        Some(0),
-        "no tier: a count of 0, written"
-    );
-    assert_eq!(
-        header_str(permanent, "x-error").as_deref(),
-        Some("job 3 is invalid")
-    );
+    assert_dead_letter(exhausted, "exhausted", 3, "dependency unavailable (job 2)");
+    // No tier: a count of 0, written.
+    assert_dead_letter(permanent, "permanent", 0, "job 3 is invalid");
     eventually("job 1 retried to success", WAIT, || h.journal.reached(1, 1)).await;
     let counts = |id| -> Vec<u32> {
         h.journal

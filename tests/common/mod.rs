@@ -211,6 +211,30 @@ pub fn header_int(props: &lapin::BasicProperties, name: &str) -> Option<i64> {
     })
 }
 
+/// Asserts the article's headers on a dead letter: its reason, its
+/// `x-retry-count`, its `x-error` and an `x-failed-at` in UTC.
+#[allow(dead_code)]
+pub fn assert_dead_letter(props: &lapin::BasicProperties, reason: &str, retries: i64, error: &str) {
+    assert_eq!(
+        header_str(props, "x-dead-letter-reason").as_deref(),
+        Some(reason)
+    );
+    assert_eq!(
+        header_int(props, "x-retry-count"),
+        Some(retries),
+        "{reason}"
+    );
+    assert_eq!(
+        header_str(props, "x-error").as_deref(),
+        Some(error),
+        "{reason}"
+    );
+    assert!(
+        header_str(props, "x-failed-at").is_some_and(|at| at.ends_with('Z')),
+        "{reason}: x-failed-at"
+    );
+}
+
 // ---- the scriptable test consumer ----
 
 /// What a job asks its handler to do.

@@ -99,12 +99,34 @@ impl OnBroker {
         }
     }
 
+    /// The next `n` dead letters of jobs (acked), by job id.
+    #[allow(dead_code)]
+    pub async fn dead_jobs(&self, n: usize) -> Vec<(u64, BasicProperties)> {
+        let mut dead = Vec::new();
+        for _ in 0..n {
+            let letter = self.next_dead_letter().await;
+            let job: super::Job = serde_json::from_slice(&letter.data).expect("a job");
+            dead.push((job.id, letter.properties));
+        }
+        dead.sort_by_key(|(id, _)| *id);
+        dead
+    }
+
     pub async fn depth(&self, queue: &str) -> u32 {
         self.channel
             .check_queue(queue)
             .await
             .expect("the queue")
             .messages
+    }
+
+    /// Whether `exchange` exists (asked on a channel of its own).
+    #[allow(dead_code)]
+    pub async fn exchange_exists(&self, exchange: &str) -> bool {
+        let channel = self.connection.open_channel().await.expect("a channel");
+        let exists = channel.check_exchange(exchange).await.is_ok();
+        channel.close().await;
+        exists
     }
 
     /// The depth of `queue`, or `None` when it does not exist (asked on a
