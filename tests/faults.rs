@@ -91,8 +91,56 @@ async fn drain_ids(channel: &lapin::Channel, queue: &str) -> Vec<u64> {
 #[tokio::test]
 async fn a_broker_restart_loses_no_message() {
     let _serial = SERIAL.lock().await;
+    restart_loses_no_message("restart", |spec| spec.prefetch = 50).await;
+}
+
+/// The same with `retry = "scheduled"` on a quorum queue: the consumer
+/// reads over AMQP 1.0, and the broker holds its retries back across the
+/// restart. Before 4.3 the consumer refuses to start, declaring nothing.
+#[tokio::test]
+async fn a_broker_restart_loses_no_message_with_scheduled_retries() {
+    let _serial = SERIAL.lock().await;
+    let scheduled = |spec: &mut ConsumerSpec| {
+        spec.prefetch = 50;
+        spec.queue_type = Some(rabbit_backoff::QueueType::Quorum);
+        spec.retry = rabbit_backoff::RetryBackend::Scheduled;
+    };
+    if broker_version() >= (4, 3) {
+        restart_loses_no_message("restart-scheduled", scheduled).await;
+        return;
+    }
+    let started = Runtime::builder()
+        .uri(url())
+        .state(Journal::default())
+        .handle_signals(false)
+        .consumer_with(process_job, |spec| {
+            spec.queue = unique("restart-scheduled");
+            scheduled(spec);
+        })
+        .start()
+        .await;
+    let error = match started {
+        Ok(_) => panic!("a scheduled consumer started before RabbitMQ 4.3"),
+        Err(error) => error,
+    };
+    assert!(
+        matches!(
+            error,
+            rabbit_backoff::Error::InvalidSpec {
+                source: rabbit_backoff::SpecError::ScheduledUnsupported { .. },
+                ..
+            }
+        ),
+        "{error}"
+    );
+}
+
+/// 3,000 messages of the mix, the broker's app stopped and started again
+/// with a share handled: every success handled, every permanent failure
+/// dead-lettered, nothing lost.
+async fn restart_loses_no_message(name: &str, configure: impl FnOnce(&mut ConsumerSpec)) {
     const N: u64 = 3000;
-    let running = Running::start("restart", |spec| spec.prefetch = 50).await;
+    let running = Running::start(name, configure).await;
     let publisher = publisher().await;
     for id in 0..N {
         running.publish(&publisher, &mixed(id)).await;
@@ -143,7 +191,7 @@ async fn a_broker_restart_loses_no_message() {
         .collect();
     assert!(lost.is_empty(), "lost {} messages: {lost:?}", lost.len());
     println!(
-        "broker restart: {N} messages, {} handled, {} dead-lettered, {duplicates} duplicates, 0 lost, all settled {recovered_in:?} after the restart began",
+        "broker restart ({name}): {N} messages, {} handled, {} dead-lettered, {duplicates} duplicates, 0 lost, all settled {recovered_in:?} after the restart began",
         handled.len(),
         dead.len()
     );
