@@ -119,20 +119,7 @@ async fn a_broker_restart_loses_no_message_with_scheduled_retries() {
         })
         .start()
         .await;
-    let error = match started {
-        Ok(_) => panic!("a scheduled consumer started before RabbitMQ 4.3"),
-        Err(error) => error,
-    };
-    assert!(
-        matches!(
-            error,
-            rabbit_backoff::Error::InvalidSpec {
-                source: rabbit_backoff::SpecError::ScheduledUnsupported { .. },
-                ..
-            }
-        ),
-        "{error}"
-    );
+    assert_scheduled_refused(started);
 }
 
 /// 3,000 messages of the mix, the broker's app stopped and started again

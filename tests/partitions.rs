@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::stores::{self, PgCleanup};
-use common::{Cleanup, Fail, Job, Verdict, depth, unique};
+use common::{Cleanup, Fail, Job, Verdict, assert_scheduled_refused, depth, unique};
 use counters::{counter, snapshotter};
 use history::{Expect, History, Report};
 use lapin::options::BasicGetOptions;
@@ -916,20 +916,7 @@ async fn refuses_scheduled() {
         .consumer_with(place, |s| *s = spec)
         .start()
         .await;
-    let error = match started {
-        Ok(_) => panic!("a scheduled consumer started on RabbitMQ before 4.3"),
-        Err(error) => error,
-    };
-    assert!(
-        matches!(
-            error,
-            rabbit_backoff::Error::InvalidSpec {
-                source: rabbit_backoff::SpecError::ScheduledUnsupported { .. },
-                ..
-            }
-        ),
-        "{error}"
-    );
+    assert_scheduled_refused(started);
 }
 
 /// With `retry = "scheduled"` (RabbitMQ 4.3, over AMQP 1.0): the consumer's

@@ -211,6 +211,25 @@ pub fn header_int(props: &lapin::BasicProperties, name: &str) -> Option<i64> {
     })
 }
 
+/// Asserts that a consumer with `retry = "scheduled"` did not start, refused
+/// for a broker that would not hold its retries back (before RabbitMQ 4.3).
+#[allow(dead_code)]
+pub fn assert_scheduled_refused<T>(started: Result<T, rabbit_backoff::Error>) {
+    let Err(error) = started else {
+        panic!("a scheduled consumer started on a broker before RabbitMQ 4.3");
+    };
+    assert!(
+        matches!(
+            error,
+            rabbit_backoff::Error::InvalidSpec {
+                source: rabbit_backoff::SpecError::ScheduledUnsupported { .. },
+                ..
+            }
+        ),
+        "{error}"
+    );
+}
+
 /// Asserts the article's headers on a dead letter: its reason, its
 /// `x-retry-count`, its `x-error` and an `x-failed-at` in UTC.
 #[allow(dead_code)]
