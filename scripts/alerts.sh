@@ -102,11 +102,16 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 trap 'reason="failed at line $LINENO: $BASH_COMMAND"' ERR
 
-# A TCP port on 127.0.0.1 that nothing answers on.
+# A TCP port on 127.0.0.1 that nothing answers on, below the kernel's
+# ephemeral range (32768-60999 by default): a port in that range may be the
+# local end of an outgoing connection, which answers nothing and still
+# makes a bind fail with "Address already in use".
 free_port() {
-  local port
+  local port low
+  low="$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)"
+  [ "$low" -gt 21000 ] 2>/dev/null || low=32768
   for _ in $(seq 1 100); do
-    port=$((20000 + RANDOM % 40000))
+    port=$((20000 + RANDOM % (low - 20000)))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       echo "$port"
       return 0
