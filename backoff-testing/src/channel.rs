@@ -15,7 +15,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use futures_util::future::BoxFuture;
 use lapin::types::AMQPValue;
-use rabbit_backoff_core::{Binding, ExchangeKind, QueueDecl};
+use rabbit_backoff_core::{Binding, ExchangeKind, QueueDecl, annotations};
 use tokio::sync::mpsc;
 
 use rabbit_backoff_runtime::transport::{
@@ -253,9 +253,6 @@ fn delivery_time(unix_ms: i64) -> Instant {
     Instant::now() + at.saturating_sub(now)
 }
 
-/// The annotation RabbitMQ holds a `modified` delivery back by.
-const DELIVERY_TIME: &str = "x-opt-delivery-time";
-
 impl Settle for MemoryAcker {
     fn delivery_tag(&self) -> u64 {
         self.tag
@@ -296,7 +293,9 @@ impl Settle for MemoryAcker {
             }
             let until = modification.annotations.iter().find_map(|(key, value)| {
                 match (key.as_str(), value) {
-                    (DELIVERY_TIME, AnnotationValue::Timestamp(ms)) => Some(delivery_time(*ms)),
+                    (annotations::DELIVERY_TIME, AnnotationValue::Timestamp(ms)) => {
+                        Some(delivery_time(*ms))
+                    }
                     _ => None,
                 }
             });

@@ -446,16 +446,18 @@ impl Queue {
                     if how.counts(&self.config) {
                         message.delivery_count += 1;
                     }
-                    let until = how.held_until(&self.config, message.delivery_count, now);
-                    match self.config.delivery_limit {
-                        Some(limit) if u64::from(message.delivery_count) > limit => {
+                    let held = how
+                        .held_until(&self.config, message.delivery_count, now)
+                        .filter(|at| *at > now);
+                    match (self.config.delivery_limit, held) {
+                        (Some(limit), _) if u64::from(message.delivery_count) > limit => {
                             dead.push(self.dead_letter(message, Reason::DeliveryLimit));
                         }
-                        _ if until.is_some_and(|at| at > now) => {
+                        (_, Some(at)) => {
                             let seq = st.next_seq();
-                            st.held.insert((until.unwrap_or(now), seq), message);
+                            st.held.insert((at, seq), message);
                         }
-                        None if matches!(how, Settlement::Requeue | Settlement::Fail) => {
+                        (None, None) if matches!(how, Settlement::Requeue | Settlement::Fail) => {
                             message.seq = st.next_seq();
                             st.push_back(message);
                         }
