@@ -95,7 +95,7 @@ RABBITMQCTL="$PWD/scripts/cluster.sh ctl" \
 scripts/cluster.sh down
 # Partitions, a client cut off, a rolling restart: each node a host of its
 # own (network namespaces), pause_minority, quorum queues, one run per fault
-# (about 3 minutes).
+# (about 8 minutes, both retry backends).
 echo "==================== partitions on RabbitMQ 4.3 ===================="
 CLUSTER_NETNS=1 scripts/cluster.sh up
 CLUSTER_NETNS=1 cargo test --locked --features cluster-tests,partition-tests --test partitions -- --nocapture

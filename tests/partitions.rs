@@ -10,7 +10,9 @@
 //! of a retry tier, partitioned away; the consumer's node (leading the work
 //! queue) cut off for two minutes, which on 4.x the runtime's metadata watch
 //! must leave for the majority within `PAUSE_BOUND`; a rolling restart of the
-//! three nodes.
+//! three nodes; a slow, lossy link. Each also runs with `retry =
+//! "scheduled"` (retries held back by the work queue over AMQP 1.0, 4.3
+//! only), where the retry tier's leader becomes the dead-letter queue's.
 //!
 //! Built only with the feature `partition-tests`: `cargo test --features
 //! partition-tests --test partitions -- --nocapture` (scripts/test.sh runs
@@ -357,7 +359,9 @@ enum Fault {
     ConsumerLink,
     /// The node leading the work queue cut off from the other two.
     WorkQueueLeader,
-    /// The node leading the first retry tier cut off from the other two.
+    /// The node leading the first retry tier cut off from the other two;
+    /// with scheduled retries, which have no tier, the node leading the
+    /// dead-letter queue, where their failures are copied.
     RetryTierLeader,
     /// The consumer's node, which leads the work queue, cut off from the
     /// other two for long (`PARTITION_LONG_HOLD_SECS`, default 120 s): the
@@ -559,8 +563,12 @@ async fn run(fault: Fault, retry: RetryBackend, round: usize) -> Report {
         nodes.iter().position(|n| n.name == name)
     };
     let work_leader = leader(&spec.queue);
-    // Scheduled retries have no tier: the queue holds them back.
-    let tier_leader = topology.retry_queues.first().and_then(|q| leader(&q.name));
+    // Scheduled retries have no tier (the work queue holds them back): the
+    // queue their failures are copied to is the dead-letter queue.
+    let tier_leader = match topology.retry_queues.first() {
+        Some(tier) => leader(&tier.name),
+        None => leader(&spec.names().dead_letter_queue),
+    };
     let load = Load::start(publisher.clone(), &spec, &spec.queue);
     tokio::time::sleep(AROUND).await;
 
@@ -699,7 +707,12 @@ async fn run(fault: Fault, retry: RetryBackend, round: usize) -> Report {
             name(target)
         ),
         Fault::RetryTierLeader => format!(
-            "the 1 s tier's leader {} cut from the other nodes for {hold:?}",
+            "the {} leader {} cut from the other nodes for {hold:?}",
+            if topology.retry_queues.is_empty() {
+                "dead-letter queue's"
+            } else {
+                "1 s tier's"
+            },
             name(target)
         ),
         Fault::ConsumersNodeLongCut => format!(
@@ -721,7 +734,7 @@ async fn run(fault: Fault, retry: RetryBackend, round: usize) -> Report {
     };
     eprintln!(
         "partitions, RabbitMQ {}, {:?} queues, retry {retry:?}, {}, run {round}: {what}; consumer started on {}, \
-         work queue led by {}, tier by {}: {report}; inbox skipped {skipped} redeliveries; \
+         work queue led by {}, {} by {}: {report}; inbox skipped {skipped} redeliveries; \
          longest pause in handling {:.1} s from the fault; cluster whole {:.1} s after the \
          fault ended; settled {:.1} s after it; {sent} sent, {retries} publishes sent again; \
          consumer now on {}, {} reconnects",
@@ -730,6 +743,11 @@ async fn run(fault: Fault, retry: RetryBackend, round: usize) -> Report {
         env_or("CLUSTER_PARTITION_HANDLING", "pause_minority"),
         nodes[consumer_node].name,
         name(work_leader),
+        if topology.retry_queues.is_empty() {
+            "dead-letter queue"
+        } else {
+            "tier"
+        },
         name(tier_leader),
         pause.as_secs_f64(),
         rejoined.as_secs_f64(),
@@ -931,4 +949,38 @@ async fn the_consumers_node_cut_off_from_the_consumer_with_scheduled_retries_los
 #[tokio::test]
 async fn the_work_queues_leader_partitioned_away_with_scheduled_retries_loses_nothing() {
     repeat_with(Fault::WorkQueueLeader, RetryBackend::Scheduled).await;
+}
+
+/// With `retry = "scheduled"`: a node neither client uses cut off.
+#[tokio::test]
+async fn the_minority_node_cut_off_with_scheduled_retries_loses_nothing() {
+    repeat_with(Fault::MinorityCut, RetryBackend::Scheduled).await;
+}
+
+/// With `retry = "scheduled"`: the dead-letter queue, which takes the
+/// failures' confirmed copies, loses its leader for a while.
+#[tokio::test]
+async fn the_dead_letter_queues_leader_partitioned_away_with_scheduled_retries_loses_nothing() {
+    repeat_with(Fault::RetryTierLeader, RetryBackend::Scheduled).await;
+}
+
+/// With `retry = "scheduled"`: the metadata watch takes both of the
+/// consumer's connections, AMQP 0-9-1 and AMQP 1.0, to the majority.
+#[tokio::test]
+async fn the_consumers_node_cut_off_for_long_with_scheduled_retries_is_left_for_the_majority() {
+    repeat_with(Fault::ConsumersNodeLongCut, RetryBackend::Scheduled).await;
+}
+
+/// With `retry = "scheduled"`: the retries held back by the work queue
+/// survive each node's restart.
+#[tokio::test]
+async fn a_rolling_restart_with_scheduled_retries_loses_nothing() {
+    repeat_with(Fault::RollingRestart, RetryBackend::Scheduled).await;
+}
+
+/// With `retry = "scheduled"`: the consumer's links over a slow, lossy
+/// network.
+#[tokio::test]
+async fn a_slow_lossy_link_with_scheduled_retries_loses_nothing() {
+    repeat_with(Fault::LossyLink, RetryBackend::Scheduled).await;
 }
