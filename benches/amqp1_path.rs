@@ -37,6 +37,8 @@
 
 #[path = "common/broker_process.rs"]
 mod broker_process;
+#[path = "common/child.rs"]
+mod child;
 
 use std::time::{Duration, Instant};
 
@@ -288,17 +290,8 @@ async fn fill(admin: &Connection, queue: &str, n: u32) {
 
 /// Runs `side` in a child process; its rate and CPU per message.
 async fn in_child(side: Side, queue: &str, prefetch: u32, n: u32) -> (f64, f64) {
-    let exe = std::env::current_exe().expect("this bench's binary");
     let job = format!("{}|{queue}|{prefetch}|{n}", side.name());
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(exe)
-            .env(CHILD, job)
-            .stderr(std::process::Stdio::inherit())
-            .output()
-    })
-    .await
-    .expect("the child's task")
-    .expect("the child runs");
+    let output = child::run(CHILD, job).await.expect("the child runs");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let report = stdout
         .lines()

@@ -151,6 +151,8 @@
 
 #[path = "common/broker_process.rs"]
 mod broker_process;
+#[path = "common/child.rs"]
+mod child;
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -1953,7 +1955,6 @@ async fn in_child(
     n: usize,
     spec: &ConsumerSpec,
 ) -> Result<Run, String> {
-    let exe = std::env::current_exe().expect("this bench's binary");
     let job = format!(
         "{}|{}|{}|{}|{n}|{}",
         side.name(),
@@ -1962,17 +1963,9 @@ async fn in_child(
         spec.prefetch,
         scenario.name
     );
-    // `output` reads the child's standard output to its end as the child
-    // writes it: the pipe a framework side logs to never fills.
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(exe)
-            .env(CHILD, job)
-            .stderr(std::process::Stdio::inherit())
-            .output()
-    })
-    .await
-    .expect("the child's task")
-    .map_err(|e| format!("the child does not run: {e}"))?;
+    let output = child::run(CHILD, job)
+        .await
+        .map_err(|e| format!("the child does not run: {e}"))?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let (reports, log): (Vec<&str>, Vec<&str>) =
         stdout.lines().partition(|line| line.starts_with(REPORT));
