@@ -108,7 +108,8 @@ for version in 3.10 4.3; do
   echo "==================== TLS on RabbitMQ $version ===================="
   RABBITMQ_VERSION=$version scripts/tls.sh up
   cargo test --locked -p rabbit-backoff-runtime --features tls --lib transport::tls
-  cargo test --locked --features tls --test tls
+  # The version tells the tests what to expect of retry = "scheduled".
+  RABBITMQ_VERSION=$version cargo test --locked --features tls --test tls
   cargo test --locked -p rabbit-backoff-cli --features tls --test tls
   RABBITMQ_VERSION=$version scripts/tls.sh down
 done

@@ -16,6 +16,7 @@ use std::time::Duration;
 use common::*;
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::topology::Topology;
+use rabbit_backoff::{QueueType, RetryBackend};
 use rabbit_backoff_test_support::tls::{PLAIN, amqps, cert};
 use tokio::time::Instant;
 
@@ -105,6 +106,98 @@ async fn a_consumer_handles_a_message_over_amqps() {
         let channel = connection.create_channel().await.expect("channel");
         (connection, channel)
     };
+    let names = spec.names();
+    assert_eq!(depth(&channel, &names.queue).await, 0);
+    assert_eq!(depth(&channel, &names.dead_letter_queue).await, 0);
+    let _ = connection.close(200, "".into()).await;
+}
+
+/// `retry = "scheduled"` over amqps://: on RabbitMQ 4.3 the consumer's
+/// AMQP 1.0 connection runs over TLS as its 0-9-1 one does, and a failed
+/// message is held back by its queue and handled on its retry; before 4.3
+/// the consumer refuses to start. The node's version is `RABBITMQ_VERSION`,
+/// as given to `scripts/tls.sh up` (3.10 by default, as there).
+#[tokio::test]
+async fn a_scheduled_consumer_retries_over_amqps() {
+    let version = std::env::var("RABBITMQ_VERSION").unwrap_or_else(|_| "3.10".into());
+    let uri = amqps("localhost", "ca.pem");
+    let queue = unique("tls-scheduled");
+    let journal = Journal::default();
+    let runtime = Runtime::builder()
+        .uri(uri.clone())
+        .state(journal.clone())
+        .handle_signals(false)
+        .shutdown_grace(Duration::from_secs(5))
+        .consumer_with(process_job, |spec| {
+            spec.queue = queue.clone();
+            spec.queue_type = Some(QueueType::Quorum);
+            spec.retry = RetryBackend::Scheduled;
+            spec.delays = "300ms".parse().expect("a schedule");
+        })
+        .build()
+        .expect("a valid runtime");
+    let spec = runtime.specs().next().cloned().expect("one consumer");
+    let _cleanup = Cleanup::of(&spec).at(PLAIN);
+    if !version.starts_with("4.3") {
+        let started = tokio::time::timeout(Duration::from_secs(20), runtime.run())
+            .await
+            .expect("the refusal comes within 20 s");
+        assert_scheduled_refused(started);
+        return;
+    }
+    let shutdown = runtime.shutdown_handle();
+    let health = runtime.health();
+    let task = tokio::spawn(runtime.run());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !health.is_ready() {
+        assert!(
+            !task.is_finished(),
+            "the scheduled consumer stopped while connecting to {uri}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the scheduled consumer did not start over amqps:// within 20 s: {:?}",
+            health.current()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let publisher = Publisher::connect(&uri)
+        .await
+        .expect("a publisher connects over amqps://");
+    let published = Instant::now();
+    publisher
+        .publish_to(&spec, &Job::new(11, Fail::Transient, Some(1)))
+        .await
+        .expect("publish over amqps://");
+    eventually(
+        "job 11 handled on its held-back retry",
+        Duration::from_secs(20),
+        || journal.reached(11, 1),
+    )
+    .await;
+    let calls = journal.calls_for(11);
+    assert_eq!(
+        calls.iter().map(|s| s.retry_count).collect::<Vec<_>>(),
+        [0, 1]
+    );
+    assert!(
+        published.elapsed() >= Duration::from_millis(300),
+        "the retry came back before its 300 ms"
+    );
+    publisher.close().await;
+    shutdown.shutdown();
+    tokio::time::timeout(Duration::from_secs(15), task)
+        .await
+        .expect("the runtime stops within 15 s")
+        .expect("the runtime task does not panic")
+        .expect("the runtime ends without error");
+
+    // Handled, nothing waiting, nothing dead-lettered.
+    let connection = lapin::Connection::connect(PLAIN, lapin::ConnectionProperties::default())
+        .await
+        .expect("the TLS node's plain listener (scripts/tls.sh up)");
+    let channel = connection.create_channel().await.expect("channel");
     let names = spec.names();
     assert_eq!(depth(&channel, &names.queue).await, 0);
     assert_eq!(depth(&channel, &names.dead_letter_queue).await, 0);

@@ -468,7 +468,9 @@ impl Running {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         drop(channel);
-        let _ = connection.close(200, "".into()).await;
+        // Bounded: a close lapin never sees confirmed must not hold the test.
+        let _ =
+            tokio::time::timeout(Duration::from_secs(5), connection.close(200, "".into())).await;
         Running {
             spec,
             health,

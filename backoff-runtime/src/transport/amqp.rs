@@ -54,9 +54,11 @@ pub struct AmqpTransport {
     left: Arc<Mutex<Vec<bool>>>,
 }
 
-/// How long leaving a node waits for the broker to confirm the connection's
-/// close before dropping it.
-const LEAVE_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a close (of a connection, on leaving a node too, or of a
+/// channel) waits for the broker to confirm it before the connection or
+/// channel is dropped: the close is a courtesy, and a shutdown must not
+/// hang on a broker, or a client library, that never answers it.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl AmqpTransport {
     /// A transport to the broker at `uri`, or to the first node that
@@ -339,11 +341,11 @@ impl Connection for AmqpConnection {
                 200,
                 "leaving a node cut off from its cluster's majority".into(),
             );
-            match tokio::time::timeout(LEAVE_CLOSE_TIMEOUT, closing).await {
+            match tokio::time::timeout(CLOSE_TIMEOUT, closing).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::debug!("closing the connection left: {e}"),
                 Err(_) => tracing::debug!(
-                    "the node left did not confirm the connection's close in {LEAVE_CLOSE_TIMEOUT:?}"
+                    "the node left did not confirm the connection's close in {CLOSE_TIMEOUT:?}"
                 ),
             }
         })
@@ -675,13 +677,14 @@ impl Channel for AmqpChannel {
 }
 
 /// Awaits `closing`, lapin's close of a connection or a channel (`what`),
-/// unless its connection is `lost` first; a failure is only logged.
+/// unless its connection is `lost` first, for [`CLOSE_TIMEOUT`] at most; a
+/// failure is only logged.
 async fn close_quietly(lost: &Lost, what: &str, closing: impl Future<Output = lapin::Result<()>>) {
-    if let Err(e) = lost
-        .or_fail(closing.map(|c| c.map_err(transport_error)))
-        .await
-    {
-        tracing::debug!("closing {what}: {e}");
+    let closing = lost.or_fail(closing.map(|c| c.map_err(transport_error)));
+    match tokio::time::timeout(CLOSE_TIMEOUT, closing).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!("closing {what}: {e}"),
+        Err(_) => tracing::debug!("closing {what}: not confirmed within {CLOSE_TIMEOUT:?}"),
     }
 }
 

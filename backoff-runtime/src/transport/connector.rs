@@ -81,11 +81,13 @@ pub(crate) enum Socket {
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
 }
 
-/// Connects to one node, with a `frame_max` of at most [`MAX_FRAME_SIZE`].
-pub(crate) async fn connect_node(uri: &str) -> Result<lapin::Connection, TransportError> {
+/// One node's URI, parsed without its TLS parameters, and for `amqps://`
+/// the TLS settings they give; an `amqps://` URI is refused when the
+/// feature `tls` is not built.
+pub(crate) fn parse_node(uri: &str) -> Result<(AMQPUri, Option<TlsSettings>), TransportError> {
     #[cfg(feature = "tls")]
     let (uri, tls) = super::tls::split_uri(uri)?;
-    let mut uri: AMQPUri = uri.parse().map_err(TransportError::Other)?;
+    let uri: AMQPUri = uri.parse().map_err(TransportError::Other)?;
     #[cfg(not(feature = "tls"))]
     let tls: Option<TlsSettings> = match uri.scheme {
         AMQPScheme::AMQP => None,
@@ -93,6 +95,34 @@ pub(crate) async fn connect_node(uri: &str) -> Result<lapin::Connection, Transpo
             return Err(TransportError::Tls(super::TlsError::NotBuilt));
         }
     };
+    Ok((uri, tls))
+}
+
+/// The socket to `uri`'s node, as the AMQP 1.0 transport opens it: TCP
+/// with `TCP_NODELAY`, and for `amqps://` TLS above it with `tls`, as for
+/// AMQP 0-9-1.
+#[cfg(feature = "amqp1")]
+pub(crate) async fn open_socket(
+    uri: &AMQPUri,
+    tls: Option<&TlsSettings>,
+) -> Result<Socket, TransportError> {
+    open(uri, tls).await.map_err(|error| match error {
+        OpenError::Io(e) => TransportError::Other(format!(
+            "{}:{}: connecting: {e}",
+            uri.authority.host, uri.authority.port
+        )),
+        OpenError::Tls(e) => e,
+    })
+}
+
+/// How long connecting to a node may take, TCP, TLS and the AMQP handshake
+/// together, unless the URI's `connection_timeout` says otherwise.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Connects to one node, with a `frame_max` of at most [`MAX_FRAME_SIZE`],
+/// within [`CONNECT_TIMEOUT`] or the URI's `connection_timeout`.
+pub(crate) async fn connect_node(uri: &str) -> Result<lapin::Connection, TransportError> {
+    let (mut uri, tls) = parse_node(uri)?;
     let frame_max = uri.query.frame_max.unwrap_or(MAX_FRAME_SIZE);
     uri.query.frame_max = Some(frame_max.min(MAX_FRAME_SIZE));
     let negotiated = Arc::new(AtomicU32::new(frame_max.min(MAX_FRAME_SIZE)));
@@ -120,7 +150,22 @@ pub(crate) async fn connect_node(uri: &str) -> Result<lapin::Connection, Transpo
         let stream = GuardedStream::new(socket, guard_frame_max.clone());
         Ok::<_, LapinError>(AsyncTcpStream::Plain(stream))
     };
-    let connection = match lapin::Connection::connector(uri, runtime, connect, properties).await {
+    // The whole of it bounded: a broker that accepts the TCP connection but
+    // never answers the handshake (still booting, behind a stuck proxy)
+    // would otherwise hold the caller for ever.
+    let within = uri
+        .query
+        .connection_timeout
+        .map_or(CONNECT_TIMEOUT, Duration::from_millis);
+    let node = format!("{}:{}", uri.authority.host, uri.authority.port);
+    let connecting = lapin::Connection::connector(uri, runtime, connect, properties);
+    let Ok(connected) = tokio::time::timeout(within, connecting).await else {
+        return Err(TransportError::Other(format!(
+            "{node}: no AMQP connection within {within:?} (TCP, TLS and the AMQP handshake; \
+             the URI's connection_timeout, in milliseconds, sets this bound)"
+        )));
+    };
+    let connection = match connected {
         Ok(connection) => connection,
         Err(error) => {
             let kept = refused.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -136,9 +181,9 @@ pub(crate) async fn connect_node(uri: &str) -> Result<lapin::Connection, Transpo
 /// The TLS settings of an `amqps://` address: none without the `tls`
 /// feature, which refuses such an address before connecting.
 #[cfg(feature = "tls")]
-use super::tls::TlsSettings;
+pub(crate) use super::tls::TlsSettings;
 #[cfg(not(feature = "tls"))]
-type TlsSettings = std::convert::Infallible;
+pub(crate) type TlsSettings = std::convert::Infallible;
 
 /// Why a socket could not be opened: the TCP connection, or the TLS
 /// handshake above it (kept whole, as it says what to do).
@@ -267,5 +312,38 @@ impl AsyncWrite for Socket {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         forward!(self, s => s.poll_shutdown(cx))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A listener that accepts and never answers, as a broker still booting
+    /// or a stuck proxy does: connecting fails within `connection_timeout`,
+    /// saying so, instead of waiting for ever.
+    #[tokio::test]
+    async fn a_node_that_never_answers_the_handshake_is_given_up_on() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a local listener");
+        let port = listener.local_addr().expect("its address").port();
+        let silent = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        let started = Instant::now();
+        let uri = format!("amqp://guest:guest@127.0.0.1:{port}/%2f?connection_timeout=300");
+        let error = tokio::time::timeout(Duration::from_secs(10), connect_node(&uri))
+            .await
+            .expect("connecting gives up on its own")
+            .expect_err("nothing answers the handshake");
+        let waited = started.elapsed();
+        assert!(waited < Duration::from_secs(5), "gave up after {waited:?}");
+        let text = error.to_string();
+        assert!(text.contains("no AMQP connection within 300ms"), "{text}");
+        silent.abort();
     }
 }

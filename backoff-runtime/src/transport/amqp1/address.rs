@@ -1,12 +1,10 @@
 //! Where an AMQP 1.0 connection goes: the node, the credentials and the
-//! virtual host of an `amqp://` URI (the one the AMQP 0-9-1 side uses), and
+//! virtual host of an `amqp://` or `amqps://` URI (the one the AMQP 0-9-1
+//! side uses), and
 //! the `/queues/<name>` address of a queue.
 
-use lapin::uri::{AMQPScheme, AMQPUri};
+use lapin::uri::AMQPUri;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-
-use crate::transport::TransportError;
-use crate::transport::redact::redact;
 
 /// What RFC 3986 leaves unencoded in a path segment of RabbitMQ 4's
 /// `/queues/<name>` address: letters, digits and `-._~`.
@@ -32,25 +30,16 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    /// The node of `uri`: refuses `amqps://` (not supported over AMQP 1.0
-    /// yet) and what does not parse, without the password in the error.
-    pub(crate) fn parse(uri: &str) -> Result<Endpoint, TransportError> {
-        let parsed: AMQPUri = uri
-            .parse()
-            .map_err(|e| TransportError::Other(format!("{}: not an AMQP URI: {e}", redact(uri))))?;
-        if parsed.scheme == AMQPScheme::AMQPS {
-            return Err(TransportError::Other(format!(
-                "{}: amqps:// is not supported by the AMQP 1.0 transport yet; use amqp://",
-                redact(uri)
-            )));
+    /// The node of `uri` (parsed without its TLS parameters: the socket
+    /// under the connection is TCP or TLS, as for AMQP 0-9-1).
+    pub(crate) fn of(uri: &AMQPUri) -> Endpoint {
+        Endpoint {
+            host: uri.authority.host.clone(),
+            port: uri.authority.port,
+            username: uri.authority.userinfo.username.clone(),
+            password: uri.authority.userinfo.password.clone(),
+            vhost: uri.vhost.clone(),
         }
-        Ok(Endpoint {
-            host: parsed.authority.host,
-            port: parsed.authority.port,
-            username: parsed.authority.userinfo.username,
-            password: parsed.authority.userinfo.password,
-            vhost: parsed.vhost,
-        })
     }
 
     /// `host:port`, for logs and [`Connection::node`](crate::transport::Connection::node).
@@ -83,10 +72,13 @@ pub(crate) fn queue_address(queue: &str) -> String {
 mod tests {
     use super::*;
 
+    fn parse(uri: &str) -> Endpoint {
+        Endpoint::of(&uri.parse().expect("an AMQP URI"))
+    }
+
     #[test]
     fn a_uri_gives_the_node_the_credentials_and_the_vhost() {
-        let endpoint =
-            Endpoint::parse("amqp://us%40er:p%3Ass@rabbit.local:5643/orders%2Feu").expect("parses");
+        let endpoint = parse("amqp://us%40er:p%3Ass@rabbit.local:5643/orders%2Feu");
         assert_eq!(endpoint.username, "us@er");
         assert_eq!(endpoint.password, "p:ss");
         assert_eq!(endpoint.vhost, "orders/eu");
@@ -100,17 +92,17 @@ mod tests {
 
     #[test]
     fn the_default_vhost_and_port() {
-        let endpoint = Endpoint::parse("amqp://guest:guest@127.0.0.1/%2f").expect("parses");
+        let endpoint = parse("amqp://guest:guest@127.0.0.1/%2f");
         assert_eq!(endpoint.port, 5672);
         assert_eq!(endpoint.open_hostname().as_deref(), Some("vhost:/"));
     }
 
     #[test]
-    fn amqps_is_refused_without_the_password() {
-        let error = Endpoint::parse("amqps://guest:secret@127.0.0.1:5671/%2f").unwrap_err();
-        let text = error.to_string();
-        assert!(text.contains("amqps:// is not supported"), "{text}");
-        assert!(!text.contains("secret"), "{text}");
+    fn amqps_gives_its_node_as_amqp_does() {
+        let endpoint = parse("amqps://guest:secret@rabbit.local/%2f");
+        assert_eq!(endpoint.port, 5671);
+        assert_eq!(endpoint.node(), "rabbit.local:5671");
+        assert_eq!(endpoint.password, "secret");
     }
 
     #[test]

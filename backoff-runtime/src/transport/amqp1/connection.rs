@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::address::Endpoint;
 use super::channel::Amqp1Channel;
+use crate::transport::connector::{open_socket, parse_node};
 use crate::transport::redact::redact;
 use crate::transport::{Channel, Connection, Lost, LostSignal, TransportError};
 
@@ -61,7 +62,8 @@ pub async fn connect(uri: &str) -> Result<Arc<dyn Connection>, TransportError> {
 }
 
 async fn open(uri: &str) -> Result<Amqp1Connection, TransportError> {
-    let endpoint = Endpoint::parse(uri)?;
+    let (parsed, tls) = parse_node(uri)?;
+    let endpoint = Endpoint::of(&parsed);
     let node = endpoint.node();
     let hostname = endpoint.open_hostname();
     let builder = fe2o3_amqp::Connection::builder()
@@ -75,19 +77,20 @@ async fn open(uri: &str) -> Result<Amqp1Connection, TransportError> {
         .max_frame_size(MAX_FRAME_SIZE)
         .idle_time_out(IDLE_TIME_OUT_MS);
     let opening = async {
-        // fe2o3-amqp opening a URL itself leaves Nagle's algorithm on: a
-        // small frame (a disposition, a flow) then waits for the broker's
-        // acknowledgement of the one before, up to its 40 ms delayed ACK,
-        // whenever the broker has nothing else to send.
-        let stream = tokio::net::TcpStream::connect((endpoint.host.as_str(), endpoint.port))
+        // The runtime's own socket, as for AMQP 0-9-1: TLS for amqps://,
+        // and Nagle's algorithm off. fe2o3-amqp opening a URL itself leaves
+        // it on: a small frame (a disposition, a flow) then waits for the
+        // broker's acknowledgement of the one before, up to its 40 ms
+        // delayed ACK, whenever the broker has nothing else to send.
+        let socket = open_socket(&parsed, tls.as_ref()).await?;
+        builder
+            .open_with_stream(socket)
             .await
-            .map_err(OpenError::from)?;
-        stream.set_nodelay(true).map_err(OpenError::from)?;
-        builder.open_with_stream(stream).await
+            .map_err(|e| open_error(&node, e))
     };
     let handle = match tokio::time::timeout(TIMEOUT, opening).await {
         Ok(Ok(handle)) => handle,
-        Ok(Err(e)) => return Err(open_error(&node, e)),
+        Ok(Err(e)) => return Err(e),
         Err(_) => {
             return Err(TransportError::Other(format!(
                 "{node}: no AMQP 1.0 connection within {TIMEOUT:?}"
