@@ -35,6 +35,8 @@
 //! test` each side runs once on 300 messages (on RabbitMQ 3.x, per
 //! `RABBITMQ_VERSION`, only `0-9-1`).
 
+#[path = "common/amqp1_connection.rs"]
+mod amqp1_connection;
 #[path = "common/broker_process.rs"]
 mod broker_process;
 #[path = "common/child.rs"]
@@ -401,21 +403,8 @@ async fn amqp091(url: &str, queue: &str, prefetch: u32, n: u32) -> (Instant, f64
 /// fe2o3-amqp, as `side`; when it started consuming, and the CPU it had
 /// used by then.
 async fn amqp1(url: &str, side: Side, queue: &str, prefetch: u32, n: u32) -> (Instant, f64) {
-    let uri: lapin::uri::AMQPUri = url.parse().expect("an AMQP URI");
-    let stream = tokio::net::TcpStream::connect((uri.authority.host.as_str(), uri.authority.port))
-        .await
-        .expect("a TCP connection");
-    stream.set_nodelay(true).expect("TCP_NODELAY");
-    let mut connection = fe2o3_amqp::Connection::builder()
-        .container_id(format!("amqp1-path-{}", uuid::Uuid::new_v4().simple()))
-        .scheme("amqp")
-        .sasl_profile(fe2o3_amqp::sasl_profile::SaslProfile::Plain {
-            username: uri.authority.userinfo.username.clone(),
-            password: uri.authority.userinfo.password.clone(),
-        })
-        .open_with_stream(stream)
-        .await
-        .expect("an AMQP 1.0 connection");
+    let mut connection =
+        amqp1_connection::open(url, format!("amqp1-path-{}", uuid::Uuid::new_v4().simple())).await;
     let mut session = fe2o3_amqp::Session::begin(&mut connection)
         .await
         .expect("a session");

@@ -149,6 +149,8 @@
 //! with its own `message_id`; their ratio is to the framework without
 //! dedupe.
 
+#[path = "common/amqp1_connection.rs"]
+mod amqp1_connection;
 #[path = "common/broker_process.rs"]
 mod broker_process;
 #[path = "common/child.rs"]
@@ -693,24 +695,8 @@ async fn amqp1_loop(
         .await
         .expect("confirms");
     let container = format!("bench-amqp1-loop-{}", uuid::Uuid::new_v4().simple());
-    // Its own socket, with Nagle's algorithm off (fe2o3-amqp opening the URL
-    // leaves it on: a lone disposition then waits for the broker's delayed
-    // acknowledgement).
-    let uri: lapin::uri::AMQPUri = url.parse().expect("an AMQP URI");
-    let stream = tokio::net::TcpStream::connect((uri.authority.host.as_str(), uri.authority.port))
-        .await
-        .unwrap_or_else(|e| panic!("a TCP connection to {url}: {e}"));
-    stream.set_nodelay(true).expect("TCP_NODELAY");
-    let mut amqp = fe2o3_amqp::Connection::builder()
-        .container_id(container)
-        .scheme("amqp")
-        .sasl_profile(fe2o3_amqp::sasl_profile::SaslProfile::Plain {
-            username: uri.authority.userinfo.username.clone(),
-            password: uri.authority.userinfo.password.clone(),
-        })
-        .open_with_stream(stream)
-        .await
-        .unwrap_or_else(|e| panic!("an AMQP 1.0 connection to {url}: {e:?}"));
+    // Its own socket, with Nagle's algorithm off.
+    let mut amqp = amqp1_connection::open(url, container).await;
     let mut session = fe2o3_amqp::Session::begin(&mut amqp)
         .await
         .expect("an AMQP 1.0 session");
