@@ -563,12 +563,14 @@ async fn run(fault: Fault, retry: RetryBackend, round: usize) -> Report {
         nodes.iter().position(|n| n.name == name)
     };
     let work_leader = leader(&spec.queue);
-    // Scheduled retries have no tier (the work queue holds them back): the
-    // queue their failures are copied to is the dead-letter queue.
-    let tier_leader = match topology.retry_queues.first() {
-        Some(tier) => leader(&tier.name),
-        None => leader(&spec.names().dead_letter_queue),
+    // Where failures are copied to: the first tier; with scheduled retries,
+    // which have no tier (the work queue holds them back), the dead-letter
+    // queue.
+    let (failures, failures_queue) = match topology.retry_queues.first() {
+        Some(tier) => ("1 s tier", tier.name.clone()),
+        None => ("dead-letter queue", spec.names().dead_letter_queue),
     };
+    let tier_leader = leader(&failures_queue);
     let load = Load::start(publisher.clone(), &spec, &spec.queue);
     tokio::time::sleep(AROUND).await;
 
@@ -707,12 +709,7 @@ async fn run(fault: Fault, retry: RetryBackend, round: usize) -> Report {
             name(target)
         ),
         Fault::RetryTierLeader => format!(
-            "the {} leader {} cut from the other nodes for {hold:?}",
-            if topology.retry_queues.is_empty() {
-                "dead-letter queue's"
-            } else {
-                "1 s tier's"
-            },
+            "the {failures}'s leader {} cut from the other nodes for {hold:?}",
             name(target)
         ),
         Fault::ConsumersNodeLongCut => format!(
@@ -743,11 +740,7 @@ async fn run(fault: Fault, retry: RetryBackend, round: usize) -> Report {
         env_or("CLUSTER_PARTITION_HANDLING", "pause_minority"),
         nodes[consumer_node].name,
         name(work_leader),
-        if topology.retry_queues.is_empty() {
-            "dead-letter queue"
-        } else {
-            "tier"
-        },
+        failures,
         name(tier_leader),
         pause.as_secs_f64(),
         rejoined.as_secs_f64(),

@@ -16,7 +16,7 @@ use std::time::Duration;
 use common::*;
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::topology::Topology;
-use rabbit_backoff::{QueueType, RetryBackend};
+use rabbit_backoff::{HealthWatch, QueueType, RetryBackend, ShutdownHandle};
 use rabbit_backoff_test_support::tls::{PLAIN, amqps, cert};
 use tokio::time::Instant;
 
@@ -29,6 +29,59 @@ async fn refusal(uri: &str) -> String {
             panic!("{uri} connected")
         }
     }
+}
+
+/// `runtime` running, once ready over `uri` within 20 s: its task, its
+/// shutdown handle and its health.
+async fn started_over_amqps(
+    runtime: Runtime,
+    uri: &str,
+) -> (
+    tokio::task::JoinHandle<Result<(), rabbit_backoff::Error>>,
+    ShutdownHandle,
+    HealthWatch,
+) {
+    let shutdown = runtime.shutdown_handle();
+    let health = runtime.health();
+    let task = tokio::spawn(runtime.run());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !health.is_ready() {
+        assert!(
+            !task.is_finished(),
+            "the runtime stopped while connecting to {uri}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the consumer did not start over amqps:// within 20 s: {:?}",
+            health.current()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (task, shutdown, health)
+}
+
+/// Stops the runtime of `task` (within 15 s, without error) and checks,
+/// over the node's plain listener, that `spec`'s work queue and dead-letter
+/// queue are empty: every message acked, none dead-lettered.
+async fn stopped_with_nothing_left(
+    task: tokio::task::JoinHandle<Result<(), rabbit_backoff::Error>>,
+    shutdown: ShutdownHandle,
+    spec: &ConsumerSpec,
+) {
+    shutdown.shutdown();
+    tokio::time::timeout(Duration::from_secs(15), task)
+        .await
+        .expect("the runtime stops within 15 s")
+        .expect("the runtime task does not panic")
+        .expect("the runtime ends without error");
+    let connection = lapin::Connection::connect(PLAIN, lapin::ConnectionProperties::default())
+        .await
+        .expect("the TLS node's plain listener (scripts/tls.sh up)");
+    let channel = connection.create_channel().await.expect("channel");
+    let names = spec.names();
+    assert_eq!(depth(&channel, &names.queue).await, 0);
+    assert_eq!(depth(&channel, &names.dead_letter_queue).await, 0);
+    let _ = connection.close(200, "".into()).await;
 }
 
 #[tokio::test]
@@ -46,23 +99,7 @@ async fn a_consumer_handles_a_message_over_amqps() {
         .expect("a valid runtime");
     let spec = runtime.specs().next().cloned().expect("one consumer");
     let _cleanup = Cleanup::of(&spec).at(PLAIN);
-    let shutdown = runtime.shutdown_handle();
-    let health = runtime.health();
-    let task = tokio::spawn(runtime.run());
-
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !health.is_ready() {
-        assert!(
-            !task.is_finished(),
-            "the runtime stopped while connecting to {uri}"
-        );
-        assert!(
-            Instant::now() < deadline,
-            "the consumer did not start over amqps:// within 20 s: {:?}",
-            health.current()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (task, shutdown, health) = started_over_amqps(runtime, &uri).await;
     let node = health.node().expect("connected to a node");
     assert!(
         node.starts_with("amqps://") && node.contains(":5671"),
@@ -91,25 +128,7 @@ async fn a_consumer_handles_a_message_over_amqps() {
     );
     publisher.close().await;
 
-    shutdown.shutdown();
-    tokio::time::timeout(Duration::from_secs(15), task)
-        .await
-        .expect("the runtime stops within 15 s")
-        .expect("the runtime task does not panic")
-        .expect("the runtime ends without error");
-
-    // Acked, nothing dead-lettered: seen over the node's plain listener.
-    let (connection, channel) = {
-        let connection = lapin::Connection::connect(PLAIN, lapin::ConnectionProperties::default())
-            .await
-            .expect("the TLS node's plain listener (scripts/tls.sh up)");
-        let channel = connection.create_channel().await.expect("channel");
-        (connection, channel)
-    };
-    let names = spec.names();
-    assert_eq!(depth(&channel, &names.queue).await, 0);
-    assert_eq!(depth(&channel, &names.dead_letter_queue).await, 0);
-    let _ = connection.close(200, "".into()).await;
+    stopped_with_nothing_left(task, shutdown, &spec).await;
 }
 
 /// `retry = "scheduled"` over amqps://: on RabbitMQ 4.3 the consumer's
@@ -145,22 +164,7 @@ async fn a_scheduled_consumer_retries_over_amqps() {
         assert_scheduled_refused(started);
         return;
     }
-    let shutdown = runtime.shutdown_handle();
-    let health = runtime.health();
-    let task = tokio::spawn(runtime.run());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !health.is_ready() {
-        assert!(
-            !task.is_finished(),
-            "the scheduled consumer stopped while connecting to {uri}"
-        );
-        assert!(
-            Instant::now() < deadline,
-            "the scheduled consumer did not start over amqps:// within 20 s: {:?}",
-            health.current()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (task, shutdown, _) = started_over_amqps(runtime, &uri).await;
 
     let publisher = Publisher::connect(&uri)
         .await
@@ -186,22 +190,7 @@ async fn a_scheduled_consumer_retries_over_amqps() {
         "the retry came back before its 300 ms"
     );
     publisher.close().await;
-    shutdown.shutdown();
-    tokio::time::timeout(Duration::from_secs(15), task)
-        .await
-        .expect("the runtime stops within 15 s")
-        .expect("the runtime task does not panic")
-        .expect("the runtime ends without error");
-
-    // Handled, nothing waiting, nothing dead-lettered.
-    let connection = lapin::Connection::connect(PLAIN, lapin::ConnectionProperties::default())
-        .await
-        .expect("the TLS node's plain listener (scripts/tls.sh up)");
-    let channel = connection.create_channel().await.expect("channel");
-    let names = spec.names();
-    assert_eq!(depth(&channel, &names.queue).await, 0);
-    assert_eq!(depth(&channel, &names.dead_letter_queue).await, 0);
-    let _ = connection.close(200, "".into()).await;
+    stopped_with_nothing_left(task, shutdown, &spec).await;
 }
 
 #[tokio::test]

@@ -107,12 +107,14 @@ pub(crate) async fn open_socket(
     tls: Option<&TlsSettings>,
 ) -> Result<Socket, TransportError> {
     open(uri, tls).await.map_err(|error| match error {
-        OpenError::Io(e) => TransportError::Other(format!(
-            "{}:{}: connecting: {e}",
-            uri.authority.host, uri.authority.port
-        )),
+        OpenError::Io(e) => TransportError::Other(format!("{}: connecting: {e}", node_of(uri))),
         OpenError::Tls(e) => e,
     })
+}
+
+/// `host:port` of `uri`, for errors.
+fn node_of(uri: &AMQPUri) -> String {
+    format!("{}:{}", uri.authority.host, uri.authority.port)
 }
 
 /// How long connecting to a node may take, TCP, TLS and the AMQP handshake
@@ -157,7 +159,7 @@ pub(crate) async fn connect_node(uri: &str) -> Result<lapin::Connection, Transpo
         .query
         .connection_timeout
         .map_or(CONNECT_TIMEOUT, Duration::from_millis);
-    let node = format!("{}:{}", uri.authority.host, uri.authority.port);
+    let node = node_of(&uri);
     let connecting = lapin::Connection::connector(uri, runtime, connect, properties);
     let Ok(connected) = tokio::time::timeout(within, connecting).await else {
         return Err(TransportError::Other(format!(
