@@ -244,13 +244,16 @@ impl MemoryAcker {
 }
 
 /// `x-opt-delivery-time` (Unix milliseconds on the framework's clock) as a
-/// time on tokio's clock; a time past is now.
+/// time on tokio's clock; a time past is now. The wait is counted in whole
+/// milliseconds, rounded up, as RabbitMQ's timers count it: a message is
+/// never delivered before the millisecond it names.
 fn delivery_time(unix_ms: i64) -> Instant {
     let now = rabbit_backoff_runtime::toolkit::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     let at = Duration::from_millis(u64::try_from(unix_ms).unwrap_or(0));
-    Instant::now() + at.saturating_sub(now)
+    let wait_ms = at.saturating_sub(now).as_nanos().div_ceil(1_000_000);
+    Instant::now() + Duration::from_millis(u64::try_from(wait_ms).unwrap_or(u64::MAX))
 }
 
 impl Settle for MemoryAcker {

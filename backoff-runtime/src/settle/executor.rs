@@ -39,10 +39,14 @@ use crate::transport::{Acker, AnnotationValue, Channel, Connection, Modification
 /// so that a broken retry or dead-letter route never turns into a hot loop.
 pub(crate) const REQUEUE_PAUSE: Duration = Duration::from_secs(1);
 
-/// `time` in milliseconds since the Unix epoch (AMQP 1.0's timestamp).
-fn unix_ms(time: SystemTime) -> i64 {
-    time.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+/// `time` in milliseconds since the Unix epoch (AMQP 1.0's timestamp),
+/// rounded up: the broker delivers a held message at that millisecond, so a
+/// retry never comes back before its delay has passed.
+fn unix_ms_not_before(time: SystemTime) -> i64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |d| {
+        let whole = d.as_millis() + u128::from(d.subsec_nanos() % 1_000_000 != 0);
+        i64::try_from(whole).unwrap_or(i64::MAX)
+    })
 }
 
 /// A handled delivery, as settling it needs it, borrowed from where the
@@ -246,7 +250,7 @@ impl Executor {
         let modification = Modification::failed()
             .annotate(
                 annotations::DELIVERY_TIME,
-                AnnotationValue::Timestamp(unix_ms(at)),
+                AnnotationValue::Timestamp(unix_ms_not_before(at)),
             )
             .annotate(annotations::RETRY_COUNT, AnnotationValue::Uint(next_count))
             .annotate(
@@ -655,4 +659,27 @@ impl Executor {
 /// PERFORMANCE.md, "Coalesced acknowledgements").
 fn ack_batch(prefetch: u16) -> usize {
     usize::from(prefetch / 2).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delivery_time_is_never_before_the_delay() {
+        let at = |nanos| UNIX_EPOCH + Duration::from_nanos(nanos);
+        assert_eq!(
+            unix_ms_not_before(at(1_700_000_000_000_000_000)),
+            1_700_000_000_000
+        );
+        assert_eq!(
+            unix_ms_not_before(at(1_700_000_000_000_000_001)),
+            1_700_000_000_001
+        );
+        assert_eq!(
+            unix_ms_not_before(at(1_700_000_000_000_999_999)),
+            1_700_000_000_001
+        );
+        assert_eq!(unix_ms_not_before(UNIX_EPOCH - Duration::from_secs(1)), 0);
+    }
 }
