@@ -81,10 +81,10 @@ pub fn link_trace(span: &tracing::Span, headers: Option<&FieldTable>) {
     crate::telemetry::trace_context::link_trace(span, headers);
 }
 
-/// Now on the framework's clock: the system's, moved forward by however far
-/// tokio's clock has been advanced past real time (so virtual under paused
-/// tokio time). What the in-memory broker reads an `x-opt-delivery-time`
-/// against.
+/// Now on the framework's clock: the system's, moved by however far tokio's
+/// clock stands from real time (so virtual under paused tokio time, and
+/// still while virtual time stands still). What the in-memory broker reads
+/// an `x-opt-delivery-time` against.
 pub fn now() -> std::time::SystemTime {
     crate::telemetry::wall_clock::now()
 }

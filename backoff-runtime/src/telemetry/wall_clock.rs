@@ -1,17 +1,23 @@
-//! The framework's wall clock: the system's, moved forward by however far
-//! tokio's clock has been advanced past real time. In production the two
+//! The framework's wall clock: the system's, moved by however far tokio's
+//! clock stands from real time, ahead or behind. In production the two
 //! clocks agree and this is `SystemTime::now()`; under
 //! `#[tokio::test(start_paused = true)]` the timestamps the framework writes
-//! (`x-failed-at`, `x-first-failed-at`) and the ages it reads (`max_age`)
-//! follow virtual time, so a one-hour deadline plays out in milliseconds.
+//! (`x-failed-at`, `x-first-failed-at`, `x-opt-delivery-time`) and the ages
+//! it reads (`max_age`) follow virtual time, so a one-hour deadline plays
+//! out in milliseconds, and two reads at one virtual instant agree however
+//! much real time passed between them.
 
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 /// Now, on the framework's clock.
 pub(crate) fn now() -> SystemTime {
     let virtual_now = tokio::time::Instant::now().into_std();
-    let skew = virtual_now.saturating_duration_since(std::time::Instant::now());
-    SystemTime::now() + skew
+    let real_now = Instant::now();
+    let wall = SystemTime::now();
+    match virtual_now.checked_duration_since(real_now) {
+        Some(ahead) => wall + ahead,
+        None => wall - real_now.duration_since(virtual_now),
+    }
 }
 
 /// A time written as RFC 3339 in UTC with milliseconds
@@ -78,5 +84,32 @@ mod tests {
             &*Stamp::of(time),
             humantime::format_rfc3339_millis(time).to_string()
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn under_paused_time_the_clock_moves_only_with_tokio() {
+        // The system's clock and the monotonic one are read a moment apart,
+        // so two reads may differ by that moment (about a microsecond).
+        let near = |a: SystemTime, b: SystemTime| {
+            a.duration_since(b).unwrap_or_else(|e| e.duration()) < Duration::from_millis(1)
+        };
+        let before = now();
+        std::thread::sleep(Duration::from_millis(20));
+        let after = now();
+        assert!(
+            near(after, before),
+            "20 ms of real time moved it: {before:?} → {after:?}"
+        );
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        let later = now();
+        assert!(near(later, before + Duration::from_secs(3600)), "{later:?}");
+    }
+
+    #[tokio::test]
+    async fn on_a_running_clock_it_is_the_system_clock() {
+        let drift = now()
+            .duration_since(SystemTime::now())
+            .unwrap_or_else(|e| e.duration());
+        assert!(drift < Duration::from_millis(5), "{drift:?}");
     }
 }
