@@ -127,6 +127,11 @@
 //! `framework-delayed` (when they ran), and beside each hand-written
 //! baseline's row its ratios to that baseline (`scheduled …`).
 //!
+//! `framework-scheduled-unindexed` (only when named, on a quorum target of
+//! RabbitMQ 4.3): `framework-scheduled` with its dead-letter index off, each
+//! dead letter written once, as `amqp1-loop` writes it. Its ratios are its
+//! own to `framework-scheduled` and to `amqp1-loop`.
+//!
 //! `amqp1-loop` (only when named, on a quorum target of RabbitMQ 4.3): the
 //! strongest loop a careful user of fe2o3-amqp writes with the same
 //! settlements ([`amqp1_loop`]), on the article's topology without retry
@@ -1010,6 +1015,9 @@ enum Side {
     /// retry settled as `modified` with `x-opt-delivery-time`. Only when
     /// named, on a quorum target of RabbitMQ 4.3.
     FrameworkScheduled,
+    /// `framework-scheduled` with its dead-letter index off. Only when
+    /// named, on a quorum target of RabbitMQ 4.3.
+    FrameworkScheduledUnindexed,
     /// The hand-written fe2o3-amqp loop with the same settlements as
     /// `framework-scheduled`. Only when named, on a quorum target of
     /// RabbitMQ 4.3.
@@ -1017,7 +1025,7 @@ enum Side {
 }
 
 impl Side {
-    const ALL: [Side; 13] = [
+    const ALL: [Side; 14] = [
         Side::Framework,
         Side::Article,
         Side::Spawned,
@@ -1030,6 +1038,7 @@ impl Side {
         Side::FrameworkDelayed,
         Side::FrameworkUnindexed,
         Side::FrameworkScheduled,
+        Side::FrameworkScheduledUnindexed,
         Side::Amqp1Loop,
     ];
     const DEFAULT: [Side; 5] = [
@@ -1054,6 +1063,7 @@ impl Side {
             Side::FrameworkDelayed => "framework-delayed",
             Side::FrameworkUnindexed => "framework-unindexed",
             Side::FrameworkScheduled => "framework-scheduled",
+            Side::FrameworkScheduledUnindexed => "framework-scheduled-unindexed",
             Side::Amqp1Loop => "amqp1-loop",
         }
     }
@@ -1068,6 +1078,7 @@ impl Side {
                 | Side::FrameworkDelayed
                 | Side::FrameworkUnindexed
                 | Side::FrameworkScheduled
+                | Side::FrameworkScheduledUnindexed
                 | Side::DedupePostgres
                 | Side::DedupeRedis
         )
@@ -1077,7 +1088,10 @@ impl Side {
     /// holds a `modified` delivery back until its `x-opt-delivery-time`:
     /// elsewhere it is left out of the table (with a line that says so).
     fn needs_scheduled_retries(self) -> bool {
-        matches!(self, Side::FrameworkScheduled | Side::Amqp1Loop)
+        matches!(
+            self,
+            Side::FrameworkScheduled | Side::FrameworkScheduledUnindexed | Side::Amqp1Loop
+        )
     }
 
     /// What the side changes in the framework's spec of a run: its retry
@@ -1087,6 +1101,10 @@ impl Side {
             Side::FrameworkDelayed => spec.retry = RetryBackend::Delayed,
             Side::FrameworkScheduled => spec.retry = RetryBackend::Scheduled,
             Side::FrameworkUnindexed => spec.dead_letter_index = DeadLetterIndex::Off,
+            Side::FrameworkScheduledUnindexed => {
+                spec.retry = RetryBackend::Scheduled;
+                spec.dead_letter_index = DeadLetterIndex::Off;
+            }
             _ => {}
         }
     }
@@ -1345,6 +1363,7 @@ async fn start(
         | Side::FrameworkDelayed
         | Side::FrameworkUnindexed
         | Side::FrameworkScheduled
+        | Side::FrameworkScheduledUnindexed
         | Side::DedupePostgres
         | Side::DedupeRedis => {
             let mut builder = Runtime::builder()
@@ -1560,11 +1579,14 @@ async fn declare_framework(target: &Target, spec: &ConsumerSpec, side: Side) {
             "the framework-delayed side needs a quorum target (BENCH_TARGETS=single-quorum) on RabbitMQ 4.3"
         );
     }
-    if side == Side::FrameworkScheduled {
+    if matches!(
+        side,
+        Side::FrameworkScheduled | Side::FrameworkScheduledUnindexed
+    ) {
         assert_eq!(
             (spec.effective_queue_type(), spec.retry),
             (QueueType::Quorum, RetryBackend::Scheduled),
-            "the framework-scheduled side needs a quorum target (BENCH_TARGETS=single-quorum) on RabbitMQ 4.3"
+            "the framework-scheduled sides need a quorum target (BENCH_TARGETS=single-quorum) on RabbitMQ 4.3"
         );
     }
     rabbit_backoff::topology::declare_topology(&*connection, &Topology::of(spec))
@@ -2149,7 +2171,7 @@ async fn table(
             .join(",")
     );
     println!(
-        "{:<4} {:<19} {:>10} {:>10} {:>10} {:>11} {:>11} {:>6}   framework/baseline: throughput, CPU, broker CPU",
+        "{:<4} {:<29} {:>10} {:>10} {:>10} {:>11} {:>11} {:>6}   framework/baseline: throughput, CPU, broker CPU",
         "", "side", "msg/s med", "min", "max", "CPU µs/msg", "broker µs", "dups"
     );
     for scenario in SCENARIOS {
@@ -2179,7 +2201,7 @@ async fn table(
                 let s = run_once(target, sides[i], scenario, n, prefetch).await;
                 if env_or("BENCH_EACH", 0) == 1 {
                     eprintln!(
-                        "{:<4} {:<19} {:>10.0} msg/s {:>7.1} µs {:>7} µs broker",
+                        "{:<4} {:<29} {:>10.0} msg/s {:>7.1} µs {:>7} µs broker",
                         scenario.name,
                         sides[i].name(),
                         s.rate,
@@ -2206,6 +2228,7 @@ async fn table(
         let framework_at = sides.iter().position(|s| *s == Side::Framework);
         let scheduled_at = sides.iter().position(|s| *s == Side::FrameworkScheduled);
         let delayed_at = sides.iter().position(|s| *s == Side::FrameworkDelayed);
+        let amqp1_loop_at = sides.iter().position(|s| *s == Side::Amqp1Loop);
         // Side `a` to side `b`: throughput, CPU per message, the broker's.
         let to = |a: usize, b: usize| {
             format!(
@@ -2231,6 +2254,16 @@ async fn table(
             let mut ratio = match framework_at {
                 // `retry = "scheduled"`: to the framework with tiers, and
                 // with `retry = "delayed"`.
+                // Without its index: to the scheduled framework with it,
+                // and to the hand-written loop, which writes no index.
+                _ if *side == Side::FrameworkScheduledUnindexed => [
+                    scheduled_at.map(|f| format!("{} of framework-scheduled", to(i, f))),
+                    amqp1_loop_at.map(|a| format!("{} of amqp1-loop", to(i, a))),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join("; "),
                 _ if *side == Side::FrameworkScheduled => [
                     framework_at.map(|f| format!("{} of the framework with retry tiers", to(i, f))),
                     delayed_at.map(|d| format!("{} of framework-delayed", to(i, d))),
@@ -2283,7 +2316,7 @@ async fn table(
                 ratio.push_str(&format!("scheduled {}", to(sched, i)));
             }
             println!(
-                "{:<4} {:<19} {:>10.0} {:>10.0} {:>10.0} {:>11.1} {:>11} {:>6}   {}",
+                "{:<4} {:<29} {:>10.0} {:>10.0} {:>10.0} {:>11.1} {:>11} {:>6}   {}",
                 scenario.name,
                 side.name(),
                 rate.0,
