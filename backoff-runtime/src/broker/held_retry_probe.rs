@@ -61,7 +61,19 @@ pub(crate) async fn check_broker_holds_retries(
         Err(TransportError::Refused {
             code: PRECONDITION_FAILED,
             text,
-        }) if text.contains("x-delayed-retry") => Ok(()),
+        }) if text.contains("x-delayed-retry") => {
+            // lapin has just logged this refusal at ERROR, as it logs every
+            // channel the broker closes: say what it was.
+            tracing::info!(
+                queue,
+                probe = %probe.name,
+                "the broker holds retries back: it refused the probe's '{}' on a classic \
+                 queue, as RabbitMQ 4.3 does (lapin's `Channel closed` error just before \
+                 this line is that expected answer)",
+                delayed_arguments::MIN
+            );
+            Ok(())
+        }
         Err(source) => Err(Error::Declare {
             object: "queue",
             name: probe.name.clone(),
