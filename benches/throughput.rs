@@ -2251,27 +2251,27 @@ async fn table(
                 (Some(ours), Some(theirs)) => format!(", {:.2}x", ours / theirs),
                 _ => String::new(),
             };
+            // Side `i` to each of `others` that ran, by name.
+            let to_each = |others: [(Option<usize>, &str); 2]| {
+                others
+                    .into_iter()
+                    .filter_map(|(at, name)| at.map(|j| format!("{} of {name}", to(i, j))))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
             let mut ratio = match framework_at {
-                // `retry = "scheduled"`: to the framework with tiers, and
-                // with `retry = "delayed"`.
                 // Without its index: to the scheduled framework with it,
                 // and to the hand-written loop, which writes no index.
-                _ if *side == Side::FrameworkScheduledUnindexed => [
-                    scheduled_at.map(|f| format!("{} of framework-scheduled", to(i, f))),
-                    amqp1_loop_at.map(|a| format!("{} of amqp1-loop", to(i, a))),
-                ]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>()
-                .join("; "),
-                _ if *side == Side::FrameworkScheduled => [
-                    framework_at.map(|f| format!("{} of the framework with retry tiers", to(i, f))),
-                    delayed_at.map(|d| format!("{} of framework-delayed", to(i, d))),
-                ]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>()
-                .join("; "),
+                _ if *side == Side::FrameworkScheduledUnindexed => to_each([
+                    (scheduled_at, "framework-scheduled"),
+                    (amqp1_loop_at, "amqp1-loop"),
+                ]),
+                // `retry = "scheduled"`: to the framework with tiers, and
+                // with `retry = "delayed"`.
+                _ if *side == Side::FrameworkScheduled => to_each([
+                    (framework_at, "the framework with retry tiers"),
+                    (delayed_at, "framework-delayed"),
+                ]),
                 Some(f) if side.dedupe() => format!(
                     "{:.2}x, {:.2}x of the framework without dedupe",
                     rate.0 / summary[f].0.0,
