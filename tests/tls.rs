@@ -31,6 +31,57 @@ async fn refusal(uri: &str) -> String {
     }
 }
 
+/// A runtime over `uri` with one consumer of `process_job` on `journal`,
+/// its spec set by `configure`, and that spec.
+fn consumer_over(
+    uri: &str,
+    journal: &Journal,
+    configure: impl FnOnce(&mut ConsumerSpec) + Send + 'static,
+) -> (Runtime, ConsumerSpec) {
+    let runtime = Runtime::builder()
+        .uri(uri.to_owned())
+        .state(journal.clone())
+        .handle_signals(false)
+        .shutdown_grace(Duration::from_secs(5))
+        .consumer_with(process_job, configure)
+        .build()
+        .expect("a valid runtime");
+    let spec = runtime.specs().next().cloned().expect("one consumer");
+    (runtime, spec)
+}
+
+/// Publishes job `id` (failing once) to `spec`'s queue over `uri` and waits
+/// up to 20 s until it is handled on its retry, after exactly one failure;
+/// returns when it was published.
+async fn handled_on_its_retry(
+    uri: &str,
+    spec: &ConsumerSpec,
+    journal: &Journal,
+    id: u64,
+) -> Instant {
+    let publisher = Publisher::connect(uri)
+        .await
+        .expect("a publisher connects over amqps://");
+    let published = Instant::now();
+    publisher
+        .publish_to(spec, &Job::new(id, Fail::Transient, Some(1)))
+        .await
+        .expect("publish over amqps://");
+    eventually(
+        &format!("job {id} handled on its retry"),
+        Duration::from_secs(20),
+        || journal.reached(id, 1),
+    )
+    .await;
+    let calls = journal.calls_for(id);
+    assert_eq!(
+        calls.iter().map(|s| s.retry_count).collect::<Vec<_>>(),
+        [0, 1]
+    );
+    publisher.close().await;
+    published
+}
+
 /// `runtime` running, once ready over `uri` within 20 s: its task, its
 /// shutdown handle and its health.
 async fn started_over_amqps(
@@ -89,15 +140,7 @@ async fn a_consumer_handles_a_message_over_amqps() {
     let uri = amqps("localhost", "ca.pem");
     let queue = unique("tls");
     let journal = Journal::default();
-    let runtime = Runtime::builder()
-        .uri(uri.clone())
-        .state(journal.clone())
-        .handle_signals(false)
-        .shutdown_grace(Duration::from_secs(5))
-        .consumer_with(process_job, |spec| spec.queue = queue.clone())
-        .build()
-        .expect("a valid runtime");
-    let spec = runtime.specs().next().cloned().expect("one consumer");
+    let (runtime, spec) = consumer_over(&uri, &journal, move |spec| spec.queue = queue);
     let _cleanup = Cleanup::of(&spec).at(PLAIN);
     let (task, shutdown, health) = started_over_amqps(runtime, &uri).await;
     let node = health.node().expect("connected to a node");
@@ -108,25 +151,7 @@ async fn a_consumer_handles_a_message_over_amqps() {
 
     // Published over TLS; failing once, the message goes through its retry
     // tier (a republish confirmed over TLS) and comes back.
-    let publisher = Publisher::connect(&uri)
-        .await
-        .expect("a publisher connects over amqps://");
-    publisher
-        .publish_to(&spec, &Job::new(7, Fail::Transient, Some(1)))
-        .await
-        .expect("publish over amqps://");
-    eventually(
-        "job 7 handled on its retry",
-        Duration::from_secs(20),
-        || journal.reached(7, 1),
-    )
-    .await;
-    let calls = journal.calls_for(7);
-    assert_eq!(
-        calls.iter().map(|s| s.retry_count).collect::<Vec<_>>(),
-        [0, 1]
-    );
-    publisher.close().await;
+    handled_on_its_retry(&uri, &spec, &journal, 7).await;
 
     stopped_with_nothing_left(task, shutdown, &spec).await;
 }
@@ -142,20 +167,12 @@ async fn a_scheduled_consumer_retries_over_amqps() {
     let uri = amqps("localhost", "ca.pem");
     let queue = unique("tls-scheduled");
     let journal = Journal::default();
-    let runtime = Runtime::builder()
-        .uri(uri.clone())
-        .state(journal.clone())
-        .handle_signals(false)
-        .shutdown_grace(Duration::from_secs(5))
-        .consumer_with(process_job, |spec| {
-            spec.queue = queue.clone();
-            spec.queue_type = Some(QueueType::Quorum);
-            spec.retry = RetryBackend::Scheduled;
-            spec.delays = "300ms".parse().expect("a schedule");
-        })
-        .build()
-        .expect("a valid runtime");
-    let spec = runtime.specs().next().cloned().expect("one consumer");
+    let (runtime, spec) = consumer_over(&uri, &journal, move |spec| {
+        spec.queue = queue;
+        spec.queue_type = Some(QueueType::Quorum);
+        spec.retry = RetryBackend::Scheduled;
+        spec.delays = "300ms".parse().expect("a schedule");
+    });
     let _cleanup = Cleanup::of(&spec).at(PLAIN);
     if !version.starts_with("4.3") {
         let started = tokio::time::timeout(Duration::from_secs(20), runtime.run())
@@ -166,30 +183,11 @@ async fn a_scheduled_consumer_retries_over_amqps() {
     }
     let (task, shutdown, _) = started_over_amqps(runtime, &uri).await;
 
-    let publisher = Publisher::connect(&uri)
-        .await
-        .expect("a publisher connects over amqps://");
-    let published = Instant::now();
-    publisher
-        .publish_to(&spec, &Job::new(11, Fail::Transient, Some(1)))
-        .await
-        .expect("publish over amqps://");
-    eventually(
-        "job 11 handled on its held-back retry",
-        Duration::from_secs(20),
-        || journal.reached(11, 1),
-    )
-    .await;
-    let calls = journal.calls_for(11);
-    assert_eq!(
-        calls.iter().map(|s| s.retry_count).collect::<Vec<_>>(),
-        [0, 1]
-    );
+    let published = handled_on_its_retry(&uri, &spec, &journal, 11).await;
     assert!(
         published.elapsed() >= Duration::from_millis(300),
         "the retry came back before its 300 ms"
     );
-    publisher.close().await;
     stopped_with_nothing_left(task, shutdown, &spec).await;
 }
 
