@@ -44,10 +44,10 @@
 #![forbid(unsafe_code)]
 
 pub use rabbit_backoff_core::{
-    ATTRIBUTE_KEYS, BreakerSpec, ClassicOnCluster, Classify, ClusterEvidence, ConsumerSpec,
-    DeadLetterIndex, DeclareMode, Dedupe, DedupeKey, DelayError, Delays, ErrorClass, ExchangeKind,
-    Jitter, MAX_DELAY_MS, MAX_JITTER_PERCENT, MAX_TIERS, NotLinear, QueueType, RetryBackend,
-    RetryReturn, SUB_QUEUES, SpecError, parse_duration,
+    ATTRIBUTE_KEYS, BreakerSpec, BrokerRelease, ClassicOnCluster, Classify, ClusterEvidence,
+    ConsumerSpec, DeadLetterIndex, DeclareMode, Dedupe, DedupeKey, DelayError, Delays, ErrorClass,
+    ExchangeKind, HeldRetries, Jitter, MAX_DELAY_MS, MAX_JITTER_PERCENT, MAX_TIERS, NotLinear,
+    QueueType, RetryBackend, RetryReturn, SUB_QUEUES, SpecError, parse_duration,
 };
 pub use rabbit_backoff_runtime::{meters, transport};
 

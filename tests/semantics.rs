@@ -1007,7 +1007,7 @@ async fn delayed_retries_wait_on_4_3_and_are_refused_before(backend: Backend) {
         match error {
             Error::InvalidSpec {
                 queue: refused,
-                source: SpecError::DelayedUnsupported { argument },
+                source: SpecError::DelayedUnsupported { argument, .. },
             } => {
                 assert_eq!(refused, queue);
                 assert_eq!(argument, "x-delayed-retry-type");

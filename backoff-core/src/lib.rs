@@ -30,6 +30,7 @@
 pub mod annotations;
 mod attribute_keys;
 mod breaker;
+mod broker_release;
 mod classic_on_cluster;
 mod classify;
 mod dead_letter;
@@ -64,6 +65,7 @@ mod topology;
 
 pub use attribute_keys::ATTRIBUTE_KEYS;
 pub use breaker::{Breaker, BreakerAction, BreakerSpec, BreakerState};
+pub use broker_release::{BrokerRelease, HeldRetries};
 pub use classic_on_cluster::{ClassicOnCluster, ClusterEvidence};
 pub use classify::{Classify, ErrorClass, Verdict};
 pub use dead_letter::{

@@ -355,11 +355,14 @@ pub enum SpecError {
     /// declared): it would accept the work queue's arguments and ignore
     /// them, and deliver every rejected message again at once.
     #[error(
-        "retry = \"delayed\" needs a broker that applies the quorum queue argument '{argument}', and this one does not: RabbitMQ before 4.3 accepts it and ignores it, so every failed message would be delivered again at once, a hot loop. Run the consumer on RabbitMQ 4.3 or later, or use retry = \"tiers\" (the default)"
+        "retry = \"delayed\" needs a broker that applies the quorum queue argument '{argument}', and this broker {found}: RabbitMQ before 4.3 accepts it and ignores it, so every failed message would be delivered again at once, a hot loop. Run the consumer on RabbitMQ 4.3 or later, or use retry = \"tiers\" (the default)"
     )]
     DelayedUnsupported {
         /// The argument the broker does not apply: `x-delayed-retry-type`.
         argument: &'static str,
+        /// What the broker is: its release, or that it accepted the
+        /// argument without applying it.
+        found: String,
     },
     /// `retry = "scheduled"` on classic queues: only quorum queues hold a
     /// message back until the time a consumer asks.

@@ -217,6 +217,21 @@ impl std::fmt::Display for MissingObject {
 }
 
 impl Error {
+    /// Whether the node connected to cannot serve a consumer that another
+    /// node could: a consumer with `retry = "delayed"` or `"scheduled"` on
+    /// a node before RabbitMQ 4.3. The runtime then leaves the node and
+    /// tries the others (see [`Health::WaitingForNode`](crate::Health::WaitingForNode)).
+    pub fn is_node_unsuitable(&self) -> bool {
+        matches!(
+            self,
+            Error::InvalidSpec {
+                source: SpecError::DelayedUnsupported { .. }
+                    | SpecError::ScheduledUnsupported { .. },
+                ..
+            }
+        )
+    }
+
     /// Whether reconnecting can help: true for a lost connection or channel,
     /// false for a misconfiguration such as a topology conflict.
     pub fn is_recoverable(&self) -> bool {

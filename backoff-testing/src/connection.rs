@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use rabbit_backoff_core::BrokerRelease;
 use rabbit_backoff_runtime::transport::{Channel, Connection, Lost, LostSignal, TransportError};
 
 use crate::broker_shared::BrokerShared;
@@ -149,6 +150,11 @@ impl Connection for MemoryConnection {
 
     fn lost(&self) -> Lost {
         self.shared.lost.watch()
+    }
+
+    /// RabbitMQ at the version of the release it emulates.
+    fn release(&self) -> Option<BrokerRelease> {
+        Some(self.broker.release.named())
     }
 
     /// While the broker is cut off from its majority

@@ -1,5 +1,7 @@
 //! [`Release`]: which RabbitMQ release the in-memory broker behaves as.
 
+use rabbit_backoff_core::BrokerRelease;
+
 /// Which RabbitMQ release a [`TestBroker`](crate::TestBroker) behaves as,
 /// where releases differ in what the framework relies on. The default is
 /// 3.10, the oldest release the framework supports.
@@ -30,6 +32,15 @@ pub enum Release {
 }
 
 impl Release {
+    /// What a node of this release names itself when a connection opens.
+    pub(crate) fn named(self) -> BrokerRelease {
+        let version = match self {
+            Release::V3_10 => "3.10.0",
+            Release::V4_3 => "4.3.0",
+        };
+        BrokerRelease::new("RabbitMQ", version)
+    }
+
     /// Whether quorum queues hold deliveries back (4.3's delayed retries and
     /// `modified` with `x-opt-delivery-time`).
     pub(crate) fn holds_back(self) -> bool {

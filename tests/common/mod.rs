@@ -113,6 +113,54 @@ pub fn broker_version() -> (u32, u32) {
     })
 }
 
+/// A RabbitMQ 4.3 node, whatever broker `AMQP_URL` names:
+/// `RABBIT_BACKOFF_URL_4_3`, or the one `scripts/broker.sh up 4.3` starts.
+pub fn url_4_3() -> String {
+    std::env::var("RABBIT_BACKOFF_URL_4_3")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5643/%2f".to_owned())
+}
+
+/// A RabbitMQ node before 4.3, whatever broker `AMQP_URL` names:
+/// `RABBIT_BACKOFF_URL_3_10`, or the machine's RabbitMQ 3.10.
+pub fn url_before_4_3() -> String {
+    std::env::var("RABBIT_BACKOFF_URL_3_10")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+/// The management API of [`url_before_4_3`]'s node:
+/// `RABBIT_BACKOFF_MANAGEMENT_URL_3_10`, or the machine's.
+pub fn management_url_before_4_3() -> String {
+    std::env::var("RABBIT_BACKOFF_MANAGEMENT_URL_3_10")
+        .unwrap_or_else(|_| "http://127.0.0.1:15672".to_owned())
+}
+
+/// The names of every queue and exchange of the default virtual host, as
+/// the management API at `management` (guest/guest) lists them.
+pub async fn management_objects(management: &str) -> Vec<String> {
+    let management = management.trim_end_matches('/').to_owned();
+    tokio::task::spawn_blocking(move || {
+        let mut names = Vec::new();
+        for kind in ["queues", "exchanges"] {
+            let listed: Vec<serde_json::Value> =
+                ureq::get(&format!("{management}/api/{kind}/%2f?columns=name"))
+                    .header("Authorization", "Basic Z3Vlc3Q6Z3Vlc3Q=")
+                    .call()
+                    .unwrap_or_else(|e| panic!("listing the {kind} at {management}: {e}"))
+                    .body_mut()
+                    .read_json()
+                    .expect("the management API answers JSON");
+            names.extend(
+                listed
+                    .iter()
+                    .filter_map(|object| object["name"].as_str().map(str::to_owned)),
+            );
+        }
+        names
+    })
+    .await
+    .expect("listed")
+}
+
 /// Polls `queue` with basic.get (auto-ack) until a message arrives.
 pub async fn next_message(
     channel: &Channel,

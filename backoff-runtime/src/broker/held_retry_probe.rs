@@ -3,7 +3,9 @@
 //! asked before a consumer with `retry = "delayed"` or `"scheduled"`
 //! declares anything.
 
-use rabbit_backoff_core::{Argument, QueueDecl, RetryBackend, SpecError, delayed_arguments};
+use rabbit_backoff_core::{
+    Argument, BrokerRelease, HeldRetries, QueueDecl, RetryBackend, SpecError, delayed_arguments,
+};
 
 use crate::error::{Error, channel_error};
 use crate::transport::{Connection, PRECONDITION_FAILED, TransportError};
@@ -14,30 +16,70 @@ const PROBE_EXPIRES_MS: i64 = 60_000;
 
 /// Refuses a consumer with `retry = "delayed"` on a broker that would ignore
 /// the delayed retry arguments ([`Error::InvalidSpec`] with
-/// [`SpecError::DelayedUnsupported`], naming the queue and the argument): RabbitMQ 3.10 and 4.0 accept
-/// `x-delayed-retry-type` on a quorum queue and ignore it, so every rejected
-/// message would be delivered again at once, a hot loop. The same for
-/// `retry = "scheduled"` ([`SpecError::ScheduledUnsupported`]): the
-/// release that applies the delayed retry arguments, 4.3, is the one that
-/// holds a `modified` delivery back until its `x-opt-delivery-time` (4.0
-/// takes the annotation and delivers the message again at once, measured
-/// in `tests/broker_held_retry.rs`).
+/// [`SpecError::DelayedUnsupported`], naming the queue, the argument and the
+/// broker): RabbitMQ 3.10 and 4.0 accept `x-delayed-retry-type` on a quorum
+/// queue and ignore it, so every rejected message would be delivered again
+/// at once, a hot loop. The same for `retry = "scheduled"`
+/// ([`SpecError::ScheduledUnsupported`]): the release that applies the
+/// delayed retry arguments, 4.3, is the one that holds a `modified`
+/// delivery back until its `x-opt-delivery-time` (4.0 takes the annotation
+/// and delivers the message again at once, measured in
+/// `tests/broker_held_retry.rs`).
 ///
-/// The probe is a declaration, not the server's version. It declares a
-/// classic queue (uniquely named, expiring after a minute, deleted at once)
-/// with `x-delayed-retry-type`, `x-delayed-retry-min` and `x-expires`. A
-/// broker that applies delayed retries knows these arguments as quorum queue
+/// The answer comes first from the release the node named when the
+/// connection opened ([`Connection::release`], decided by
+/// [`BrokerRelease::held_retries`]): RabbitMQ 4.3 or later holds retries,
+/// an earlier RabbitMQ does not, and nothing is asked of the broker. That
+/// keeps a healthy start free of errors: asking by a declaration the broker
+/// refuses closes a channel, which lapin logs at ERROR.
+///
+/// Only when the release says nothing certain (another product, a build
+/// from source) is the broker asked: a classic queue (uniquely named,
+/// expiring after a minute, deleted at once) is declared with
+/// `x-delayed-retry-type`, `x-delayed-retry-min` and `x-expires`. A broker
+/// that applies delayed retries knows these arguments as quorum queue
 /// arguments, and refuses them on a classic queue (RabbitMQ 4.3:
 /// `PRECONDITION_FAILED - invalid arg 'x-delayed-retry-min' for queue … of
 /// queue type rabbit_classic_queue`); a broker that does not know them
 /// accepts them as it accepts any unknown `x-` argument (3.10 and 4.0,
 /// checked by `tests/delayed_retry.rs` on each; and the in-memory broker).
-/// So the answer comes from the code that reads the argument, not from a
-/// version string, which forks, patched builds and other AMQP brokers spell
-/// as they like; and nothing of the consumer's topology is declared on a
-/// broker that would ignore it, where a work queue declared with arguments
-/// it ignores would keep them, unapplied.
+/// Either way nothing of the consumer's topology is declared on a broker
+/// that would ignore it, where a work queue declared with arguments it
+/// ignores would keep them, unapplied.
 pub(crate) async fn check_broker_holds_retries(
+    connection: &dyn Connection,
+    queue: &str,
+    backend: RetryBackend,
+) -> Result<(), Error> {
+    let release = connection.release();
+    match release.as_ref().map(BrokerRelease::held_retries) {
+        Some(HeldRetries::Held) => Ok(()),
+        Some(HeldRetries::NotHeld) => {
+            let release = release.map(|r| r.to_string()).unwrap_or_default();
+            Err(refusal(queue, backend, format!("is {release}")))
+        }
+        _ => ask_the_broker(connection, queue, backend).await,
+    }
+}
+
+/// The refusal of `backend` on a broker that `found` describes.
+fn refusal(queue: &str, backend: RetryBackend, found: String) -> Error {
+    let source = match backend {
+        RetryBackend::Scheduled => SpecError::ScheduledUnsupported { found },
+        _ => SpecError::DelayedUnsupported {
+            argument: delayed_arguments::TYPE,
+            found,
+        },
+    };
+    Error::InvalidSpec {
+        queue: queue.to_owned(),
+        source,
+    }
+}
+
+/// Asks the broker by a declaration whether it applies delayed retries (see
+/// [`check_broker_holds_retries`]).
+pub(crate) async fn ask_the_broker(
     connection: &dyn Connection,
     queue: &str,
     backend: RetryBackend,
@@ -63,13 +105,14 @@ pub(crate) async fn check_broker_holds_retries(
             text,
         }) if text.contains("x-delayed-retry") => {
             // lapin has just logged this refusal at ERROR, as it logs every
-            // channel the broker closes: say what it was.
-            tracing::info!(
+            // channel the broker closes: say what it was, where it is seen.
+            tracing::warn!(
                 queue,
                 probe = %probe.name,
-                "the broker holds retries back: it refused the probe's '{}' on a classic \
-                 queue, as RabbitMQ 4.3 does (lapin's `Channel closed` error just before \
-                 this line is that expected answer)",
+                "the broker named no RabbitMQ release, so it was asked whether it holds \
+                 retries back: it refused the probe's '{}' on a classic queue, as RabbitMQ 4.3 \
+                 does, so it does (lapin's `Channel closed` error just before this line is \
+                 that expected answer)",
                 delayed_arguments::MIN
             );
             Ok(())
@@ -83,22 +126,15 @@ pub(crate) async fn check_broker_holds_retries(
             if let Err(e) = channel.delete_queue(&probe.name).await {
                 tracing::debug!("deleting the probe queue {}: {e}", probe.name);
             }
-            let source = match backend {
-                RetryBackend::Scheduled => SpecError::ScheduledUnsupported {
-                    found: format!(
-                        "accepts the quorum queue argument '{}' without applying it, as \
-                         RabbitMQ before 4.3 does",
-                        delayed_arguments::TYPE
-                    ),
-                },
-                _ => SpecError::DelayedUnsupported {
-                    argument: delayed_arguments::TYPE,
-                },
-            };
-            Err(Error::InvalidSpec {
-                queue: queue.to_owned(),
-                source,
-            })
+            Err(refusal(
+                queue,
+                backend,
+                format!(
+                    "accepts the quorum queue argument '{}' without applying it, as RabbitMQ \
+                     before 4.3 does",
+                    delayed_arguments::TYPE
+                ),
+            ))
         }
     };
     channel.close().await;

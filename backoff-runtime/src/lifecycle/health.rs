@@ -1,7 +1,7 @@
 //! [`Health`]: whether the runtime is connected and consuming, watched
 //! through a [`HealthWatch`].
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
@@ -24,6 +24,12 @@ pub enum Health {
     /// consumers with `dedupe` are requeued after a pause, never handled
     /// without their key, until a claim succeeds again.
     StoreUnavailable(String),
+    /// The node connected to cannot serve every consumer (why, here: a
+    /// consumer with `retry = "delayed"` or `"scheduled"` on a node before
+    /// RabbitMQ 4.3, as during a rolling upgrade): the runtime left it, and
+    /// tries the other nodes, then this one again, with the reconnection
+    /// backoff, until one can.
+    WaitingForNode(String),
     /// A shutdown was asked for; handlers in flight are finishing.
     Stopping,
     /// Stopped cleanly.
@@ -46,6 +52,7 @@ pub struct HealthWatch {
     receiver: watch::Receiver<Health>,
     reconnects: Arc<AtomicU64>,
     node: Arc<Mutex<Option<String>>>,
+    ready_once: Arc<AtomicBool>,
 }
 
 impl HealthWatch {
@@ -57,8 +64,20 @@ impl HealthWatch {
                 receiver,
                 reconnects: Arc::default(),
                 node: Arc::default(),
+                ready_once: Arc::default(),
             },
         )
+    }
+
+    /// Records that every consumer consumed, once.
+    pub(crate) fn became_ready(&self) {
+        self.ready_once.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether every consumer has consumed since the runtime started: a
+    /// node that cannot serve them is then waited out, not a reason to end.
+    pub(crate) fn was_ready(&self) -> bool {
+        self.ready_once.load(Ordering::Relaxed)
     }
 
     /// Records the node the runtime is connected to.
@@ -106,7 +125,10 @@ impl HealthWatch {
             .wait_for(|h| {
                 !matches!(
                     h,
-                    Health::Starting | Health::Recovering | Health::StoreUnavailable(_)
+                    Health::Starting
+                        | Health::Recovering
+                        | Health::StoreUnavailable(_)
+                        | Health::WaitingForNode(_)
                 )
             })
             .await

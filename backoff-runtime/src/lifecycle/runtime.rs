@@ -69,8 +69,11 @@ pub struct RuntimeBuilder {
 pub struct Runtime {
     transport: Arc<dyn Transport>,
     /// The writer of the dead-letter indexes that the consumers write
-    /// themselves (quorum topologies), while [`run`](Self::run) runs.
-    index_writer: Option<IndexWriter>,
+    /// themselves (quorum topologies), started once the broker has been
+    /// found able to serve every consumer, while [`run`](Self::run) runs.
+    index_writer: tokio::sync::OnceCell<IndexWriter>,
+    /// The writer's task, awaited when `run` ends.
+    index_writer_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     consumers: Vec<Box<dyn Registration>>,
     state: Arc<StateMap>,
     settings: Settings,
@@ -144,12 +147,18 @@ impl Runtime {
         let health = self.health();
         let shutdown = self.shutdown_handle();
         let task = tokio::spawn(self.run());
-        if health.wait_ready().await.is_err() && task.is_finished() {
-            return match task.await {
-                Ok(Err(e)) => Err(e),
-                Ok(Ok(())) => Err(Error::Stopped("stopped during start-up".into())),
-                Err(join) => Err(Error::Stopped(join.to_string())),
-            };
+        match health.wait_ready().await {
+            // A breaker that tripped once every consumer was consuming.
+            Ok(()) | Err(Health::Paused(_)) => {}
+            // Failed, or stopping or stopped by a shutdown: the task is
+            // ending, with the error that ended start-up.
+            Err(_) => {
+                return match task.await {
+                    Ok(Err(e)) => Err(e),
+                    Ok(Ok(())) => Err(Error::Stopped("stopped during start-up".into())),
+                    Err(join) => Err(Error::Stopped(join.to_string())),
+                };
+            }
         }
         Ok(RunningRuntime {
             health,
@@ -212,7 +221,6 @@ impl Runtime {
         let health = self.health.0.clone();
         // Once per start, not per reconnect.
         warn_classic_on_cluster(&*self.transport, self.specs());
-        let writer = self.start_index_writer().await;
         let signals = self
             .settings
             .handle_signals
@@ -223,7 +231,12 @@ impl Runtime {
         }
         // The last entries are written, briefly, once no consumer holds
         // the writer.
-        self.index_writer = None;
+        self.index_writer.take();
+        let writer = self
+            .index_writer_task
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         if let Some(writer) = writer {
             let _ = writer.await;
         }
@@ -235,11 +248,10 @@ impl Runtime {
         result
     }
 
-    /// Runs generation after generation (one connection each) until shutdown.
-    /// Starts the writer of the dead-letter indexes the consumers write
-    /// ([`IndexFeed::Written`]), when one of them does, and gives it their
-    /// indexes to declare.
-    async fn start_index_writer(&mut self) -> Option<tokio::task::JoinHandle<()>> {
+    /// The writer of the dead-letter indexes the consumers write
+    /// ([`IndexFeed::Written`]), started the first time it is asked for,
+    /// with their indexes to declare; `None` when no consumer writes one.
+    async fn index_writer(&self) -> Option<IndexWriter> {
         let written: Vec<_> = self
             .specs()
             .filter_map(|spec| {
@@ -251,16 +263,27 @@ impl Runtime {
         if written.is_empty() {
             return None;
         }
-        let (writer, task) = IndexWriter::start(Arc::clone(&self.transport));
-        for (index, mode) in written {
-            writer.declare(index, mode).await;
-        }
-        self.index_writer = Some(writer);
-        Some(task)
+        let writer = self
+            .index_writer
+            .get_or_init(|| async {
+                let (writer, task) = IndexWriter::start(Arc::clone(&self.transport));
+                for (index, mode) in written {
+                    writer.declare(index, mode).await;
+                }
+                *self
+                    .index_writer_task
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(task);
+                writer
+            })
+            .await;
+        Some(writer.clone())
     }
 
+    /// Runs generation after generation (one connection each) until shutdown.
     async fn supervise(&self) -> Result<(), Error> {
         let mut failures: u32 = 0;
+        let mut unsuitable = UnsuitableNodes::default();
         loop {
             if self.shutdown.is_shutdown() {
                 return Ok(());
@@ -294,6 +317,24 @@ impl Runtime {
                     });
                     let wait = self.settings.reconnect.delay(failures - 1, 0.5);
                     tracing::warn!("{e}; reconnecting (attempt {failures}, in about {wait:?})");
+                }
+                Err(e) if e.is_node_unsuitable() => {
+                    let node = self.health.1.node().unwrap_or_default();
+                    let nodes = self.transport.probe_addresses().len();
+                    if !unsuitable.wait_for_another(node, nodes, self.health.1.was_ready()) {
+                        return Err(e);
+                    }
+                    failures = failures.saturating_add(1);
+                    self.health.1.count_reconnect();
+                    meters::reconnected();
+                    self.health
+                        .0
+                        .send_replace(Health::WaitingForNode(e.to_string()));
+                    let wait = self.settings.reconnect.delay(failures - 1, 0.5);
+                    tracing::warn!(
+                        "{e}; left this node: trying the others, then this one again \
+                         (attempt {failures}, in about {wait:?})"
+                    );
                 }
                 Err(e) => return Err(e),
             }
@@ -336,7 +377,11 @@ impl Runtime {
         }
         let result = self.consume(&connection, &stop, failures).await;
         stop.shutdown();
-        connection.close().await;
+        match &result {
+            // The next connect tries the other nodes first.
+            Err(e) if e.is_node_unsuitable() => connection.leave(&e.to_string()).await,
+            _ => connection.close().await,
+        }
         result
     }
 
@@ -346,11 +391,15 @@ impl Runtime {
         stop: &ShutdownHandle,
         failures: &mut u32,
     ) -> Result<(), Error> {
-        for registration in &self.consumers {
-            let spec = registration.spec();
+        // Whether the node can serve every consumer, before anything is
+        // declared: a refused start declares nothing, indexes included.
+        for spec in self.specs() {
             if spec.retry != RetryBackend::Tiers {
                 check_broker_holds_retries(&**connection, &spec.queue, spec.retry).await?;
             }
+        }
+        let index_writer = self.index_writer().await;
+        for spec in self.specs() {
             establish_topology(&**connection, &Topology::of(spec), spec.declare).await?;
         }
         if let Some(store) = &self.settings.dedupe_store {
@@ -405,7 +454,7 @@ impl Runtime {
             paused: Some(pause_report(&self.health.0)),
             store_report: Some(store_report(&self.health.0)),
             dedupe_store: self.settings.dedupe_store.clone(),
-            index_writer: self.index_writer.clone(),
+            index_writer,
         };
         let mut running = JoinSet::new();
         for registration in &self.consumers {
@@ -413,6 +462,7 @@ impl Runtime {
             tracing::info!("consuming from {}", registration.spec().queue);
         }
         self.health.0.send_replace(Health::Ready);
+        self.health.1.became_ready();
         *failures = 0;
 
         let ended = tokio::select! {
@@ -459,6 +509,24 @@ impl Runtime {
             }
         }
         Ok(())
+    }
+}
+
+/// The nodes found unable to serve every consumer since the runtime
+/// started, to tell a refusal that ends start-up from one that waits for
+/// another node.
+#[derive(Debug, Default)]
+struct UnsuitableNodes(HashSet<String>);
+
+impl UnsuitableNodes {
+    /// Records that `node` (of `nodes` listed) cannot serve every consumer,
+    /// and says whether to wait for another: always once the runtime has
+    /// been ready (a failover or a rolling upgrade), else until every
+    /// listed node has refused (a start-up on brokers that can never serve
+    /// it ends with the refusal).
+    fn wait_for_another(&mut self, node: String, nodes: usize, was_ready: bool) -> bool {
+        self.0.insert(node);
+        was_ready || self.0.len() < nodes
     }
 }
 
@@ -722,7 +790,8 @@ impl RuntimeBuilder {
         }
         let uses_dedupe = self.consumers.iter().any(|c| c.spec().dedupe.is_some());
         Ok(Runtime {
-            index_writer: None,
+            index_writer: tokio::sync::OnceCell::new(),
+            index_writer_task: std::sync::Mutex::new(None),
             transport: self.transport.unwrap_or_else(|| {
                 Arc::new(AmqpTransport::new(
                     self.uri.unwrap_or_else(amqp_url_from_env),

@@ -16,14 +16,14 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::uri::AMQPUri;
-use rabbit_backoff_core::{Binding, ExchangeKind, QueueDecl, connect_order};
+use rabbit_backoff_core::{Binding, BrokerRelease, ExchangeKind, QueueDecl, connect_order};
 
 use super::{
     Acker, Channel, Confirm, Connection, Deliveries, Delivery, Lost, LostSignal, PendingConfirm,
     Publication, QueueInfo, Settle, StreamOffset, Transport, TransportError,
 };
 use crate::transport::amqp_values::arguments_table;
-use crate::transport::connector::connect_node;
+use crate::transport::connector::{NodeConnection, connect_node};
 use crate::transport::lapin_error::transport_error;
 use crate::transport::redact::redact;
 
@@ -107,7 +107,7 @@ impl AmqpTransport {
         let mut last_error = None;
         for index in order {
             match connect_node(&self.uris[index]).await {
-                Ok(inner) => {
+                Ok(NodeConnection { inner, release }) => {
                     self.current.store(index, Ordering::Relaxed);
                     if let Some(left) = lock(&self.left).get_mut(index) {
                         *left = false;
@@ -119,6 +119,7 @@ impl AmqpTransport {
                     let (lost, watcher) = watch_for_loss(&inner, &node);
                     return Ok(AmqpConnection {
                         inner,
+                        release,
                         node,
                         lost,
                         watcher,
@@ -225,6 +226,8 @@ fn watch_for_loss(
 /// A lapin connection.
 pub struct AmqpConnection {
     inner: lapin::Connection,
+    /// What the node named itself when the connection opened.
+    release: Option<BrokerRelease>,
     /// The node it is connected to, without a password.
     node: String,
     /// Declared once lapin reports the connection failed.
@@ -282,6 +285,10 @@ impl Connection for AmqpConnection {
         self.node.clone()
     }
 
+    fn release(&self) -> Option<BrokerRelease> {
+        self.release.clone()
+    }
+
     fn lost(&self) -> Lost {
         self.lost.watch()
     }
@@ -297,7 +304,7 @@ impl Connection for AmqpConnection {
                 .filter(|(index, _)| *index != self.index)
                 .map(|(index, uri)| async move {
                     let answered = tokio::time::timeout(timeout, async {
-                        let connection = connect_node(uri).await.ok()?;
+                        let connection = connect_node(uri).await.ok()?.inner;
                         let channel = connection.create_channel().await.ok()?;
                         probe_metadata(&channel).await.ok()?;
                         Some(connection)
@@ -337,10 +344,9 @@ impl Connection for AmqpConnection {
                 Ordering::Relaxed,
             );
             self.lost.lose(why);
-            let closing = self.inner.close(
-                200,
-                "leaving a node cut off from its cluster's majority".into(),
-            );
+            let closing = self
+                .inner
+                .close(200, "leaving this node for another".into());
             match tokio::time::timeout(CLOSE_TIMEOUT, closing).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::debug!("closing the connection left: {e}"),

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use rabbit_backoff_core::BrokerRelease;
 
 use super::{Channel, Lost, TransportError};
 
@@ -20,6 +21,13 @@ pub trait Connection: Send + Sync + 'static {
     /// The node it is connected to, for logs and health (no password).
     fn node(&self) -> String {
         String::from("(in memory)")
+    }
+
+    /// The product and version the node named when the connection opened
+    /// (AMQP 0-9-1's `connection.start`), when it named them; `None` by
+    /// default.
+    fn release(&self) -> Option<BrokerRelease> {
+        None
     }
 
     /// Watches whether the connection is lost (its socket reset, its node

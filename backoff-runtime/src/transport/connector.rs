@@ -5,7 +5,8 @@
 //! lapin's `Connection::connector` takes the stream from the caller, typed
 //! as its async runtime's TCP stream; so the runtime hands lapin tokio for
 //! everything (tasks, timers) through [`GuardedKit`], whose only difference
-//! is that type: [`GuardedStream`] over a [`Socket`].
+//! is that type: [`GuardedStream`] over a [`Socket`] whose greeting is read
+//! ([`Greeted`]).
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -23,6 +24,7 @@ use futures_util::Stream;
 use lapin::tcp::AsyncTcpStream;
 use lapin::uri::{AMQPScheme, AMQPUri};
 use lapin::{ConnectionProperties, Error as LapinError};
+use rabbit_backoff_core::BrokerRelease;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
@@ -30,6 +32,7 @@ use super::TransportError;
 use super::frame_guard::GuardedStream;
 use super::frame_guard::MAX_FRAME_SIZE;
 use super::lapin_error::transport_error;
+use super::server_greeting::{Greeted, Greeting};
 
 /// What lapin runs on: tokio's executor, and a reactor whose TCP stream is
 /// the guarded socket.
@@ -40,7 +43,7 @@ type GuardedKit = RuntimeParts<Tokio, GuardedReactor>;
 pub(crate) struct GuardedReactor(Tokio);
 
 impl Reactor for GuardedReactor {
-    type TcpStream = GuardedStream<Socket>;
+    type TcpStream = GuardedStream<Greeted<Socket>>;
     type Sleep = <Tokio as Reactor>::Sleep;
 
     fn register<H: Read + Write + Send + 'static>(
@@ -49,7 +52,9 @@ impl Reactor for GuardedReactor {
     ) -> io::Result<impl futures_io::AsyncRead + futures_io::AsyncWrite + Send + Unpin + 'static>
     {
         // lapin never registers a socket of its own: it is handed one.
-        Err::<GuardedStream<Socket>, _>(io::Error::other("the runtime opens its sockets itself"))
+        Err::<GuardedStream<Greeted<Socket>>, _>(io::Error::other(
+            "the runtime opens its sockets itself",
+        ))
     }
 
     fn sleep(&self, dur: Duration) -> Self::Sleep {
@@ -121,9 +126,19 @@ fn node_of(uri: &AMQPUri) -> String {
 /// together, unless the URI's `connection_timeout` says otherwise.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// A connection to one node, and the release the node named in its
+/// greeting.
+#[derive(Debug)]
+pub(crate) struct NodeConnection {
+    /// The lapin connection.
+    pub(crate) inner: lapin::Connection,
+    /// The node's product and version, from `connection.start`.
+    pub(crate) release: Option<BrokerRelease>,
+}
+
 /// Connects to one node, with a `frame_max` of at most [`MAX_FRAME_SIZE`],
 /// within [`CONNECT_TIMEOUT`] or the URI's `connection_timeout`.
-pub(crate) async fn connect_node(uri: &str) -> Result<lapin::Connection, TransportError> {
+pub(crate) async fn connect_node(uri: &str) -> Result<NodeConnection, TransportError> {
     let (mut uri, tls) = parse_node(uri)?;
     let frame_max = uri.query.frame_max.unwrap_or(MAX_FRAME_SIZE);
     uri.query.frame_max = Some(frame_max.min(MAX_FRAME_SIZE));
@@ -141,6 +156,8 @@ pub(crate) async fn connect_node(uri: &str) -> Result<lapin::Connection, Transpo
     let host = uri.authority.host.clone();
     let tls = tls.map(Arc::new);
     let tls_settings = tls.clone();
+    let greeting = Greeting::default();
+    let greeted = Arc::clone(&greeting);
     let connect = async move |uri: AMQPUri, _: Runtime<GuardedKit>| {
         let socket = open(&uri, tls.as_deref()).await.map_err(|error| {
             let text = error.to_string();
@@ -149,6 +166,7 @@ pub(crate) async fn connect_node(uri: &str) -> Result<lapin::Connection, Transpo
             }
             LapinError::from(io::Error::other(text))
         })?;
+        let socket = Greeted::new(socket, Arc::clone(&greeted));
         let stream = GuardedStream::new(socket, guard_frame_max.clone());
         Ok::<_, LapinError>(AsyncTcpStream::Plain(stream))
     };
@@ -177,7 +195,11 @@ pub(crate) async fn connect_node(uri: &str) -> Result<lapin::Connection, Transpo
         }
     };
     negotiated.store(connection.configuration().frame_max(), Ordering::Relaxed);
-    Ok(connection)
+    let release = greeting.get().cloned().flatten();
+    Ok(NodeConnection {
+        inner: connection,
+        release,
+    })
 }
 
 /// The TLS settings of an `amqps://` address: none without the `tls`

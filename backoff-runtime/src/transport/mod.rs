@@ -32,6 +32,7 @@ pub(crate) mod node_probe;
 mod publication;
 mod queue_info;
 pub(crate) mod redact;
+mod server_greeting;
 pub mod stream_offset;
 #[cfg(feature = "tls")]
 mod tls;
