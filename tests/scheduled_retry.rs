@@ -667,3 +667,128 @@ mod shared {
         refuses(Arc::new(TestBroker::new())).await;
     }
 }
+
+/// An error that asks for its own wait, for the test below.
+#[derive(Debug, thiserror::Error, Classify)]
+enum PacedError {
+    #[error("dependency unavailable")]
+    Unavailable,
+    #[error("rate limited")]
+    RateLimited {
+        #[retry_after]
+        wait: Duration,
+    },
+}
+
+/// When each call of a message began, on tokio's clock, by message id.
+#[derive(Default, Clone)]
+struct CallTimes(std::sync::Arc<std::sync::Mutex<Vec<(u64, tokio::time::Instant)>>>);
+
+impl CallTimes {
+    fn of(&self, id: u64) -> Vec<tokio::time::Instant> {
+        let calls = self.0.lock().unwrap();
+        calls
+            .iter()
+            .filter(|(i, _)| *i == id)
+            .map(|(_, at)| *at)
+            .collect()
+    }
+}
+
+/// Job `id` fails `attempts` times: with `RateLimited(wait_ms)` when that
+/// is set, else as unavailable; then succeeds.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Paced {
+    id: u64,
+    attempts: u32,
+    wait_ms: Option<u64>,
+}
+
+#[backoff_consumer(queue = "placeholder", delays = "1s,2s,4s")]
+async fn paced(job: Paced, ctx: &Context, calls: State<CallTimes>) -> Result<(), PacedError> {
+    calls
+        .0
+        .lock()
+        .unwrap()
+        .push((job.id, tokio::time::Instant::now()));
+    if ctx.retry_count() >= job.attempts {
+        return Ok(());
+    }
+    match job.wait_ms {
+        Some(ms) => Err(PacedError::RateLimited {
+            wait: Duration::from_millis(ms),
+        }),
+        None => Err(PacedError::Unavailable),
+    }
+}
+
+/// With jitter, every held retry counts in
+/// `rabbit_backoff_messages_retried_total` under its tier (jitter picks
+/// another wait nearly every time), and a `RetryAfter` under
+/// `delay="retry_after"`; a `RetryAfter` is held at least as long as the
+/// error asked, never jittered shorter. In memory, emulating 4.3, on
+/// tokio's paused clock.
+#[tokio::test(start_paused = true)]
+async fn every_held_retry_is_counted_and_retry_after_is_never_early() {
+    use rabbit_backoff::testing::{Release, TestBroker};
+    snapshotter();
+    let broker = TestBroker::emulating(Release::V4_3);
+    let queue = unique("scheduled-paced");
+    let calls = CallTimes::default();
+    let running = Runtime::builder()
+        .transport(broker.clone())
+        .state(calls.clone())
+        .handle_signals(false)
+        .consumer_with(paced, |s| {
+            s.queue = queue.clone();
+            s.queue_type = Some(QueueType::Quorum);
+            s.retry = RetryBackend::Scheduled;
+            s.jitter = Some("20%".parse().expect("a jitter"));
+        })
+        .start()
+        .await
+        .expect("starts on the in-memory 4.3");
+    // Twenty messages retried twice each, jittered.
+    for id in 0..20 {
+        let job = Paced {
+            id,
+            attempts: 2,
+            wait_ms: None,
+        };
+        broker.publish_json(&queue, &queue, &job).await;
+    }
+    // Ten rate-limited twice each, asking 10 s each time.
+    for id in 90..100 {
+        let limited = Paced {
+            id,
+            attempts: 2,
+            wait_ms: Some(10_000),
+        };
+        broker.publish_json(&queue, &queue, &limited).await;
+    }
+    broker.run_until_idle().await;
+    for id in 0..20 {
+        assert_eq!(
+            calls.of(id).len(),
+            3,
+            "job {id} handled on its second retry"
+        );
+    }
+    for id in 90..100 {
+        let times = calls.of(id);
+        assert_eq!(times.len(), 3, "job {id} handled on its second retry");
+        for pair in times.windows(2) {
+            let waited = pair[1] - pair[0];
+            assert!(
+                waited >= Duration::from_millis(10_000),
+                "job {id} held {waited:?}, asked 10 s"
+            );
+        }
+    }
+    assert_eq!(
+        counter("rabbit_backoff_messages_retried_total", &queue),
+        60,
+        "40 jittered retries and 20 rate-limited ones"
+    );
+    running.stop().await.expect("stops");
+}

@@ -58,6 +58,20 @@ pub enum Decision {
         /// The delivery count it comes back with.
         next_count: u32,
     },
+    /// Settle it as failed with a time to deliver it again (AMQP 1.0
+    /// `modified` with `x-opt-delivery-time`, no copy): with
+    /// `retry = "scheduled"`, RabbitMQ 4.3 holds it back `delay_ms` from
+    /// now.
+    Hold {
+        /// How long the queue holds it back, before jitter.
+        delay_ms: u64,
+        /// The count it comes back with.
+        next_count: u32,
+        /// Whether the wait is one the error asked for
+        /// ([`Verdict::RetryAfter`]): held exactly that long, never
+        /// jittered shorter.
+        exact: bool,
+    },
     /// Republish to the dead-letter queue, then acknowledge the original.
     DeadLetter {
         /// Why.
@@ -167,9 +181,10 @@ impl Attempt {
 ///   any retry, so a dependency that keeps asking to wait cannot keep a
 ///   message forever: after as many retries as the ladder has tiers, it is
 ///   exhausted.
-/// - With [`RetryBackend::Scheduled`], the same, but a
-///   [`Verdict::RetryAfter`] waits exactly as long as it asks: the broker
-///   holds the message back until any time, not only a tier's.
+/// - With [`RetryBackend::Scheduled`], the same as a [`Decision::Hold`],
+///   but a [`Verdict::RetryAfter`] waits exactly as long as it asks
+///   (`exact`): the broker holds the message back until any time, not only
+///   a tier's.
 /// - With [`RetryBackend::Delayed`], a retry is [`Decision::Redeliver`]:
 ///   the count is the broker's `x-delivery-count`, the wait the work queue's
 ///   linear ladder, `n × the first delay` capped at the last (what the
@@ -245,11 +260,23 @@ pub fn decide(policy: Policy<'_>, attempt: Attempt, outcome: &Outcome) -> Decisi
             next_count,
         };
     }
+    let next_count = attempt.count + 1;
+    if policy.backend == RetryBackend::Scheduled {
+        return match verdict {
+            // The broker holds it back as long as asked, to the millisecond.
+            Verdict::RetryAfter(wait) => Decision::Hold {
+                delay_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                next_count,
+                exact: true,
+            },
+            _ => Decision::Hold {
+                delay_ms: ladder[tier],
+                next_count,
+                exact: false,
+            },
+        };
+    }
     let delay_ms = match verdict {
-        // The broker holds it back as long as asked, to the millisecond.
-        Verdict::RetryAfter(wait) if policy.backend == RetryBackend::Scheduled => {
-            u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)
-        }
         Verdict::RetryAfter(wait) => {
             let wait = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
             ladder
@@ -264,7 +291,7 @@ pub fn decide(policy: Policy<'_>, attempt: Attempt, outcome: &Outcome) -> Decisi
     };
     Decision::Retry {
         delay_ms,
-        next_count: attempt.count + 1,
+        next_count,
     }
 }
 
@@ -291,9 +318,10 @@ mod tests {
         for (asked, count, waits) in [(7, 0, 7_000), (120, 1, 120_000), (1, 2, 1_000)] {
             assert_eq!(
                 decide(policy, Attempt::count(count), &after(asked)),
-                Decision::Retry {
+                Decision::Hold {
                     delay_ms: waits,
-                    next_count: count + 1
+                    next_count: count + 1,
+                    exact: true,
                 }
             );
         }

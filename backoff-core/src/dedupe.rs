@@ -159,7 +159,9 @@ impl KeyFate {
     pub fn of(decision: &Decision) -> KeyFate {
         match decision {
             Decision::Ack | Decision::Discard | Decision::DeadLetter { .. } => KeyFate::Complete,
-            Decision::Retry { .. } | Decision::Redeliver { .. } => KeyFate::Release,
+            Decision::Retry { .. } | Decision::Redeliver { .. } | Decision::Hold { .. } => {
+                KeyFate::Release
+            }
         }
     }
 }

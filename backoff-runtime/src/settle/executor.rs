@@ -162,11 +162,16 @@ impl Executor {
                 );
                 return true;
             }
-            Decision::Retry {
+            Decision::Hold {
                 delay_ms,
                 next_count,
-            } if self.spec.retry == RetryBackend::Scheduled => {
-                return self.hold(&acker, original, delay_ms, next_count).await;
+                exact,
+            } => {
+                let wait = match exact {
+                    true => Wait::Asked(delay_ms),
+                    false => Wait::Tier(delay_ms),
+                };
+                return self.hold(&acker, original, wait, next_count).await;
             }
             Decision::Retry {
                 delay_ms,
@@ -241,10 +246,14 @@ impl Executor {
         &self,
         acker: &Acker,
         original: &Original<'_>,
-        delay_ms: u64,
+        wait: Wait,
         next_count: u32,
     ) -> bool {
-        let ms = self.spec.jittered(delay_ms, fastrand::f64());
+        let ms = match wait {
+            Wait::Tier(delay_ms) => self.spec.jittered(delay_ms, fastrand::f64()),
+            // What the error asked for, never less.
+            Wait::Asked(delay_ms) => delay_ms,
+        };
         let now = wall_clock::now();
         let at = now + Duration::from_millis(ms);
         let modification = Modification::failed()
@@ -268,9 +277,10 @@ impl Executor {
             );
             return false;
         }
+        // Counted under its tier (or as asked), whatever the jitter picked.
         self.retried(
             original.error,
-            ms,
+            wait.counted(),
             next_count,
             format_args!("{ms}ms, held back by {}", self.topology.work_queue.name),
         );
@@ -287,9 +297,16 @@ impl Executor {
     }
 
     /// Counts a transient failure of `error` as retry `next_count` after
-    /// `delay_ms`, and says so, with where the message waits.
-    fn retried(&self, error: &str, delay_ms: u64, next_count: u32, waits_in: fmt::Arguments<'_>) {
-        self.meters.retried(delay_ms);
+    /// `delay_ms` (a tier's delay, or `None` for a wait the error asked
+    /// for), and says so, with where the message waits.
+    fn retried(
+        &self,
+        error: &str,
+        delay_ms: impl Into<Option<u64>>,
+        next_count: u32,
+        waits_in: fmt::Arguments<'_>,
+    ) {
+        self.meters.retried(delay_ms.into());
         record_failure(error);
         failure_line!(
             self.failures.level(FailureFate::Retried),
@@ -659,6 +676,26 @@ impl Executor {
 /// PERFORMANCE.md, "Coalesced acknowledgements").
 fn ack_batch(prefetch: u16) -> usize {
     usize::from(prefetch / 2).max(1)
+}
+
+/// How long a held retry waits.
+#[derive(Debug, Clone, Copy)]
+enum Wait {
+    /// A tier's delay, jittered when the consumer has jitter.
+    Tier(u64),
+    /// Exactly what the error asked for (`RetryAfter`).
+    Asked(u64),
+}
+
+impl Wait {
+    /// The tier the retried counter counts it under: none for a wait the
+    /// error asked for.
+    fn counted(self) -> Option<u64> {
+        match self {
+            Wait::Tier(delay_ms) => Some(delay_ms),
+            Wait::Asked(_) => None,
+        }
+    }
 }
 
 #[cfg(test)]

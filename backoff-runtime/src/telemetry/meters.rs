@@ -14,8 +14,12 @@ use crate::telemetry::wall_clock;
 
 /// Messages whose handler succeeded, by consumer.
 pub const HANDLED: &str = "rabbit_backoff_messages_handled_total";
-/// Messages republished to a retry tier, by consumer and tier (`delay`).
+/// Messages retried, by consumer and tier (`delay`: the tier's delay, such
+/// as `5000ms`, whatever jitter picked; `retry_after` for a wait the error
+/// asked for, held exactly with `retry = "scheduled"`).
 pub const RETRIED: &str = "rabbit_backoff_messages_retried_total";
+/// The `delay` label of a retry that waits as long as its error asked.
+pub const RETRY_AFTER_TIER: &str = "retry_after";
 /// Messages dead-lettered, by consumer and `reason`.
 pub const DEAD_LETTERED: &str = "rabbit_backoff_messages_dead_lettered_total";
 /// Messages acked and dropped on a `#[discard]` error, by consumer.
@@ -62,6 +66,7 @@ pub(crate) struct Meters {
 struct Handles {
     handled: Counter,
     retried: HashMap<u64, Counter>,
+    retried_as_asked: Counter,
     dead_lettered: Vec<(DeadLetterReason, Counter)>,
     discarded: Counter,
     immediate_retries: Counter,
@@ -94,6 +99,11 @@ impl Meters {
                     )
                 })
                 .collect(),
+            retried_as_asked: counter!(
+                RETRIED,
+                "consumer" => consumer.clone(),
+                "delay" => RETRY_AFTER_TIER
+            ),
             dead_lettered: REASONS
                 .iter()
                 .map(|&reason| {
@@ -125,9 +135,14 @@ impl Meters {
         self.handles.discarded.increment(1);
     }
 
-    /// One retry to the tier of `delay_ms`.
-    pub(crate) fn retried(&self, delay_ms: u64) {
-        if let Some(counter) = self.handles.retried.get(&delay_ms) {
+    /// One retry to the tier of `delay_ms`, or (`None`) after a wait the
+    /// error asked for (`RetryAfter` with `retry = "scheduled"`).
+    pub(crate) fn retried(&self, delay_ms: Option<u64>) {
+        let counter = match delay_ms {
+            Some(delay_ms) => self.handles.retried.get(&delay_ms),
+            None => Some(&self.handles.retried_as_asked),
+        };
+        if let Some(counter) = counter {
             counter.increment(1);
         }
     }
@@ -198,7 +213,7 @@ impl Meters {
     }
     pub(crate) fn handled(&self, _: Option<u64>) {}
     pub(crate) fn discarded(&self) {}
-    pub(crate) fn retried(&self, _: u64) {}
+    pub(crate) fn retried(&self, _: Option<u64>) {}
     pub(crate) fn dead_lettered(&self, _: DeadLetterReason, _: Option<u64>) {}
     pub(crate) fn immediate_retry(&self) {}
     pub(crate) fn handler_started(&self) -> HandlerTimer {
