@@ -41,9 +41,9 @@
 //! too. `AMQP_URL` may list a cluster's nodes
 //! (`amqp://guest:guest@127.0.0.1:5673/%2f,...`: the bench declares and
 //! fills through the first, `Dlq` connects along the list);
-//! `BENCH_QUEUE_VERSIONS` does not apply. A pass over a quorum queue takes
-//! its messages one at a time (`basic.get`), so when only `groups` ran the
-//! run checks the queue's message count instead of its order.
+//! `BENCH_QUEUE_VERSIONS` does not apply. When only `groups` ran on a
+//! quorum queue, the run checks the queue's message count instead of its
+//! order (which would take one more pass).
 //! `BENCH_BROKER_MEMORY=0` leaves out the broker's memory, which
 //! `rabbitmq-diagnostics` reads from the local default node only.
 
@@ -570,10 +570,8 @@ async fn run(n: usize, version: u8, queue_type: QueueType, ops: Ops) -> Row {
     row.client_rss_mib = peak_rss_mib().max(row.index_rss_mib).max(row.pass_rss_mib);
 
     if feed == IndexFeed::Written && !(ops.peek || ops.pass || ops.export || ops.heal) {
-        // Only the index was read: the queue is as the fill left it. A
-        // pass over a quorum queue takes its messages one at a time
-        // (`basic.get`), a few hundred a second on the three-node cluster,
-        // so the count is checked instead of the order.
+        // Only the index was read: the queue is as the fill left it, so
+        // the count is checked instead of the order (one more pass).
         let queue = channel
             .queue_declare(
                 dead_letter_queue.as_str().into(),

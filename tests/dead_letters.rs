@@ -684,6 +684,77 @@ async fn a_pass_longer_than_its_window_keeps_the_order_and_a_killed_one_is_put_r
     let _ = connection.close(200, "".into()).await;
 }
 
+/// The ids of a quorum queue in order, read with a pass, each checked never
+/// to have been returned to the queue (a quorum queue counts a return toward
+/// its delivery limit, and puts the message at its back).
+async fn quorum_order(dlq: &Dlq) -> Vec<u64> {
+    let mut ids = Vec::new();
+    let mut collect =
+        |delivery: &rabbit_backoff::transport::Delivery,
+         message: &rabbit_backoff::dead_letters::DeadLetterMessage| {
+            let id = message.message_id.as_deref().unwrap();
+            assert!(!delivery.redelivered, "{id} was returned to the queue");
+            ids.push(id.trim_start_matches("m-").parse().unwrap());
+            Ok(())
+        };
+    dlq.visit(&DeadLetterFilter::default(), &mut collect)
+        .await
+        .unwrap();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_pass_keeps_the_order_even_when_someone_else_takes_messages_meanwhile() {
+    let (spec, _cleanup) = declared_with("quorum-pass", |spec| {
+        spec.queue_type = Some(rabbit_backoff::QueueType::Quorum)
+    })
+    .await;
+    let dead_letter_queue = spec.names().dead_letter_queue;
+    let (connection, channel) = confirm_channel().await;
+    // Past the window a consumer of the pass is sent before it acks.
+    const N: u64 = 1500;
+    many_dead_letters(&channel, &spec, 0..N).await;
+    let dlq = connect_dlq(&spec).await;
+    assert_eq!(quorum_order(&dlq).await, (0..N).collect::<Vec<_>>());
+
+    // Someone else takes 5 messages from the head early in the pass: the
+    // pass's consumer, allowed as many messages as were before its
+    // sentinel, is then sent 5 from behind it, which it puts back in order.
+    let mut stolen = Vec::new();
+    let mut steal =
+        |_: &rabbit_backoff::transport::Delivery,
+         message: &rabbit_backoff::dead_letters::DeadLetterMessage| {
+            if message.message_id.as_deref() == Some("m-10") {
+                tokio::task::block_in_place(|| {
+                    tokio::runtime::Handle::current().block_on(async {
+                        for _ in 0..5 {
+                            let taken = next_message_acked(&channel, &dead_letter_queue).await;
+                            taken
+                                .acker
+                                .ack(lapin::options::BasicAckOptions::default())
+                                .await
+                                .unwrap();
+                            let id = taken.properties.message_id().as_ref().unwrap().to_string();
+                            stolen.push(id.trim_start_matches("m-").parse::<u64>().unwrap());
+                        }
+                    })
+                });
+            }
+            Ok(())
+        };
+    dlq.visit(&DeadLetterFilter::default(), &mut steal)
+        .await
+        .unwrap();
+    assert_eq!(stolen.len(), 5);
+    assert_eq!(
+        quorum_order(&dlq).await,
+        (0..N).filter(|id| !stolen.contains(id)).collect::<Vec<_>>(),
+        "nothing lost, duplicated or moved"
+    );
+    dlq.close().await;
+    let _ = connection.close(200, "".into()).await;
+}
+
 #[tokio::test]
 async fn a_pass_that_fails_after_coming_round_leaves_its_sentinel_for_the_next() {
     // On the in-memory broker, so that the failure lands exactly there: the

@@ -26,6 +26,7 @@ pub(crate) mod record;
 pub(crate) mod replay;
 pub(crate) mod replay_options;
 pub(crate) mod report;
+pub(crate) mod rotation;
 pub(crate) mod stream_message;
 pub(crate) mod stream_protocol;
 pub(crate) mod timeline;

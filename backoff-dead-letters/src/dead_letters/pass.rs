@@ -20,53 +20,74 @@
 //! meanwhile waits its turn), so that an ack never covers a message whose
 //! copy is still to come.
 //!
-//! A consumer is handed up to [`WINDOW`] messages ahead, so near its end a
-//! rotation is also handed copies from behind the sentinel. A classic queue
-//! puts those back at their places when the channel closes; a quorum queue
-//! would put them at its back, so on a quorum queue a pass takes messages
-//! one at a time with `basic.get`, which takes nothing it does not reach.
+//! A consumer is handed up to its prefetch of messages ahead, so near its
+//! end a rotation is also handed copies from behind the sentinel. A classic
+//! queue puts those back at their places when the channel closes. A quorum
+//! queue would put them at its back and count each toward its delivery
+//! limit, so on a quorum queue the consumer is never sent more than the
+//! messages before the sentinel: the pass counts the ready messages just
+//! before it publishes its sentinel (`total`), consumes with a prefetch of
+//! at most [`CREDIT`] and `total + 1`, and acks originals only so far that
+//! `acked + prefetch` stays within the sentinel's place (at least `total +
+//! 1`, and past every message received). The broker can then send the
+//! sentinel last, and nothing behind it; once the pass has received all it
+//! may and no sentinel, someone published before the sentinel after the
+//! count, and the pass acks one more at a time. At its sentinel it cancels
+//! the consumer, and only then acks the rest.
+//!
+//! Only if someone else takes messages from the queue meanwhile is the
+//! consumer sent messages from behind the sentinel (as many as were taken).
+//! The pass neither returns them (a quorum queue would put them at its
+//! back) nor acks them (they are the only copies), but goes **another
+//! round**: a new sentinel at the back, a copy of each of them behind it,
+//! then every message before the new sentinel with `basic.get`, one at a
+//! time (which takes nothing past it), which puts them back at the head in
+//! order; the old sentinel is acked only once the new one is in the queue.
+//!
+//! A consumer rather than `basic.get` on a quorum queue: RabbitMQ answers a
+//! channel's gets one after another, each once its queue has taken it, so
+//! several gets in flight on one channel (which lapin supports) read no
+//! faster than one at a time (1,450 against 1,360 messages/s on 3.10, 710
+//! against 820 on 4.3, 5,000 messages), about a sixth of a classic queue's
+//! rate, where the bounded consumer reads at the classic rate
+//! (PERFORMANCE.md, "Dead-letter passes over a quorum queue").
 //!
 //! A rotation killed midway leaves the queue rotated: `[rest][sentinel]
 //! [copies of the first part]`. So that the next pass can put it right, a
 //! rotation first publishes a flag message to a marker queue
 //! (`<dead-letter queue>.pass`) and holds it unacknowledged, on a channel of
-//! its own that no multiple ack reaches: a dead pass's
-//! flag is ready again, and the next pass first moves the rest behind the
-//! copies (up to the old sentinel, with `basic.get` so as to take nothing
-//! past it), which restores the order, before it starts its own. A rotation
-//! that comes round holds its sentinel unacknowledged until every original
+//! its own that no multiple ack reaches: a dead pass's flag is ready again,
+//! and the next pass first moves the rest behind the copies (up to the old
+//! sentinel, one `basic.get` at a time so as to take nothing past it),
+//! which restores the order, before it starts its own. A rotation that
+//! comes round holds its sentinel unacknowledged until every original
 //! before it is settled, and lowers its flag last, so that a pass killed at
 //! any moment leaves either its sentinel in the queue or the queue in its
-//! order (a whole round then changes nothing).
+//! order (a whole round then changes nothing). The rotation, the flag and
+//! the repair are in `rotation`.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use futures_util::future::join_all;
 use futures_util::stream::BoxStream;
-use lapin::BasicProperties;
-use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
-use rabbit_backoff_core::{QueueDecl, headers::PASS_SENTINEL};
+use futures_util::{FutureExt, StreamExt};
+use lapin::types::AMQPValue;
+use rabbit_backoff_core::headers::PASS_SENTINEL;
 
 use rabbit_backoff_runtime::Error;
-use rabbit_backoff_runtime::toolkit::{PERSISTENT, channel_error, confirm_channel};
-use rabbit_backoff_runtime::transport::{
-    Channel, Confirm, Connection, Delivery, NOT_FOUND, PendingConfirm, Publication, QueueInfo,
-    TransportError,
-};
+use rabbit_backoff_runtime::toolkit::{channel_error, confirm_channel};
+use rabbit_backoff_runtime::transport::{Channel, Connection, Delivery, QueueInfo, TransportError};
+
+use super::rotation::{Rotation, marked, publish_marker, raise_flag, restore, stale_flag};
 
 /// The most messages a pass holds unacknowledged.
 pub(crate) const WINDOW: u16 = 1000;
 
-/// Copies in flight before the pass waits for confirmations: a killed
-/// rotation can leave this many duplicates (copies confirmed whose original
-/// was not yet acked), plus one batch.
-const IN_FLIGHT: usize = 250;
-
-/// Copies sent together (small enough for `join_all` to poll them in order).
-const BATCH: usize = 25;
+/// The most prefetch of a pass's consumer of a quorum queue: more than a
+/// rotation keeps in flight before it acks (250 originals and a batch), so
+/// that it acks before the broker stops sending.
+pub(crate) const CREDIT: usize = 600;
 
 /// How long a holding pass waits for a message it expects before it checks
 /// whether someone else took it.
@@ -78,10 +99,6 @@ const IDLE: Duration = Duration::from_secs(2);
 /// it dead-lettered each time it delivers it, which takes it seconds for
 /// headers nested thousands of levels deep.
 const IDLE_ALONE: Duration = Duration::from_secs(120);
-
-/// How long a pass that finds a marker queue without a ready flag waits for
-/// the flag of a pass killed a moment ago to come back.
-const FLAG_RETURN: Duration = Duration::from_secs(5);
 
 /// The marker queue of a dead-letter queue.
 pub(crate) fn marker_queue(dead_letter_queue: &str) -> String {
@@ -98,44 +115,6 @@ enum Phase {
     Rotate(Box<Rotation>),
 }
 
-/// A rotation under way.
-struct Rotation {
-    /// Its sentinel's id.
-    id: String,
-    /// Its flag in the marker queue.
-    flag: Flag,
-    /// Originals in the order they were delivered, each with the
-    /// confirmation of its copy still to come (none: it was replayed or
-    /// discarded, and waits only for those before it).
-    in_flight: VecDeque<(Option<PendingConfirm>, Delivery)>,
-    /// The sentinel once the rotation came round to it, unacknowledged
-    /// until every original before it is settled: acking it first would
-    /// let a pass killed in between leave the rest of the queue in front of
-    /// the copies with nothing to say where the copies start.
-    sentinel: Option<Delivery>,
-    /// Originals not yet sent, in order, each with whether it is kept
-    /// (copied to the back); sent together once there are [`BATCH`].
-    batch: Vec<(Delivery, bool)>,
-}
-
-/// A pass's flag in its marker queue, held unacknowledged on a channel of
-/// its own, so that the multiple acks of the pass's channel never cover it:
-/// it is ready again only if the pass dies.
-struct Flag {
-    channel: Arc<dyn Channel>,
-    delivery: Delivery,
-}
-
-impl Flag {
-    /// Acks the flag (the rotation is complete) and closes its channel.
-    async fn lower(self, marker: &str) -> Result<(), Error> {
-        let acked = ack(&self.delivery, marker).await;
-        drop(self.delivery);
-        self.channel.close().await;
-        acked
-    }
-}
-
 /// How long a pass over a quorum queue keeps its channel open after its
 /// last ack (see [`Pass::finish`]).
 const QUORUM_SETTLE_GRACE: Duration = Duration::from_millis(250);
@@ -144,8 +123,23 @@ const QUORUM_SETTLE_GRACE: Duration = Duration::from_millis(250);
 enum Source {
     /// A consumer with a prefetch of [`WINDOW`] (classic queues).
     Consumer(BoxStream<'static, Result<Delivery, TransportError>>),
-    /// `basic.get`, one at a time (quorum queues).
+    /// A consumer sent no more than the messages up to the sentinel
+    /// (quorum queues).
+    Credit(Credit),
+    /// `basic.get`, one at a time (quorum queues, another round).
     Get,
+}
+
+/// A consumer of a quorum queue with a prefetch of at most [`CREDIT`],
+/// whose originals the rotation acks only so far that the broker can send
+/// nothing past the sentinel: with `acked` acked, it can have sent
+/// `acked + prefetch`.
+struct Credit {
+    deliveries: BoxStream<'static, Result<Delivery, TransportError>>,
+    consumer_tag: String,
+    prefetch: usize,
+    /// Deliveries taken from the consumer.
+    received: usize,
 }
 
 /// A pass in progress.
@@ -180,7 +174,25 @@ impl Pass {
             restore(&*channel, queue, flag).await?;
         }
         let total = ready(&*channel, queue).await?;
-        let source = if quorum {
+        let source = if quorum && total > 0 {
+            // The sentinel is the last message the consumer can be sent
+            // before the rotation acks anything.
+            let prefetch = CREDIT.min(total + 1);
+            channel
+                .qos(prefetch as u16)
+                .await
+                .map_err(channel_error(queue, "setting the prefetch window"))?;
+            let deliveries = channel
+                .consume(queue)
+                .await
+                .map_err(channel_error(queue, "reading the dead-letter queue"))?;
+            Source::Credit(Credit {
+                deliveries: deliveries.stream,
+                consumer_tag: deliveries.consumer_tag,
+                prefetch,
+                received: 0,
+            })
+        } else if quorum {
             Source::Get
         } else {
             channel
@@ -246,7 +258,14 @@ impl Pass {
                 }
                 // A sentinel of a pass that died after its order was put
                 // right marks nothing any more.
-                ack(&delivery, &self.queue).await?;
+                match &mut self.phase {
+                    Phase::Rotate(rotation) => {
+                        rotation
+                            .settle(&*self.channel, &self.queue, delivery)
+                            .await?;
+                    }
+                    Phase::Hold { .. } => ack(&delivery, &self.queue).await?,
+                }
                 continue;
             }
             self.seen += 1;
@@ -263,32 +282,31 @@ impl Pass {
                 let got = self.channel.get(&self.queue).await.map_err(read)?;
                 Ok(got)
             }
-            Source::Consumer(deliveries) => {
-                let mut idle = Duration::ZERO;
-                loop {
-                    match tokio::time::timeout(IDLE, deliveries.next()).await {
-                        Err(_) => {
-                            idle += IDLE;
-                            if taken_by_others(&*self.channel, &self.queue, idle).await? {
-                                return Ok(None);
-                            }
-                        }
-                        Ok(None) => {
-                            return Err(Error::Channel {
-                                action: "reading the dead-letter queue",
-                                queue: self.queue.clone(),
-                                source: TransportError::Closed("the consumer was cancelled".into()),
-                            });
-                        }
-                        Ok(Some(delivery)) => {
-                            return Ok(Some(delivery.map_err(read)?));
-                        }
+            Source::Credit(credit) => {
+                if let Phase::Rotate(rotation) = &mut self.phase {
+                    // Nothing is before the sentinel's place: at least
+                    // `total` messages, and past all those received.
+                    let sentinel = (self.total + 1).max(credit.received + 1);
+                    rotation.ack_limit = Some(sentinel - credit.prefetch);
+                    if credit.received >= rotation.acked + credit.prefetch {
+                        // Sent all it may: release what the limit allows
+                        // (one more, if someone published before the sentinel).
+                        rotation.complete(&*self.channel, &self.queue).await?;
                     }
                 }
+                let got =
+                    next_delivery(&mut credit.deliveries, &*self.channel, &self.queue).await?;
+                credit.received += usize::from(got.is_some());
+                Ok(got)
+            }
+            Source::Consumer(deliveries) => {
+                next_delivery(deliveries, &*self.channel, &self.queue).await
             }
         }
     }
+}
 
+impl Pass {
     /// Keeps `delivery` in the queue, at its place in the order.
     pub(crate) async fn keep(&mut self, delivery: Delivery) -> Result<(), Error> {
         match &mut self.phase {
@@ -318,7 +336,7 @@ impl Pass {
     pub(crate) async fn finish(mut self) -> Result<(), Error> {
         match self.come_round().await {
             Ok(()) => {
-                if matches!(self.source, Source::Get) {
+                if !matches!(self.source, Source::Consumer(_)) {
                     // RabbitMQ 4.3 applies the acks of a quorum queue's
                     // `basic.get` messages after the fact: a channel closed
                     // right after them returned up to a fifth of them to
@@ -336,13 +354,21 @@ impl Pass {
         }
     }
 
-    /// Takes a rotation round to its sentinel and [ends](Rotation::end) it.
+    /// Takes a rotation round to its sentinel, and round again for what
+    /// gets in flight took past it, and [ends](Rotation::end) it.
     async fn come_round(&mut self) -> Result<(), Error> {
         if !matches!(self.phase, Phase::Rotate(_)) {
             return Ok(());
         }
-        while let Some(delivery) = self.next().await? {
-            self.keep(delivery).await?;
+        loop {
+            while let Some(delivery) = self.next().await? {
+                self.keep(delivery).await?;
+            }
+            let past = self.stop_consuming().await?;
+            if past.is_empty() {
+                break;
+            }
+            self.round_again(past).await?;
         }
         let Phase::Rotate(rotation) = std::mem::replace(
             &mut self.phase,
@@ -353,6 +379,72 @@ impl Pass {
             unreachable!("rotating")
         };
         rotation.end(&*self.channel, &self.queue).await
+    }
+
+    /// Cancels a consumer of a quorum queue once at its sentinel (or once
+    /// the queue is empty): returns what it was sent past it, and lifts the
+    /// rotation's ack limit.
+    async fn stop_consuming(&mut self) -> Result<Vec<Delivery>, Error> {
+        let Source::Credit(credit) = std::mem::replace(&mut self.source, Source::Get) else {
+            return Ok(Vec::new());
+        };
+        let Credit {
+            mut deliveries,
+            consumer_tag,
+            ..
+        } = credit;
+        self.channel
+            .cancel(&consumer_tag)
+            .await
+            .map_err(channel_error(&self.queue, "stopping the pass's consumer"))?;
+        // The deliveries before the cancel's answer have arrived with it.
+        let mut past = Vec::new();
+        while let Some(Some(delivery)) = deliveries.next().now_or_never() {
+            past.push(
+                delivery.map_err(channel_error(&self.queue, "reading the dead-letter queue"))?,
+            );
+        }
+        if let Phase::Rotate(rotation) = &mut self.phase {
+            rotation.ack_limit = None;
+        }
+        Ok(past)
+    }
+
+    /// Puts `past`, sent from behind the sentinel (someone else took
+    /// messages before it meanwhile), back at the head of the queue, in
+    /// order: a new sentinel at the back, then their copies behind it, then
+    /// another round up to the new sentinel, one `basic.get` at a time. The
+    /// old sentinel is acked in its turn, after the new one is in the queue.
+    async fn round_again(&mut self, past: Vec<Delivery>) -> Result<(), Error> {
+        tracing::info!(
+            "{}: {} messages were sent from past the sentinel (someone else took some before it); going round again",
+            self.queue,
+            past.len()
+        );
+        let Phase::Rotate(rotation) = &mut self.phase else {
+            unreachable!("rotating")
+        };
+        // The copies still batched belong before the new sentinel.
+        rotation.flush(&*self.channel, &self.queue).await?;
+        let id = pass_id();
+        publish_marker(&*self.channel, &self.queue, marked(&id, "sentinel")).await?;
+        rotation.id = id;
+        if let Some(old) = rotation.sentinel.take() {
+            rotation.settle(&*self.channel, &self.queue, old).await?;
+        }
+        for delivery in past {
+            if sentinel_of(&delivery).is_some() {
+                rotation
+                    .settle(&*self.channel, &self.queue, delivery)
+                    .await?;
+            } else {
+                rotation
+                    .rotate(&*self.channel, &self.queue, delivery)
+                    .await?;
+            }
+        }
+        self.done = false;
+        Ok(())
     }
 
     /// Gives up: closing the channel returns every message not yet settled
@@ -373,13 +465,7 @@ impl Pass {
         publish_marker(&*self.channel, &self.queue, marked(&id, "sentinel")).await?;
         let Phase::Hold { held } = std::mem::replace(
             &mut self.phase,
-            Phase::Rotate(Box::new(Rotation {
-                id,
-                flag,
-                in_flight: VecDeque::new(),
-                batch: Vec::new(),
-                sentinel: None,
-            })),
+            Phase::Rotate(Box::new(Rotation::new(id, flag))),
         ) else {
             unreachable!("holding")
         };
@@ -395,300 +481,7 @@ impl Pass {
     }
 }
 
-impl Rotation {
-    /// Publishes a copy of `delivery` to the back of the queue (in a batch
-    /// with the next ones); its original is acked once the copy is confirmed.
-    async fn rotate(
-        &mut self,
-        channel: &dyn Channel,
-        queue: &str,
-        delivery: Delivery,
-    ) -> Result<(), Error> {
-        self.batch.push((delivery, true));
-        if self.batch.len() >= BATCH {
-            self.flush(channel, queue).await?;
-        }
-        Ok(())
-    }
-
-    /// Acks an original that was replayed or discarded, in its turn: after
-    /// the copies of the messages before it are confirmed, so that one
-    /// multiple ack never covers a message whose copy is still to come.
-    async fn settle(
-        &mut self,
-        channel: &dyn Channel,
-        queue: &str,
-        original: Delivery,
-    ) -> Result<(), Error> {
-        self.batch.push((original, false));
-        if self.batch.len() >= BATCH {
-            self.flush(channel, queue).await?;
-        }
-        Ok(())
-    }
-
-    /// Sends the batch's copies, in order, each frame queued before the next
-    /// (`join_all` polls a batch this small in order), without waiting for
-    /// each to be written in turn.
-    async fn flush(&mut self, channel: &dyn Channel, queue: &str) -> Result<(), Error> {
-        if self.batch.is_empty() {
-            return Ok(());
-        }
-        let batch = std::mem::take(&mut self.batch);
-        let sends = batch.iter().filter(|(_, kept)| *kept).map(|(delivery, _)| {
-            channel.send(Publication::new(
-                "",
-                queue,
-                &delivery.data,
-                delivery.properties.clone(),
-            ))
-        });
-        let mut pending = join_all(sends).await.into_iter();
-        for (delivery, kept) in batch {
-            let confirm = if kept {
-                let sent = pending.next().expect("one send per kept message");
-                Some(sent.map_err(channel_error(queue, "moving a dead letter to the back"))?)
-            } else {
-                None
-            };
-            self.in_flight.push_back((confirm, delivery));
-        }
-        self.drain(queue, IN_FLIGHT).await
-    }
-
-    /// Waits for confirmations until at most `left` originals are in flight,
-    /// then acks the originals whose copies the broker confirmed, with one
-    /// multiple ack (their tags are the oldest the channel holds).
-    async fn drain(&mut self, queue: &str, left: usize) -> Result<(), Error> {
-        let mut confirmed = Vec::new();
-        let mut refused = None;
-        while self.in_flight.len() > left {
-            let (pending, original) = self.in_flight.pop_front().expect("non-empty");
-            if let Some(pending) = pending {
-                let confirm = pending
-                    .await
-                    .map_err(channel_error(queue, "moving a dead letter to the back"))?;
-                if confirm != Confirm::Ack {
-                    // The original stays unacked, and returns when the channel closes.
-                    refused = Some(confirm);
-                    break;
-                }
-            }
-            confirmed.push(original);
-        }
-        if let Some(last) = confirmed.last() {
-            last.acker
-                .ack_multiple()
-                .await
-                .map_err(channel_error(queue, "acknowledging moved dead letters"))?;
-        }
-        match refused {
-            None => Ok(()),
-            Some(confirm) => Err(Error::Channel {
-                action: "moving a dead letter to the back",
-                queue: queue.to_owned(),
-                source: TransportError::Other(format!(
-                    "the broker did not take the copy ({confirm:?})"
-                )),
-            }),
-        }
-    }
-
-    /// Sends what is batched and waits for every confirmation.
-    async fn complete(&mut self, channel: &dyn Channel, queue: &str) -> Result<(), Error> {
-        self.flush(channel, queue).await?;
-        self.drain(queue, 0).await
-    }
-
-    /// Ends a rotation that came round (or a restore that reached the old
-    /// sentinel): settles every original, then acks the sentinel, lowers
-    /// the flag and deletes the marker queue, in that order, so that until
-    /// the flag is lowered what is left in the queue tells the next pass
-    /// what to do. On a failure the flag's channel closes: the flag is
-    /// ready again for the next pass.
-    async fn end(mut self, channel: &dyn Channel, queue: &str) -> Result<(), Error> {
-        let settled = async {
-            self.complete(channel, queue).await?;
-            match self.sentinel.take() {
-                Some(sentinel) => ack(&sentinel, queue).await,
-                None => Ok(()),
-            }
-        }
-        .await;
-        if let Err(e) = settled {
-            self.flag.channel.close().await;
-            return Err(e);
-        }
-        let marker = marker_queue(queue);
-        self.flag.lower(&marker).await?;
-        channel
-            .delete_queue(&marker)
-            .await
-            .map_err(channel_error(&marker, "deleting the pass's marker queue"))
-    }
-}
-
-/// The flag a killed rotation left ready in the marker queue, taken
-/// (unacknowledged) on a channel of its own, if any.
-async fn stale_flag(connection: &dyn Connection, queue: &str) -> Result<Option<Flag>, Error> {
-    let marker = marker_queue(queue);
-    // The marker queue exists while a pass runs and after one was killed. A
-    // killed pass's flag is ready again only once the broker has seen its
-    // connection close, which can take a moment after the process died.
-    let deadline = tokio::time::Instant::now() + FLAG_RETURN;
-    // A passive check of a missing queue closes its channel: use one of its own.
-    let probe = confirm_channel(connection, &marker).await?;
-    let found = loop {
-        match probe.check_queue(&marker).await {
-            Ok(info) if info.messages == 0 && tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            found => break found,
-        }
-    };
-    match found {
-        Ok(info) if info.messages > 0 => {}
-        // A pass still running holds its flag (or one killed before raising
-        // it left the queue empty): nothing to put right.
-        Ok(_) => {
-            probe.close().await;
-            return Ok(None);
-        }
-        Err(e) if e.code() == Some(NOT_FOUND) => return Ok(None),
-        Err(source) => {
-            return Err(Error::Channel {
-                action: "checking for an interrupted pass",
-                queue: marker,
-                source,
-            });
-        }
-    }
-    let flag = probe
-        .get(&marker)
-        .await
-        .map_err(channel_error(&marker, "taking an interrupted pass's flag"));
-    match flag {
-        Ok(Some(delivery)) => Ok(Some(Flag {
-            channel: probe,
-            delivery,
-        })),
-        other => {
-            probe.close().await;
-            other.map(|_| None)
-        }
-    }
-}
-
-/// Puts right the rotation a killed pass left: moves every message before
-/// its sentinel behind the copies that pass made, which is where they were,
-/// then drops the sentinel and the flag. Takes messages one by one with
-/// `basic.get`, so that none past the sentinel is taken.
-async fn restore(channel: &dyn Channel, queue: &str, flag: Flag) -> Result<(), Error> {
-    tracing::warn!("{queue}: a pass over this queue was interrupted; putting its order right");
-    let depth = ready(channel, queue).await?;
-    let mut rotation = Rotation {
-        id: String::new(),
-        flag,
-        in_flight: VecDeque::new(),
-        batch: Vec::new(),
-        sentinel: None,
-    };
-    let mut moved = 0;
-    // Without a sentinel (the pass died before publishing it), a whole round
-    // leaves the order as it was.
-    while moved < depth {
-        let Some(delivery) = channel
-            .get(queue)
-            .await
-            .map_err(channel_error(queue, "reading the dead-letter queue"))?
-        else {
-            break;
-        };
-        if sentinel_of(&delivery).is_some() {
-            rotation.sentinel = Some(delivery);
-            break;
-        }
-        rotation.rotate(channel, queue, delivery).await?;
-        moved += 1;
-    }
-    rotation.end(channel, queue).await?;
-    tracing::info!("{queue}: order restored ({moved} messages moved back)");
-    Ok(())
-}
-
-/// Declares the marker queue, publishes the pass's flag to it and takes it
-/// back unacknowledged, on a channel of its own: ready again if the pass
-/// dies.
-async fn raise_flag(connection: &dyn Connection, queue: &str, id: &str) -> Result<Flag, Error> {
-    let marker = marker_queue(queue);
-    let channel = confirm_channel(connection, &marker).await?;
-    let flag = take_flag(&*channel, &marker, id).await;
-    match flag {
-        Ok(delivery) => Ok(Flag { channel, delivery }),
-        Err(e) => {
-            channel.close().await;
-            Err(e)
-        }
-    }
-}
-
-/// Publishes the flag `id` to the marker queue (declared here) and takes it.
-async fn take_flag(channel: &dyn Channel, marker: &str, id: &str) -> Result<Delivery, Error> {
-    channel
-        .declare_queue(&QueueDecl::new(marker))
-        .await
-        .map_err(channel_error(marker, "declaring the pass's marker queue"))?;
-    publish_marker(channel, marker, marked(id, "flag")).await?;
-    let flag = channel
-        .get(marker)
-        .await
-        .map_err(channel_error(marker, "taking the pass's flag"))?
-        .ok_or_else(|| Error::Channel {
-            action: "taking the pass's flag",
-            queue: marker.to_owned(),
-            source: TransportError::Other("the flag was not there".into()),
-        })?;
-    Ok(flag)
-}
-
-/// The properties of a pass's sentinel or flag.
-fn marked(id: &str, what: &str) -> BasicProperties {
-    let mut headers = FieldTable::default();
-    headers.insert(
-        ShortString::from(PASS_SENTINEL),
-        AMQPValue::LongString(LongString::from(id.as_bytes())),
-    );
-    BasicProperties::default()
-        .with_delivery_mode(PERSISTENT)
-        .with_app_id(ShortString::from("rabbit-backoff"))
-        .with_type(ShortString::from(what))
-        .with_headers(headers)
-}
-
-/// Publishes a sentinel or flag to `queue`, confirmed.
-async fn publish_marker(
-    channel: &dyn Channel,
-    queue: &str,
-    properties: BasicProperties,
-) -> Result<(), Error> {
-    let body: &[u8] = b"rabbit-backoff: a pass over a dead-letter queue is moving its messages \
-                        to the back; it stops at this message and removes it.";
-    let confirm = channel
-        .publish(Publication::new("", queue, body, properties))
-        .await
-        .map_err(channel_error(queue, "publishing the pass's marker"))?;
-    if confirm == Confirm::Ack {
-        Ok(())
-    } else {
-        Err(Error::Channel {
-            action: "publishing the pass's marker",
-            queue: queue.to_owned(),
-            source: TransportError::Other(format!("the broker did not take it ({confirm:?})")),
-        })
-    }
-}
-
-async fn ack(delivery: &Delivery, queue: &str) -> Result<(), Error> {
+pub(super) async fn ack(delivery: &Delivery, queue: &str) -> Result<(), Error> {
     delivery
         .acker
         .ack()
@@ -696,7 +489,7 @@ async fn ack(delivery: &Delivery, queue: &str) -> Result<(), Error> {
         .map_err(channel_error(queue, "acknowledging a dead letter"))
 }
 
-async fn ready(channel: &dyn Channel, queue: &str) -> Result<usize, Error> {
+pub(super) async fn ready(channel: &dyn Channel, queue: &str) -> Result<usize, Error> {
     Ok(queue_info(channel, queue).await?.messages as usize)
 }
 
@@ -721,7 +514,7 @@ async fn taken_by_others(
 }
 
 /// The pass id of a sentinel or flag.
-fn sentinel_of(delivery: &Delivery) -> Option<String> {
+pub(super) fn sentinel_of(delivery: &Delivery) -> Option<String> {
     match delivery
         .properties
         .headers()
@@ -744,4 +537,36 @@ pub(crate) fn pass_id() -> String {
             .map_or(0, |d| d.as_nanos() as u64),
         fastrand::u32(..)
     )
+}
+
+/// The consumer's next delivery; `None` when the queue is empty and someone
+/// else took the rest.
+async fn next_delivery(
+    deliveries: &mut BoxStream<'static, Result<Delivery, TransportError>>,
+    channel: &dyn Channel,
+    queue: &str,
+) -> Result<Option<Delivery>, Error> {
+    let mut idle = Duration::ZERO;
+    loop {
+        match tokio::time::timeout(IDLE, deliveries.next()).await {
+            Err(_) => {
+                idle += IDLE;
+                if taken_by_others(channel, queue, idle).await? {
+                    return Ok(None);
+                }
+            }
+            Ok(None) => {
+                return Err(Error::Channel {
+                    action: "reading the dead-letter queue",
+                    queue: queue.to_owned(),
+                    source: TransportError::Closed("the consumer was cancelled".into()),
+                });
+            }
+            Ok(Some(delivery)) => {
+                return delivery
+                    .map(Some)
+                    .map_err(channel_error(queue, "reading the dead-letter queue"));
+            }
+        }
+    }
 }
