@@ -323,3 +323,60 @@ async fn deeply_nested_headers_stop_neither_the_consumer_nor_a_peek() {
     running.stop().await.expect("stops");
     delete_topology(&spec).await;
 }
+
+/// The README's service logs at `warn` with no `RUST_LOG`: an address
+/// nothing answers at gives warnings; a healthy start on the broker gives
+/// no ERROR and no WARN line (on RabbitMQ 4.3 too, where the framework used
+/// to ask the broker with a declaration it refused, which lapin logs at
+/// ERROR).
+#[tokio::test]
+async fn the_readme_service_logs_at_warn_and_a_healthy_start_logs_no_error() {
+    let run = |url: String, queue: String| async move {
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_package-check"))
+            .env("AMQP_URL", url)
+            .env("ORDERS_QUEUE", queue)
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the service starts");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let _ = child.start_kill();
+        let output = child.wait_with_output().await.expect("its output");
+        let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+        text.push_str(&String::from_utf8_lossy(&output.stderr));
+        text
+    };
+    let nowhere = run("amqp://guest:guest@127.0.0.1:1/%2f".into(), unique("log")).await;
+    assert!(nowhere.contains(" WARN "), "no warning logged: {nowhere:?}");
+    assert!(!nowhere.contains(" INFO "), "logged below warn: {nowhere:?}");
+
+    let queue = unique("log");
+    let healthy = run(amqp_url_from_env(), queue.clone()).await;
+    let mut spec = process_order.spec();
+    spec.queue = queue;
+    delete_topology(&spec).await;
+    delete_index(&spec).await;
+    assert!(
+        !healthy.contains("ERROR") && !healthy.contains(" WARN "),
+        "a healthy start logged: {healthy}"
+    );
+}
+
+/// Deletes the dead-letter index's streams of `spec`'s consumer.
+async fn delete_index(spec: &ConsumerSpec) {
+    let connection = rabbit_backoff::lapin::Connection::connect(
+        &amqp_url_from_env(),
+        rabbit_backoff::lapin::ConnectionProperties::default(),
+    )
+    .await
+    .expect("connects to clean up");
+    let channel = connection.create_channel().await.expect("a channel");
+    let dlq = spec.names().dead_letter_queue;
+    for stream in [format!("{dlq}.index"), format!("{dlq}.index.removed")] {
+        let _ = channel
+            .queue_delete(stream.as_str().into(), QueueDeleteOptions::default())
+            .await;
+    }
+}
