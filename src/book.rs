@@ -45,6 +45,10 @@ pub struct RabbitmqVersions;
 #[doc = include_str!("../docs/amqp-1.0.md")]
 pub struct Amqp10;
 
+/// docs/retry-backends.md: choosing tiers, delayed or scheduled.
+#[doc = include_str!("../docs/retry-backends.md")]
+pub struct RetryBackends;
+
 /// docs/testing.md: the in-memory broker.
 #[doc = include_str!("../docs/testing.md")]
 pub struct Testing;

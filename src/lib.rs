@@ -126,7 +126,7 @@ pub use rabbit_backoff_dead_letters::{
 /// | `dead_letter_queue` | | `<queue>.dlq` |
 /// | `dead_letter_routing_key` | | `<queue>.dlq` |
 /// | `retry_return` | where an expired retry goes: `"queue"` (default exchange, straight to the work queue) or `"exchange"` (the work exchange with `routing_key`; not on a fanout or headers exchange) | `"queue"` |
-/// | `queue_type` | `"classic"` or `"quorum"`; always declared as `x-queue-type`, so a vhost's `default_queue_type` does not change it; unnamed on a cluster (several addresses), the consumer warns at start-up | `"classic"` |
+/// | `queue_type` | `"quorum"` or `"classic"` (to adopt an existing classic topology); always declared as `x-queue-type`, so a vhost's `default_queue_type` does not change it | `"quorum"` |
 /// | `delivery_limit` | quorum work queue's `x-delivery-limit` | 20 |
 /// | `timeout` | longest a handler call may take (a transient failure past it) | none |
 /// | `jitter` | spreads each tier over five sub-queues within ± this percentage of its delay, e.g. `"20%"` | none |
@@ -136,7 +136,7 @@ pub use rabbit_backoff_dead_letters::{
 /// | `declare` | `"declare"` the topology, or `"passive"`: only check that every exchange and queue exists (not their arguments), for topologies operators own | `"declare"` |
 /// | `dedupe` | drop duplicates: a delivery whose key was handled (or dead-lettered, or discarded) within this window is acked without the handler; needs [`RuntimeBuilder::dedupe_store`] | none |
 /// | `dedupe_key` | the key: `"message_id"` or `"header:<name>"` (only with `dedupe`) | `"message_id"` |
-/// | `retry` | how a retry waits: `"tiers"` (a TTL retry queue per delay, a copy per attempt); `"scheduled"` (experimental; RabbitMQ 4.3 holds the delivery back until the time the consumer names, over AMQP 1.0, feature `amqp1`: no retry queue, no copy, the whole schedule; needs `queue_type = "quorum"`; refuses to start before 4.3); or `"delayed"` (RabbitMQ 4.3's delayed retries of a quorum work queue: a rejection the queue holds back, no copy; needs `queue_type = "quorum"`, a linear ladder such as `"5s,10s,15s"` and `delivery_limit` above the retries; refuses to start before 4.3) | `"tiers"` |
+/// | `retry` | how a retry waits: `"tiers"` (a TTL retry queue per delay, a copy per attempt, every broker); `"delayed"` (RabbitMQ 4.3's delayed retries of the quorum work queue, a linear ladder); `"scheduled"` (experimental, feature `amqp1`: RabbitMQ 4.3 holds the delivery until the time the consumer names). docs/retry-backends.md compares them | `"tiers"` |
 /// | `dead_letter_index` | `"on"`: a stream beside the dead-letter queue that `dlq groups` reads instead of the queue (written by the broker on classic topologies, by the consumer on quorum ones: [`IndexFeed`](topology::IndexFeed)); `"off"`: none, the broker writes each dead letter once (see [`DeadLetterIndex`]) | `"on"` |
 /// | `crate` | path of this crate, when renamed | `::rabbit_backoff` |
 pub use rabbit_backoff_macros::backoff_consumer;
