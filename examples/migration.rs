@@ -67,6 +67,7 @@ impl Counts {
 /// The attribute that adopts the article's topology as it stands.
 #[backoff_consumer(
     queue = "work_queue",
+    queue_type = "classic",
     delays = "1s,2s,4s",
     exchange = "work_exchange",
     routing_key = "work",

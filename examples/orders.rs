@@ -9,8 +9,8 @@
 //! a comma-separated list for the nodes of a cluster),
 //! `ORDERS_QUEUE` (default `orders`; every other name derives from it),
 //! `ORDERS_DELAYS` (default `5s,15s,60s`; `--demo` uses `1s,2s,4s` unless set),
-//! `ORDERS_QUEUE_TYPE` (`classic`, the default, or `quorum`: replicated
-//! queues, for a cluster),
+//! `ORDERS_QUEUE_TYPE` (`quorum`, the default: replicated queues; or
+//! `classic`, to adopt a classic topology),
 //! `METRICS_ADDR` (e.g. `127.0.0.1:9464`: serves `/metrics` in Prometheus'
 //! text format, `/health/ready` and `/health/live`).
 //!

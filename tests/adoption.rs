@@ -23,7 +23,7 @@ use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, ReplayOptions};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::rules::parse_failed_at;
 use rabbit_backoff::topology::{MissingObject, Topology};
-use rabbit_backoff::{DeclareMode, Delays, Error, RetryReturn};
+use rabbit_backoff::{DeclareMode, Delays, Error, QueueType, RetryReturn};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -61,6 +61,8 @@ impl Article {
     /// The attribute's names, as `consumer_with` sets them.
     fn configure(&self, spec: &mut ConsumerSpec) {
         spec.queue = self.work_queue.clone();
+        // The article declares classic queues.
+        spec.queue_type = Some(QueueType::Classic);
         spec.delays = Delays::from_millis(self.delays.clone()).expect("delays");
         spec.names.exchange = Some(self.work_exchange.clone());
         spec.names.routing_key = Some("work".into());

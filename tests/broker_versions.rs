@@ -608,6 +608,8 @@ async fn publish_to(channel: &Channel, exchange: &str, key: &str) {
 async fn a_consumer_with_the_index_off_removes_the_old_one_and_groups_from_a_pass() {
     let mut spec = process_job.spec();
     spec.queue = unique("index-off");
+    // The index the broker writes, bound beside a classic queue.
+    spec.queue_type = Some(rabbit_backoff::QueueType::Classic);
     let (_cleanup, connection, channel) = declared(&spec, &Topology::of(&spec)).await;
     let names = spec.names();
     let index_exists = || queue_exists(&connection, names.dead_letter_index());

@@ -43,6 +43,11 @@ async fn declared_with(
 ) -> (ConsumerSpec, Cleanup) {
     let mut spec = process_job.spec();
     spec.queue = unique(name);
+    // Synthetic dead letters, published through the dead-letter exchange:
+    // on a classic topology the broker writes them to the index bound
+    // beside the queue, as a consumer's would be (a test that wants quorum
+    // queues says so).
+    spec.queue_type = Some(rabbit_backoff::QueueType::Classic);
     configure(&mut spec);
     let cleanup = Cleanup::of(&spec);
     let connection = connect().await;
@@ -1073,6 +1078,8 @@ async fn in_memory_dead_letters(
     let broker = rabbit_backoff::testing::TestBroker::new();
     let mut spec = process_job.spec();
     spec.queue = queue.into();
+    // As above: the broker writes the index of a classic topology.
+    spec.queue_type = Some(rabbit_backoff::QueueType::Classic);
     let connection = broker.connect().await.unwrap();
     rabbit_backoff::topology::declare_topology(&*connection, &Topology::of(&spec))
         .await

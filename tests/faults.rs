@@ -420,7 +420,12 @@ async fn a_killed_consumer_loses_no_message() {
 #[tokio::test]
 async fn a_refused_confirm_requeues_the_original_which_succeeds_later() {
     let _serial = SERIAL.lock().await;
-    let running = Running::start("refused", |_| {}).await;
+    // A classic retry queue of length 0 refuses every copy at once; a quorum
+    // one applies a length limit only after the fact.
+    let running = Running::start("refused", |s| {
+        s.queue_type = Some(rabbit_backoff::QueueType::Classic)
+    })
+    .await;
     let retry_queue = format!("{}.retry_100ms", running.spec.queue);
     let policy = format!("{}-full", running.spec.queue);
     let pattern = format!("^{}$", retry_queue.replace('.', "\\."));

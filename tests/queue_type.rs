@@ -1,7 +1,7 @@
-//! The queue type of a consumer that names none, on one node: classic queues
-//! declared as such whatever the virtual host's `default_queue_type`, and
-//! the start-up warning about classic queues on a cluster, which a single
-//! address does not raise and a list of several does.
+//! The queue type of a consumer that names none: quorum queues, declared as
+//! such whatever the virtual host's `default_queue_type`, with no warning on
+//! a cluster; and a consumer meeting the classic queues of an existing
+//! topology is refused with the line to add.
 
 mod common;
 
@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use common::*;
 use rabbit_backoff::prelude::*;
+use rabbit_backoff::{Error, QueueType};
 use rabbit_backoff_test_support::log_capture::LogCapture;
 
-/// What the warning says, whatever the queue.
+/// What the classic-on-cluster warning says, whatever the queue.
 const RISK: &str = "a classic queue lives on one node";
 
 /// Starts the test consumer on `queue` at `uri`, its queue type unnamed, and
@@ -30,9 +31,28 @@ async fn start_and_stop(uri: &str, queue: &str) {
     running.stop().await.expect("the consumer stops");
 }
 
+/// The type of each queue of `vhost` whose name contains `queue`, streams
+/// (the dead-letter index) left out.
+fn queue_types(vhost: &str, queue: &str) -> Vec<(String, String)> {
+    let output = rabbitmqctl()
+        .args(["-q", "list_queues", "-p", vhost, "name", "type"])
+        .args(["--formatter", "json"])
+        .output()
+        .expect("rabbitmqctl runs");
+    let listed: Vec<serde_json::Value> =
+        serde_json::from_slice(&output.stdout).expect("rabbitmqctl lists queues as JSON");
+    listed
+        .iter()
+        .map(|q| (q["name"].to_string(), q["type"].to_string()))
+        .filter(|(name, kind)| name.contains(queue) && !kind.contains("stream"))
+        .collect()
+}
+
+/// A consumer that names no type declares quorum queues, and warns of
+/// nothing, whether the address names one node or several.
 #[tokio::test]
-async fn one_address_raises_no_cluster_warning_and_several_do() {
-    let queue = unique("queue-type-one-node");
+async fn a_consumer_naming_no_type_declares_quorum_queues_and_warns_of_nothing() {
+    let queue = unique("queue-type-default");
     let spec = {
         let mut spec = process_job.spec();
         spec.queue = queue.clone();
@@ -43,23 +63,29 @@ async fn one_address_raises_no_cluster_warning_and_several_do() {
     let log = LogCapture::start("warn");
 
     start_and_stop(&url(), &queue).await;
-    assert_eq!(log.warnings_with(RISK), Vec::<String>::new());
-
     // The same node, and an address where nothing listens: two nodes listed,
     // which is what the runtime takes for a cluster.
     let nowhere = "amqp://guest:guest@127.0.0.1:1/%2f";
     start_and_stop(&format!("{},{nowhere}", url()), &queue).await;
-    let warnings = log.warnings_with(RISK);
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
-    for words in [queue.as_str(), "queue_type = \"quorum\"", "2 nodes"] {
-        assert!(warnings[0].contains(words), "{words}: {}", warnings[0]);
-    }
+    assert_eq!(log.warnings_with(RISK), Vec::<String>::new());
+
+    let types = queue_types("/", &queue);
+    assert!(
+        types.len() >= 3,
+        "the work, retry and dead-letter queues: {types:?}"
+    );
+    assert!(
+        types.iter().all(|(_, kind)| kind.contains("quorum")),
+        "quorum queues: {types:?}"
+    );
 }
 
+/// A virtual host defaulting to classic queues does not change the type a
+/// consumer declares: every queue names `x-queue-type`.
 #[tokio::test]
-async fn a_consumer_naming_no_type_declares_classic_queues_on_a_vhost_defaulting_to_quorum() {
+async fn a_consumer_naming_no_type_declares_quorum_queues_on_a_vhost_defaulting_to_classic() {
     let vhost = unique("queue-type-vhost");
-    run_rabbitmqctl(&["add_vhost", &vhost, "--default-queue-type", "quorum"]);
+    run_rabbitmqctl(&["add_vhost", &vhost, "--default-queue-type", "classic"]);
     let _vhost = DeleteVhost(vhost.clone());
     run_rabbitmqctl(&["set_permissions", "-p", &vhost, "guest", ".*", ".*", ".*"]);
     let base = url();
@@ -69,27 +95,66 @@ async fn a_consumer_naming_no_type_declares_classic_queues_on_a_vhost_defaulting
     let queue = unique("queue-type-default");
     start_and_stop(&uri, &queue).await;
 
-    let output = rabbitmqctl()
-        .args(["-q", "list_queues", "-p", &vhost, "name", "type"])
-        .args(["--formatter", "json"])
-        .output()
-        .expect("rabbitmqctl runs");
-    let listed: Vec<serde_json::Value> =
-        serde_json::from_slice(&output.stdout).expect("rabbitmqctl lists queues as JSON");
-    let types: Vec<(String, String)> = listed
-        .iter()
-        .map(|q| (q["name"].to_string(), q["type"].to_string()))
-        // The dead-letter index is a stream, of its own type.
-        .filter(|(name, kind)| name.contains(&queue) && !kind.contains("stream"))
-        .collect();
+    let types = queue_types(&vhost, &queue);
     assert!(
         types.len() >= 3,
         "the work, retry and dead-letter queues: {types:?}"
     );
     assert!(
-        types.iter().all(|(_, kind)| kind.contains("classic")),
+        types.iter().all(|(_, kind)| kind.contains("quorum")),
         "a vhost's default type does not change the consumer's: {types:?}"
     );
+}
+
+/// The classic topology of an older deployment: a consumer that names no
+/// type is refused at start-up, naming the queue and the line to add; with
+/// that line it adopts the classic queues.
+#[tokio::test]
+async fn an_existing_classic_queue_is_refused_with_the_line_to_add() {
+    let queue = unique("queue-type-existing");
+    let mut spec = process_job.spec();
+    spec.queue = queue.clone();
+    spec.queue_type = Some(QueueType::Classic);
+    let _cleanup = Cleanup::of(&spec);
+    // An older deployment declared the classic topology.
+    let older = Runtime::builder()
+        .uri(url())
+        .state(Journal::default())
+        .handle_signals(false)
+        .consumer_with(process_job, |s| *s = spec.clone())
+        .start()
+        .await
+        .expect("the classic consumer starts");
+    older.stop().await.expect("stops");
+
+    let refused = Runtime::builder()
+        .uri(url())
+        .state(Journal::default())
+        .handle_signals(false)
+        .consumer_with(process_job, |s| s.queue = queue.clone())
+        .run()
+        .await;
+    let Err(error @ Error::TopologyConflict { .. }) = refused else {
+        panic!("expected a topology conflict, got {refused:?}");
+    };
+    let message = error.to_string();
+    for words in [queue.as_str(), "queue_type = \"classic\""] {
+        assert!(message.contains(words), "{words}: {message}");
+    }
+
+    // With the line added, the classic queue is adopted.
+    let running = Runtime::builder()
+        .uri(url())
+        .state(Journal::default())
+        .handle_signals(false)
+        .consumer_with(process_job, |s| {
+            s.queue = queue.clone();
+            s.queue_type = Some(QueueType::Classic);
+        })
+        .start()
+        .await
+        .expect("the classic queue adopted");
+    running.stop().await.expect("stops");
 }
 
 /// Deletes a virtual host, and every queue and exchange in it, when dropped.

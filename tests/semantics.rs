@@ -536,12 +536,16 @@ async fn a_copy_the_broker_does_not_take_keeps_the_original(
     let queue = unique(name);
     let mut spec = process_job.spec();
     spec.queue = queue.clone();
+    // A classic retry queue refuses the copy at once (`how`); a quorum one
+    // applies a length limit only after the fact.
+    spec.queue_type = Some(rabbit_backoff::QueueType::Classic);
     let mut topology = Topology::of(&spec);
     how(&mut topology);
     let _cleanup = backend.shared.then(|| Cleanup::of(&spec));
     declare_as_operator(&backend, &topology).await;
     let mut h = Harness::start(&backend, name, |s| {
         s.queue = queue.clone();
+        s.queue_type = Some(rabbit_backoff::QueueType::Classic);
         s.declare = rabbit_backoff::DeclareMode::Passive;
     })
     .await;
@@ -840,6 +844,9 @@ async fn a_requeue_and_a_reject_in_the_middle_of_a_run(backend: Backend) {
     let queue = unique("sem-run");
     let mut spec = paced.spec();
     spec.queue = queue.clone();
+    // A classic retry queue of length 0 refuses every copy at once; a quorum
+    // one applies a length limit only after the fact.
+    spec.queue_type = Some(rabbit_backoff::QueueType::Classic);
     let mut topology = Topology::of(&spec);
     let refusing = &mut topology.retry_queues[0].arguments;
     refusing.push(("x-max-length".into(), Argument::Int(0)));
@@ -848,6 +855,7 @@ async fn a_requeue_and_a_reject_in_the_middle_of_a_run(backend: Backend) {
     declare_as_operator(&backend, &topology).await;
     let mut h = Harness::start_with(&backend, "sem-run", paced, |s| {
         s.queue = queue.clone();
+        s.queue_type = Some(rabbit_backoff::QueueType::Classic);
         s.prefetch = 10;
         s.declare = rabbit_backoff::DeclareMode::Passive;
     })

@@ -185,6 +185,8 @@ async fn an_existing_topology_declared_by_another_client_is_adopted() {
         .handle_signals(false)
         .consumer_with(process_job, |spec| {
             spec.queue = work_queue.clone();
+            // The seed declared classic queues.
+            spec.queue_type = Some(rabbit_backoff::QueueType::Classic);
             spec.delays = "100ms,200ms".parse().unwrap();
             spec.names.exchange = Some(work_exchange.clone());
             spec.names.routing_key = Some("work".into());

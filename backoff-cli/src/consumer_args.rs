@@ -43,8 +43,8 @@ pub struct ConsumerArgs {
     /// key, as the article's topology declares its retry queues).
     #[arg(long, value_name = "ROUTE", default_value = "queue")]
     pub retry_return: RetryReturn,
-    /// classic or quorum.
-    #[arg(long, value_name = "TYPE", default_value = "classic")]
+    /// quorum (the attribute's default) or classic.
+    #[arg(long, value_name = "TYPE", default_value = "quorum")]
     pub queue_type: QueueType,
     /// x-delivery-limit of a quorum work queue.
     #[arg(long, value_name = "N", default_value_t = 20)]

@@ -532,6 +532,9 @@ async fn status_follows_retry_return_and_names_arguments_that_differ() {
             "status",
             "--queue",
             &queue,
+            // Declared as the article declares it: classic.
+            "--queue-type",
+            "classic",
             "--delays",
             "1s",
             "--exchange",
@@ -595,6 +598,8 @@ async fn status_follows_retry_return_and_names_arguments_that_differ() {
         "status",
         "--queue",
         &queue,
+        "--queue-type",
+        "classic",
         "--delays",
         "1s",
         "--retry-return",
@@ -718,7 +723,15 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
     two_kinds(&f, 10).await;
     let q = f.queue.as_str();
 
-    let groups = json(&cli(&["dlq", "groups", "--queue", q, "--json"]));
+    let groups = json(&cli(&[
+        "dlq",
+        "groups",
+        "--queue",
+        q,
+        "--queue-type",
+        "classic",
+        "--json",
+    ]));
     let groups = groups.as_array().unwrap();
     assert_eq!(groups.len(), 2, "{groups:?}");
     for group in groups {
@@ -743,9 +756,24 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
     assert_eq!(missing["example_message_id"], "m-0");
     assert_eq!(timeouts["reason"], "exhausted");
     // Stable across runs.
-    let again = json(&cli(&["dlq", "groups", "--queue", q, "--json"]));
+    let again = json(&cli(&[
+        "dlq",
+        "groups",
+        "--queue",
+        q,
+        "--queue-type",
+        "classic",
+        "--json",
+    ]));
     assert_eq!(again.as_array().unwrap(), groups);
-    let table = stdout(&cli(&["dlq", "groups", "--queue", q]));
+    let table = stdout(&cli(&[
+        "dlq",
+        "groups",
+        "--queue",
+        q,
+        "--queue-type",
+        "classic",
+    ]));
     assert!(table.contains("10 dead letters in 2 groups"), "{table}");
     assert!(
         table.contains("read with a pass over the queue: there is no index beside the queue"),
@@ -761,6 +789,8 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
         "export",
         "--queue",
         q,
+        "--queue-type",
+        "classic",
         "--jsonl",
         all.to_str().unwrap(),
     ]);
@@ -772,6 +802,8 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
         "export",
         "--queue",
         q,
+        "--queue-type",
+        "classic",
         "--group",
         id,
         "--jsonl",
@@ -789,7 +821,15 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
     );
 
     // Discard all, import them back: the same bytes, headers and types.
-    let discarded = cli(&["dlq", "discard", "--queue", q, "--yes"]);
+    let discarded = cli(&[
+        "dlq",
+        "discard",
+        "--queue",
+        q,
+        "--queue-type",
+        "classic",
+        "--yes",
+    ]);
     assert!(
         stdout(&discarded).contains("discarded 10, 0 left"),
         "{discarded:?}"
@@ -799,6 +839,8 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
         "import",
         "--queue",
         q,
+        "--queue-type",
+        "classic",
         "--jsonl",
         all.to_str().unwrap(),
     ]);
@@ -809,6 +851,8 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
         "export",
         "--queue",
         q,
+        "--queue-type",
+        "classic",
         "--jsonl",
         round_trip.to_str().unwrap(),
     ]);
@@ -854,6 +898,8 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
         "import",
         "--queue",
         q,
+        "--queue-type",
+        "classic",
         "--jsonl",
         bad.to_str().unwrap(),
     ]);
@@ -872,6 +918,8 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
         "replay",
         "--queue",
         q,
+        "--queue-type",
+        "classic",
         "--group",
         timeouts["id"].as_str().unwrap(),
         "--json",
@@ -884,7 +932,15 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
         .collect();
     assert_eq!(ids, ["m-1", "m-3", "m-5", "m-7", "m-9"]);
     assert_eq!(replayed["kept"], 5);
-    let left = json(&cli(&["dlq", "groups", "--queue", q, "--json"]));
+    let left = json(&cli(&[
+        "dlq",
+        "groups",
+        "--queue",
+        q,
+        "--queue-type",
+        "classic",
+        "--json",
+    ]));
     assert_eq!(left.as_array().unwrap().len(), 1);
     assert_eq!(left[0]["id"], missing["id"]);
     let discarded = cli(&["dlq", "discard", "--queue", q, "--group", id, "--yes"]);
@@ -911,6 +967,8 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
         "import",
         "--queue",
         q,
+        "--queue-type",
+        "classic",
         "--jsonl",
         all.to_str().unwrap(),
     ]);

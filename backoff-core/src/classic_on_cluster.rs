@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::fmt;
 
-use crate::{ConsumerSpec, QueueType};
+use crate::QueueType;
 
 /// Why a cluster of several nodes is believed to be there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,37 +54,12 @@ impl ClusterEvidence {
 pub struct ClassicOnCluster {
     /// The consumer's work queue.
     pub queue: String,
-    /// Why a cluster is believed to be there: the runtime's evidence only
-    /// for a consumer that named no type, `status`'s for any classic
-    /// queue (it sees the queues, not the code).
+    /// Why a cluster is believed to be there (`status` sees the queues, not
+    /// the code).
     pub evidence: ClusterEvidence,
 }
 
 impl ClassicOnCluster {
-    /// The warning the runtime logs at start-up for `spec` on a broker
-    /// address showing `evidence`: only when the spec named no queue type
-    /// (so it runs on classic queues), never when it named `classic` or
-    /// `quorum`.
-    ///
-    /// ```
-    /// use rabbit_backoff_core::{ClassicOnCluster, ClusterEvidence, ConsumerSpec, QueueType};
-    ///
-    /// let mut spec = ConsumerSpec::new("orders", "5s".parse()?);
-    /// let cluster = Some(ClusterEvidence::Addresses(3));
-    /// assert!(ClassicOnCluster::unchosen(&spec, cluster).is_some());
-    /// assert!(ClassicOnCluster::unchosen(&spec, None).is_none());
-    /// spec.queue_type = Some(QueueType::Classic);
-    /// assert!(ClassicOnCluster::unchosen(&spec, cluster).is_none());
-    /// # Ok::<(), rabbit_backoff_core::DelayError>(())
-    /// ```
-    pub fn unchosen(spec: &ConsumerSpec, evidence: Option<ClusterEvidence>) -> Option<Self> {
-        let evidence = evidence?;
-        (!spec.queue_type_chosen()).then(|| ClassicOnCluster {
-            queue: spec.queue.clone(),
-            evidence,
-        })
-    }
-
     /// The warning `status` shows for a work queue of type `queue_type` on a
     /// broker showing `evidence`: only for classic queues. Whether the type
     /// was chosen is not known there, so naming `classic` does not silence it.
@@ -107,7 +82,7 @@ impl fmt::Display for ClassicOnCluster {
         match self.evidence {
             ClusterEvidence::Addresses(n) => write!(
                 f,
-                "the consumer of `{queue}` runs on classic queues, the default, and the broker address lists {n} nodes of a cluster"
+                "the queues of `{queue}` are classic queues and the broker address lists {n} nodes of a cluster"
             )?,
             ClusterEvidence::RunningNodes(n) => write!(
                 f,
@@ -116,14 +91,8 @@ impl fmt::Display for ClassicOnCluster {
         }
         write!(
             f,
-            ": a classic queue lives on one node, and its retry tiers and dead-letter queue are classic too, so a node cut off or lost loses or strands the messages in its queues. Add queue_type = \"quorum\" to replicate them on every node"
-        )?;
-        if let ClusterEvidence::Addresses(_) = self.evidence {
-            f.write_str(
-                ", or queue_type = \"classic\" to say classic is chosen and silence this warning",
-            )?;
-        }
-        f.write_str(" (see docs/cluster.md)")
+            ": a classic queue lives on one node, and its retry tiers and dead-letter queue are classic too, so a node cut off or lost loses or strands the messages in its queues. Drop queue_type = \"classic\" to declare quorum queues, the default, which replicate them on every node (see docs/cluster.md)"
+        )
     }
 }
 
@@ -132,33 +101,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_warning_names_the_risk_and_both_fixes() {
-        let spec = ConsumerSpec::new("orders", "5s".parse().unwrap());
-        let warning = ClassicOnCluster::unchosen(&spec, Some(ClusterEvidence::Addresses(3)))
-            .unwrap()
-            .to_string();
+    fn the_warning_names_the_risk_and_the_fix() {
+        let warning = ClassicOnCluster::found(
+            "orders",
+            QueueType::Classic,
+            Some(ClusterEvidence::Addresses(3)),
+        )
+        .unwrap()
+        .to_string();
         for words in [
             "`orders`",
             "3 nodes",
             "lives on one node",
             "retry tiers",
             "loses or strands",
-            "queue_type = \"quorum\"",
-            "queue_type = \"classic\"",
+            "quorum queues, the default",
         ] {
             assert!(warning.contains(words), "{words}: {warning}");
         }
     }
 
     #[test]
-    fn a_named_type_or_a_single_node_is_not_warned_about() {
-        let mut spec = ConsumerSpec::new("orders", "5s".parse().unwrap());
+    fn quorum_queues_or_a_single_node_are_not_warned_about() {
         let one = [("rabbit".to_owned(), 5672)];
         assert_eq!(ClusterEvidence::of_addresses(&one), None);
         assert_eq!(ClusterEvidence::of_running_nodes(1), None);
-        spec.queue_type = Some(QueueType::Quorum);
         let cluster = ClusterEvidence::of_running_nodes(3);
-        assert_eq!(ClassicOnCluster::unchosen(&spec, cluster), None);
         assert_eq!(
             ClassicOnCluster::found("orders", QueueType::Quorum, cluster),
             None

@@ -10,9 +10,9 @@
 /// use rabbit_backoff::topology::{IndexFeed, Topology};
 ///
 /// let mut spec = ConsumerSpec::new("orders", "5s".parse()?);
-/// assert_eq!(Topology::of(&spec).index_feed(), Some(IndexFeed::Routed));
-/// spec.queue_type = Some(QueueType::Quorum);
 /// assert_eq!(Topology::of(&spec).index_feed(), Some(IndexFeed::Written));
+/// spec.queue_type = Some(QueueType::Classic);
+/// assert_eq!(Topology::of(&spec).index_feed(), Some(IndexFeed::Routed));
 /// spec.dead_letter_index = DeadLetterIndex::Off;
 /// assert_eq!(Topology::of(&spec).index_feed(), None);
 /// # Ok::<(), rabbit_backoff::DelayError>(())

@@ -100,7 +100,7 @@ pub use shrink_plan::{
 pub use spec::{ConsumerSpec, DeclareMode, ExchangeKind, QueueType, RetryReturn, SpecError};
 pub use tombstone_ledger::TombstoneLedger;
 pub use topology::{
-    Argument, ArgumentDifference, Binding, DeadLetterIndexDecl, ExchangeDecl, INDEX_MAX_BYTES,
-    INDEX_REMOVALS_MAX_BYTES, INDEX_REMOVALS_SEGMENT_BYTES, INDEX_SEGMENT_BYTES, QueueDecl,
-    Topology, arguments,
+    Argument, ArgumentDifference, Binding, DEAD_LETTER_DELIVERY_LIMIT, DeadLetterIndexDecl,
+    ExchangeDecl, INDEX_MAX_BYTES, INDEX_REMOVALS_MAX_BYTES, INDEX_REMOVALS_SEGMENT_BYTES,
+    INDEX_SEGMENT_BYTES, QueueDecl, Topology, arguments,
 };

@@ -16,13 +16,14 @@ use crate::{
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum QueueType {
-    /// Classic queues: what a consumer that names no type declares. Each
-    /// lives on one node; TTL dead-lettering from a retry queue back to the
-    /// work queue is at-most-once inside the broker.
-    #[default]
+    /// Classic queues, for adopting an existing classic topology (such as
+    /// the article's). Each lives on one node; TTL dead-lettering from a
+    /// retry queue back to the work queue is at-most-once inside the broker.
     Classic,
-    /// Quorum queues: replicated, with at-least-once dead-lettering from the
-    /// retry queues and an explicit delivery limit on the work queue.
+    /// Quorum queues: what a consumer that names no type declares.
+    /// Replicated, with at-least-once dead-lettering from the retry queues
+    /// and an explicit delivery limit on the work queue.
+    #[default]
     Quorum,
 }
 
@@ -331,7 +332,7 @@ pub enum SpecError {
     /// `retry = "delayed"` on classic queues: only quorum queues hold a
     /// rejected message back.
     #[error(
-        "retry = \"delayed\" uses RabbitMQ 4.3's delayed retries, which only quorum queues have; add queue_type = \"quorum\", or use retry = \"tiers\""
+        "retry = \"delayed\" uses RabbitMQ 4.3's delayed retries, which only quorum queues have; remove queue_type = \"classic\" (quorum queues are the default), or use retry = \"tiers\""
     )]
     DelayedNeedsQuorum,
     /// `retry = "delayed"` with a schedule the broker cannot wait.
@@ -367,7 +368,7 @@ pub enum SpecError {
     /// `retry = "scheduled"` on classic queues: only quorum queues hold a
     /// message back until the time a consumer asks.
     #[error(
-        "retry = \"scheduled\" uses RabbitMQ 4.3's held-back retries, which only quorum queues have; add queue_type = \"quorum\", or use retry = \"tiers\""
+        "retry = \"scheduled\" uses RabbitMQ 4.3's held-back retries, which only quorum queues have; remove queue_type = \"classic\" (quorum queues are the default), or use retry = \"tiers\""
     )]
     ScheduledNeedsQuorum,
     /// `retry = "scheduled"` with a delivery limit the retries would reach.
@@ -572,9 +573,9 @@ impl ConsumerSpec {
     ///
     /// let mut spec = ConsumerSpec::new("orders", "exponential(1s, x3, 5)".parse()?);
     /// spec.retry = RetryBackend::Scheduled;
-    /// assert_eq!(spec.scheduled_problems(), [SpecError::ScheduledNeedsQuorum]);
-    /// spec.queue_type = Some(QueueType::Quorum);
     /// assert!(spec.scheduled_problems().is_empty());
+    /// spec.queue_type = Some(QueueType::Classic);
+    /// assert_eq!(spec.scheduled_problems(), [SpecError::ScheduledNeedsQuorum]);
     /// # Ok::<(), rabbit_backoff::DelayError>(())
     /// ```
     pub fn scheduled_problems(&self) -> Vec<SpecError> {
@@ -636,7 +637,7 @@ impl ConsumerSpec {
     }
 
     /// The type of the queues the consumer declares: the one named, or
-    /// classic when none is. Every queue is declared with it as
+    /// quorum when none is. Every queue is declared with it as
     /// `x-queue-type`, so a virtual host's `default_queue_type` never changes
     /// it (see `docs/cluster.md`, "Queue type on a cluster").
     ///
@@ -644,7 +645,7 @@ impl ConsumerSpec {
     /// use rabbit_backoff::{ConsumerSpec, QueueType};
     ///
     /// let mut spec = ConsumerSpec::new("orders", "5s".parse()?);
-    /// assert_eq!(spec.effective_queue_type(), QueueType::Classic);
+    /// assert_eq!(spec.effective_queue_type(), QueueType::Quorum);
     /// assert!(!spec.queue_type_chosen());
     /// spec.queue_type = Some(QueueType::Classic);
     /// assert!(spec.queue_type_chosen());
@@ -655,7 +656,7 @@ impl ConsumerSpec {
     }
 
     /// Whether the attribute or the builder named the queue type; a consumer
-    /// that did not runs on classic queues without having chosen them.
+    /// that did not runs on quorum queues.
     pub fn queue_type_chosen(&self) -> bool {
         self.queue_type.is_some()
     }
@@ -790,7 +791,7 @@ mod tests {
             s.validate()
                 .unwrap_err()
                 .to_string()
-                .contains("queue_type = \"quorum\"")
+                .contains("remove queue_type = \"classic\"")
         );
 
         let s = delayed("5s,15s,60s");

@@ -48,6 +48,11 @@ pub const INDEX_REMOVALS_MAX_BYTES: i64 = 128 << 20;
 /// The segment size of the index's tombstone stream.
 pub const INDEX_REMOVALS_SEGMENT_BYTES: i64 = 16 << 20;
 
+/// The `x-delivery-limit` of a quorum dead-letter queue: the largest the
+/// broker takes, so that no dead letter is ever dropped for having been
+/// returned (a pass killed midway returns what it held).
+pub const DEAD_LETTER_DELIVERY_LIMIT: i64 = i32::MAX as i64;
+
 use arguments as arg;
 
 /// A queue or exchange argument value.
@@ -175,10 +180,11 @@ impl QueueDecl {
     /// `x-queue-type: classic` on every classic queue.
     ///
     /// ```
-    /// use rabbit_backoff::ConsumerSpec;
+    /// use rabbit_backoff::{ConsumerSpec, QueueType};
     /// use rabbit_backoff::topology::{Argument, Topology};
     ///
-    /// let spec = ConsumerSpec::new("work_queue", "1s".parse()?);
+    /// let mut spec = ConsumerSpec::new("work_queue", "1s".parse()?);
+    /// spec.queue_type = Some(QueueType::Classic);
     /// let retry = &Topology::of(&spec).retry_queues[0];
     /// let existing = [
     ///     ("x-message-ttl".to_owned(), Argument::Int(1000)),
@@ -395,7 +401,7 @@ impl Topology {
     /// use rabbit_backoff::topology::{IndexFeed, Topology};
     ///
     /// let mut spec = ConsumerSpec::new("orders", "5s".parse()?);
-    /// assert_eq!(Topology::of(&spec).index_feed(), Some(IndexFeed::Routed));
+    /// assert_eq!(Topology::of(&spec).index_feed(), Some(IndexFeed::Written));
     /// spec.dead_letter_index = DeadLetterIndex::Off;
     /// assert_eq!(Topology::of(&spec).index_feed(), None);
     /// # Ok::<(), rabbit_backoff::DelayError>(())
@@ -473,7 +479,18 @@ impl Topology {
             })
             .collect::<Vec<_>>();
 
-        let dlq_args = vec![typed];
+        let mut dlq_args = vec![typed];
+        if quorum {
+            // Nothing the queue holds may be dropped for having been
+            // returned too often (RabbitMQ 4.0 and later give a quorum queue
+            // a limit of 20 when none is named, and drop what goes past it
+            // where no dead-letter exchange is set, as on a dead-letter
+            // queue): the dead letters stay until an operator moves them.
+            dlq_args.push((
+                arg::DELIVERY_LIMIT.to_owned(),
+                Argument::Int(DEAD_LETTER_DELIVERY_LIMIT),
+            ));
+        }
 
         let mut bindings = vec![Binding {
             queue: n.queue.clone(),
@@ -639,7 +656,9 @@ mod tests {
 
     #[test]
     fn classic_topology_matches_the_design() {
-        let t = Topology::of(&spec());
+        let mut spec = spec();
+        spec.queue_type = Some(QueueType::Classic);
+        let t = Topology::of(&spec);
         assert_eq!(
             t.work_exchange,
             ExchangeDecl {
@@ -699,9 +718,17 @@ mod tests {
     #[test]
     fn quorum_topology_is_at_least_once_with_an_explicit_delivery_limit() {
         let mut spec = spec();
-        spec.queue_type = Some(QueueType::Quorum);
+        assert_eq!(spec.queue_type, None, "quorum, the default");
         spec.delivery_limit = 7;
         let t = Topology::of(&spec);
+        for q in t.queues() {
+            assert_eq!(q.argument("x-queue-type"), Some(&s("quorum")), "{}", q.name);
+        }
+        assert_eq!(
+            t.dead_letter_queue.argument("x-delivery-limit"),
+            Some(&Argument::Int(DEAD_LETTER_DELIVERY_LIMIT)),
+            "no dead letter dropped for having been returned"
+        );
         assert_eq!(t.work_queue.argument("x-queue-type"), Some(&s("quorum")));
         assert_eq!(
             t.work_queue.argument("x-delivery-limit"),
@@ -718,7 +745,9 @@ mod tests {
 
     #[test]
     fn differences_name_each_argument_both_ways() {
-        let t = Topology::of(&spec());
+        let mut spec = spec();
+        spec.queue_type = Some(QueueType::Classic);
+        let t = Topology::of(&spec);
         let retry = &t.retry_queues[0];
         assert!(retry.differences(&retry.arguments).is_empty());
         let existing = vec![
@@ -758,6 +787,8 @@ mod tests {
         spec.names.dead_letter_queue = Some("dead_letter_queue".into());
         spec.names.dead_letter_routing_key = Some("dead".into());
         spec.retry_return = RetryReturn::Exchange;
+        // The article declares classic queues.
+        spec.queue_type = Some(QueueType::Classic);
         let t = Topology::of(&spec);
         let retry = &t.retry_queues[0];
         assert_eq!(retry.name, "retry_1ms");

@@ -80,7 +80,8 @@ pub enum Error {
     /// An existing queue or exchange has other arguments than the ones the
     /// consumer declares (the broker's PRECONDITION_FAILED).
     #[error(
-        "{object} `{name}` already exists with a different {what}; the broker said: {detail}. Delete it, or configure the consumer to match it"
+        "{object} `{name}` already exists with a different {what}; the broker said: {detail}. {}",
+        conflict_remedy(argument.as_deref())
     )]
     TopologyConflict {
         /// `queue` or `exchange`.
@@ -213,6 +214,21 @@ impl MissingObject {
 impl std::fmt::Display for MissingObject {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} `{}`", self.object, self.name)
+    }
+}
+
+/// What to do about a topology conflict on `argument`.
+fn conflict_remedy(argument: Option<&str>) -> &'static str {
+    match argument {
+        // An existing classic queue where the consumer declares quorum ones
+        // (the default when no queue type is named): the broker names the
+        // type, or an argument only quorum queues are declared with.
+        Some("x-queue-type" | "x-delivery-limit" | "x-dead-letter-strategy" | "x-overflow") => {
+            "If it is a queue of another type: to keep an existing classic topology, add \
+             queue_type = \"classic\" to #[backoff_consumer(...)] (or set spec.queue_type = \
+             Some(QueueType::Classic)); to move to quorum queues, delete it once drained"
+        }
+        _ => "Delete it, or configure the consumer to match it",
     }
 }
 

@@ -50,7 +50,11 @@ impl Fixture {
 
     /// The same with the retry tiers of `delays` (`"60s,10m"`).
     pub async fn with_delays(name: &str, delays: &str, dead_letters: &[DeadLetter]) -> Fixture {
-        let spec = ConsumerSpec::new(unique(name), delays.parse().unwrap());
+        let mut spec = ConsumerSpec::new(unique(name), delays.parse().unwrap());
+        // Synthetic dead letters through the dead-letter exchange: on a
+        // classic topology the broker writes them to the index bound beside
+        // the queue, as the consumer's would be.
+        spec.queue_type = Some(rabbit_backoff_core::QueueType::Classic);
         let connection = rabbit_backoff_runtime::connect(&url())
             .await
             .unwrap_or_else(|e| panic!("no RabbitMQ at {} ({e}); run scripts/test.sh", url()));

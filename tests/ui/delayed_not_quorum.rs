@@ -6,7 +6,7 @@ enum OrderError {
     Unavailable,
 }
 
-#[backoff_consumer(queue = "orders", delays = "5s,10s", retry = "delayed")]
+#[backoff_consumer(queue = "orders", delays = "5s,10s", queue_type = "classic", retry = "delayed")]
 async fn process_order(_order: String) -> Result<(), OrderError> {
     Ok(())
 }

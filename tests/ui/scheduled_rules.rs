@@ -7,7 +7,7 @@ enum OrderError {
 }
 
 // Classic queues hold nothing back.
-#[backoff_consumer(queue = "orders", delays = "exponential(1s, x2, 5)", retry = "scheduled")]
+#[backoff_consumer(queue = "orders", delays = "exponential(1s, x2, 5)", queue_type = "classic", retry = "scheduled")]
 async fn process_order(_order: String) -> Result<(), OrderError> {
     Ok(())
 }

@@ -1,7 +1,6 @@
 //! The runtime's life: the builder, supervision and health.
 
 pub(crate) mod broker_return;
-pub(crate) mod classic_on_cluster;
 pub(crate) mod health;
 #[cfg(feature = "http")]
 pub mod http;

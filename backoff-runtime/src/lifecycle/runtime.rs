@@ -26,7 +26,6 @@ use crate::consume::worker::{PauseReport, Worker, WorkerEnv};
 use crate::dedupe::DedupeStore;
 use crate::error::Error;
 use crate::lifecycle::broker_return::broker_returns;
-use crate::lifecycle::classic_on_cluster::warn_classic_on_cluster;
 use crate::lifecycle::health::{Health, HealthWatch};
 use crate::lifecycle::outbox_relay::relay_outbox;
 use crate::telemetry::meters;
@@ -212,15 +211,12 @@ impl Runtime {
     /// TCP connect), declares the topology again and resumes every consumer; [`health`](Self::health) says `Recovering`
     /// meanwhile. A broker that is down at start-up is waited for the same way.
     /// Only a misconfiguration, such as a topology conflict, ends `run` with an
-    /// error.
-    ///
-    /// At start-up, each consumer that names no queue type (so runs on
-    /// classic queues) is warned about once when the broker address lists
-    /// several nodes: see `docs/cluster.md`, "Queue type on a cluster".
+    /// error: `docs/guarantees.md` lists every cause. A node that cannot
+    /// serve every consumer (`retry = "delayed"` or `"scheduled"` before
+    /// RabbitMQ 4.3) is left and waited out once the runtime has been ready,
+    /// or while other listed nodes remain ([`Health::WaitingForNode`]).
     pub async fn run(mut self) -> Result<(), Error> {
         let health = self.health.0.clone();
-        // Once per start, not per reconnect.
-        warn_classic_on_cluster(&*self.transport, self.specs());
         let signals = self
             .settings
             .handle_signals
