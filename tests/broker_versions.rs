@@ -364,6 +364,10 @@ async fn a_message_requeued_past_the_delivery_limit_is_never_dead_lettered() {
 async fn dead_letters_the_broker_makes_reach_the_index_on_4_x() {
     let mut spec = process_job.spec();
     spec.queue = unique("broker-dl");
+    // The index the broker routes to, bound beside a classic queue (on a
+    // quorum topology the consumer writes it, and the count check finds
+    // the broker's own: tests/dead_letters.rs).
+    spec.queue_type = Some(rabbit_backoff::QueueType::Classic);
     let topology = Topology::of(&spec);
     assert!(topology.index_feed().is_some());
     let (_cleanup, connection, channel) = declared(&spec, &topology).await;
