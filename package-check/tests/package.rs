@@ -22,7 +22,8 @@ fn unique(name: &str) -> String {
     format!("pkg-{name}-{}", uuid::Uuid::new_v4().simple())
 }
 
-/// Deletes what the spec's topology declared.
+/// Deletes what the spec's topology declared, the dead-letter index's
+/// streams included.
 async fn delete_topology(spec: &ConsumerSpec) {
     let connection = rabbit_backoff::lapin::Connection::connect(
         &amqp_url_from_env(),
@@ -32,7 +33,13 @@ async fn delete_topology(spec: &ConsumerSpec) {
     .expect("connects to clean up");
     let channel = connection.create_channel().await.expect("a channel");
     let names = spec.names();
-    let mut queues = vec![names.queue.clone(), names.dead_letter_queue.clone()];
+    let dlq = &names.dead_letter_queue;
+    let mut queues = vec![
+        names.queue.clone(),
+        dlq.clone(),
+        format!("{dlq}.index"),
+        format!("{dlq}.index.removed"),
+    ];
     queues.extend(spec.retry_delays().iter().map(|&ms| names.retry_queue(ms)));
     for queue in queues {
         let _ = channel
@@ -357,26 +364,8 @@ async fn the_readme_service_logs_at_warn_and_a_healthy_start_logs_no_error() {
     let mut spec = process_order.spec();
     spec.queue = queue;
     delete_topology(&spec).await;
-    delete_index(&spec).await;
     assert!(
         !healthy.contains("ERROR") && !healthy.contains(" WARN "),
         "a healthy start logged: {healthy}"
     );
-}
-
-/// Deletes the dead-letter index's streams of `spec`'s consumer.
-async fn delete_index(spec: &ConsumerSpec) {
-    let connection = rabbit_backoff::lapin::Connection::connect(
-        &amqp_url_from_env(),
-        rabbit_backoff::lapin::ConnectionProperties::default(),
-    )
-    .await
-    .expect("connects to clean up");
-    let channel = connection.create_channel().await.expect("a channel");
-    let dlq = spec.names().dead_letter_queue;
-    for stream in [format!("{dlq}.index"), format!("{dlq}.index.removed")] {
-        let _ = channel
-            .queue_delete(stream.as_str().into(), QueueDeleteOptions::default())
-            .await;
-    }
 }
