@@ -353,7 +353,7 @@ async fn the_readme_service_logs_at_warn_and_a_healthy_start_logs_no_error() {
         let output = child.wait_with_output().await.expect("its output");
         let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
         text.push_str(&String::from_utf8_lossy(&output.stderr));
-        text
+        without_colours(&text)
     };
     let nowhere = run("amqp://guest:guest@127.0.0.1:1/%2f".into(), unique("log")).await;
     assert!(nowhere.contains(" WARN "), "no warning logged: {nowhere:?}");
@@ -368,4 +368,23 @@ async fn the_readme_service_logs_at_warn_and_a_healthy_start_logs_no_error() {
         !healthy.contains("ERROR") && !healthy.contains(" WARN "),
         "a healthy start logged: {healthy}"
     );
+}
+
+/// `text` without the terminal's colour codes (`ESC [ … m`), which the
+/// subscriber writes around each level.
+fn without_colours(text: &str) -> String {
+    let mut plain = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
 }
