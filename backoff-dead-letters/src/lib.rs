@@ -34,7 +34,7 @@ pub use dead_letters::group_report::{GroupReport, GroupSource};
 pub use dead_letters::index_fallback::IndexFallback;
 pub use dead_letters::index_protocol::IndexProtocol;
 pub use dead_letters::message::{BODY_PREVIEW_LEN, DeadLetterMessage};
-pub use dead_letters::pass::is_marker_queue;
+pub use dead_letters::pass_queue::is_marker_queue;
 pub use dead_letters::purge::PurgeReport;
 pub use dead_letters::record::{DeadLetterRecord, RecordError, RecordProperties, TypedValue};
 pub use dead_letters::replay_options::ReplayOptions;

@@ -21,6 +21,7 @@ pub(crate) mod index_stream;
 pub(crate) mod key;
 pub(crate) mod message;
 pub(crate) mod pass;
+pub(crate) mod pass_queue;
 pub(crate) mod purge;
 pub(crate) mod record;
 pub(crate) mod replay;

@@ -72,13 +72,12 @@ use std::time::Duration;
 
 use futures_util::stream::BoxStream;
 use futures_util::{FutureExt, StreamExt};
-use lapin::types::AMQPValue;
-use rabbit_backoff_core::headers::PASS_SENTINEL;
 
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::toolkit::{channel_error, confirm_channel};
-use rabbit_backoff_runtime::transport::{Channel, Connection, Delivery, QueueInfo, TransportError};
+use rabbit_backoff_runtime::transport::{Channel, Connection, Delivery, TransportError};
 
+use super::pass_queue::{ack, queue_info, ready, sentinel_of};
 use super::rotation::{Rotation, marked, publish_marker, raise_flag, restore, stale_flag};
 
 /// The most messages a pass holds unacknowledged.
@@ -99,16 +98,6 @@ const IDLE: Duration = Duration::from_secs(2);
 /// it dead-lettered each time it delivers it, which takes it seconds for
 /// headers nested thousands of levels deep.
 const IDLE_ALONE: Duration = Duration::from_secs(120);
-
-/// The marker queue of a dead-letter queue.
-pub(crate) fn marker_queue(dead_letter_queue: &str) -> String {
-    format!("{dead_letter_queue}.pass")
-}
-
-/// Whether a queue name is a pass's marker queue (not a consumer's queue).
-pub fn is_marker_queue(name: &str) -> bool {
-    name.ends_with(".pass")
-}
 
 enum Phase {
     Hold { held: VecDeque<Delivery> },
@@ -481,26 +470,6 @@ impl Pass {
     }
 }
 
-pub(super) async fn ack(delivery: &Delivery, queue: &str) -> Result<(), Error> {
-    delivery
-        .acker
-        .ack()
-        .await
-        .map_err(channel_error(queue, "acknowledging a dead letter"))
-}
-
-pub(super) async fn ready(channel: &dyn Channel, queue: &str) -> Result<usize, Error> {
-    Ok(queue_info(channel, queue).await?.messages as usize)
-}
-
-/// The dead-letter queue's ready messages and consumers.
-async fn queue_info(channel: &dyn Channel, queue: &str) -> Result<QueueInfo, Error> {
-    channel
-        .check_queue(queue)
-        .await
-        .map_err(channel_error(queue, "counting the dead-letter queue"))
-}
-
 /// Whether a pass, idle for `idle`, should take it that the
 /// messages it has not reached were taken by someone else: none is ready,
 /// and either another consumer is attached or the wait has been long.
@@ -511,20 +480,6 @@ async fn taken_by_others(
 ) -> Result<bool, Error> {
     let info = queue_info(channel, queue).await?;
     Ok(info.messages == 0 && (info.consumers > 1 || idle >= IDLE_ALONE))
-}
-
-/// The pass id of a sentinel or flag.
-pub(super) fn sentinel_of(delivery: &Delivery) -> Option<String> {
-    match delivery
-        .properties
-        .headers()
-        .as_ref()?
-        .inner()
-        .get(PASS_SENTINEL)?
-    {
-        AMQPValue::LongString(id) => Some(String::from_utf8_lossy(id.as_bytes()).into_owned()),
-        _ => None,
-    }
 }
 
 /// An id unique enough to tell one pass's sentinel, or one index read's end

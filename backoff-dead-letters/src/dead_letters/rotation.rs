@@ -19,7 +19,7 @@ use rabbit_backoff_runtime::transport::{
     Channel, Confirm, Connection, Delivery, NOT_FOUND, PendingConfirm, Publication, TransportError,
 };
 
-use super::pass::{ack, marker_queue, ready, sentinel_of};
+use super::pass_queue::{ack, marker_queue, ready, sentinel_of};
 
 /// Copies in flight before the pass waits for confirmations: a killed
 /// rotation can leave this many duplicates (copies confirmed whose original
