@@ -30,7 +30,10 @@ pub struct DeadLetterGroup {
     pub first_failed_at: Option<String>,
     /// The latest `x-failed-at` in the group, as written.
     pub last_failed_at: Option<String>,
-    /// The `message_id` of one of its messages (the first that has one).
+    /// The `message_id` of one of its messages: of those that have one,
+    /// the earliest to fail (the smallest id among those that failed in the
+    /// same millisecond), so that a read of the index and a read of the
+    /// queue, which see the messages in other orders, name the same one.
     pub example_message_id: Option<String>,
     /// The error of that message, unmasked.
     pub example_error: Option<String>,
@@ -65,8 +68,43 @@ struct Tally {
     group: DeadLetterGroup,
     first: Option<SystemTime>,
     last: Option<SystemTime>,
+    /// When the example failed, when it says.
+    example_at: Option<SystemTime>,
     /// The order groups were first seen in, to break ties in the listing.
     seen: usize,
+}
+
+impl Tally {
+    /// Whether a message with `id` that failed `at` makes a better example
+    /// than the one kept: any message with an id over none, one with a time
+    /// over one without, an earlier time, the smaller id at the same time.
+    fn better_example(&self, id: &str, at: Option<SystemTime>) -> bool {
+        let Some(kept) = self.group.example_message_id.as_deref() else {
+            return true;
+        };
+        match (at, self.example_at) {
+            (Some(at), Some(kept_at)) => at < kept_at || (at == kept_at && id < kept),
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
+
+    /// Keeps `id`, with its error and time, as the example when it is better.
+    fn offer_example(
+        &mut self,
+        id: Option<&String>,
+        error: Option<&String>,
+        at: Option<SystemTime>,
+    ) {
+        let Some(id) = id else {
+            return;
+        };
+        if self.better_example(id, at) {
+            self.group.example_message_id = Some(id.clone());
+            self.group.example_error = error.cloned();
+            self.example_at = at;
+        }
+    }
 }
 
 impl GroupTally {
@@ -89,13 +127,12 @@ impl GroupTally {
                 },
                 first: None,
                 last: None,
+                example_at: None,
                 seen,
             });
         tally.group.count += 1;
-        if tally.group.example_message_id.is_none() && message.message_id.is_some() {
-            tally.group.example_message_id = message.message_id.clone();
-            tally.group.example_error = message.error.clone();
-        }
+        let at = message.failed_at.as_deref().and_then(parse_failed_at);
+        tally.offer_example(message.message_id.as_ref(), message.error.as_ref(), at);
         let Some(raw) = message.failed_at.as_deref() else {
             return;
         };
@@ -126,16 +163,20 @@ impl GroupTally {
                     first,
                     last,
                     group,
+                    // The group's earliest failure: its example's, unless
+                    // the earliest had no message id.
+                    example_at: first,
                     seen,
                 },
             );
             return;
         };
         tally.group.count += group.count;
-        if tally.group.example_message_id.is_none() && group.example_message_id.is_some() {
-            tally.group.example_message_id = group.example_message_id;
-            tally.group.example_error = group.example_error;
-        }
+        tally.offer_example(
+            group.example_message_id.as_ref(),
+            group.example_error.as_ref(),
+            first,
+        );
         if let Some(at) = first
             && tally.first.is_none_or(|first| at < first)
         {
@@ -257,11 +298,59 @@ mod tests {
             first.last_failed_at.as_deref(),
             Some("2026-12-02T10:00:09Z")
         );
-        assert_eq!(first.example_message_id.as_deref(), Some("a"));
+        // The earliest to fail, not the first read.
+        assert_eq!(first.example_message_id.as_deref(), Some("c"));
         assert_eq!(first.id, group_id(Some("permanent"), "order <n> not found"));
         // Equal counts keep the order they were first seen in.
         assert_eq!(groups[1].reason, "exhausted");
         assert_eq!(groups[2].reason, "-");
+    }
+
+    #[test]
+    fn the_example_is_the_same_whatever_order_the_messages_come_in() {
+        let messages = [
+            message(
+                "c",
+                Some("permanent"),
+                "order 1 not found",
+                "2026-12-02T10:00:05Z",
+            ),
+            message(
+                "b",
+                Some("permanent"),
+                "order 2 not found",
+                "2026-12-02T10:00:02Z",
+            ),
+            message(
+                "a",
+                Some("permanent"),
+                "order 3 not found",
+                "2026-12-02T10:00:02Z",
+            ),
+            message(
+                "d",
+                Some("permanent"),
+                "order 4 not found",
+                "2026-12-02T10:00:03Z",
+            ),
+        ];
+        let mut orders = vec![messages.to_vec()];
+        orders.push(messages.iter().rev().cloned().collect());
+        orders.push(vec![
+            messages[3].clone(),
+            messages[0].clone(),
+            messages[2].clone(),
+            messages[1].clone(),
+        ]);
+        for order in orders {
+            let mut tally = GroupTally::default();
+            for m in &order {
+                tally.add(m);
+            }
+            let group = &tally.into_groups()[0];
+            assert_eq!(group.example_message_id.as_deref(), Some("a"), "{order:?}");
+            assert_eq!(group.example_error.as_deref(), Some("order 3 not found"));
+        }
     }
 
     #[test]
