@@ -4,7 +4,7 @@
 //! declares anything.
 
 use rabbit_backoff_core::{
-    Argument, BrokerRelease, HeldRetries, QueueDecl, RetryBackend, SpecError, delayed_arguments,
+    Argument, HeldRetries, QueueDecl, RetryBackend, SpecError, delayed_arguments,
 };
 
 use crate::error::{Error, channel_error};
@@ -28,7 +28,7 @@ const PROBE_EXPIRES_MS: i64 = 60_000;
 ///
 /// The answer comes first from the release the node named when the
 /// connection opened ([`Connection::release`], decided by
-/// [`BrokerRelease::held_retries`]): RabbitMQ 4.3 or later holds retries,
+/// [`BrokerRelease::held_retries`](rabbit_backoff_core::BrokerRelease::held_retries)): RabbitMQ 4.3 or later holds retries,
 /// an earlier RabbitMQ does not, and nothing is asked of the broker. That
 /// keeps a healthy start free of errors: asking by a declaration the broker
 /// refuses closes a channel, which lapin logs at ERROR.
@@ -51,13 +51,12 @@ pub(crate) async fn check_broker_holds_retries(
     queue: &str,
     backend: RetryBackend,
 ) -> Result<(), Error> {
-    let release = connection.release();
-    match release.as_ref().map(BrokerRelease::held_retries) {
-        Some(HeldRetries::Held) => Ok(()),
-        Some(HeldRetries::NotHeld) => {
-            let release = release.map(|r| r.to_string()).unwrap_or_default();
-            Err(refusal(queue, backend, format!("is {release}")))
-        }
+    let Some(release) = connection.release() else {
+        return ask_the_broker(connection, queue, backend).await;
+    };
+    match release.held_retries() {
+        HeldRetries::Held => Ok(()),
+        HeldRetries::NotHeld => Err(refusal(queue, backend, format!("is {release}"))),
         _ => ask_the_broker(connection, queue, backend).await,
     }
 }

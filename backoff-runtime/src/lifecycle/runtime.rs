@@ -70,7 +70,8 @@ pub struct Runtime {
     /// The writer of the dead-letter indexes that the consumers write
     /// themselves (quorum topologies), started once the broker has been
     /// found able to serve every consumer, while [`run`](Self::run) runs.
-    index_writer: tokio::sync::OnceCell<IndexWriter>,
+    /// `None` once decided when no consumer writes an index.
+    index_writer: tokio::sync::OnceCell<Option<IndexWriter>>,
     /// The writer's task, awaited when `run` ends.
     index_writer_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     consumers: Vec<Box<dyn Registration>>,
@@ -248,20 +249,19 @@ impl Runtime {
     /// ([`IndexFeed::Written`]), started the first time it is asked for,
     /// with their indexes to declare; `None` when no consumer writes one.
     async fn index_writer(&self) -> Option<IndexWriter> {
-        let written: Vec<_> = self
-            .specs()
-            .filter_map(|spec| {
-                let topology = Topology::of(spec);
-                (topology.index_feed() == Some(IndexFeed::Written))
-                    .then_some((topology.dead_letter_index, spec.declare))
-            })
-            .collect();
-        if written.is_empty() {
-            return None;
-        }
-        let writer = self
-            .index_writer
+        self.index_writer
             .get_or_init(|| async {
+                let written: Vec<_> = self
+                    .specs()
+                    .filter_map(|spec| {
+                        let topology = Topology::of(spec);
+                        (topology.index_feed() == Some(IndexFeed::Written))
+                            .then_some((topology.dead_letter_index, spec.declare))
+                    })
+                    .collect();
+                if written.is_empty() {
+                    return None;
+                }
                 let (writer, task) = IndexWriter::start(Arc::clone(&self.transport));
                 for (index, mode) in written {
                     writer.declare(index, mode).await;
@@ -270,10 +270,10 @@ impl Runtime {
                     .index_writer_task
                     .lock()
                     .unwrap_or_else(|e| e.into_inner()) = Some(task);
-                writer
+                Some(writer)
             })
-            .await;
-        Some(writer.clone())
+            .await
+            .clone()
     }
 
     /// Runs generation after generation (one connection each) until shutdown.
@@ -301,39 +301,35 @@ impl Runtime {
                     _ = returned => failures = 0,
                 }
             }
-            match self.generation(&mut failures).await {
+            let e = match self.generation(&mut failures).await {
                 Ok(()) => return Ok(()),
-                Err(e) if e.is_recoverable() => {
-                    failures = failures.saturating_add(1);
-                    self.health.1.count_reconnect();
-                    meters::reconnected();
-                    self.health.0.send_replace(match &e {
-                        Error::DedupeStore(why) => Health::StoreUnavailable(why.to_string()),
-                        _ => Health::Recovering,
-                    });
-                    let wait = self.settings.reconnect.delay(failures - 1, 0.5);
-                    tracing::warn!("{e}; reconnecting (attempt {failures}, in about {wait:?})");
+                Err(e) => e,
+            };
+            let (health, next) = if e.is_recoverable() {
+                let health = match &e {
+                    Error::DedupeStore(why) => Health::StoreUnavailable(why.to_string()),
+                    _ => Health::Recovering,
+                };
+                (health, "reconnecting")
+            } else if e.is_node_unsuitable() {
+                let node = self.health.1.node().unwrap_or_default();
+                let nodes = self.transport.probe_addresses().len();
+                if !unsuitable.wait_for_another(node, nodes, self.health.1.was_ready()) {
+                    return Err(e);
                 }
-                Err(e) if e.is_node_unsuitable() => {
-                    let node = self.health.1.node().unwrap_or_default();
-                    let nodes = self.transport.probe_addresses().len();
-                    if !unsuitable.wait_for_another(node, nodes, self.health.1.was_ready()) {
-                        return Err(e);
-                    }
-                    failures = failures.saturating_add(1);
-                    self.health.1.count_reconnect();
-                    meters::reconnected();
-                    self.health
-                        .0
-                        .send_replace(Health::WaitingForNode(e.to_string()));
-                    let wait = self.settings.reconnect.delay(failures - 1, 0.5);
-                    tracing::warn!(
-                        "{e}; left this node: trying the others, then this one again \
-                         (attempt {failures}, in about {wait:?})"
-                    );
-                }
-                Err(e) => return Err(e),
-            }
+                (
+                    Health::WaitingForNode(e.to_string()),
+                    "left this node: trying the others, then this one again",
+                )
+            } else {
+                return Err(e);
+            };
+            failures = failures.saturating_add(1);
+            self.health.1.count_reconnect();
+            meters::reconnected();
+            self.health.0.send_replace(health);
+            let wait = self.settings.reconnect.delay(failures - 1, 0.5);
+            tracing::warn!("{e}; {next} (attempt {failures}, in about {wait:?})");
         }
     }
 

@@ -19,12 +19,12 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 
 use lapin::protocol::{AMQPClass, connection::AMQPMethod};
-use lapin::types::AMQPValue;
-use rabbit_backoff_core::BrokerRelease;
+use rabbit_backoff_core::{BrokerRelease, HeaderValue};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// A frame's type, channel and size; then its payload and an end marker.
-const FRAME_HEADER: usize = 7;
+use super::amqp_values::header_view;
+use super::frame_guard::{FRAME_HEADER, frame_len};
+
 /// The type of a method frame.
 const METHOD_FRAME: u8 = 1;
 /// The most bytes kept waiting for the first frame: RabbitMQ's
@@ -76,8 +76,8 @@ impl<S> Greeted<S> {
 /// frame is not whole, `Some(None)` when it is and names no release.
 fn parse(bytes: &[u8]) -> Option<Option<BrokerRelease>> {
     let header = bytes.get(..FRAME_HEADER)?;
-    let size = u32::from_be_bytes([header[3], header[4], header[5], header[6]]) as usize;
-    let payload = bytes.get(FRAME_HEADER..FRAME_HEADER + size)?;
+    let end = frame_len(header) - 1;
+    let payload = bytes.get(FRAME_HEADER..end)?;
     if header[0] != METHOD_FRAME {
         return Some(None);
     }
@@ -87,9 +87,8 @@ fn parse(bytes: &[u8]) -> Option<Option<BrokerRelease>> {
         return Some(None);
     };
     let properties = start.server_properties.inner();
-    let text = |key: &str| match properties.get(key) {
-        Some(AMQPValue::LongString(value)) => Some(value.to_string()),
-        Some(AMQPValue::ShortString(value)) => Some(value.to_string()),
+    let text = |key: &str| match properties.get(key).map(header_view) {
+        Some(HeaderValue::Str(value)) => Some(value.to_owned()),
         _ => None,
     };
     Some(match (text("product"), text("version")) {
@@ -107,10 +106,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Greeted<S> {
         let this = self.get_mut();
         let before = buf.filled().len();
         ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
-        if this.greeting.get().is_none() {
-            let read = buf.filled()[before..].to_vec();
-            this.keep(&read);
-        }
+        this.keep(&buf.filled()[before..]);
         Poll::Ready(Ok(()))
     }
 }
@@ -137,7 +133,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Greeted<S> {
 mod tests {
     use super::*;
     use lapin::protocol::connection::Start;
-    use lapin::types::{FieldTable, LongString};
+    use lapin::types::{AMQPValue, FieldTable, LongString};
 
     /// `connection.start` as a server sends it, with `properties`.
     fn start_frame(properties: &[(&str, &str)]) -> Vec<u8> {

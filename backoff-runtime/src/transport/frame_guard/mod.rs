@@ -65,7 +65,7 @@ use write::{Plan, WriteGuard};
 pub const MAX_FRAME_SIZE: u32 = 131_072;
 
 /// Type (1), channel (2) and payload size (4) of a frame.
-pub(super) const FRAME_HEADER: usize = 7;
+pub(crate) const FRAME_HEADER: usize = 7;
 /// A frame's type, channel, size and end marker: everything but the payload.
 pub(super) const FRAME_OVERHEAD: usize = FRAME_HEADER + 1;
 /// The type of a content-header frame, which carries a message's properties.
@@ -193,7 +193,7 @@ impl<S: AsyncWrite + Unpin> futures_io::AsyncWrite for GuardedStream<S> {
 
 /// The payload size a frame's header (its first 7 bytes) says, plus the
 /// header and the end marker: the whole frame's length.
-pub(super) fn frame_len(header: &[u8]) -> usize {
+pub(crate) fn frame_len(header: &[u8]) -> usize {
     let size = u32::from_be_bytes([header[3], header[4], header[5], header[6]]);
     size as usize + FRAME_OVERHEAD
 }
