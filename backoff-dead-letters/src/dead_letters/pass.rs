@@ -75,7 +75,9 @@ use futures_util::{FutureExt, StreamExt};
 
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::toolkit::{channel_error, confirm_channel};
-use rabbit_backoff_runtime::transport::{Channel, Connection, Delivery, TransportError};
+use rabbit_backoff_runtime::transport::{
+    Channel, Connection, Deliveries, Delivery, TransportError,
+};
 
 use super::pass_queue::{ack, queue_info, ready, sentinel_of};
 use super::rotation::{Rotation, marked, publish_marker, raise_flag, restore, stale_flag};
@@ -167,14 +169,7 @@ impl Pass {
             // The sentinel is the last message the consumer can be sent
             // before the rotation acks anything.
             let prefetch = CREDIT.min(total + 1);
-            channel
-                .qos(prefetch as u16)
-                .await
-                .map_err(channel_error(queue, "setting the prefetch window"))?;
-            let deliveries = channel
-                .consume(queue)
-                .await
-                .map_err(channel_error(queue, "reading the dead-letter queue"))?;
+            let deliveries = consume(&*channel, queue, prefetch as u16).await?;
             Source::Credit(Credit {
                 deliveries: deliveries.stream,
                 consumer_tag: deliveries.consumer_tag,
@@ -184,15 +179,7 @@ impl Pass {
         } else if quorum {
             Source::Get
         } else {
-            channel
-                .qos(WINDOW)
-                .await
-                .map_err(channel_error(queue, "setting the prefetch window"))?;
-            let deliveries = channel
-                .consume(queue)
-                .await
-                .map_err(channel_error(queue, "reading the dead-letter queue"))?;
-            Source::Consumer(deliveries.stream)
+            Source::Consumer(consume(&*channel, queue, WINDOW).await?.stream)
         };
         let mut pass = Pass {
             connection,
@@ -524,4 +511,16 @@ async fn next_delivery(
             }
         }
     }
+}
+
+/// Consumes `queue` on `channel` with a prefetch of `prefetch`.
+async fn consume(channel: &dyn Channel, queue: &str, prefetch: u16) -> Result<Deliveries, Error> {
+    channel
+        .qos(prefetch)
+        .await
+        .map_err(channel_error(queue, "setting the prefetch window"))?;
+    channel
+        .consume(queue)
+        .await
+        .map_err(channel_error(queue, "reading the dead-letter queue"))
 }

@@ -98,11 +98,7 @@ impl Rotation {
         queue: &str,
         delivery: Delivery,
     ) -> Result<(), Error> {
-        self.batch.push((delivery, true));
-        if self.batch.len() >= BATCH {
-            self.flush(channel, queue).await?;
-        }
-        Ok(())
+        self.queue_up(channel, queue, delivery, true).await
     }
 
     /// Acks an original that was replayed or discarded, in its turn: after
@@ -114,7 +110,19 @@ impl Rotation {
         queue: &str,
         original: Delivery,
     ) -> Result<(), Error> {
-        self.batch.push((original, false));
+        self.queue_up(channel, queue, original, false).await
+    }
+
+    /// Adds `delivery` to the batch, `kept` (a copy goes to the back) or
+    /// not, and sends the batch once it is full.
+    async fn queue_up(
+        &mut self,
+        channel: &dyn Channel,
+        queue: &str,
+        delivery: Delivery,
+        kept: bool,
+    ) -> Result<(), Error> {
+        self.batch.push((delivery, kept));
         if self.batch.len() >= BATCH {
             self.flush(channel, queue).await?;
         }
