@@ -565,11 +565,23 @@ async fn confirmed(pending: &mut Vec<lapin::PublisherConfirm>, most: usize) {
 
 /// The ids in the queue, in order, read once and returned (classic queue).
 async fn order(dlq: &Dlq) -> Vec<u64> {
+    ids_in_order(dlq, false).await
+}
+
+/// The ids in the queue, in order, read with a pass; with `never_returned`,
+/// each checked never to have been returned to the queue (a quorum queue
+/// counts a return toward its delivery limit, and puts the message at its
+/// back).
+async fn ids_in_order(dlq: &Dlq, never_returned: bool) -> Vec<u64> {
     let mut ids = Vec::new();
     let mut collect =
-        |_: &rabbit_backoff::transport::Delivery,
+        |delivery: &rabbit_backoff::transport::Delivery,
          message: &rabbit_backoff::dead_letters::DeadLetterMessage| {
             let id = message.message_id.as_deref().unwrap();
+            assert!(
+                !(never_returned && delivery.redelivered),
+                "{id} was returned to the queue"
+            );
             ids.push(id.trim_start_matches("m-").parse().unwrap());
             Ok(())
         };
@@ -689,23 +701,9 @@ async fn a_pass_longer_than_its_window_keeps_the_order_and_a_killed_one_is_put_r
     let _ = connection.close(200, "".into()).await;
 }
 
-/// The ids of a quorum queue in order, read with a pass, each checked never
-/// to have been returned to the queue (a quorum queue counts a return toward
-/// its delivery limit, and puts the message at its back).
+/// The ids of a quorum queue in order, read with a pass, none returned.
 async fn quorum_order(dlq: &Dlq) -> Vec<u64> {
-    let mut ids = Vec::new();
-    let mut collect =
-        |delivery: &rabbit_backoff::transport::Delivery,
-         message: &rabbit_backoff::dead_letters::DeadLetterMessage| {
-            let id = message.message_id.as_deref().unwrap();
-            assert!(!delivery.redelivered, "{id} was returned to the queue");
-            ids.push(id.trim_start_matches("m-").parse().unwrap());
-            Ok(())
-        };
-    dlq.visit(&DeadLetterFilter::default(), &mut collect)
-        .await
-        .unwrap();
-    ids
+    ids_in_order(dlq, true).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

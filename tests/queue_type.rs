@@ -19,12 +19,18 @@ const RISK: &str = "a classic queue lives on one node";
 /// stops it once it consumes.
 async fn start_and_stop(uri: &str, queue: &str) {
     let queue = queue.to_owned();
+    start_and_stop_with(uri, move |spec| spec.queue = queue).await;
+}
+
+/// Starts the test consumer configured by `configure` at `uri`, and stops
+/// it once it consumes.
+async fn start_and_stop_with(uri: &str, configure: impl FnOnce(&mut ConsumerSpec)) {
     let running = Runtime::builder()
         .uri(uri)
         .state(Journal::default())
         .handle_signals(false)
         .shutdown_grace(Duration::from_secs(5))
-        .consumer_with(process_job, move |spec| spec.queue = queue)
+        .consumer_with(process_job, configure)
         .start()
         .await
         .expect("the consumer starts");
@@ -117,15 +123,7 @@ async fn an_existing_classic_queue_is_refused_with_the_line_to_add() {
     spec.queue_type = Some(QueueType::Classic);
     let _cleanup = Cleanup::of(&spec);
     // An older deployment declared the classic topology.
-    let older = Runtime::builder()
-        .uri(url())
-        .state(Journal::default())
-        .handle_signals(false)
-        .consumer_with(process_job, |s| *s = spec.clone())
-        .start()
-        .await
-        .expect("the classic consumer starts");
-    older.stop().await.expect("stops");
+    start_and_stop_with(&url(), |s| *s = spec.clone()).await;
 
     let refused = Runtime::builder()
         .uri(url())
@@ -143,18 +141,11 @@ async fn an_existing_classic_queue_is_refused_with_the_line_to_add() {
     }
 
     // With the line added, the classic queue is adopted.
-    let running = Runtime::builder()
-        .uri(url())
-        .state(Journal::default())
-        .handle_signals(false)
-        .consumer_with(process_job, |s| {
-            s.queue = queue.clone();
-            s.queue_type = Some(QueueType::Classic);
-        })
-        .start()
-        .await
-        .expect("the classic queue adopted");
-    running.stop().await.expect("stops");
+    start_and_stop_with(&url(), |s| {
+        s.queue = queue.clone();
+        s.queue_type = Some(QueueType::Classic);
+    })
+    .await;
 }
 
 /// Deletes a virtual host, and every queue and exchange in it, when dropped.
