@@ -112,33 +112,34 @@ pub use rabbit_backoff_dead_letters::{
 /// registered on the builder. It returns `Result<(), E>` where `E` implements
 /// [`Classify`](trait@Classify) and `Display` (`x-error` is its `Display`).
 ///
+/// The keys (the table is docs/attributes.md's, row for row, and a test keeps
+/// the two the same; its links are to the book's pages under `docs/`):
+///
 /// | key | meaning | default |
 /// |---|---|---|
 /// | `queue` | the work queue; every default name derives from it | required |
-/// | `delays` | one retry tier per delay: `ms`, `s`, `m`, `h` | required |
-/// | `prefetch` | unacked deliveries in flight (`basic.qos`) | 50 |
+/// | `delays` | one retry tier per delay: `"5s,15s,60s"` or `"exponential(1s, x3, 10, max 5m)"` ([forms](attributes.md#delays)) | required |
+/// | `prefetch` | unacknowledged deliveries in flight (`basic.qos`); 200 with `retry = "scheduled"` ([why](retry-backends.md#prefetch)) | 50 |
 /// | `concurrency` | handlers running at once | `prefetch` |
-/// | `exchange`, `exchange_type` | the work exchange and its type | `<queue>`, `"direct"` |
+/// | `exchange`, `exchange_type` | work exchange and its type (`direct`, `fanout`, `topic`, `headers`) | `<queue>`, `direct` |
 /// | `routing_key` | binding of the work queue | `<queue>` |
-/// | `retry_exchange` | | `<queue>.retry` |
-/// | `retry_queue` | pattern with `{ms}` | `<queue>.retry_{ms}ms` |
-/// | `dead_letter_exchange` | | `<queue>.dlx` |
-/// | `dead_letter_queue` | | `<queue>.dlq` |
-/// | `dead_letter_routing_key` | | `<queue>.dlq` |
-/// | `retry_return` | where an expired retry goes: `"queue"` (default exchange, straight to the work queue) or `"exchange"` (the work exchange with `routing_key`; not on a fanout or headers exchange) | `"queue"` |
-/// | `queue_type` | `"quorum"` or `"classic"` (to adopt an existing classic topology); always declared as `x-queue-type`, so a vhost's `default_queue_type` does not change it | `"quorum"` |
-/// | `delivery_limit` | quorum work queue's `x-delivery-limit` | 20 |
-/// | `timeout` | longest a handler call may take (a transient failure past it) | none |
-/// | `jitter` | spreads each tier over five sub-queues within ± this percentage of its delay, e.g. `"20%"` | none |
-/// | `max_age` | dead-letter a failing message (reason `expired`) once its first failure is older than this, e.g. `"1h"` | none |
-/// | `immediate` | retry a failed call this many times in the process (after 50 ms, 100 ms, …) before the message goes to a retry tier | 0 |
-/// | `breaker` | a circuit breaker, e.g. `"50% of 20, pause 30s"`: stops consuming while most recent attempts fail transiently | none |
-/// | `declare` | `"declare"` the topology, or `"passive"`: only check that every exchange and queue exists (not their arguments), for topologies operators own | `"declare"` |
-/// | `dedupe` | drop duplicates: a delivery whose key was handled (or dead-lettered, or discarded) within this window is acked without the handler; needs [`RuntimeBuilder::dedupe_store`] | none |
-/// | `dedupe_key` | the key: `"message_id"` or `"header:<name>"` (only with `dedupe`) | `"message_id"` |
-/// | `retry` | how a retry waits: `"tiers"` (a TTL retry queue per delay, a copy per attempt, every broker); `"delayed"` (RabbitMQ 4.3's delayed retries of the quorum work queue, a linear ladder); `"scheduled"` (experimental, feature `amqp1`: RabbitMQ 4.3 holds the delivery until the time the consumer names). docs/retry-backends.md compares them | `"tiers"` |
-/// | `dead_letter_index` | `"on"`: a stream beside the dead-letter queue that `dlq groups` reads instead of the queue (written by the broker on classic topologies, by the consumer on quorum ones: [`IndexFeed`](topology::IndexFeed)); `"off"`: none, the broker writes each dead letter once (see [`DeadLetterIndex`]) | `"on"` |
-/// | `crate` | path of this crate, when renamed | `::rabbit_backoff` |
+/// | `retry_exchange` | the tiers' exchange | `<queue>.retry` |
+/// | `retry_queue` | the tiers' name pattern, with `{ms}` | `<queue>.retry_{ms}ms` |
+/// | `dead_letter_exchange` / `dead_letter_queue` / `dead_letter_routing_key` | where dead letters go | `<queue>.dlx` / `<queue>.dlq` / `<queue>.dlq` |
+/// | `retry_return` | where an expired retry goes: `"queue"` or `"exchange"` ([detail](attributes.md#retry_return)) | `"queue"` |
+/// | `queue_type` | `"quorum"` or `"classic"` (to adopt a classic topology), always declared ([detail](attributes.md#queue_type)) | `"quorum"` |
+/// | `delivery_limit` | `x-delivery-limit` of a quorum work queue ([choosing it](cluster.md#settings-that-matter)) | 20 |
+/// | `timeout` | longest a handler call may take; past it, a transient failure | none |
+/// | `jitter` | spread each tier over five sub-queues within ± this, e.g. `"20%"` ([how](topology.md#jitter)) | none |
+/// | `max_age` | dead-letter (reason `expired`) once the first failure is older than this, e.g. `"1h"` | none |
+/// | `immediate` | retries in the process (after 50 ms, 100 ms, …) before a tier | 0 |
+/// | `breaker` | a circuit breaker, e.g. `"50% of 20, pause 30s"` ([detail](attributes.md#breaker)) | none |
+/// | `declare` | `"declare"` the topology, or `"passive"`: only check it exists ([detail](attributes.md#declare)) | `"declare"` |
+/// | `dedupe` | drop a delivery whose key completed within this window, e.g. `"24h"` ([Duplicates](duplicates.md)) | none |
+/// | `dedupe_key` | `"message_id"` or `"header:<name>"`; only with `dedupe` | `"message_id"` |
+/// | `retry` | where a retry waits: `"tiers"`, `"delayed"` or `"scheduled"` ([choosing](retry-backends.md)) | `"tiers"` |
+/// | `dead_letter_index` | `"on"` or `"off"`: a summary of the dead letters for `dlq groups` ([what each costs](dead-letters.md#the-dead-letter-index)) | `"on"` |
+/// | `crate` | the path of this crate, when renamed in `Cargo.toml` | `::rabbit_backoff` |
 pub use rabbit_backoff_macros::backoff_consumer;
 
 /// Derives [`Classify`](trait@Classify): every variant is transient unless
