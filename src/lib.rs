@@ -112,34 +112,10 @@ pub use rabbit_backoff_dead_letters::{
 /// registered on the builder. It returns `Result<(), E>` where `E` implements
 /// [`Classify`](trait@Classify) and `Display` (`x-error` is its `Display`).
 ///
-/// The keys (the table is docs/attributes.md's, row for row, and a test keeps
-/// the two the same; its links are to the book's pages under `docs/`):
+/// What follows is the book's page on the attribute (docs/attributes.md),
+/// included here as one text: each key in one row, with a link to its detail.
 ///
-/// | key | meaning | default |
-/// |---|---|---|
-/// | `queue` | the work queue; every default name derives from it | required |
-/// | `delays` | one retry tier per delay: `"5s,15s,60s"` or `"exponential(1s, x3, 10, max 5m)"` ([forms](attributes.md#delays)) | required |
-/// | `prefetch` | unacknowledged deliveries in flight (`basic.qos`); 200 with `retry = "scheduled"` ([why](retry-backends.md#prefetch)) | 50 |
-/// | `concurrency` | handlers running at once | `prefetch` |
-/// | `exchange`, `exchange_type` | work exchange and its type (`direct`, `fanout`, `topic`, `headers`) | `<queue>`, `direct` |
-/// | `routing_key` | binding of the work queue | `<queue>` |
-/// | `retry_exchange` | the tiers' exchange | `<queue>.retry` |
-/// | `retry_queue` | the tiers' name pattern, with `{ms}` | `<queue>.retry_{ms}ms` |
-/// | `dead_letter_exchange` / `dead_letter_queue` / `dead_letter_routing_key` | where dead letters go | `<queue>.dlx` / `<queue>.dlq` / `<queue>.dlq` |
-/// | `retry_return` | where an expired retry goes: `"queue"` or `"exchange"` ([detail](attributes.md#retry_return)) | `"queue"` |
-/// | `queue_type` | `"quorum"` or `"classic"` (to adopt a classic topology), always declared ([detail](attributes.md#queue_type)) | `"quorum"` |
-/// | `delivery_limit` | `x-delivery-limit` of a quorum work queue ([choosing it](cluster.md#settings-that-matter)) | 20 |
-/// | `timeout` | longest a handler call may take; past it, a transient failure | none |
-/// | `jitter` | spread each tier over five sub-queues within ± this, e.g. `"20%"` ([how](topology.md#jitter)) | none |
-/// | `max_age` | dead-letter (reason `expired`) once the first failure is older than this, e.g. `"1h"` | none |
-/// | `immediate` | retries in the process (after 50 ms, 100 ms, …) before a tier | 0 |
-/// | `breaker` | a circuit breaker, e.g. `"50% of 20, pause 30s"` ([detail](attributes.md#breaker)) | none |
-/// | `declare` | `"declare"` the topology, or `"passive"`: only check it exists ([detail](attributes.md#declare)) | `"declare"` |
-/// | `dedupe` | drop a delivery whose key completed within this window, e.g. `"24h"` ([Duplicates](duplicates.md)) | none |
-/// | `dedupe_key` | `"message_id"` or `"header:<name>"`; only with `dedupe` | `"message_id"` |
-/// | `retry` | where a retry waits: `"tiers"`, `"delayed"` or `"scheduled"` ([choosing](retry-backends.md)) | `"tiers"` |
-/// | `dead_letter_index` | `"on"` or `"off"`: a summary of the dead letters for `dlq groups` ([what each costs](dead-letters.md#the-dead-letter-index)) | `"on"` |
-/// | `crate` | the path of this crate, when renamed in `Cargo.toml` | `::rabbit_backoff` |
+#[doc = include_str!("../docs/attributes.md")]
 pub use rabbit_backoff_macros::backoff_consumer;
 
 /// Derives [`Classify`](trait@Classify): every variant is transient unless

@@ -11,9 +11,7 @@
 //! A figure of those units anywhere else in README.md, PERFORMANCE.md or
 //! docs/ has no source, and fails too. So a figure cannot drift from its run:
 //! changing it on a page without its results file fails here, and so does a
-//! new one with no source. The same file also holds the book's one other
-//! "one text" rule: the attribute table of the facade's rustdoc is the
-//! table of docs/attributes.md, row for row.
+//! new one with no source.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -402,35 +400,4 @@ fn every_results_file_says_its_commit_date_machine_and_command() {
             );
         }
     }
-}
-
-/// The rows of the `| key | meaning | default |` table, each line stripped
-/// of `prefix` (the rustdoc's `///`) first.
-fn key_table(text: &str, prefix: &str) -> Vec<String> {
-    let mut lines = text.lines().map(|line| {
-        let line = line.trim_start();
-        line.strip_prefix(prefix).unwrap_or(line).trim().to_owned()
-    });
-    let header = "| key | meaning | default |";
-    assert!(lines.any(|line| line == header), "no key table");
-    lines.take_while(|line| line.starts_with('|')).collect()
-}
-
-#[test]
-fn the_facade_documents_the_attribute_with_the_books_table() {
-    let book = key_table(&page("docs/attributes.md"), "");
-    let facade = key_table(&page("src/lib.rs"), "///");
-    for (n, (book, facade)) in book.iter().zip(&facade).enumerate() {
-        assert_eq!(
-            facade,
-            book,
-            "row {} differs between src/lib.rs and docs/attributes.md",
-            n + 1
-        );
-    }
-    assert_eq!(
-        facade.len(),
-        book.len(),
-        "the two tables have different lengths"
-    );
 }
