@@ -15,8 +15,9 @@ use crate::dead_letters::filter::DeadLetterFilter;
 use crate::dead_letters::replay_options::ReplayOptions;
 
 use rabbit_backoff_runtime::Error;
+use rabbit_backoff_runtime::clock::now_rfc3339;
 use rabbit_backoff_runtime::toolkit::{
-    CopyPublisher, Target, link_trace, now_rfc3339, republish_properties, set_aside_reason,
+    CopyPublisher, Target, link_trace, republish_properties, set_aside_reason,
 };
 use rabbit_backoff_runtime::transport::{Delivery, header_view};
 use tracing::Instrument;
