@@ -307,7 +307,7 @@ fn amqp(value: &TypedValue) -> Result<AMQPValue, RecordError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dead_letters::stream_protocol::Unsettled;
+    use crate::index::stream_protocol::Unsettled;
     use rabbit_backoff_runtime::transport::Acker;
 
     #[test]

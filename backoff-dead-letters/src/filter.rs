@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use regex::Regex;
 use regex::bytes::{Regex as BytesRegex, RegexBuilder};
 
-use crate::dead_letters::message::DeadLetterMessage;
+use crate::message::DeadLetterMessage;
 
 /// Which dead letters an operation applies to. Every criterion set must hold;
 /// an empty filter matches everything.

@@ -211,7 +211,7 @@ fn render(value: &AMQPValue, level: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dead_letters::stream_protocol::Unsettled;
+    use crate::index::stream_protocol::Unsettled;
     use lapin::BasicProperties;
     use rabbit_backoff_core::DeadLetterReason;
     use rabbit_backoff_runtime::toolkit::republish_properties;

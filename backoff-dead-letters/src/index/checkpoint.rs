@@ -26,7 +26,7 @@
 //! groups: three groups), and a read holds nothing per message of it. A
 //! removal that comes out of a checkpoint's group is known by the group id
 //! that every tombstone carries (see
-//! [`Tombstones`](crate::dead_letters::tombstones::Tombstones)).
+//! [`Tombstones`](crate::index::tombstones::Tombstones)).
 //! What that costs: a checkpoint knows no message's headers or body, so a
 //! read with a filter other than `group` can use the index only once every
 //! dead letter of the checkpoint has left; and a removal from a
@@ -51,12 +51,12 @@ use rabbit_backoff_core::TopologyNames;
 use rabbit_backoff_core::headers::INDEX_CHECKPOINT;
 use serde::{Deserialize, Serialize};
 
-use crate::dead_letters::group::{DeadLetterGroup, GroupTally};
-use crate::dead_letters::index_fallback::IndexFallback;
-use crate::dead_letters::index_stream::{mark_end, offset_now, read_to_marker};
-use crate::dead_letters::key::key_of;
-use crate::dead_letters::message::DeadLetterMessage;
-use crate::dead_letters::pass::pass_id;
+use crate::group::{DeadLetterGroup, GroupTally};
+use crate::index::index_fallback::IndexFallback;
+use crate::index::index_stream::{mark_end, offset_now, read_to_marker};
+use crate::key::key_of;
+use crate::message::DeadLetterMessage;
+use crate::run_id::run_id;
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::toolkit::{PERSISTENT, channel_error, confirm_channel};
 use rabbit_backoff_runtime::transport::{
@@ -213,7 +213,7 @@ impl CheckpointWriter {
     async fn late_entries(&self, connection: &dyn Connection) -> Result<HashMap<u64, u32>, Error> {
         let stream = &self.entries;
         let channel = confirm_channel(connection, stream).await?;
-        let id = pass_id();
+        let id = run_id();
         let mut late: HashMap<u64, u32> = HashMap::new();
         let read = async {
             mark_end(&*channel, stream, &id).await?;
@@ -250,7 +250,7 @@ pub(crate) async fn write(
     offset: u64,
     groups: Vec<DeadLetterGroup>,
 ) -> Result<(), Error> {
-    let id = pass_id();
+    let id = run_id();
     let mut chunks: Vec<Vec<DeadLetterGroup>> = Vec::new();
     let mut groups = groups.into_iter().peekable();
     while groups.peek().is_some() || chunks.is_empty() {

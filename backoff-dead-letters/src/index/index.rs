@@ -38,7 +38,7 @@
 //! refuses, a message it cannot turn back into AMQP 0-9-1) is read over
 //! AMQP, with a debug log line.
 //!
-//! After a [checkpoint](crate::dead_letters::checkpoint), the read
+//! After a [checkpoint](crate::index::checkpoint), the read
 //! starts from it: its groups, the tombstones written after it, and the
 //! entries after its offset; a tombstone that cancels no such entry comes
 //! out of the checkpoint's group it names.
@@ -54,19 +54,19 @@ use std::ops::Range;
 use futures_util::future::try_join_all;
 use rabbit_backoff_core::{TombstoneLedger, TopologyNames, split_offsets};
 
-use crate::dead_letters::checkpoint::{Checkpoint, Parts, is_part};
-use crate::dead_letters::filter::DeadLetterFilter;
-use crate::dead_letters::group::{DeadLetterGroup, GroupTally};
-use crate::dead_letters::index_fallback::IndexFallback;
-use crate::dead_letters::index_protocol::IndexProtocol;
-use crate::dead_letters::index_stream::{
+use crate::filter::DeadLetterFilter;
+use crate::group::{DeadLetterGroup, GroupTally};
+use crate::index::checkpoint::{Checkpoint, Parts, is_part};
+use crate::index::index_fallback::IndexFallback;
+use crate::index::index_protocol::IndexProtocol;
+use crate::index::index_stream::{
     STREAM_OFFSET, Until, mark_end, offset_now, read_to_marker, read_until, unreadable,
 };
-use crate::dead_letters::key::key_of;
-use crate::dead_letters::message::DeadLetterMessage;
-use crate::dead_letters::pass::pass_id;
-use crate::dead_letters::stream_protocol::{self, StreamEndpoint};
-use crate::dead_letters::tombstones::{group_of_number, removals_in};
+use crate::index::stream_protocol::{self, StreamEndpoint};
+use crate::index::tombstones::{group_of_number, removals_in};
+use crate::key::key_of;
+use crate::message::DeadLetterMessage;
+use crate::run_id::run_id;
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::toolkit::{confirm_channel, inspect_queue};
 use rabbit_backoff_runtime::transport::{Connection, Delivery};
@@ -116,7 +116,7 @@ pub(crate) async fn index_groups(
     }
     let queue = &names.dead_letter_queue;
     let before = depth(connection, queue).await?;
-    let id = pass_id();
+    let id = run_id();
     let channel = confirm_channel(connection, &entries)
         .await
         .map_err(unreadable)?;

@@ -1,7 +1,7 @@
 //! [`ReplayOptions`]: where and how fast a replay moves messages, and the
 //! edit it makes.
 
-use crate::dead_letters::edit::MessageEdit;
+use crate::passes::edit::MessageEdit;
 
 /// Where and how fast [`Dlq::replay`](crate::Dlq::replay) moves messages.
 #[derive(Debug, Clone, Default)]

@@ -63,8 +63,8 @@
 //! comes round holds its sentinel unacknowledged until every original
 //! before it is settled, and lowers its flag last, so that a pass killed at
 //! any moment leaves either its sentinel in the queue or the queue in its
-//! order (a whole round then changes nothing). The rotation, the flag and
-//! the repair are in `rotation`.
+//! order (a whole round then changes nothing). The rotation and the repair
+//! are in `rotation`, the sentinel's and the flag's messages in `marker`.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -79,8 +79,10 @@ use rabbit_backoff_runtime::transport::{
     Channel, Connection, Deliveries, Delivery, TransportError,
 };
 
+use super::marker::{marked, publish_marker, raise_flag, stale_flag};
 use super::pass_queue::{ack, queue_info, ready, sentinel_of};
-use super::rotation::{Rotation, marked, publish_marker, raise_flag, restore, stale_flag};
+use super::rotation::{Rotation, restore};
+use crate::run_id::run_id;
 
 /// The most messages a pass holds unacknowledged.
 pub(crate) const WINDOW: u16 = 1000;
@@ -402,7 +404,7 @@ impl Pass {
         };
         // The copies still batched belong before the new sentinel.
         rotation.flush(&*self.channel, &self.queue).await?;
-        let id = pass_id();
+        let id = run_id();
         publish_marker(&*self.channel, &self.queue, marked(&id, "sentinel")).await?;
         rotation.id = id;
         if let Some(old) = rotation.sentinel.take() {
@@ -436,7 +438,7 @@ impl Pass {
     /// Switches from holding to rotating: the flag, then the sentinel behind
     /// the last message, then the messages held so far, in order.
     async fn start_rotation(&mut self) -> Result<(), Error> {
-        let id = pass_id();
+        let id = run_id();
         let flag = raise_flag(&*self.connection, &self.queue, &id).await?;
         publish_marker(&*self.channel, &self.queue, marked(&id, "sentinel")).await?;
         let Phase::Hold { held } = std::mem::replace(
@@ -467,18 +469,6 @@ async fn taken_by_others(
 ) -> Result<bool, Error> {
     let info = queue_info(channel, queue).await?;
     Ok(info.messages == 0 && (info.consumers > 1 || idle >= IDLE_ALONE))
-}
-
-/// An id unique enough to tell one pass's sentinel, or one index read's end
-/// marker, from another's.
-pub(crate) fn pass_id() -> String {
-    format!(
-        "{:016x}{:08x}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64),
-        fastrand::u32(..)
-    )
 }
 
 /// The consumer's next delivery; `None` when the queue is empty and someone

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::dead_letters::message::DeadLetterMessage;
+use crate::message::DeadLetterMessage;
 
 /// What an operation did.
 #[derive(Debug, Clone, Serialize)]

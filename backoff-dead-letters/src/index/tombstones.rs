@@ -14,7 +14,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::TopologyNames;
 use rabbit_backoff_core::headers::TOMBSTONE_LAYOUT;
 
-use crate::dead_letters::key::key_of;
+use crate::key::key_of;
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::toolkit::{PERSISTENT, channel_error, confirm_channel};
 use rabbit_backoff_runtime::transport::{Confirm, Connection, Publication, TransportError};

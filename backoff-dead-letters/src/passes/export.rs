@@ -1,15 +1,16 @@
 //! Export and import of dead letters as JSON lines.
 
-use crate::dead_letters::dlq::{Dlq, Mode, Sink};
-use crate::dead_letters::report::SkippedMessage;
+use crate::dlq::Dlq;
+use crate::passes::report::SkippedMessage;
+use crate::passes::scan::{Mode, Sink};
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::dead_letters::filter::DeadLetterFilter;
-use crate::dead_letters::message::DeadLetterMessage;
+use crate::filter::DeadLetterFilter;
+use crate::message::DeadLetterMessage;
 
-use crate::dead_letters::record::DeadLetterRecord;
+use crate::record::DeadLetterRecord;
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::toolkit::{confirm_channel, set_aside_reason};
 use rabbit_backoff_runtime::transport::{Confirm, Delivery, Publication, TransportError};

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use rabbit_backoff_core::{fingerprint, parse_failed_at};
 use serde::{Deserialize, Serialize};
 
-use crate::dead_letters::message::DeadLetterMessage;
+use crate::message::DeadLetterMessage;
 
 /// Dead letters that failed the same way: the same reason and the same
 /// error [`fingerprint`](rabbit_backoff_core::fingerprint), so that "order 17 not

@@ -1,12 +1,12 @@
 //! A purge of a dead-letter queue, and what it did.
 
-use crate::dead_letters::dlq::Dlq;
+use crate::dlq::Dlq;
 
 use serde::Serialize;
 
-use crate::dead_letters::checkpoint::{entries_offset, write as write_checkpoint};
-use crate::dead_letters::checkpoint_note::CheckpointNote;
-use crate::dead_letters::index::index_exists;
+use crate::index::checkpoint::{entries_offset, write as write_checkpoint};
+use crate::index::checkpoint_note::CheckpointNote;
+use crate::index::index::index_exists;
 
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::toolkit::{channel_error, confirm_channel};

@@ -2,18 +2,19 @@
 //! the index when it is in step, else a pass that leaves it a checkpoint;
 //! and the rebuild of the index.
 
-use crate::dead_letters::dlq::{Dlq, Mode, Sink};
+use crate::dlq::Dlq;
+use crate::passes::scan::{Mode, Sink};
 
 use serde::Serialize;
 
-use crate::dead_letters::checkpoint::CheckpointWriter;
-use crate::dead_letters::checkpoint_note::CheckpointNote;
-use crate::dead_letters::filter::DeadLetterFilter;
-use crate::dead_letters::group::{DeadLetterGroup, GroupTally};
-use crate::dead_letters::index::{IndexRead, index_exists, index_groups};
-use crate::dead_letters::index_fallback::IndexFallback;
-use crate::dead_letters::index_protocol::IndexProtocol;
-use crate::dead_letters::message::DeadLetterMessage;
+use crate::filter::DeadLetterFilter;
+use crate::group::{DeadLetterGroup, GroupTally};
+use crate::index::checkpoint::CheckpointWriter;
+use crate::index::checkpoint_note::CheckpointNote;
+use crate::index::index::{IndexRead, index_exists, index_groups};
+use crate::index::index_fallback::IndexFallback;
+use crate::index::index_protocol::IndexProtocol;
+use crate::message::DeadLetterMessage;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,8 +1,9 @@
 //! Replaying dead letters: each copy confirmed before its original leaves,
 //! its failure moved into its history.
 
-use crate::dead_letters::dlq::{Dlq, Mode, Sink};
-use crate::dead_letters::report::DeadLetterReport;
+use crate::dlq::Dlq;
+use crate::passes::report::DeadLetterReport;
+use crate::passes::scan::{Mode, Sink};
 
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldArray, FieldTable, LongString, ShortString};
@@ -11,8 +12,8 @@ use rabbit_backoff_core::{
     history_overflow, read_retry_count, replay_target,
 };
 
-use crate::dead_letters::filter::DeadLetterFilter;
-use crate::dead_letters::replay_options::ReplayOptions;
+use crate::filter::DeadLetterFilter;
+use crate::passes::replay_options::ReplayOptions;
 
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::clock::now_rfc3339;

@@ -11,8 +11,8 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::HeaderValue;
 use rabbit_backoff_core::headers::INDEX_MARKER;
 
-use crate::dead_letters::index_fallback::IndexFallback;
-use crate::dead_letters::pass::pass_id;
+use crate::index::index_fallback::IndexFallback;
+use crate::run_id::run_id;
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::toolkit::confirm_channel;
 use rabbit_backoff_runtime::transport::{
@@ -173,7 +173,7 @@ pub(crate) async fn offset_now(
         .map_err(unreadable)?;
     let result = async {
         let mut deliveries = attach(&*channel, stream, StreamOffset::Next).await?;
-        let id = pass_id();
+        let id = run_id();
         mark_end(&*channel, stream, &id).await?;
         loop {
             let delivery = next_of(

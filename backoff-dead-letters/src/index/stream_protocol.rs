@@ -42,8 +42,8 @@ const DELIVER: u16 = 8;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::dead_letters::index_stream::marker_of;
-use crate::dead_letters::stream_message::{BinaryHeaders, Unconvertible, amqp_091_of};
+use crate::index::index_stream::marker_of;
+use crate::index::stream_message::{BinaryHeaders, Unconvertible, amqp_091_of};
 use rabbit_backoff_runtime::transport::{Acker, Delivery, Settle, TransportError};
 
 /// The stream port RabbitMQ listens on by default.
@@ -546,7 +546,7 @@ impl Chunk {
 
 /// The settlement of a message read over the stream protocol: there is
 /// none (a stream keeps its messages, and credit is granted by chunk).
-pub(super) struct Unsettled;
+pub(crate) struct Unsettled;
 
 impl Settle for Unsettled {
     fn delivery_tag(&self) -> u64 {
