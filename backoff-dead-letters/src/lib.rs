@@ -8,7 +8,10 @@
 //!   (over AMQP or RabbitMQ's stream protocol);
 //! - [`Timeline`]: dead letters per group over time, for a chart;
 //! - [`list_retry_tier`]: what waits in a retry tier, and when it is due;
-//! - [`status`]: the depth and consumers of a consumer's queues.
+//! - [`status`]: the depth and consumers of a consumer's queues;
+//! - with the feature `management`, `discovery`: every consumer topology
+//!   on a vhost, found through RabbitMQ's management API (`management`, an
+//!   HTTP client), for the command and the web console.
 //!
 //! Services reach these through the facade's feature `dead-letters`
 //! (`rabbit_backoff::dead_letters`, `rabbit_backoff::status`, …); the
@@ -19,23 +22,29 @@
 //! and its public [`transport`](rabbit_backoff_runtime::transport).
 //!
 //! The modules: at the root, the model (messages, filters, groups, keys,
-//! records, reports, the timeline) and [`Dlq`] itself; `index/`, the
+//! records, reports, the timeline) and [`Dlq`] itself, the status and
+//! retry tiers of a consumer, and its discovery; `index/`, the
 //! dead-letter index and its read; `passes/`, the passes over the queue and
 //! the operations made of them.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "management")]
+pub mod discovery;
 mod dlq;
 mod filter;
 mod group;
 mod group_report;
 mod index;
 mod key;
+#[cfg(feature = "management")]
+pub mod management;
 mod message;
 mod passes;
 mod record;
 mod retry_tier;
 mod run_id;
+mod sourced_group;
 mod status;
 mod timeline;
 
@@ -55,5 +64,6 @@ pub use passes::replay_options::ReplayOptions;
 pub use passes::report::{DeadLetterReport, SkippedMessage};
 pub use record::{DeadLetterRecord, RecordError, RecordProperties, TypedValue};
 pub use retry_tier::{TierListing, WaitingMessage, list_retry_tier};
+pub use sourced_group::SourcedGroup;
 pub use status::{ConsumerStatus, QueueStatus, status};
 pub use timeline::{Chart, ChartSeries, Timeline};

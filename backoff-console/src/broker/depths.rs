@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use rabbit_backoff_runtime::transport::Connection;
 
-use crate::discovery::{DiscoveredConsumer, QueueDepth};
+use rabbit_backoff_dead_letters::discovery::{DiscoveredConsumer, QueueDepth};
 
 /// The last exact counts (read while a queue had no consumer), by queue.
 #[derive(Debug, Default)]

@@ -1,5 +1,8 @@
 //! Every consumer topology on the vhost, found from the management API's
-//! queues and bindings by its shape (see `rabbit_backoff::topology::discover`).
+//! queues and bindings by its shape (see `rabbit_backoff::topology::discover`),
+//! with the depth of each of its queues: what `rabbit-backoff status` lists
+//! without `--queue`, and the consumers of the web console (feature
+//! `management`).
 
 use rabbit_backoff_core::{
     BindingListing, FoundTopology, NameOverrides, QueueListing, discover as discover_topologies,
@@ -8,6 +11,7 @@ use rabbit_backoff_core::{ConsumerSpec, Delays, RetryBackend};
 use serde::Serialize;
 
 use crate::management;
+use crate::passes::pass_queue::is_marker_queue;
 
 /// One queue's depth.
 #[derive(Debug, Clone, Serialize)]
@@ -73,33 +77,29 @@ pub fn discover(amqp_url: &str, management_url: &str) -> Result<Vec<DiscoveredCo
             consumers: listed.map_or(0, |q| q.consumers),
         }
     };
-    Ok(discover_topologies(
-        &listings,
-        &bindings,
-        &rabbit_backoff_dead_letters::is_marker_queue,
-    )
-    .into_iter()
-    .map(|found| DiscoveredConsumer {
-        queue: found.queue.clone(),
-        spec: spec_of(&found),
-        work: depth(&found.queue),
-        tiers: found
-            .retry_queues
-            .iter()
-            .map(|(name, delay_ms)| Tier {
-                depth: depth(name),
-                delay_ms: *delay_ms,
-            })
-            .collect(),
-        dead_letter: depth(&found.dead_letter_queue),
-        held_back: (found.retry != RetryBackend::Tiers).then(|| {
-            queues
+    Ok(discover_topologies(&listings, &bindings, &is_marker_queue)
+        .into_iter()
+        .map(|found| DiscoveredConsumer {
+            queue: found.queue.clone(),
+            spec: spec_of(&found),
+            work: depth(&found.queue),
+            tiers: found
+                .retry_queues
                 .iter()
-                .find(|q| q.name == found.queue)
-                .map_or(0, |q| q.messages_delayed)
-        }),
-    })
-    .collect())
+                .map(|(name, delay_ms)| Tier {
+                    depth: depth(name),
+                    delay_ms: *delay_ms,
+                })
+                .collect(),
+            dead_letter: depth(&found.dead_letter_queue),
+            held_back: (found.retry != RetryBackend::Tiers).then(|| {
+                queues
+                    .iter()
+                    .find(|q| q.name == found.queue)
+                    .map_or(0, |q| q.messages_delayed)
+            }),
+        })
+        .collect())
 }
 
 /// Runs [`discover`] off the async runtime (the management client

@@ -18,7 +18,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::api_error::ApiError;
-use crate::token::Tokens;
+use crate::security::token::Tokens;
 
 /// Whether the console changes anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,7 +219,7 @@ mod tests {
     use axum::http::HeaderValue;
 
     use super::*;
-    use crate::token::Token;
+    use crate::security::token::Token;
 
     fn guard(access: Access, reads: ReadAccess) -> Guard {
         Guard::new(

@@ -1,5 +1,7 @@
 //! The one thing AMQP cannot tell: which queues exist. The management API
-//! lists them, so that retry tiers of an older schedule are found too.
+//! lists them, so that retry tiers of an older schedule are found too
+//! (feature `management`: an HTTP client that services which only operate
+//! dead letters do not compile).
 
 use std::str::FromStr;
 use std::time::Duration;

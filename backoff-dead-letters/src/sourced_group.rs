@@ -1,8 +1,12 @@
-//! A dead-letter group with where it was read from: the items of the
-//! console's groups view and of `rabbit-backoff dlq groups --json`.
+//! A dead-letter group with where it was read from: a view of a
+//! [`GroupReport`] for its JSON, the items of the console's groups view and
+//! of `rabbit-backoff dlq groups --json`.
 
-use rabbit_backoff_dead_letters::{DeadLetterGroup, GroupReport, GroupSource, IndexProtocol};
 use serde::Serialize;
+
+use crate::group::DeadLetterGroup;
+use crate::group_report::{GroupReport, GroupSource};
+use crate::index::index_protocol::IndexProtocol;
 
 /// One group with where it was read from (`"index"` or `"pass"`), why
 /// ([`GroupReport::reason`]), and over which protocol the index was read
