@@ -3,7 +3,6 @@
 
 mod common;
 
-use fantoccini::Locator;
 use lapin::types::AMQPValue;
 use rabbit_backoff_test_support::dead_letter_fixture::DeadLetter;
 
@@ -30,15 +29,7 @@ async fn an_edited_message_replays_with_its_original_in_its_history() {
     open_three_groups(b, &queue).await;
     // Edited, then replayed: the copy carries the change, its history the
     // original and who did it.
-    b.click("#search-clear").await;
-    b.client
-        .find(Locator::Css("#search-text"))
-        .await
-        .unwrap()
-        .send_keys("sku")
-        .await
-        .unwrap();
-    b.click("#search-go").await;
+    search_for(b, "sku").await;
     b.until(
         "the message to fix",
         "return document.getElementById('messages-title').textContent.startsWith('1 message(s)')",

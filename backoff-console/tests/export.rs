@@ -3,7 +3,6 @@
 
 mod common;
 
-use fantoccini::Locator;
 use serde_json::Value;
 
 use common::*;
@@ -20,15 +19,7 @@ async fn the_matches_export_as_dlq_export_writes_them() {
     let b = &browser;
     open_three_groups(b, &queue).await;
     // What matches, exported as `dlq export --jsonl` writes it.
-    b.click("#search-clear").await;
-    b.client
-        .find(Locator::Css("#search-text"))
-        .await
-        .unwrap()
-        .send_keys("tenant-9")
-        .await
-        .unwrap();
-    b.click("#search-go").await;
+    search_for(b, "tenant-9").await;
     b.until(
         "two matches",
         "return document.getElementById('messages-title').textContent.startsWith('2 message(s)')",

@@ -23,24 +23,7 @@ async fn the_page_groups_dead_letters_and_shows_hostile_ones_as_text() {
     let console = Console::start();
     let browser = Browser::start().await;
     let b = &browser;
-    // A token in the fragment is taken, and leaves the address bar; this
-    // one is wrong.
-    b.client
-        .goto(&format!("{}#token=not-the-console-token-0000", console.url))
-        .await
-        .expect("open the console");
-    b.until(
-        "the fragment's token taken",
-        "return location.hash === '' && document.getElementById('token-state').textContent === 'token set';",
-    )
-    .await;
-
-    // The consumer, found through the management API, with its depths.
-    b.until(
-        "the consumer with 6 dead letters",
-        &depths_are(&queue, 0, 6),
-    )
-    .await;
+    open_with_a_wrong_token(b, &console, &queue).await;
     let tiers = b
         .text(&format!("#consumers tr[data-queue=\"{queue}\"] .tiers"))
         .await;
@@ -51,16 +34,7 @@ async fn the_page_groups_dead_letters_and_shows_hostile_ones_as_text() {
     );
 
     // Its dead letters in three groups.
-    b.click(&format!(
-        "#consumers tr[data-queue=\"{queue}\"] button.open"
-    ))
-    .await;
-    let groups = b
-        .until(
-            "three groups",
-            &format!("const g = (() => {{ {GROUPS} }})(); return g.length === 3 ? g : null;"),
-        )
-        .await;
+    let groups = open_three_groups(b, &queue).await;
     let database = group(&groups, "database unavailable");
     assert_eq!(database["count"], "3");
     assert_eq!(database["reason"], "exhausted");
@@ -112,35 +86,9 @@ async fn a_group_is_replayed_only_when_confirmed_with_the_right_token() {
     let console = Console::start();
     let browser = Browser::start().await;
     let b = &browser;
-    // A token in the fragment is taken, and leaves the address bar; this
-    // one is wrong.
-    b.client
-        .goto(&format!("{}#token=not-the-console-token-0000", console.url))
-        .await
-        .expect("open the console");
-    b.until(
-        "the fragment's token taken",
-        "return location.hash === '' && document.getElementById('token-state').textContent === 'token set';",
-    )
-    .await;
-
-    // The consumer, found through the management API, with its depths.
-    b.until(
-        "the consumer with 6 dead letters",
-        &depths_are(&queue, 0, 6),
-    )
-    .await;
+    open_with_a_wrong_token(b, &console, &queue).await;
     // Its dead letters in three groups.
-    b.click(&format!(
-        "#consumers tr[data-queue=\"{queue}\"] button.open"
-    ))
-    .await;
-    let groups = b
-        .until(
-            "three groups",
-            &format!("const g = (() => {{ {GROUPS} }})(); return g.length === 3 ? g : null;"),
-        )
-        .await;
+    let groups = open_three_groups(b, &queue).await;
     let database = group(&groups, "database unavailable");
     // A dismissed confirmation changes nothing.
     let database_id = database["id"].as_str().unwrap().to_owned();
@@ -441,4 +389,26 @@ async fn the_groups_say_whether_they_come_from_the_index_or_a_pass_and_a_purge_i
         "{audit}"
     );
     browser.close().await;
+}
+
+/// Opens the console's page with a wrong token in the URL fragment, which
+/// the page takes and drops from the address bar, and waits for the
+/// consumer of `queue`, found through the management API, with its six
+/// dead letters.
+async fn open_with_a_wrong_token(b: &Browser, console: &Console, queue: &str) {
+    // A token in the fragment is taken, and leaves the address bar; this
+    // one is wrong.
+    b.client
+        .goto(&format!("{}#token=not-the-console-token-0000", console.url))
+        .await
+        .expect("open the console");
+    b.until(
+        "the fragment's token taken",
+        "return location.hash === '' && document.getElementById('token-state').textContent === 'token set';",
+    )
+    .await;
+
+    // The consumer, found through the management API, with its depths.
+    b.until("the consumer with 6 dead letters", &depths_are(queue, 0, 6))
+        .await;
 }

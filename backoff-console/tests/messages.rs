@@ -6,7 +6,6 @@ mod common;
 
 use std::time::Duration;
 
-use fantoccini::Locator;
 use serde_json::json;
 
 use common::*;
@@ -81,15 +80,7 @@ async fn a_search_finds_text_anywhere_in_the_body_and_charts_it() {
     let b = &browser;
     open_three_groups(b, &queue).await;
     // A search finds the text anywhere in the body, whatever its case.
-    b.click("#search-clear").await;
-    b.client
-        .find(Locator::Css("#search-text"))
-        .await
-        .unwrap()
-        .send_keys("TENANT-7")
-        .await
-        .unwrap();
-    b.click("#search-go").await;
+    search_for(b, "TENANT-7").await;
     let listed = b
         .until(
             "the five matches",
