@@ -10,5 +10,15 @@ pub use rabbit_backoff_dead_letters::{
     DEFAULT_STREAM_PORT, DeadLetterFilter, DeadLetterGroup, DeadLetterMessage, DeadLetterRecord,
     DeadLetterReport, Dlq, ExportReport, GroupReport, GroupSource, GroupTally, IndexFallback,
     IndexProtocol, MessageEdit, PurgeReport, RecordError, RecordProperties, ReplayOptions,
-    SkippedMessage, Timeline, TypedValue, is_marker_queue,
+    SkippedMessage, SourcedGroup, Timeline, TypedValue, is_marker_queue,
 };
+
+/// Every consumer topology on a vhost, found through RabbitMQ's management
+/// API, with the depths of its queues (feature `management`).
+#[cfg(feature = "management")]
+pub use rabbit_backoff_dead_letters::discovery;
+
+/// RabbitMQ's management API: the queues, bindings and running nodes it
+/// lists (feature `management`).
+#[cfg(feature = "management")]
+pub use rabbit_backoff_dead_letters::management;

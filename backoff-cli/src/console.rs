@@ -1,5 +1,5 @@
-//! `rabbit-backoff console`: the web console of the crate
-//! `rabbit-backoff-console` (the router a service can mount too), served
+//! `rabbit-backoff console`: the web console (`rabbit_backoff::console`,
+//! the router a service can mount too), served
 //! on an address of its own. It lists the consumers found on the broker
 //! with the depth of every tier and the messages waiting in each retry
 //! tier, groups each dead-letter queue by what went wrong with a chart over time, searches
@@ -19,10 +19,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use rabbit_backoff_console::management;
-use rabbit_backoff_console::{
+use rabbit_backoff::console::{
     AuditLog, Console, TOKEN_VARIABLE, TOKENS_VARIABLE, TokenSource, Tokens, default_audit_path,
 };
+use rabbit_backoff::dead_letters::management;
 
 use crate::stream_port_args::StreamPortArgs;
 

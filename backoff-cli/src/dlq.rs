@@ -6,8 +6,8 @@ use std::path::Path;
 use clap::{Args, Subcommand};
 use rabbit_backoff::dead_letters::{
     DeadLetterFilter, DeadLetterMessage, DeadLetterRecord, DeadLetterReport, Dlq, ReplayOptions,
+    SourcedGroup,
 };
-use rabbit_backoff_console::SourcedGroup;
 
 use crate::consumer_args::ConsumerArgs;
 use crate::group_source;

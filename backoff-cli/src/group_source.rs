@@ -1,5 +1,5 @@
 //! Where the groups of `dlq groups` were read from, in words (its JSON is
-//! the console's groups view: `rabbit_backoff_console::SourcedGroup`).
+//! the console's groups view: `rabbit_backoff::dead_letters::SourcedGroup`).
 
 use rabbit_backoff::dead_letters::{GroupReport, GroupSource};
 

@@ -7,7 +7,7 @@ use rabbit_backoff::{ClassicOnCluster, ClusterEvidence, QueueType, RetryBackend}
 use rabbit_backoff::{ConsumerStatus, connect, status};
 
 use crate::consumer_args::ConsumerArgs;
-use rabbit_backoff_console::{discovery, management};
+use rabbit_backoff::dead_letters::{discovery, management};
 
 use crate::json_output;
 use crate::table;

@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use crate::audit::AuditLog;
 use crate::build_error::BuildError;
 use crate::console::Console;
-use crate::guard::{Access, Guard, ReadAccess};
-use crate::management;
+use crate::security::audit::AuditLog;
+use crate::security::guard::{Access, Guard, ReadAccess};
+use crate::security::token::Tokens;
 use crate::state::State;
-use crate::token::Tokens;
+use rabbit_backoff_dead_letters::management;
 
 /// Builds a [`Console`]: where the broker and its management API are, who
 /// may write, which hosts it answers to, where writes are recorded.

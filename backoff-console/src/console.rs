@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use axum::Router;
 
-use crate::guard::Guard;
 use crate::router;
+use crate::security::guard::Guard;
 use crate::state::State;
 
 /// The web console over one broker, built by [`Console::builder`]; its

@@ -11,8 +11,8 @@ use axum::routing::{get, post};
 use axum::{Router, middleware};
 
 use crate::assets;
-use crate::guard::{self, Guard};
-use crate::security_headers;
+use crate::security::guard::{self, Guard};
+use crate::security::security_headers;
 use crate::state::State;
 use crate::views::{
     audit::audit, body::body, config::config, consumers::consumers, dead_letters::dead_letters,

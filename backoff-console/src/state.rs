@@ -14,11 +14,14 @@ use axum::http::StatusCode;
 use rabbit_backoff_dead_letters::Dlq;
 use rabbit_backoff_runtime::transport::Connection;
 
+use rabbit_backoff_dead_letters::discovery::{self, DiscoveredConsumer};
+use serde::Serialize;
+
 use crate::api_error::ApiError;
-use crate::audit::{AuditEntry, AuditLog};
-use crate::depths;
-use crate::discovery::{self, DiscoveredConsumer};
-use crate::guard::{self, Access, Operator};
+use crate::broker::depths;
+use crate::broker::reader::Reader;
+use crate::security::audit::AuditLog;
+use crate::security::guard::{self, Access, Operator};
 use crate::shared_json::SharedJson;
 use crate::single_flight::SingleFlight;
 
@@ -49,7 +52,7 @@ pub(crate) struct State {
     /// Reads in flight, shared by equal reads.
     reads: Reads,
     /// A connection for depths and retry tiers, opened once.
-    reader: tokio::sync::Mutex<Option<Arc<dyn Connection>>>,
+    reader: Reader,
     /// Passes of the dead-letters view so far.
     pub(crate) passes: AtomicU64,
     /// The queues' last exact depths.
@@ -77,7 +80,7 @@ impl State {
             stream_port,
             locks: std::sync::Mutex::new(HashMap::new()),
             reads: Reads::default(),
-            reader: tokio::sync::Mutex::new(None),
+            reader: Reader::default(),
             passes: AtomicU64::new(0),
             remembered: depths::Remembered::default(),
         }
@@ -161,23 +164,16 @@ impl State {
 
     /// The connection for depths and tiers, opened on first use.
     pub(crate) async fn reader(&self) -> Result<Arc<dyn Connection>, ApiError> {
-        let mut reader = self.reader.lock().await;
-        if let Some(connection) = &*reader {
-            return Ok(Arc::clone(connection));
-        }
-        let connection = rabbit_backoff_runtime::connect(&self.amqp_url)
+        self.reader
+            .connection(&self.amqp_url)
             .await
-            .map_err(ApiError::broker)?;
-        *reader = Some(Arc::clone(&connection));
-        Ok(connection)
+            .map_err(ApiError::broker)
     }
 
     /// Drops the reader's connection after an error, so that the next read
     /// opens a new one.
     pub(crate) async fn forget_reader(&self) {
-        if let Some(connection) = self.reader.lock().await.take() {
-            connection.close().await;
-        }
+        self.reader.forget().await;
     }
 
     /// Puts the broker's current counts into the depths of `consumer`.
@@ -218,8 +214,9 @@ impl State {
         Ok(who.clone())
     }
 
-    /// Appends `entry` to the audit log (when there is one).
-    pub(crate) async fn record(&self, entry: &AuditEntry) -> Result<(), ApiError> {
+    /// Appends `entry` (a write's `AuditEntry`) to the audit log (when
+    /// there is one).
+    pub(crate) async fn record(&self, entry: &impl Serialize) -> Result<(), ApiError> {
         if let Some(log) = &self.audit
             && let Err(e) = log.record(entry).await
         {

@@ -8,7 +8,10 @@
 //!   (over AMQP or RabbitMQ's stream protocol);
 //! - [`Timeline`]: dead letters per group over time, for a chart;
 //! - [`list_retry_tier`]: what waits in a retry tier, and when it is due;
-//! - [`status`]: the depth and consumers of a consumer's queues.
+//! - [`status`]: the depth and consumers of a consumer's queues;
+//! - with the feature `management`, `discovery`: every consumer topology
+//!   on a vhost, found through RabbitMQ's management API (`management`, an
+//!   HTTP client), for the command and the web console.
 //!
 //! Services reach these through the facade's feature `dead-letters`
 //! (`rabbit_backoff::dead_letters`, `rabbit_backoff::status`, …); the
@@ -17,28 +20,50 @@
 //! base64, the stream protocol's codec, dates) stay out of its build. They
 //! work through the runtime's [`toolkit`](rabbit_backoff_runtime::toolkit)
 //! and its public [`transport`](rabbit_backoff_runtime::transport).
+//!
+//! The modules: at the root, the model (messages, filters, groups, keys,
+//! records, reports, the timeline) and [`Dlq`] itself, the status and
+//! retry tiers of a consumer, and its discovery; `index/`, the
+//! dead-letter index and its read; `passes/`, the passes over the queue and
+//! the operations made of them.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
-mod dead_letters;
+#[cfg(feature = "management")]
+pub mod discovery;
+mod dlq;
+mod filter;
+mod group;
+mod group_report;
+mod index;
+mod key;
+#[cfg(feature = "management")]
+pub mod management;
+mod message;
+mod passes;
+mod record;
 mod retry_tier;
+mod run_id;
+mod sourced_group;
 mod status;
+mod timeline;
 
-pub use dead_letters::checkpoint_note::CheckpointNote;
-pub use dead_letters::dlq::{DEFAULT_INDEX_READERS, DEFAULT_STREAM_PORT, Dlq};
-pub use dead_letters::edit::MessageEdit;
-pub use dead_letters::export::ExportReport;
-pub use dead_letters::filter::DeadLetterFilter;
-pub use dead_letters::group::{DeadLetterGroup, GroupTally};
-pub use dead_letters::group_report::{GroupReport, GroupSource};
-pub use dead_letters::index_fallback::IndexFallback;
-pub use dead_letters::index_protocol::IndexProtocol;
-pub use dead_letters::message::{BODY_PREVIEW_LEN, DeadLetterMessage};
-pub use dead_letters::pass_queue::is_marker_queue;
-pub use dead_letters::purge::PurgeReport;
-pub use dead_letters::record::{DeadLetterRecord, RecordError, RecordProperties, TypedValue};
-pub use dead_letters::replay_options::ReplayOptions;
-pub use dead_letters::report::{DeadLetterReport, SkippedMessage};
-pub use dead_letters::timeline::{Chart, ChartSeries, Timeline};
+pub use dlq::{DEFAULT_INDEX_READERS, DEFAULT_STREAM_PORT, Dlq};
+pub use filter::DeadLetterFilter;
+pub use group::{DeadLetterGroup, GroupTally};
+pub use group_report::{GroupReport, GroupSource};
+pub use index::checkpoint_note::CheckpointNote;
+pub use index::index_fallback::IndexFallback;
+pub use index::index_protocol::IndexProtocol;
+pub use message::{BODY_PREVIEW_LEN, DeadLetterMessage};
+pub use passes::edit::MessageEdit;
+pub use passes::export::ExportReport;
+pub use passes::pass_queue::is_marker_queue;
+pub use passes::purge::PurgeReport;
+pub use passes::replay_options::ReplayOptions;
+pub use passes::report::{DeadLetterReport, SkippedMessage};
+pub use record::{DeadLetterRecord, RecordError, RecordProperties, TypedValue};
 pub use retry_tier::{TierListing, WaitingMessage, list_retry_tier};
+pub use sourced_group::SourcedGroup;
 pub use status::{ConsumerStatus, QueueStatus, status};
+pub use timeline::{Chart, ChartSeries, Timeline};

@@ -5,7 +5,7 @@ use std::time::Duration;
 use rabbit_backoff_core::{HeaderValue, headers, parse_failed_at, read_retry_count};
 use serde::Serialize;
 
-use crate::dead_letters::message::BODY_PREVIEW_LEN;
+use crate::message::BODY_PREVIEW_LEN;
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::toolkit::{channel_error, confirm_channel, first_failed_at};
 use rabbit_backoff_runtime::transport::{Connection, header_view};

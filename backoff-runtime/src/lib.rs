@@ -33,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 mod broker;
+pub mod clock;
 mod consume;
 pub mod dedupe;
 mod error;

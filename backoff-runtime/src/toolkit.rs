@@ -6,7 +6,8 @@
 //! compiles only what it runs. They work as the runtime does, on the same
 //! broker requests and the same copies: a confirm channel per queue, a
 //! passive look at a queue, the frame guard's set-aside headers, confirmed
-//! copies that fit a frame, the framework's clock and trace context. This
+//! copies that fit a frame, trace context. (The framework's clock, which
+//! they share with the in-memory broker, is [`clock`](crate::clock).) This
 //! module is the runtime's side of that seam, and nothing else in the
 //! runtime uses it: it sits on top of the layers.
 //!
@@ -81,19 +82,10 @@ pub fn link_trace(span: &tracing::Span, headers: Option<&FieldTable>) {
     crate::telemetry::trace_context::link_trace(span, headers);
 }
 
-/// Now on the framework's clock: the system's, moved by however far tokio's
-/// clock stands from real time (so virtual under paused tokio time, and
-/// still while virtual time stands still). What the in-memory broker reads
-/// an `x-opt-delivery-time` against.
-pub fn now() -> std::time::SystemTime {
-    crate::telemetry::wall_clock::now()
-}
-
-/// Now on the framework's clock (virtual under paused tokio time), RFC 3339
-/// in UTC with milliseconds: what `x-failed-at` and `x-replayed-at` hold.
-pub fn now_rfc3339() -> String {
-    crate::settle::copy_properties::now_rfc3339().to_string()
-}
+/// The clock's `now`, where `backoff-testing`'s tests still read it: the
+/// clock is [`clock`](crate::clock), not an operator tool.
+#[doc(hidden)]
+pub use crate::clock::now;
 
 pub use crate::settle::copy_properties::republish_properties;
 

@@ -248,7 +248,7 @@ impl MemoryAcker {
 /// milliseconds, rounded up, as RabbitMQ's timers count it: a message is
 /// never delivered before the millisecond it names.
 fn delivery_time(unix_ms: i64) -> Instant {
-    let now = rabbit_backoff_runtime::toolkit::now()
+    let now = rabbit_backoff_runtime::clock::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     let at = Duration::from_millis(u64::try_from(unix_ms).unwrap_or(0));

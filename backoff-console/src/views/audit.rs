@@ -9,8 +9,8 @@ use serde::Deserialize;
 
 use crate::api_error::ApiError;
 use crate::api_query::ApiQuery;
-use crate::audit::AuditEntry;
 use crate::state::State;
+use crate::writes::audit_entry::AuditEntry;
 
 /// How many entries.
 #[derive(Debug, Deserialize)]

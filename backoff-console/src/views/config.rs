@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::State as Shared;
 use serde::Serialize;
 
-use crate::guard::Access;
+use crate::security::guard::Access;
 use crate::state::State;
 
 /// Whether writes are offered, and where they are recorded.

@@ -7,8 +7,8 @@ use axum::Json;
 use axum::extract::State as Shared;
 
 use crate::api_error::ApiError;
-use crate::discovery::DiscoveredConsumer;
 use crate::state::State;
+use rabbit_backoff_dead_letters::discovery::DiscoveredConsumer;
 
 /// `GET api/consumers`.
 pub(crate) async fn consumers(

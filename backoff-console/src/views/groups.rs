@@ -8,8 +8,8 @@ use rabbit_backoff_dead_letters::DeadLetterFilter;
 
 use crate::api_error::ApiError;
 use crate::shared_json::SharedJson;
-use crate::sourced_group::SourcedGroup;
 use crate::state::State;
+use rabbit_backoff_dead_letters::SourcedGroup;
 
 /// `GET api/consumers/{queue}/groups`.
 pub(crate) async fn groups(

@@ -11,8 +11,8 @@ use super::message_write::{self, MessageWrite};
 use super::outcome::WriteOutcome;
 use super::write_request::{WriteBody, WriteRequest};
 use crate::api_error::ApiError;
-use crate::edit_request::EditRequest;
 use crate::state::State;
+use crate::writes::edit_request::EditRequest;
 
 impl WriteBody for EditRequest {
     const EXPECTED: &'static str =

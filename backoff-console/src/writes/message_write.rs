@@ -6,11 +6,11 @@ use rabbit_backoff_dead_letters::{DeadLetterReport, ReplayOptions};
 use super::outcome::{self, WriteOutcome};
 use super::write_request::{WriteBody, WriteRequest};
 use crate::api_error::ApiError;
-use crate::audit::{AuditEntry, AuditSelection, IDS_LISTED};
-use crate::discovery::DiscoveredConsumer;
-use crate::edit_request::EditRequest;
 use crate::selection::{Selection, one_message};
 use crate::state::State;
+use crate::writes::audit_entry::{AuditEntry, AuditSelection, IDS_LISTED};
+use crate::writes::edit_request::EditRequest;
+use rabbit_backoff_dead_letters::discovery::DiscoveredConsumer;
 
 impl WriteBody for Selection {
     const EXPECTED: &'static str = r#"{"group": "<id>"}, {"message_id": "<id>"}, {"message_ids": ["<id>", …]} or {"matching": {"text": "…", "failed_after": "…", "failed_before": "…", "group": "…"}}"#;

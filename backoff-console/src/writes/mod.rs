@@ -5,8 +5,10 @@
 //! time with every other pass over the queue; and recorded in the audit
 //! log, with its outcome, before it answers.
 
+pub(crate) mod audit_entry;
 pub(crate) mod discard;
 pub(crate) mod edit;
+pub(crate) mod edit_request;
 pub(crate) mod message_write;
 pub(crate) mod outcome;
 pub(crate) mod purge;

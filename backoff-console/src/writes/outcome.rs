@@ -5,9 +5,9 @@ use axum::Json;
 use serde::Serialize;
 
 use crate::api_error::ApiError;
-use crate::audit::AuditEntry;
-use crate::discovery::DiscoveredConsumer;
 use crate::state::State;
+use crate::writes::audit_entry::AuditEntry;
+use rabbit_backoff_dead_letters::discovery::DiscoveredConsumer;
 
 /// A write's report (its fields at the top level), `by` and `consumer`.
 #[derive(Debug, Serialize)]

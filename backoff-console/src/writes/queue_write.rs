@@ -6,8 +6,8 @@ use serde::Deserialize;
 use super::outcome::{self, WriteOutcome};
 use super::write_request::{WriteBody, WriteRequest};
 use crate::api_error::ApiError;
-use crate::audit::{AuditEntry, AuditSelection, WholeQueue};
 use crate::state::{DlqCall, State};
+use crate::writes::audit_entry::{AuditEntry, AuditSelection, WholeQueue};
 
 /// The body of a purge or a rebuild: an empty JSON object (the page has
 /// asked for a confirmation before sending it).

@@ -9,7 +9,7 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use serde::de::DeserializeOwned;
 
 use crate::api_error::ApiError;
-use crate::guard::Operator;
+use crate::security::guard::Operator;
 use crate::state::State;
 
 /// The body of a write, and what to send instead of a malformed one.
