@@ -157,8 +157,6 @@
 //! with its own `message_id`; their ratio is to the framework without
 //! dedupe.
 
-#[path = "../common/amqp1_connection.rs"]
-mod amqp1_connection;
 #[path = "../common/broker_process.rs"]
 mod broker_process;
 #[path = "../common/child.rs"]

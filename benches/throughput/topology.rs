@@ -2,14 +2,12 @@
 //! article's declared with plain lapin calls.
 
 use lapin::Connection;
-use lapin::options::{
-    ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions,
-    QueueDeleteOptions,
-};
-use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
+use lapin::types::{AMQPValue, FieldTable};
 use rabbit_backoff::topology::Topology;
 use rabbit_backoff::{QueueType, RetryBackend};
 use rabbit_backoff_core::ConsumerSpec;
+use rabbit_backoff_test_support::declare::{self, text};
 
 use crate::names::Names;
 use crate::side::Side;
@@ -65,7 +63,6 @@ pub(crate) async fn declare_article(
     names: &Names,
     side: Side,
 ) {
-    let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes()));
     let quorum = spec.effective_queue_type() == QueueType::Quorum;
     // On a quorum target every queue is a quorum queue, as the framework's.
     let queue_type = |arguments: &mut FieldTable| {
@@ -76,18 +73,7 @@ pub(crate) async fn declare_article(
     let connection = connect(target).await;
     let channel = connection.create_channel().await.expect("channel");
     for exchange in &names.exchanges {
-        channel
-            .exchange_declare(
-                exchange.as_str().into(),
-                lapin::ExchangeKind::Direct,
-                ExchangeDeclareOptions {
-                    durable: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("declare {exchange}: {e}"));
+        declare::exchange(&channel, exchange, lapin::ExchangeKind::Direct).await;
     }
     // The article's work queue dead-letters to its dead-letter exchange.
     let mut work = FieldTable::default();
@@ -150,17 +136,7 @@ pub(crate) async fn declare_article(
     queue_type(&mut dead);
     queues.push((names.dlq.clone(), dead));
     for (queue, arguments) in queues {
-        channel
-            .queue_declare(
-                queue.as_str().into(),
-                QueueDeclareOptions {
-                    durable: true,
-                    ..Default::default()
-                },
-                arguments,
-            )
-            .await
-            .unwrap_or_else(|e| panic!("declare {queue}: {e}"));
+        declare::queue(&channel, &queue, arguments).await;
     }
     let mut bindings = vec![(&names.work_queue, &names.exchange, &names.routing_key)];
     bindings.extend(
@@ -171,16 +147,7 @@ pub(crate) async fn declare_article(
     );
     bindings.push((&names.dlq, &names.dlx, &names.dlq_key));
     for (queue, exchange, key) in bindings {
-        channel
-            .queue_bind(
-                queue.as_str().into(),
-                exchange.as_str().into(),
-                key.as_str().into(),
-                QueueBindOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("bind {queue} to {exchange}: {e}"));
+        declare::bind(&channel, queue, exchange, key).await;
     }
     closed(channel.close(200, "".into())).await;
     closed(connection.close(200, "".into())).await;

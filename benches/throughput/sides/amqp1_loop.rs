@@ -9,20 +9,11 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection};
 use rabbit_backoff::ShutdownHandle;
 use rabbit_backoff_core::ConsumerSpec;
+use rabbit_backoff_test_support::amqp1;
 
-use crate::amqp1_connection;
 use crate::names::Names;
 use crate::target::closed;
 use crate::work::{Kind, Msg, Tally};
-
-/// `AMQP_URL` without its path, as fe2o3-amqp takes it: the address and the
-/// SASL PLAIN credentials; RabbitMQ 4 picks the default vhost when the open
-/// frame names none (as `tests/broker_held_retry.rs` connects).
-pub(crate) fn amqp10_url(node: &str) -> String {
-    let (scheme, rest) = node.split_once("://").unwrap_or(("amqp", node));
-    let authority = rest.split(['/', '?']).next().unwrap_or(rest);
-    format!("{scheme}://{authority}")
-}
 
 /// How the hand-written AMQP 1.0 loop settles a delivery.
 pub(crate) enum Settle {
@@ -95,7 +86,7 @@ pub(crate) async fn amqp1_loop(
         .expect("confirms");
     let container = format!("bench-amqp1-loop-{}", uuid::Uuid::new_v4().simple());
     // Its own socket, with Nagle's algorithm off.
-    let mut amqp = amqp1_connection::open(url, container).await;
+    let mut amqp = amqp1::open(url, container).await;
     let mut session = fe2o3_amqp::Session::begin(&mut amqp)
         .await
         .expect("an AMQP 1.0 session");

@@ -15,7 +15,7 @@ use crate::names::Names;
 use crate::side::Side;
 use crate::target::{Target, closed, connect};
 use crate::work::{Tally, framework};
-use amqp1_loop::{amqp1_loop, amqp10_url};
+use amqp1_loop::amqp1_loop;
 use dedupe::{DEDUPE_WINDOW, dedupe_store};
 use hand_written::{DeadLetterHeaders, Retries, baseline, baseline_spawned};
 
@@ -141,7 +141,8 @@ pub(crate) async fn start(
             let stop = ShutdownHandle::default();
             // AMQP 0-9-1 for the dead-letter copies, AMQP 1.0 to consume.
             let connection = connect(target).await;
-            let url = amqp10_url(target.first_node());
+            // `AMQP_URL` without its path, as fe2o3-amqp takes it.
+            let url = rabbit_backoff_test_support::amqp1::address(target.first_node());
             let (spec, names, tally, stop2) =
                 (spec.clone(), names.clone(), tally.clone(), stop.clone());
             let task = tokio::spawn(async move {
