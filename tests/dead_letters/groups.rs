@@ -63,20 +63,13 @@ async fn a_removal_without_a_tombstone_makes_groups_fall_back_to_a_pass() {
         .await
         .unwrap();
     assert!(got.is_some());
-    let report = dlq
-        .group_report(&DeadLetterFilter::default())
-        .await
-        .unwrap();
-    assert_eq!(
-        report.source,
-        rabbit_backoff::dead_letters::GroupSource::Pass
-    );
-    assert_eq!(
-        report.fallback,
-        Some(rabbit_backoff::dead_letters::IndexFallback::CountMismatch {
+    let report = all_groups(&dlq).await;
+    assert_from_a_pass(
+        &report,
+        IndexFallback::CountMismatch {
             indexed: 9,
-            depth: 8
-        })
+            depth: 8,
+        },
     );
     assert_eq!(report.groups.iter().map(|g| g.count).sum::<usize>(), 8);
 
@@ -85,10 +78,7 @@ async fn a_removal_without_a_tombstone_makes_groups_fall_back_to_a_pass() {
         .queue_purge(names.dead_letter_queue.as_str().into(), Default::default())
         .await
         .unwrap();
-    let report = dlq
-        .group_report(&DeadLetterFilter::default())
-        .await
-        .unwrap();
+    let report = all_groups(&dlq).await;
     assert_eq!(
         report.source,
         rabbit_backoff::dead_letters::GroupSource::Pass
@@ -131,10 +121,7 @@ async fn the_brokers_own_dead_lettering_is_indexed_or_caught_by_the_count_check(
     broker_dead_letters(&channel, &names.queue, 0, 3).await;
     eventually_depth(&channel, &names.dead_letter_queue, 3).await;
     let dlq = connect_dlq(&spec).await;
-    let report = dlq
-        .group_report(&DeadLetterFilter::default())
-        .await
-        .unwrap();
+    let report = all_groups(&dlq).await;
     match report.source {
         rabbit_backoff::dead_letters::GroupSource::Index => assert_eq!(report.fallback, None),
         rabbit_backoff::dead_letters::GroupSource::Pass => assert_eq!(
@@ -171,18 +158,8 @@ async fn the_in_memory_broker_has_no_index_and_groups_with_a_pass() {
     // Declaring the topology succeeds without the index (no streams here).
     let (broker, spec) = in_memory_dead_letters("in-memory", 0..4).await;
     let dlq = Dlq::with_transport(broker.clone(), &spec).await.unwrap();
-    let report = dlq
-        .group_report(&DeadLetterFilter::default())
-        .await
-        .unwrap();
-    assert_eq!(
-        report.source,
-        rabbit_backoff::dead_letters::GroupSource::Pass
-    );
-    assert_eq!(
-        report.fallback,
-        Some(rabbit_backoff::dead_letters::IndexFallback::Absent)
-    );
+    let report = all_groups(&dlq).await;
+    assert_from_a_pass(&report, IndexFallback::Absent);
     assert_eq!(report.groups.len(), 1);
     assert_eq!(report.groups[0].count, 4);
     // A discard writes no tombstone anywhere, and does not fail for it.
@@ -203,10 +180,7 @@ async fn an_import_is_indexed_and_a_discard_of_everything_leaves_an_empty_index(
         .unwrap();
     let discarded = dlq.discard(&DeadLetterFilter::default()).await.unwrap();
     assert_eq!(discarded.matched.len(), 6);
-    let empty = dlq
-        .group_report(&DeadLetterFilter::default())
-        .await
-        .unwrap();
+    let empty = all_groups(&dlq).await;
     assert_eq!(
         empty.source,
         rabbit_backoff::dead_letters::GroupSource::Index

@@ -8,10 +8,7 @@ use super::*;
 /// and leaves a checkpoint; the next is from the index, starting from that
 /// checkpoint, with the groups of a pass. Returns those groups.
 async fn heals(dlq: Dlq) -> (Dlq, Vec<rabbit_backoff::dead_letters::DeadLetterGroup>) {
-    let first = dlq
-        .group_report(&DeadLetterFilter::default())
-        .await
-        .unwrap();
+    let first = all_groups(&dlq).await;
     healed(dlq, first).await
 }
 
@@ -303,10 +300,7 @@ async fn the_in_memory_broker_purges_without_an_index() {
     let report = dlq.purge().await.unwrap();
     assert_eq!(report.purged, 3);
     assert_eq!(report.checkpoint, None);
-    let groups = dlq
-        .group_report(&DeadLetterFilter::default())
-        .await
-        .unwrap();
+    let groups = all_groups(&dlq).await;
     assert_eq!(groups.reason(), "no index");
     assert!(groups.groups.is_empty());
     dlq.close().await;

@@ -17,7 +17,9 @@ use common::*;
 use lapin::options::BasicPublishOptions;
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel};
-use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, ReplayOptions};
+use rabbit_backoff::dead_letters::{
+    DeadLetterFilter, Dlq, GroupReport, GroupSource, IndexFallback, ReplayOptions,
+};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::topology::Topology;
 
@@ -121,6 +123,20 @@ async fn confirm_channel() -> (lapin::Connection, Channel) {
     (connection, channel)
 }
 
+/// Every group of `dlq`'s dead letters, as `dlq groups` reports them.
+async fn all_groups(dlq: &Dlq) -> GroupReport {
+    dlq.group_report(&DeadLetterFilter::default())
+        .await
+        .unwrap()
+}
+
+/// Asserts that `report` was made by a pass over the queue, the index
+/// having answered with `fallback`.
+fn assert_from_a_pass(report: &GroupReport, fallback: IndexFallback) {
+    assert_eq!(report.source, GroupSource::Pass);
+    assert_eq!(report.fallback, Some(fallback));
+}
+
 fn ids(report: &rabbit_backoff::dead_letters::DeadLetterReport) -> Vec<String> {
     report
         .matched
@@ -173,10 +189,7 @@ async fn index_equals_pass(
     dlq: Dlq,
     spec: &ConsumerSpec,
 ) -> (Dlq, Vec<rabbit_backoff::dead_letters::DeadLetterGroup>) {
-    let from_index = dlq
-        .group_report(&DeadLetterFilter::default())
-        .await
-        .unwrap();
+    let from_index = all_groups(&dlq).await;
     assert_eq!(
         from_index.source,
         rabbit_backoff::dead_letters::GroupSource::Index,
@@ -185,10 +198,7 @@ async fn index_equals_pass(
     );
     assert_eq!(from_index.fallback, None);
     let dlq = dlq.use_index(false);
-    let from_pass = dlq
-        .group_report(&DeadLetterFilter::default())
-        .await
-        .unwrap();
+    let from_pass = all_groups(&dlq).await;
     assert_eq!(
         from_pass.source,
         rabbit_backoff::dead_letters::GroupSource::Pass
