@@ -1,9 +1,8 @@
 //! The printed report: a table per target and prefetch, the prefetch curve,
 //! and with `BENCH_RESULTS` the same lines written to a file.
 
-use crate::env_or;
 use crate::results;
-use crate::run::run_once;
+use crate::run::samples;
 use crate::scenario::SCENARIOS;
 use crate::side::Side;
 use crate::target::Target;
@@ -86,37 +85,7 @@ pub(crate) async fn table(
         } else {
             n
         };
-        // Per side: rates, CPU µs per message, duplicates, broker CPU µs
-        // per message.
-        let mut samples: Vec<(Vec<f64>, Vec<f64>, usize)> = vec![Default::default(); sides.len()];
-        let mut brokers: Vec<Vec<f64>> = vec![Vec::new(); sides.len()];
-        for rep in 0..reps {
-            // A B C C B A …: no side always runs first or last.
-            let mut order: Vec<usize> = (0..sides.len()).collect();
-            if rep % 2 == 1 {
-                order.reverse();
-            }
-            for i in order {
-                if !sides[i].runs(scenario) {
-                    continue;
-                }
-                let s = run_once(target, sides[i], scenario, n, prefetch).await;
-                if env_or("BENCH_EACH", 0) == 1 {
-                    eprintln!(
-                        "{:<4} {:<29} {:>10.0} msg/s {:>7.1} µs {:>7} µs broker",
-                        scenario.name,
-                        sides[i].name(),
-                        s.rate,
-                        s.cpu_us,
-                        s.broker_us.map_or("-".to_owned(), |b| format!("{b:.1}"))
-                    );
-                }
-                samples[i].0.push(s.rate);
-                samples[i].1.push(s.cpu_us);
-                samples[i].2 += s.duplicates;
-                brokers[i].extend(s.broker_us);
-            }
-        }
+        let (samples, brokers) = samples(target, sides, scenario, n, reps, prefetch).await;
         let summary: Vec<((f64, f64, f64), f64)> = samples
             .iter()
             .map(|(rates, cpus, _)| {
@@ -127,96 +96,13 @@ pub(crate) async fn table(
                 }
             })
             .collect();
-        let framework_at = sides.iter().position(|s| *s == Side::Framework);
-        let scheduled_at = sides.iter().position(|s| *s == Side::FrameworkScheduled);
-        let delayed_at = sides.iter().position(|s| *s == Side::FrameworkDelayed);
-        let amqp1_loop_at = sides.iter().position(|s| *s == Side::Amqp1Loop);
-        // Side `a` to side `b`: throughput, CPU per message, the broker's.
-        let to = |a: usize, b: usize| {
-            format!(
-                "{:.2}x, {:.2}x{}",
-                summary[a].0.0 / summary[b].0.0,
-                summary[a].1 / summary[b].1,
-                match (median_of(&brokers[a]), median_of(&brokers[b])) {
-                    (Some(a), Some(b)) => format!(", {:.2}x", a / b),
-                    _ => String::new(),
-                }
-            )
-        };
         for (i, side) in sides.iter().enumerate() {
             if !side.runs(scenario) {
                 continue;
             }
             let (rate, cpu) = summary[i];
             let broker = median_of(&brokers[i]);
-            let broker_ratio = |f: usize| match (median_of(&brokers[f]), broker) {
-                (Some(ours), Some(theirs)) => format!(", {:.2}x", ours / theirs),
-                _ => String::new(),
-            };
-            // Side `i` to each of `others` that ran, by name.
-            let to_each = |others: [(Option<usize>, &str); 2]| {
-                others
-                    .into_iter()
-                    .filter_map(|(at, name)| at.map(|j| format!("{} of {name}", to(i, j))))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            };
-            let mut ratio = match framework_at {
-                // Without its index: to the scheduled framework with it,
-                // and to the hand-written loop, which writes no index.
-                _ if *side == Side::FrameworkScheduledUnindexed => to_each([
-                    (scheduled_at, "framework-scheduled"),
-                    (amqp1_loop_at, "amqp1-loop"),
-                ]),
-                // `retry = "scheduled"`: to the framework with tiers, and
-                // with `retry = "delayed"`.
-                _ if *side == Side::FrameworkScheduled => to_each([
-                    (framework_at, "the framework with retry tiers"),
-                    (delayed_at, "framework-delayed"),
-                ]),
-                Some(f) if side.dedupe() => format!(
-                    "{:.2}x, {:.2}x of the framework without dedupe",
-                    rate.0 / summary[f].0.0,
-                    cpu / summary[f].1
-                ),
-                // A variant of the framework: its own ratios to the framework.
-                Some(f) if matches!(side, Side::FrameworkDelayed | Side::FrameworkUnindexed) => {
-                    format!(
-                        "{:.2}x, {:.2}x{} of the framework {}",
-                        rate.0 / summary[f].0.0,
-                        cpu / summary[f].1,
-                        match (median_of(&brokers[f]), broker) {
-                            (Some(theirs), Some(variant)) => {
-                                format!(", {:.2}x", variant / theirs)
-                            }
-                            _ => String::new(),
-                        },
-                        if *side == Side::FrameworkDelayed {
-                            "with retry tiers"
-                        } else {
-                            "with its index"
-                        }
-                    )
-                }
-                Some(f) if *side != Side::Framework => {
-                    format!(
-                        "{:.2}x, {:.2}x{}",
-                        summary[f].0.0 / rate.0,
-                        summary[f].1 / cpu,
-                        broker_ratio(f)
-                    )
-                }
-                _ => String::new(),
-            };
-            // Beside each baseline, the scheduled framework's ratios to it.
-            if let Some(sched) = scheduled_at
-                && !side.is_framework()
-            {
-                if !ratio.is_empty() {
-                    ratio.push_str("; ");
-                }
-                ratio.push_str(&format!("scheduled {}", to(sched, i)));
-            }
+            let ratio = ratio(sides, &summary, &brokers, i);
             say!(
                 "{:<4} {:<29} {:>10.0} {:>10.0} {:>10.0} {:>11.1} {:>11} {:>6}   {}",
                 scenario.name,
@@ -298,4 +184,104 @@ pub(crate) async fn write_results(targets: &[Target]) {
         brokers.push((format!("{} at {node}", target.name), release));
     }
     results::write("throughput", &brokers);
+}
+
+/// The ratios printed beside side `i`'s row: a baseline's, the framework's
+/// to it; a variant of the framework's, its own to the framework (or to
+/// `framework-scheduled`, `amqp1-loop`, `framework-delayed`, as the side
+/// says); and beside each baseline the scheduled framework's, when it ran.
+fn ratio(
+    sides: &[Side],
+    summary: &[((f64, f64, f64), f64)],
+    brokers: &[Vec<f64>],
+    i: usize,
+) -> String {
+    let side = &sides[i];
+    let (rate, cpu) = summary[i];
+    let broker = median_of(&brokers[i]);
+    let framework_at = sides.iter().position(|s| *s == Side::Framework);
+    let scheduled_at = sides.iter().position(|s| *s == Side::FrameworkScheduled);
+    let delayed_at = sides.iter().position(|s| *s == Side::FrameworkDelayed);
+    let amqp1_loop_at = sides.iter().position(|s| *s == Side::Amqp1Loop);
+    // Side `a` to side `b`: throughput, CPU per message, the broker's.
+    let to = |a: usize, b: usize| {
+        format!(
+            "{:.2}x, {:.2}x{}",
+            summary[a].0.0 / summary[b].0.0,
+            summary[a].1 / summary[b].1,
+            match (median_of(&brokers[a]), median_of(&brokers[b])) {
+                (Some(a), Some(b)) => format!(", {:.2}x", a / b),
+                _ => String::new(),
+            }
+        )
+    };
+    let broker_ratio = |f: usize| match (median_of(&brokers[f]), broker) {
+        (Some(ours), Some(theirs)) => format!(", {:.2}x", ours / theirs),
+        _ => String::new(),
+    };
+    // Side `i` to each of `others` that ran, by name.
+    let to_each = |others: [(Option<usize>, &str); 2]| {
+        others
+            .into_iter()
+            .filter_map(|(at, name)| at.map(|j| format!("{} of {name}", to(i, j))))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let mut ratio = match framework_at {
+        // Without its index: to the scheduled framework with it,
+        // and to the hand-written loop, which writes no index.
+        _ if *side == Side::FrameworkScheduledUnindexed => to_each([
+            (scheduled_at, "framework-scheduled"),
+            (amqp1_loop_at, "amqp1-loop"),
+        ]),
+        // `retry = "scheduled"`: to the framework with tiers, and
+        // with `retry = "delayed"`.
+        _ if *side == Side::FrameworkScheduled => to_each([
+            (framework_at, "the framework with retry tiers"),
+            (delayed_at, "framework-delayed"),
+        ]),
+        Some(f) if side.dedupe() => format!(
+            "{:.2}x, {:.2}x of the framework without dedupe",
+            rate.0 / summary[f].0.0,
+            cpu / summary[f].1
+        ),
+        // A variant of the framework: its own ratios to the framework.
+        Some(f) if matches!(side, Side::FrameworkDelayed | Side::FrameworkUnindexed) => {
+            format!(
+                "{:.2}x, {:.2}x{} of the framework {}",
+                rate.0 / summary[f].0.0,
+                cpu / summary[f].1,
+                match (median_of(&brokers[f]), broker) {
+                    (Some(theirs), Some(variant)) => {
+                        format!(", {:.2}x", variant / theirs)
+                    }
+                    _ => String::new(),
+                },
+                if *side == Side::FrameworkDelayed {
+                    "with retry tiers"
+                } else {
+                    "with its index"
+                }
+            )
+        }
+        Some(f) if *side != Side::Framework => {
+            format!(
+                "{:.2}x, {:.2}x{}",
+                summary[f].0.0 / rate.0,
+                summary[f].1 / cpu,
+                broker_ratio(f)
+            )
+        }
+        _ => String::new(),
+    };
+    // Beside each baseline, the scheduled framework's ratios to it.
+    if let Some(sched) = scheduled_at
+        && !side.is_framework()
+    {
+        if !ratio.is_empty() {
+            ratio.push_str("; ");
+        }
+        ratio.push_str(&format!("scheduled {}", to(sched, i)));
+    }
+    ratio
 }

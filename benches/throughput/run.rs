@@ -13,6 +13,7 @@ use rabbit_backoff::prelude::*;
 use rabbit_backoff_core::ConsumerSpec;
 
 use crate::broker_process;
+use crate::env_or;
 use crate::measure::{cpu_time, measured_span_ends, measured_span_starts, rss_kib};
 use crate::names::Names;
 use crate::process::{broker_pid, in_child, processes};
@@ -326,4 +327,52 @@ pub(crate) async fn memory_check(target: &Target, prefetch: u16) {
         "\nmemory (framework, S4): RSS {rss_at_20k} KiB after 20k messages, {rss_at_200k} KiB after 200k ({:+.1}%)",
         (rss_at_200k as f64 / rss_at_20k as f64 - 1.0) * 100.0
     );
+}
+
+/// Per side: rates, CPU µs per message and duplicates; and the broker's
+/// CPU µs per message, where its process was found.
+pub(crate) type Samples = (Vec<(Vec<f64>, Vec<f64>, usize)>, Vec<Vec<f64>>);
+
+/// `reps` runs of each of `sides` over `scenario`'s `n` messages, the sides
+/// alternating (`BENCH_EACH=1` prints each run as it ends).
+pub(crate) async fn samples(
+    target: &Target,
+    sides: &[Side],
+    scenario: Scenario,
+    n: usize,
+    reps: usize,
+    prefetch: u16,
+) -> Samples {
+    // Per side: rates, CPU µs per message, duplicates, broker CPU µs
+    // per message.
+    let mut samples: Vec<(Vec<f64>, Vec<f64>, usize)> = vec![Default::default(); sides.len()];
+    let mut brokers: Vec<Vec<f64>> = vec![Vec::new(); sides.len()];
+    for rep in 0..reps {
+        // A B C C B A …: no side always runs first or last.
+        let mut order: Vec<usize> = (0..sides.len()).collect();
+        if rep % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            if !sides[i].runs(scenario) {
+                continue;
+            }
+            let s = run_once(target, sides[i], scenario, n, prefetch).await;
+            if env_or("BENCH_EACH", 0) == 1 {
+                eprintln!(
+                    "{:<4} {:<29} {:>10.0} msg/s {:>7.1} µs {:>7} µs broker",
+                    scenario.name,
+                    sides[i].name(),
+                    s.rate,
+                    s.cpu_us,
+                    s.broker_us.map_or("-".to_owned(), |b| format!("{b:.1}"))
+                );
+            }
+            samples[i].0.push(s.rate);
+            samples[i].1.push(s.cpu_us);
+            samples[i].2 += s.duplicates;
+            brokers[i].extend(s.broker_us);
+        }
+    }
+    (samples, brokers)
 }
