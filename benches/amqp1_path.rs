@@ -35,8 +35,6 @@
 //! test` each side runs once on 300 messages (on RabbitMQ 3.x, per
 //! `RABBITMQ_VERSION`, only `0-9-1`).
 
-#[path = "common/amqp1_connection.rs"]
-mod amqp1_connection;
 #[path = "common/broker_process.rs"]
 mod broker_process;
 #[path = "common/child.rs"]
@@ -403,8 +401,11 @@ async fn amqp091(url: &str, queue: &str, prefetch: u32, n: u32) -> (Instant, f64
 /// fe2o3-amqp, as `side`; when it started consuming, and the CPU it had
 /// used by then.
 async fn amqp1(url: &str, side: Side, queue: &str, prefetch: u32, n: u32) -> (Instant, f64) {
-    let mut connection =
-        amqp1_connection::open(url, format!("amqp1-path-{}", uuid::Uuid::new_v4().simple())).await;
+    let mut connection = rabbit_backoff_test_support::amqp1::open(
+        url,
+        format!("amqp1-path-{}", uuid::Uuid::new_v4().simple()),
+    )
+    .await;
     let mut session = fe2o3_amqp::Session::begin(&mut connection)
         .await
         .expect("a session");

@@ -112,7 +112,7 @@ fn ack(tag: u64) -> Vec<u8> {
     frame(1, &method)
 }
 
-/// The frame guard over 1000 deliveries as benches/throughput.rs's S1 gets
+/// The frame guard over 1000 deliveries as benches/throughput's S1 gets
 /// them (and over the same with the retry headers of a failed message), and
 /// over the acknowledgements the consumer writes back.
 fn frame_guard(c: &mut Criterion) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The partition suite (tests/partitions.rs) repeated: each fault several times,
+# The partition suite (cluster-tests/tests/partitions/) repeated: each fault several times,
 # for each RabbitMQ version, partition handling and queue type asked, each on
 # a namespaced cluster of its own (CLUSTER_NETNS=1 scripts/cluster.sh). Run as
 # root (it makes network namespaces); PostgreSQL must answer (run
@@ -41,7 +41,8 @@ trap cleanup EXIT
 
 mkdir -p "$(dirname "$log")"
 : >"$log"
-cargo test --locked --features partition-tests --test partitions --no-run "$@"
+# --workspace: the build scripts/test.sh makes (see there).
+cargo test --locked --workspace --test partitions --no-run "$@"
 failed=()
 for version in "${versions[@]}"; do
   for handling in "${handlings[@]}"; do
@@ -56,7 +57,7 @@ for version in "${versions[@]}"; do
       scripts/cluster.sh up
       status=0
       PARTITION_REPEATS=$repeats PARTITION_QUEUE_TYPE=$type PARTITION_HOLD_SECS=$hold \
-        cargo test --locked --features partition-tests --test partitions "$@" -- --nocapture \
+        cargo test --locked --workspace --test partitions "$@" -- --nocapture \
         >"$log.run" 2>&1 || status=$?
       cat "$log.run" >>"$log"
       grep -E '^partitions,|^test |panicked' "$log.run" || true

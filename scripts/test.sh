@@ -9,9 +9,9 @@
 #   1. the workspace's tests on 3.10 and on 4.3, side by side (one build);
 #   2. the semantics, broker-version, policy and scheduled-retry suites on 4.0;
 #   3. the fault tests on a three-node 4.3 cluster with quorum queues
-#      (tests/cluster.rs, scripts/cluster.sh), then the network faults on a
-#      three-node 4.3 cluster in network namespaces, one run each
-#      (tests/partitions.rs; scripts/partitions.sh repeats them);
+#      (cluster-tests/tests/cluster.rs, scripts/cluster.sh), then the network
+#      faults on a three-node 4.3 cluster in network namespaces, one run each
+#      (cluster-tests/tests/partitions/; scripts/partitions.sh repeats them);
 #   4. the amqps:// tests on a TLS node of 3.10, then of 4.3 (scripts/tls.sh);
 #   5. the shipped Prometheus rules: promtool's unit tests, and one alert
 #      firing in a real Prometheus scraping examples/orders (scripts/alerts.sh).
@@ -48,8 +48,11 @@ scripts/ensure-postgres.sh
 scripts/ensure-redis.sh
 scripts/browser.sh
 
-# One build for every run below.
+# One build for every run below, the cluster tests' included (each run below
+# names the workspace, so that none builds its dependencies again).
 cargo test --workspace --all-targets --locked --no-run "$@"
+# The cluster tests wait for step 3 and its cluster.
+local_only=(--exclude rabbit-backoff-cluster-tests)
 
 # 1. Each broker's run in the background, its output in a log printed when it
 # ends; the step fails when either run does.
@@ -57,7 +60,7 @@ suite() {
   local version=$1; shift
   (
     eval "$(scripts/broker.sh env "$version")"
-    cargo test --workspace --all-targets --locked "$@"
+    cargo test --workspace "${local_only[@]}" --all-targets --locked "$@"
   ) >"$logs/$version.log" 2>&1
 }
 pids=()
@@ -77,7 +80,7 @@ if [ "${#failed[@]}" -gt 0 ]; then
   echo "the suite failed on RabbitMQ ${failed[*]} (see above)" >&2
   exit 1
 fi
-cargo test --workspace --doc --locked
+cargo test --workspace "${local_only[@]}" --doc --locked
 
 # 2. What the framework promises for one message, what differs between
 # versions, and the retry policy (a first failure read from the broker's
@@ -93,16 +96,17 @@ scripts/broker.sh down 4.0
 export RABBITMQ_VERSION=4.3
 scripts/cluster.sh up
 # --nocapture: the tests print what they measured (recovery times, duplicates).
-# Both features in both runs: one build of the crate for the two.
+# --workspace: the build of step 1 (the crate rabbit-backoff-cluster-tests
+# alone would unify its dependencies' features apart, and build them again).
 RABBITMQCTL="$PWD/scripts/cluster.sh ctl" \
-  cargo test --locked --features cluster-tests,partition-tests --test cluster -- --nocapture
+  cargo test --locked --workspace --test cluster -- --nocapture
 scripts/cluster.sh down
 # Partitions, a client cut off, a rolling restart: each node a host of its
 # own (network namespaces), pause_minority, quorum queues, one run per fault
 # (about 8 minutes, both retry backends).
 echo "==================== partitions on RabbitMQ 4.3 ===================="
 CLUSTER_NETNS=1 scripts/cluster.sh up
-CLUSTER_NETNS=1 cargo test --locked --features cluster-tests,partition-tests --test partitions -- --nocapture
+CLUSTER_NETNS=1 cargo test --locked --workspace --test partitions -- --nocapture
 CLUSTER_NETNS=1 scripts/cluster.sh down
 unset RABBITMQ_VERSION
 

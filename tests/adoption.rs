@@ -14,16 +14,16 @@ use common::*;
 use futures_util::StreamExt;
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions, ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions,
-    QueueDeclareOptions, QueueDeleteOptions,
+    ConfirmSelectOptions, ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
-use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection};
 use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, ReplayOptions};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::rules::parse_failed_at;
 use rabbit_backoff::topology::{MissingObject, Topology};
 use rabbit_backoff::{DeclareMode, Delays, Error, QueueType, RetryReturn};
+use rabbit_backoff_test_support::declare::{self, arguments, text};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -100,28 +100,16 @@ impl Article {
     /// article declares them: integers as a JavaScript client sends them
     /// (32-bit), and retry queues that dead-letter through the work exchange.
     async fn declare(&self, channel: &Channel) {
-        let text = |s: &str| AMQPValue::LongString(LongString::from(s.as_bytes()));
         for exchange in [
             &self.work_exchange,
             &self.retry_exchange,
             &self.dlx_exchange,
         ] {
-            channel
-                .exchange_declare(
-                    exchange.as_str().into(),
-                    lapin::ExchangeKind::Direct,
-                    ExchangeDeclareOptions {
-                        durable: true,
-                        ..Default::default()
-                    },
-                    FieldTable::default(),
-                )
-                .await
-                .unwrap_or_else(|e| panic!("declare {exchange}: {e}"));
+            declare::exchange(channel, exchange, lapin::ExchangeKind::Direct).await;
         }
         let mut queues = vec![(
             self.work_queue.clone(),
-            args(&[
+            arguments(&[
                 ("x-dead-letter-exchange", text(&self.dlx_exchange)),
                 ("x-dead-letter-routing-key", text("dead")),
             ]),
@@ -129,7 +117,7 @@ impl Article {
         for &ms in &self.delays {
             queues.push((
                 self.retry_queue(ms),
-                args(&[
+                arguments(&[
                     ("x-message-ttl", AMQPValue::LongInt(ms as i32)),
                     ("x-dead-letter-exchange", text(&self.work_exchange)),
                     ("x-dead-letter-routing-key", text("work")),
@@ -138,17 +126,7 @@ impl Article {
         }
         queues.push((self.dead_letter_queue.clone(), FieldTable::default()));
         for (queue, arguments) in queues {
-            channel
-                .queue_declare(
-                    queue.as_str().into(),
-                    QueueDeclareOptions {
-                        durable: true,
-                        ..Default::default()
-                    },
-                    arguments,
-                )
-                .await
-                .unwrap_or_else(|e| panic!("declare {queue}: {e}"));
+            declare::queue(channel, &queue, arguments).await;
         }
         let mut bindings = vec![(self.work_queue.clone(), &self.work_exchange, "work".into())];
         for &ms in &self.delays {
@@ -164,26 +142,9 @@ impl Article {
             "dead".into(),
         ));
         for (queue, exchange, key) in bindings {
-            channel
-                .queue_bind(
-                    queue.as_str().into(),
-                    exchange.as_str().into(),
-                    key.as_str().into(),
-                    QueueBindOptions::default(),
-                    FieldTable::default(),
-                )
-                .await
-                .unwrap_or_else(|e| panic!("bind {queue}: {e}"));
+            declare::bind(channel, &queue, exchange, &key).await;
         }
     }
-}
-
-fn args(pairs: &[(&str, AMQPValue)]) -> FieldTable {
-    let mut table = FieldTable::default();
-    for (k, v) in pairs {
-        table.insert((*k).into(), v.clone());
-    }
-    table
 }
 
 /// Whether `queue` exists, asked on a channel of its own.

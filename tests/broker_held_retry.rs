@@ -26,8 +26,7 @@ use fe2o3_amqp::types::messaging::annotations::AnnotationKey;
 use fe2o3_amqp::types::messaging::{Body, Message, Modified, Outcome};
 use fe2o3_amqp::types::primitives::{OrderedMap, Symbol, Timestamp, Value};
 use fe2o3_amqp::{Connection, Session};
-use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
-use lapin::types::{AMQPValue, FieldTable, LongString};
+use rabbit_backoff_test_support::amqp1;
 
 /// The delays a consumer asks for, one a hop: an exponential schedule.
 const SCHEDULE_MS: [i64; 3] = [300, 900, 2700];
@@ -41,7 +40,7 @@ const AMQP_0_9_1_HEADER: &[u8] = b"AMQP\x00\x00\x09\x01";
 #[tokio::test]
 async fn modified_with_a_delivery_time_holds_the_message_back_on_4_3() {
     let version = broker_version();
-    let connection = Connection::open("rbt-held-retry", amqp10_url().as_str()).await;
+    let connection = Connection::open("rbt-held-retry", amqp1::address(&url()).as_str()).await;
     if version < (4, 0) {
         // 3.x speaks AMQP 1.0 only through the rabbitmq_amqp1_0 plugin; without
         // it the node answers with AMQP 0-9-1's protocol header.
@@ -71,7 +70,9 @@ async fn modified_with_a_delivery_time_holds_the_message_back_on_4_3() {
     let dlq = format!("{queue}.dlq");
     let _cleanup = Cleanup::default().queue(&queue).queue(&dlq).exchange(&dlx);
     let (amqp091, channel) = common::channel().await;
-    declare(&channel, &queue, &dlx, &dlq).await;
+    // The quorum queue a consumer reads, dead-lettering at least once
+    // through `dlx` into `dlq`.
+    amqp1::held_retry_queue(&channel, &queue, &dlx, &dlq, &[]).await;
 
     let mut session = Session::begin(&mut connection)
         .await
@@ -220,67 +221,6 @@ async fn modified_with_a_delivery_time_holds_the_message_back_on_4_3() {
     sender.close().await.expect("detach the sender");
     end(session, connection).await;
     let _ = amqp091.close(200, "done".into()).await;
-}
-
-/// `AMQP_URL` without its path: fe2o3-amqp takes the address and the SASL
-/// PLAIN credentials from it; RabbitMQ 4.x picks the default vhost when the
-/// open frame's hostname names none (`vhost:NAME` would).
-fn amqp10_url() -> String {
-    let url = url();
-    let (scheme, rest) = url.split_once("://").unwrap_or(("amqp", url.as_str()));
-    let authority = rest.split(['/', '?']).next().unwrap_or(rest);
-    format!("{scheme}://{authority}")
-}
-
-/// The quorum queue a consumer reads, dead-lettering at least once through
-/// `dlx` into `dlq` (a fanout exchange, so the dead letter keeps its routing
-/// key).
-async fn declare(channel: &lapin::Channel, queue: &str, dlx: &str, dlq: &str) {
-    let durable = QueueDeclareOptions {
-        durable: true,
-        ..Default::default()
-    };
-    let mut dlq_args = FieldTable::default();
-    dlq_args.insert("x-queue-type".into(), text("quorum"));
-    channel
-        .queue_declare(dlq.into(), durable, dlq_args)
-        .await
-        .expect("declare the dead-letter queue");
-    channel
-        .exchange_declare(
-            dlx.into(),
-            lapin::ExchangeKind::Fanout,
-            ExchangeDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .expect("declare the dead-letter exchange");
-    channel
-        .queue_bind(
-            dlq.into(),
-            dlx.into(),
-            "".into(),
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .expect("bind the dead-letter queue");
-    let mut args = FieldTable::default();
-    args.insert("x-queue-type".into(), text("quorum"));
-    args.insert("x-dead-letter-exchange".into(), text(dlx));
-    args.insert("x-dead-letter-strategy".into(), text("at-least-once"));
-    args.insert("x-overflow".into(), text("reject-publish"));
-    channel
-        .queue_declare(queue.into(), durable, args)
-        .await
-        .expect("declare the quorum queue");
-}
-
-fn text(s: &str) -> AMQPValue {
-    AMQPValue::LongString(LongString::from(s.as_bytes()))
 }
 
 async fn receive(receiver: &mut Receiver, within: Duration) -> Delivery<Body<Value>> {

@@ -366,7 +366,7 @@ async fn dead_letters_the_broker_makes_reach_the_index_on_4_x() {
     spec.queue = unique("broker-dl");
     // The index the broker routes to, bound beside a classic queue (on a
     // quorum topology the consumer writes it, and the count check finds
-    // the broker's own: tests/dead_letters.rs).
+    // the broker's own: tests/dead_letters/).
     spec.queue_type = Some(rabbit_backoff::QueueType::Classic);
     let topology = Topology::of(&spec);
     assert!(topology.index_feed().is_some());

@@ -1,6 +1,6 @@
 //! A handler is a plain async function behind its consumer value: it can be
 //! called directly in a unit test, without any broker. The per-message
-//! semantics against brokers are in `tests/semantics.rs`, which runs each
+//! semantics against brokers are in `tests/semantics/`, which runs each
 //! case on RabbitMQ and on the in-memory broker.
 
 mod common;

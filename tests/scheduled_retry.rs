@@ -323,13 +323,10 @@ async fn publish_amqp1(
     use fe2o3_amqp::types::messaging::{
         ApplicationProperties, Data, Message, MessageAnnotations, Outcome,
     };
-    let url = url();
-    let (scheme, rest) = url.split_once("://").unwrap_or(("amqp", url.as_str()));
-    let authority = rest.split(['/', '?']).next().unwrap_or(rest);
-    let mut connection =
-        fe2o3_amqp::Connection::open("rbt-hostile", format!("{scheme}://{authority}").as_str())
-            .await
-            .expect("an AMQP 1.0 connection");
+    let address = rabbit_backoff_test_support::amqp1::address(&url());
+    let mut connection = fe2o3_amqp::Connection::open("rbt-hostile", address.as_str())
+        .await
+        .expect("an AMQP 1.0 connection");
     let mut session = fe2o3_amqp::Session::begin(&mut connection)
         .await
         .expect("a session");

@@ -2,7 +2,10 @@
 //! broker ([`broker`]), the TLS node of `scripts/tls.sh` ([`tls`]), headers
 //! nested deeper than lapin can hold ([`deep_headers`]), and for the web
 //! console's tests a consumer with dead letters ([`dead_letter_fixture`])
-//! and, with the feature `browser`, a headless Chromium (the module `browser`).
+//! and, with the feature `browser`, a headless Chromium (the module `browser`);
+//! queues and exchanges declared with plain lapin calls ([`declare`]) and,
+//! with the feature `amqp1`, AMQP 1.0 connections and queues (the module
+//! `amqp1`).
 //!
 //! Not published: only the workspace's own tests depend on it, as a
 //! dev-dependency. What users' tests get is `rabbit-backoff-testing`, the
@@ -10,11 +13,14 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "amqp1")]
+pub mod amqp1;
 pub mod broker;
 #[cfg(feature = "browser")]
 pub mod browser;
 pub mod cleanup;
 pub mod dead_letter_fixture;
+pub mod declare;
 pub mod deep_headers;
 pub mod log_capture;
 pub mod tls;

@@ -3,7 +3,7 @@
 //! (one effect row) or in the dead-letter queue with a reason, as its job
 //! says. Pure logic, no I/O: the partition tests fill it from the publisher's
 //! confirms, the effect table, the handler's calls and the drained
-//! dead-letter queue (tests/partitions.rs); tests/history.rs checks the
+//! dead-letter queue (cluster-tests/tests/partitions/); tests/history.rs checks the
 //! checker.
 
 use std::collections::{BTreeMap, BTreeSet};

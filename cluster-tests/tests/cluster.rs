@@ -3,22 +3,22 @@
 //! tier killed while messages wait in it, and classic queues whose node dies.
 //!
 //! Needs the cluster of `scripts/cluster.sh up` (nodes `rabbit-a`, `-b`, `-c`
-//! `@localhost` on 127.0.0.1:5673-5675) and is built only with the feature
-//! `cluster-tests`: `cargo test --features cluster-tests --test cluster`
+//! `@localhost` on 127.0.0.1:5673-5675), which is why it lives in a crate
+//! left out of the workspace's default members:
+//! `cargo test --workspace --test cluster`
 //! (`scripts/test.sh` starts the cluster, runs this, and stops it). The tests
 //! kill nodes, so they run one at a time (`SERIAL`); a killed node is started
 //! again, and rejoins, even when a test fails. Figures go to stderr
 //! (`-- --nocapture` shows them).
 
-#[path = "common/cluster_script.rs"]
-mod cluster_script;
+// What the root's integration tests share: the broker, names, cleanup.
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 use std::time::Duration;
 
-use cluster_script::Cluster;
 use common::*;
 use futures_util::future::join_all;
 use lapin::options::BasicGetOptions;
@@ -27,6 +27,7 @@ use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, GroupReport, GroupSour
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::topology::Topology;
 use rabbit_backoff::{Health, QueueType, RunningRuntime};
+use rabbit_backoff_cluster_tests::cluster_script::Cluster;
 use rabbit_backoff_test_support::log_capture::LogCapture;
 use serde::Deserialize;
 use tokio::time::Instant;

@@ -1,7 +1,5 @@
 //! `scripts/cluster.sh` run by a test: the cluster on localhost, or the one
-//! in network namespaces (`CLUSTER_NETNS=1`). Included with `#[path]` by the
-//! cluster and partition tests.
-#![allow(dead_code)]
+//! in network namespaces (`CLUSTER_NETNS=1`).
 
 use std::process::{Command, Output};
 
@@ -17,7 +15,10 @@ pub enum Cluster {
 impl Cluster {
     /// The script run with `args`, whatever its exit.
     pub fn script(self, args: &[&str]) -> Output {
-        let mut command = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/cluster.sh"));
+        let mut command = Command::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../scripts/cluster.sh"
+        ));
         command.args(args);
         if self == Cluster::Netns {
             command.env("CLUSTER_NETNS", "1");

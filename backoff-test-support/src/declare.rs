@@ -1,0 +1,67 @@
+//! Queues, exchanges and bindings declared with plain lapin calls, as a
+//! hand-written consumer's set-up declares them (durable, with the
+//! arguments given), failing the test or bench with the name that was
+//! refused.
+
+use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{Channel, ExchangeKind};
+
+/// A long string argument or header value.
+pub fn text(s: &str) -> AMQPValue {
+    AMQPValue::LongString(LongString::from(s.as_bytes()))
+}
+
+/// A table of `pairs`, as a queue's arguments.
+pub fn arguments(pairs: &[(&str, AMQPValue)]) -> FieldTable {
+    let mut table = FieldTable::default();
+    for (name, value) in pairs {
+        table.insert((*name).into(), value.clone());
+    }
+    table
+}
+
+/// Declares the durable exchange `name` of `kind`.
+pub async fn exchange(channel: &Channel, name: &str, kind: ExchangeKind) {
+    channel
+        .exchange_declare(
+            name.into(),
+            kind,
+            ExchangeDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("declare {name}: {e}"));
+}
+
+/// Declares the durable queue `name` with `arguments`.
+pub async fn queue(channel: &Channel, name: &str, arguments: FieldTable) {
+    channel
+        .queue_declare(
+            name.into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            arguments,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("declare {name}: {e}"));
+}
+
+/// Binds `queue` to `exchange` with `key`.
+pub async fn bind(channel: &Channel, queue: &str, exchange: &str, key: &str) {
+    channel
+        .queue_bind(
+            queue.into(),
+            exchange.into(),
+            key.into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("bind {queue} to {exchange}: {e}"));
+}
