@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Instructions per message under callgrind, for the sides and scenarios of
-# benches/throughput.rs, and the same for the framework built with
+# benches/throughput/main.rs, and the same for the framework built with
 # `--cfg rabbit_backoff_bare` (no metrics or span call sites) beside it: what
 # observability costs when no recorder and no subscriber are installed.
 #

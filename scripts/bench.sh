@@ -2,7 +2,7 @@
 # The benchmarks: framework beside a hand-written lapin consumer against the
 # real broker (throughput, CPU per message, memory), then the I/O-free hot path.
 # BENCH_TARGETS=single-classic,single-quorum,cluster-quorum measures on each
-# (see benches/throughput.rs); with cluster-quorum the three-node cluster of
+# (see benches/throughput/main.rs); with cluster-quorum the three-node cluster of
 # scripts/cluster.sh is started when it does not run, and stopped afterwards.
 # The dedupe sides need PostgreSQL and Redis, started (or installed) here.
 set -euo pipefail

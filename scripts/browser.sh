@@ -8,7 +8,7 @@ if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-  echo "Chromium and chromedriver are needed for the web console's tests (backoff-cli/tests/console.rs)." >&2
+  echo "Chromium and chromedriver are needed for the web console's tests (backoff-console/tests/)." >&2
   echo "Install them (Debian/Ubuntu: sudo apt-get install chromium chromium-driver) and run this again." >&2
   exit 1
 fi

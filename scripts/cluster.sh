@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A three-node RabbitMQ cluster on this machine, beside the default node, for
-# the cluster tests (tests/cluster.rs, tests/partitions.rs), the cluster
+# the cluster tests (cluster-tests/tests/cluster.rs, cluster-tests/tests/partitions/), the cluster
 # benchmark and trying failover by hand, of the version in RABBITMQ_VERSION:
 # 3.10 (the default, the installed server, which scripts/ensure-broker.sh
 # installs), 4.0 or 4.3 (Debian's packages in a root of their own:

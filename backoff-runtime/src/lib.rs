@@ -12,6 +12,8 @@
 //!   ([`Error`]), wrapping the transport's, the dedupe store's and the core's
 //!   errors;
 //! - `telemetry`: the framework's wall clock, its metrics, trace context;
+//! - [`clock`]: that clock's public face, `now` and `now_rfc3339`, for
+//!   operator tools and the in-memory broker;
 //! - `broker`: the runtime's own requests over the transport, in its errors:
 //!   a confirm channel for a queue, declaring or checking a topology,
 //!   inspecting queues and exchanges, asking whether delayed retries apply;

@@ -82,11 +82,6 @@ pub fn link_trace(span: &tracing::Span, headers: Option<&FieldTable>) {
     crate::telemetry::trace_context::link_trace(span, headers);
 }
 
-/// The clock's `now`, where `backoff-testing`'s tests still read it: the
-/// clock is [`clock`](crate::clock), not an operator tool.
-#[doc(hidden)]
-pub use crate::clock::now;
-
 pub use crate::settle::copy_properties::republish_properties;
 
 /// When the message of `properties` first failed, as text: its

@@ -215,7 +215,7 @@ struct Attempts(AtomicU32);
 /// Fails its first two attempts, succeeds on the third. On classic queues:
 /// an original whose copy was refused goes back with a requeue, so the
 /// only publishes are retry copies (a quorum work queue takes it back as a
-/// copy, `tests/semantics.rs`).
+/// copy, `tests/semantics/`).
 #[backoff_consumer(queue = "jobs", delays = "5s", queue_type = "classic")]
 async fn job(_id: u32, attempts: State<Attempts>) -> Result<(), JobError> {
     if attempts.0.fetch_add(1, Ordering::SeqCst) < 2 {

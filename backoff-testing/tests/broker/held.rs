@@ -34,7 +34,7 @@ async fn quorum_4_3(
 
 /// Unix milliseconds, `after` from now on the framework's clock.
 fn unix_ms_in(after: Duration) -> i64 {
-    let at = rabbit_backoff_runtime::toolkit::now() + after;
+    let at = rabbit_backoff_runtime::clock::now() + after;
     at.duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64
