@@ -1,7 +1,8 @@
 //! The AMQP 1.0 consume path (feature `amqp1`) against the broker
 //! `AMQP_URL` names: messages published over AMQP 0-9-1 to a quorum queue,
-//! consumed through the transport's `Connection` and `Channel` over AMQP
-//! 1.0, settled with each outcome.
+//! consumed through the holding channels of the transport's `Connection`
+//! (sessions of the AMQP 1.0 connection it pairs itself with), settled
+//! with each outcome.
 //!
 //! On RabbitMQ 4.3 and later everything is asserted, the held-back
 //! `modified` included; 4.0 to 4.2 the same but the hold-back (they
@@ -22,8 +23,8 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel as LapinChannel};
 use rabbit_backoff_runtime::transport::{
-    AmqpTransport, AnnotationValue, Connection, Deliveries, Delivery, Modification, Transport,
-    TransportError,
+    AmqpTransport, AnnotationValue, Channel, Connection, Deliveries, Delivery, Modification,
+    Transport, TransportError,
 };
 use rabbit_backoff_test_support::broker::{connect, unique, url};
 use rabbit_backoff_test_support::cleanup::Cleanup;
@@ -59,9 +60,19 @@ fn rabbitmqctl_output(args: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// An AMQP 1.0 connection to `uri`, as the runtime opens one.
-async fn amqp1_connect(uri: &str) -> Result<Arc<dyn Connection>, TransportError> {
-    AmqpTransport::new(uri).connect_amqp1().await
+/// A connection to `uri` and its first holding channel, a session of the
+/// AMQP 1.0 connection it opens beside itself, as the runtime opens them.
+async fn amqp1_connect(
+    uri: &str,
+) -> Result<(Arc<dyn Connection>, Arc<dyn Channel>), TransportError> {
+    let connection = AmqpTransport::new(uri).connect().await?;
+    match connection.open_holding_channel().await {
+        Ok(channel) => Ok((connection, channel)),
+        Err(e) => {
+            connection.close().await;
+            Err(e)
+        }
+    }
 }
 
 /// The broker's version as (major, minor).
@@ -89,9 +100,10 @@ fn amqp1_connections() -> Vec<String> {
         .collect()
 }
 
-/// An AMQP 1.0 connection through the transport, or `None` on a broker
-/// before 4.0, after asserting that it refused, saying why.
-async fn amqp1() -> Option<Arc<dyn Connection>> {
+/// A connection through the transport with its first holding channel (over
+/// AMQP 1.0), or `None` on a broker before 4.0, after asserting that it
+/// refused AMQP 1.0, saying why.
+async fn amqp1() -> Option<(Arc<dyn Connection>, Arc<dyn Channel>)> {
     let version = broker_version();
     let connection = amqp1_connect(&url()).await;
     if version < (4, 0) {
@@ -321,13 +333,12 @@ fn now_ms() -> i64 {
 #[tokio::test]
 async fn properties_and_headers_arrive_and_ack_removes() {
     let _serial = SERIAL.lock().await;
-    let Some(connection) = amqp1().await else {
+    let Some((connection, channel)) = amqp1().await else {
         return;
     };
     let fixture = Fixture::new("amqp1-props").await;
     fixture.publish("m-1", br#"{"id":1}"#).await;
 
-    let channel = connection.open_channel().await.expect("a session");
     channel.qos(10).await.expect("qos");
     let mut deliveries = channel.consume(&fixture.queue).await.expect("consume");
     assert!(
@@ -382,13 +393,12 @@ async fn properties_and_headers_arrive_and_ack_removes() {
 #[tokio::test]
 async fn requeue_and_fail_come_back_modified_holds_back_and_dead_letters() {
     let _serial = SERIAL.lock().await;
-    let Some(connection) = amqp1().await else {
+    let Some((connection, channel)) = amqp1().await else {
         return;
     };
     let holds_back = broker_version() >= (4, 3);
     let fixture = Fixture::new("amqp1-outcomes").await;
     fixture.publish("m-2", b"job").await;
-    let channel = connection.open_channel().await.expect("a session");
     channel.qos(1).await.expect("qos");
     let mut deliveries = channel.consume(&fixture.queue).await.expect("consume");
 
@@ -480,14 +490,13 @@ async fn requeue_and_fail_come_back_modified_holds_back_and_dead_letters() {
 #[tokio::test]
 async fn ack_multiple_settles_every_earlier_delivery() {
     let _serial = SERIAL.lock().await;
-    let Some(connection) = amqp1().await else {
+    let Some((connection, channel)) = amqp1().await else {
         return;
     };
     let fixture = Fixture::new("amqp1-multiple").await;
     for n in 1..=3 {
         fixture.publish(&format!("m-{n}"), b"x").await;
     }
-    let channel = connection.open_channel().await.expect("a session");
     channel.qos(10).await.expect("qos");
     let mut deliveries = channel.consume(&fixture.queue).await.expect("consume");
     let mut got = Vec::new();
@@ -520,14 +529,13 @@ async fn ack_multiple_settles_every_earlier_delivery() {
 #[tokio::test]
 async fn cancel_returns_unsettled_deliveries_and_get_takes_them_one_by_one() {
     let _serial = SERIAL.lock().await;
-    let Some(connection) = amqp1().await else {
+    let Some((connection, channel)) = amqp1().await else {
         return;
     };
     let fixture = Fixture::new("amqp1-cancel").await;
     for n in 1..=2 {
         fixture.publish(&format!("m-{n}"), b"x").await;
     }
-    let channel = connection.open_channel().await.expect("a session");
     channel.qos(5).await.expect("qos");
     let mut deliveries = channel.consume(&fixture.queue).await.expect("consume");
     let first = next(&mut deliveries).await;
@@ -571,11 +579,10 @@ async fn cancel_returns_unsettled_deliveries_and_get_takes_them_one_by_one() {
 async fn closing_the_connection_broker_side_fires_lost() {
     let _serial = SERIAL.lock().await;
     let before = amqp1_connections();
-    let Some(connection) = amqp1().await else {
+    let Some((connection, channel)) = amqp1().await else {
         return;
     };
     let fixture = Fixture::new("amqp1-lost").await;
-    let channel = connection.open_channel().await.expect("a session");
     let mut deliveries = channel.consume(&fixture.queue).await.expect("consume");
     let ours: Vec<String> = amqp1_connections()
         .into_iter()
@@ -602,6 +609,7 @@ async fn closing_the_connection_broker_side_fires_lost() {
         "{ended:?}"
     );
     assert!(connection.open_channel().await.is_err());
+    assert!(connection.open_holding_channel().await.is_err());
     channel.close().await;
     connection.close().await;
     fixture.close().await;
@@ -619,7 +627,7 @@ async fn odd_messages_published_over_amqp_1_0_arrive_whole() {
     use fe2o3_amqp::types::primitives::{OrderedMap, SimpleValue, Symbol, Value};
 
     let _serial = SERIAL.lock().await;
-    let Some(connection) = amqp1().await else {
+    let Some((connection, channel)) = amqp1().await else {
         return;
     };
     let fixture = Fixture::new("amqp1-odd").await;
@@ -698,7 +706,6 @@ async fn odd_messages_published_over_amqp_1_0_arrive_whole() {
         .expect("sent");
     assert!(matches!(outcome, Outcome::Accepted(_)), "{outcome:?}");
 
-    let channel = connection.open_channel().await.expect("a session");
     channel.qos(10).await.expect("qos");
     let mut deliveries = channel.consume(&fixture.queue).await.expect("consume");
 
@@ -811,10 +818,9 @@ async fn a_vhost_of_the_uri_is_the_connection_s() {
         .await
         .expect("confirmed");
 
-    let connection = amqp1_connect(&vhost_url)
+    let (connection, consuming) = amqp1_connect(&vhost_url)
         .await
         .expect("AMQP 1.0 on the vhost");
-    let consuming = connection.open_channel().await.expect("a session");
     let mut deliveries = consuming.consume(queue).await.expect("the vhost's queue");
     let delivery = next(&mut deliveries).await;
     assert_eq!(delivery.data, b"in the vhost");
@@ -825,8 +831,7 @@ async fn a_vhost_of_the_uri_is_the_connection_s() {
     consuming.close().await;
     connection.close().await;
     // The default vhost has no such queue.
-    let default = amqp1().await.expect("AMQP 1.0 on the default vhost");
-    let elsewhere = default.open_channel().await.expect("a session");
+    let (default, elsewhere) = amqp1().await.expect("AMQP 1.0 on the default vhost");
     let missing = elsewhere.consume(queue).await.err();
     assert!(
         missing.as_ref().is_some_and(TransportError::is_not_found),
@@ -847,7 +852,7 @@ async fn a_vhost_of_the_uri_is_the_connection_s() {
 #[tokio::test]
 async fn a_backlog_settled_out_of_order_keeps_its_stream_and_hands_each_over_once() {
     let _serial = SERIAL.lock().await;
-    let Some(connection) = amqp1().await else {
+    let Some((connection, channel)) = amqp1().await else {
         return;
     };
     let fixture = Fixture::new("amqp1-backlog").await;
@@ -871,7 +876,6 @@ async fn a_backlog_settled_out_of_order_keeps_its_stream_and_hands_each_over_onc
         assert!(confirm.await.expect("a confirm").is_ack());
     }
     let held_back = (0..N).filter(|n| n % 10 == 7).count();
-    let channel = connection.open_channel().await.expect("a session");
     channel.qos(40).await.expect("qos");
     let mut deliveries = channel.consume(&fixture.queue).await.expect("consume");
     let (to_workers, from_stream) = tokio::sync::mpsc::channel::<Delivery>(1);

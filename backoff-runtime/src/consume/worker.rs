@@ -56,9 +56,6 @@ pub(crate) struct WorkerEnv {
     /// Where the consumers that write their dead-letter index hand each
     /// dead letter.
     pub(crate) index_writer: Option<IndexWriter>,
-    /// The AMQP 1.0 connection the consumers with `retry = "scheduled"`
-    /// consume through, beside `connection`.
-    pub(crate) amqp1: Option<Arc<dyn Connection>>,
 }
 
 /// How consuming ended.
@@ -77,7 +74,7 @@ pub(crate) struct Worker<C: Consumer> {
     /// Carries out what `decide` says, on the consumer's channel.
     executor: Executor,
     /// The channel the deliveries come from: the executor's, or with
-    /// `retry = "scheduled"` an AMQP 1.0 session.
+    /// `retry = "scheduled"` one whose deliveries can be held back.
     consuming: Arc<dyn Channel>,
     /// With `dedupe`: drops duplicates before the handler.
     inbox: Option<Inbox>,
@@ -94,16 +91,14 @@ impl<C: Consumer> Worker<C> {
         // Copies (retries to tiers, dead letters) go out on a confirm channel.
         let channel = confirm_channel(&*env.connection, &spec.queue).await?;
         let consuming = if spec.retry == RetryBackend::Scheduled {
-            // Consumed over AMQP 1.0, whose `modified` the broker holds back.
-            let opening = channel_error(&spec.queue, "opening an AMQP 1.0 session to consume");
-            match &env.amqp1 {
-                Some(amqp1) => amqp1.open_channel().await.map_err(opening)?,
-                None => {
-                    return Err(opening(TransportError::Other(
-                        "the runtime opened no AMQP 1.0 connection".to_owned(),
-                    )));
-                }
-            }
+            // The broker holds a retry back: no copy goes out.
+            env.connection
+                .open_holding_channel()
+                .await
+                .map_err(channel_error(
+                    &spec.queue,
+                    "opening a channel whose deliveries can be held back",
+                ))?
         } else {
             Arc::clone(&channel)
         };

@@ -29,8 +29,8 @@ use crate::lifecycle::broker_return::broker_returns;
 use crate::lifecycle::health::{Health, HealthWatch};
 use crate::lifecycle::outbox_relay::relay_outbox;
 use crate::telemetry::meters;
-use crate::transport::amqp::AmqpTransport;
-use crate::transport::{Connection, Transport};
+use crate::transport::AmqpTransport;
+use crate::transport::{Connection, HOLDING_CHANNELS_BUILT, Transport};
 
 /// The default broker address: `amqp://guest:guest@127.0.0.1:5672/%2f`.
 pub const DEFAULT_AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
@@ -410,35 +410,7 @@ impl Runtime {
             )
         });
         let _relay = relay.map(AbortOnDrop);
-        // The consumers with `retry = "scheduled"` consume over AMQP 1.0, on
-        // a connection of this generation's.
-        let amqp1 = match self.specs().any(|s| s.retry == RetryBackend::Scheduled) {
-            true => {
-                Some(
-                    self.transport
-                        .connect_amqp1()
-                        .await
-                        .map_err(|source| Error::Connect {
-                            uri: format!("{} (AMQP 1.0)", self.transport.describe()),
-                            source,
-                        })?,
-                )
-            }
-            false => None,
-        };
-        let _amqp1_closed = amqp1.clone().map(CloseOnDrop);
-        // A scheduled consumer reads over AMQP 1.0 and publishes its dead
-        // letters over AMQP 0-9-1 (and the metadata watch runs on that one):
-        // losing either (the watch leaving the node, the node gone) ends
-        // the consumer's stream and this generation, which reconnects both.
-        // Otherwise it would go on taking messages whose dead letters it
-        // cannot publish, giving each back at once.
-        let _tied = amqp1.clone().map(|amqp1| {
-            let connection = Arc::clone(connection);
-            AbortOnDrop(tokio::spawn(end_together(connection, amqp1)).abort_handle())
-        });
         let env = WorkerEnv {
-            amqp1,
             connection: Arc::clone(connection),
             state: Arc::clone(&self.state),
             confirm_timeout: self.settings.confirm_timeout,
@@ -519,31 +491,6 @@ impl UnsuitableNodes {
     fn wait_for_another(&mut self, node: String, nodes: usize, was_ready: bool) -> bool {
         self.0.insert(node);
         was_ready || self.0.len() < nodes
-    }
-}
-
-/// Waits until `connection` (AMQP 0-9-1) is lost, then leaves `amqp1`,
-/// whose consumers' streams end at once. (When `amqp1` is lost first, its
-/// consumers' streams end by themselves.)
-async fn end_together(connection: Arc<dyn Connection>, amqp1: Arc<dyn Connection>) {
-    let why = connection.lost().wait().await;
-    tracing::warn!(
-        "closing the AMQP 1.0 connection to {} as well: the AMQP 0-9-1 connection of its \
-         generation is lost ({why})",
-        amqp1.node()
-    );
-    amqp1.leave(&why).await;
-}
-
-/// Closes an AMQP 1.0 connection when its generation ends.
-struct CloseOnDrop(Arc<dyn Connection>);
-
-impl Drop for CloseOnDrop {
-    fn drop(&mut self) {
-        let connection = Arc::clone(&self.0);
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move { connection.close().await });
-        }
     }
 }
 
@@ -761,7 +708,7 @@ impl RuntimeBuilder {
             if !queues.insert(spec.queue.as_str()) {
                 return Err(Error::DuplicateQueue(spec.queue.clone()));
             }
-            if spec.retry == RetryBackend::Scheduled && !cfg!(feature = "amqp1") {
+            if spec.retry == RetryBackend::Scheduled && !HOLDING_CHANNELS_BUILT {
                 return Err(Error::InvalidSpec {
                     queue: spec.queue.clone(),
                     source: rabbit_backoff_core::SpecError::ScheduledNeedsFeature,
@@ -881,7 +828,7 @@ impl<C: Consumer> Registration for Registered<C> {
 
 /// Connects to the broker at `uri` (an `amqp://` address), naming the
 /// connection `rabbit-backoff`, with a `frame_max` of at most
-/// [`MAX_FRAME_SIZE`](crate::transport::amqp::MAX_FRAME_SIZE).
+/// [`MAX_FRAME_SIZE`](crate::transport::MAX_FRAME_SIZE).
 pub async fn connect(uri: &str) -> Result<Arc<dyn Connection>, Error> {
     let transport = AmqpTransport::new(uri);
     transport.connect().await.map_err(|source| Error::Connect {

@@ -256,7 +256,7 @@ impl Acks {
         self.settle_back(acker, Back::Fail).await
     }
 
-    /// Settles the delivery as AMQP 1.0's `modified` outcome (see
+    /// Settles the delivery as `modified` (see
     /// [`Acker::modify`]): held back, or dead-lettered, by its queue. Like
     /// [`fail`](Self::fail), without acknowledging first what finished
     /// before; its tag stays open until the settlement has gone out.
