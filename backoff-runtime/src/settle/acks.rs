@@ -163,6 +163,13 @@ impl Acks {
         }
     }
 
+    /// The acknowledgements of a channel with `prefetch`: flushed once half
+    /// the prefetch window has finished, so that the broker keeps sending
+    /// while they wait (see PERFORMANCE.md, "Coalesced acknowledgements").
+    pub(crate) fn for_prefetch(prefetch: u16) -> Self {
+        Acks::new(usize::from(prefetch / 2).max(1))
+    }
+
     fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
         self.ledger.lock().unwrap_or_else(|e| e.into_inner())
     }
