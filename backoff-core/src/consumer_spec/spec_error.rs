@@ -4,7 +4,7 @@
 use super::exchange_kind::ExchangeKind;
 use crate::{NameError, NotLinear};
 
-/// Why a [`ConsumerSpec`] was refused.
+/// Why a [`ConsumerSpec`](super::spec::ConsumerSpec) was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SpecError {
