@@ -169,7 +169,7 @@ async fn a_pass_killed_midway_loses_nothing_and_the_next_puts_the_order_right() 
 async fn a_dead_letter_nested_18000_levels_deep_is_shown_with_a_note_and_left_intact() {
     use rabbit_backoff::rules::deep_headers::{pack, unpack};
     use rabbit_backoff::rules::headers::DEEP_HEADERS;
-    use rabbit_backoff::transport::amqp::AmqpTransport;
+    use rabbit_backoff::transport::AmqpTransport;
     use rabbit_backoff::transport::{Confirm, Connection as _, Publication};
 
     let f = Fixture::new("deep", 1).await;

@@ -33,6 +33,7 @@ mod breaker;
 mod broker_release;
 mod classic_on_cluster;
 mod classify;
+mod consumer_spec;
 mod dead_letter;
 mod dead_letter_index;
 mod decision;
@@ -59,7 +60,6 @@ mod retry_count;
 mod return_watch;
 mod serde_str;
 mod shrink_plan;
-mod spec;
 mod tombstone_ledger;
 mod topology;
 
@@ -68,6 +68,9 @@ pub use breaker::{Breaker, BreakerAction, BreakerSpec, BreakerState};
 pub use broker_release::{BrokerRelease, HeldRetries};
 pub use classic_on_cluster::{ClassicOnCluster, ClusterEvidence};
 pub use classify::{Classify, ErrorClass, Verdict};
+pub use consumer_spec::{
+    ConsumerSpec, DeclareMode, ExchangeKind, QueueType, RetryReturn, SpecError,
+};
 pub use dead_letter::{
     DeadLetter, DeadLetterReason, MAX_ERROR_LEN, truncate_error, truncate_error_to,
 };
@@ -97,7 +100,6 @@ pub use shrink_plan::{
     CopySizes, DEAD_LETTER_HEADROOM, FRAME_OVERHEAD, Fit, MAX_HEADER_DEPTH, MIN_ERROR_LEN,
     ShrinkPlan, broker_headroom, fit_copy, header_limit, headers_to_drop,
 };
-pub use spec::{ConsumerSpec, DeclareMode, ExchangeKind, QueueType, RetryReturn, SpecError};
 pub use tombstone_ledger::TombstoneLedger;
 pub use topology::{
     Argument, ArgumentDifference, Binding, DEAD_LETTER_DELIVERY_LIMIT, DeadLetterIndexDecl,

@@ -54,12 +54,11 @@ pub use consume::extract::FromContext;
 pub use consume::shutdown::ShutdownHandle;
 pub use consume::state::{State, StateRequirement};
 pub use error::{Error, MissingObject, PublishFailure};
+pub use lifecycle::builder::{DEFAULT_AMQP_URL, RuntimeBuilder, amqp_url_from_env};
 pub use lifecycle::health::{Health, HealthWatch};
 #[cfg(feature = "http")]
 pub use lifecycle::http;
-pub use lifecycle::runtime::{
-    DEFAULT_AMQP_URL, RunningRuntime, Runtime, RuntimeBuilder, amqp_url_from_env, connect,
-};
+pub use lifecycle::runtime::{RunningRuntime, Runtime, connect};
 pub use publish::outgoing::Outgoing;
 pub use publish::publisher::Publisher;
 pub use telemetry::meters;

@@ -25,8 +25,8 @@ use rabbit_backoff_runtime::transport::{
 use tokio::time::Instant;
 
 use crate::broker_shared::BrokerShared;
+use crate::channel_kind::ChannelKind;
 use crate::lock::lock;
-use crate::protocol::Protocol;
 use crate::queue::{ConsumerSlot, Modified, Queue, Recipient, Settlement};
 use crate::queue_config::QueueKind;
 use crate::replies;
@@ -42,9 +42,9 @@ fn channel_closed() -> TransportError {
 /// consumers read.
 pub(crate) struct ChannelShared {
     id: u64,
-    /// What its connection speaks: only an AMQP 1.0 delivery can be
+    /// Which kind it is: only a holding channel's deliveries can be
     /// settled as `modified`.
-    protocol: Protocol,
+    kind: ChannelKind,
     state: Mutex<ChannelState>,
 }
 
@@ -87,12 +87,11 @@ impl ChannelState {
 }
 
 impl ChannelShared {
-    /// A new, open channel with a number unique in its broker, on a
-    /// connection that speaks `protocol`.
-    pub(crate) fn new(id: u64, protocol: Protocol) -> Self {
+    /// A new, open channel of `kind` with a number unique in its broker.
+    pub(crate) fn new(id: u64, kind: ChannelKind) -> Self {
         ChannelShared {
             id,
-            protocol,
+            kind,
             state: Mutex::new(ChannelState {
                 closed: None,
                 last_tag: 0,
@@ -281,14 +280,14 @@ impl Settle for MemoryAcker {
         Box::pin(async move { self.settle(Settlement::Fail, false) })
     }
 
-    /// AMQP 1.0's `modified`, on a delivery of an AMQP 1.0 connection: its
+    /// `modified`, on a delivery of a holding channel: its
     /// `x-opt-` annotations set on the message (as the headers an AMQP
     /// 0-9-1 consumer reads), then held back until its
     /// `x-opt-delivery-time` by a 4.3 quorum queue, delivered again, or
     /// dead-lettered (`undeliverable-here`).
     fn modify(&self, modification: Modification) -> BoxFuture<'_, Result<(), TransportError>> {
         Box::pin(async move {
-            if self.channel.protocol != Protocol::Amqp1 {
+            if self.channel.kind != ChannelKind::Holding {
                 return Err(TransportError::Other(
                     "this delivery cannot be settled as `modified` (an AMQP 1.0 outcome)"
                         .to_owned(),

@@ -15,8 +15,8 @@ use rabbit_backoff_runtime::transport::{Channel, Connection, Lost, LostSignal, T
 
 use crate::broker_shared::BrokerShared;
 use crate::channel::{ChannelShared, MemoryChannel};
+use crate::channel_kind::ChannelKind;
 use crate::lock::lock;
-use crate::protocol::Protocol;
 
 /// The frame size RabbitMQ 3.10 negotiates by default.
 const FRAME_MAX: u32 = 131_072;
@@ -101,17 +101,11 @@ impl Connections {
 pub(crate) struct MemoryConnection {
     broker: Arc<BrokerShared>,
     shared: Arc<ConnectionShared>,
-    protocol: Protocol,
 }
 
 impl MemoryConnection {
-    /// Opens a connection speaking `protocol` to `broker`, registered in
-    /// `connections`.
-    pub(crate) fn open(
-        broker: &Arc<BrokerShared>,
-        connections: &Connections,
-        protocol: Protocol,
-    ) -> Self {
+    /// Opens a connection to `broker`, registered in `connections`.
+    pub(crate) fn open(broker: &Arc<BrokerShared>, connections: &Connections) -> Self {
         let shared = Arc::new(ConnectionShared {
             state: Mutex::new(ConnectionState {
                 closed: None,
@@ -123,25 +117,37 @@ impl MemoryConnection {
         MemoryConnection {
             broker: Arc::clone(broker),
             shared,
-            protocol,
         }
+    }
+
+    /// Opens a channel of `kind`, registered in the connection.
+    async fn open_kind(&self, kind: ChannelKind) -> Result<Arc<dyn Channel>, TransportError> {
+        let channel = Arc::new(ChannelShared::new(self.broker.next_id(), kind));
+        {
+            let mut st = lock(&self.shared.state);
+            if let Some(error) = &st.closed {
+                return Err(error.clone());
+            }
+            st.channels.retain(|_, c| !c.is_closed());
+            st.channels.insert(channel.id(), Arc::clone(&channel));
+        }
+        Ok(Arc::new(MemoryChannel::new(Arc::clone(&self.broker), channel)) as Arc<dyn Channel>)
     }
 }
 
 impl Connection for MemoryConnection {
     fn open_channel(&self) -> BoxFuture<'_, Result<Arc<dyn Channel>, TransportError>> {
-        Box::pin(async move {
-            let channel = Arc::new(ChannelShared::new(self.broker.next_id(), self.protocol));
-            {
-                let mut st = lock(&self.shared.state);
-                if let Some(error) = &st.closed {
-                    return Err(error.clone());
-                }
-                st.channels.retain(|_, c| !c.is_closed());
-                st.channels.insert(channel.id(), Arc::clone(&channel));
-            }
-            Ok(Arc::new(MemoryChannel::new(Arc::clone(&self.broker), channel)) as Arc<dyn Channel>)
-        })
+        Box::pin(self.open_kind(ChannelKind::Confirm))
+    }
+
+    /// A channel of the same connection whose deliveries can also be
+    /// settled as `modified` ([`Acker::modify`]), as
+    /// `retry = "scheduled"` consumes: held back until the time it names by
+    /// a quorum queue of a broker emulating 4.3.
+    ///
+    /// [`Acker::modify`]: rabbit_backoff_runtime::transport::Acker::modify
+    fn open_holding_channel(&self) -> BoxFuture<'_, Result<Arc<dyn Channel>, TransportError>> {
+        Box::pin(self.open_kind(ChannelKind::Holding))
     }
 
     fn frame_max(&self) -> u32 {

@@ -68,13 +68,13 @@
 
 mod broker_shared;
 mod channel;
+mod channel_kind;
 mod connection;
 mod death;
 mod exchange;
 mod idle_timeout;
 mod lock;
 mod message;
-mod protocol;
 mod queue;
 mod queue_config;
 mod release;

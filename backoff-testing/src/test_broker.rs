@@ -18,7 +18,6 @@ use crate::connection::{Connections, MemoryConnection};
 use crate::idle_timeout::{QueueActivity, StillBusy};
 use crate::lock::read;
 use crate::message::Message;
-use crate::protocol::Protocol;
 use crate::queue::Queue;
 use crate::release::Release;
 
@@ -78,21 +77,7 @@ impl fmt::Debug for TestBroker {
 impl Transport for TestBroker {
     fn connect(&self) -> BoxFuture<'_, Result<Arc<dyn Connection>, TransportError>> {
         Box::pin(async move {
-            let connection =
-                MemoryConnection::open(&self.shared, &self.connections, Protocol::Amqp091);
-            Ok(Arc::new(connection) as Arc<dyn Connection>)
-        })
-    }
-
-    /// A connection as over AMQP 1.0: the same broker, whose deliveries can
-    /// also be settled as `modified` ([`Acker::modify`]), as
-    /// `retry = "scheduled"` consumes.
-    ///
-    /// [`Acker::modify`]: rabbit_backoff_runtime::transport::Acker::modify
-    fn connect_amqp1(&self) -> BoxFuture<'_, Result<Arc<dyn Connection>, TransportError>> {
-        Box::pin(async move {
-            let connection =
-                MemoryConnection::open(&self.shared, &self.connections, Protocol::Amqp1);
+            let connection = MemoryConnection::open(&self.shared, &self.connections);
             Ok(Arc::new(connection) as Arc<dyn Connection>)
         })
     }

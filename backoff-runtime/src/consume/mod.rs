@@ -5,6 +5,7 @@ pub(crate) mod consumer;
 pub(crate) mod context;
 pub(crate) mod dedupe;
 pub(crate) mod extract;
+mod handler_call;
 pub(crate) mod retry_count;
 pub(crate) mod shutdown;
 pub(crate) mod state;

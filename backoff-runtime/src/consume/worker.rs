@@ -1,9 +1,7 @@
 //! The consumer loop: one per consumer, on its own confirm channel. Each
 //! delivery is decoded, handled, decided on (by `backoff-core`) and settled.
 
-use std::any::Any;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,8 +9,8 @@ use futures_util::future::{BoxFuture, Either};
 use futures_util::stream::FuturesUnordered;
 use futures_util::{FutureExt, StreamExt};
 use rabbit_backoff_core::{
-    Attempt, Breaker, BreakerAction, Classify, ConsumerSpec, MAX_ERROR_LEN, Outcome, RetryBackend,
-    RetryCount, Verdict, decide, truncate_error,
+    Attempt, Breaker, BreakerAction, ConsumerSpec, Outcome, RetryBackend, RetryCount, Verdict,
+    decide,
 };
 use tracing::Instrument;
 
@@ -22,19 +20,17 @@ use crate::consume::consumer::Consumer;
 use crate::consume::context::Context;
 use crate::consume::dedupe::{Admission, Inbox, StoreReport};
 use crate::consume::extract::transaction_requirement;
-use crate::consume::retry_count::{count_in, since_first_failure};
+use crate::consume::retry_count::count_in;
 use crate::consume::shutdown::ShutdownHandle;
 use crate::consume::state::StateMap;
 use crate::dedupe::{DedupeStore, HeldKey};
 use crate::error::{Error, channel_error};
-use crate::settle::acks::ACK_LINGER;
+use crate::settle::acks::{ACK_LINGER, Acks};
 use crate::settle::executor::{Executor, Original};
+use crate::telemetry::meters::Meters;
 use crate::telemetry::trace_context::delivery_span;
 use crate::transport::frame_guard::SetAside;
 use crate::transport::{Acker, Channel, Connection, Deliveries, Delivery, TransportError};
-
-/// The first pause of an immediate retry; the n-th waits n times as long.
-const IMMEDIATE_PAUSE: Duration = Duration::from_millis(50);
 
 /// Where a consumer says that its circuit breaker paused it (`Some`, with
 /// its queue) or that it consumes again (`None`).
@@ -56,9 +52,6 @@ pub(crate) struct WorkerEnv {
     /// Where the consumers that write their dead-letter index hand each
     /// dead letter.
     pub(crate) index_writer: Option<IndexWriter>,
-    /// The AMQP 1.0 connection the consumers with `retry = "scheduled"`
-    /// consume through, beside `connection`.
-    pub(crate) amqp1: Option<Arc<dyn Connection>>,
 }
 
 /// How consuming ended.
@@ -71,13 +64,18 @@ enum Consumed {
 
 /// One consumer's running loop.
 pub(crate) struct Worker<C: Consumer> {
-    consumer: Arc<C>,
-    spec: ConsumerSpec,
+    pub(super) consumer: Arc<C>,
+    pub(super) spec: ConsumerSpec,
     queue: Arc<str>,
     /// Carries out what `decide` says, on the consumer's channel.
     executor: Executor,
+    /// The acknowledgements of the consumer's channel, which the loop
+    /// flushes and the executor settles through.
+    acks: Arc<Acks>,
+    /// The consumer's metrics, shared with the executor.
+    pub(super) meters: Arc<Meters>,
     /// The channel the deliveries come from: the executor's, or with
-    /// `retry = "scheduled"` an AMQP 1.0 session.
+    /// `retry = "scheduled"` one whose deliveries can be held back.
     consuming: Arc<dyn Channel>,
     /// With `dedupe`: drops duplicates before the handler.
     inbox: Option<Inbox>,
@@ -94,16 +92,14 @@ impl<C: Consumer> Worker<C> {
         // Copies (retries to tiers, dead letters) go out on a confirm channel.
         let channel = confirm_channel(&*env.connection, &spec.queue).await?;
         let consuming = if spec.retry == RetryBackend::Scheduled {
-            // Consumed over AMQP 1.0, whose `modified` the broker holds back.
-            let opening = channel_error(&spec.queue, "opening an AMQP 1.0 session to consume");
-            match &env.amqp1 {
-                Some(amqp1) => amqp1.open_channel().await.map_err(opening)?,
-                None => {
-                    return Err(opening(TransportError::Other(
-                        "the runtime opened no AMQP 1.0 connection".to_owned(),
-                    )));
-                }
-            }
+            // The broker holds a retry back: no copy goes out.
+            env.connection
+                .open_holding_channel()
+                .await
+                .map_err(channel_error(
+                    &spec.queue,
+                    "opening a channel whose deliveries can be held back",
+                ))?
         } else {
             Arc::clone(&channel)
         };
@@ -115,12 +111,15 @@ impl<C: Consumer> Worker<C> {
             .consume(&spec.queue)
             .await
             .map_err(channel_error(&spec.queue, "starting to consume"))?;
+        let acks = Arc::new(Acks::for_prefetch(spec.prefetch));
+        let meters = Arc::new(Meters::of(&spec));
         let executor = Executor::new(
             channel,
             &env.connection,
             env.confirm_timeout,
             &spec,
             env.index_writer.as_ref(),
+            (&acks, &meters),
         );
         let takes_transaction =
             transaction_requirement().is_some_and(|tx| consumer.required_state().contains(&tx));
@@ -138,6 +137,8 @@ impl<C: Consumer> Worker<C> {
             consumer,
             spec,
             executor,
+            acks,
+            meters,
             env,
         };
         Ok((Arc::new(worker), deliveries))
@@ -165,7 +166,7 @@ impl<C: Consumer> Worker<C> {
                 return self.finish(None).await;
             }
             self.report(None);
-            self.executor.meters.breaker_open(false);
+            self.meters.breaker_open(false);
             deliveries = self
                 .consuming
                 .consume(&self.spec.queue)
@@ -189,7 +190,7 @@ impl<C: Consumer> Worker<C> {
             consumer_tag,
             mut stream,
         } = deliveries;
-        let acks = &self.executor.acks;
+        let acks = &self.acks;
         let mut in_flight = FuturesUnordered::new();
         // Deliveries handed back while stopping, and flushes of
         // acknowledgements that waited long enough: polled beside the
@@ -232,7 +233,7 @@ impl<C: Consumer> Worker<C> {
                                 pause.as_millis()
                             );
                             tripped = Some(pause);
-                            self.executor.meters.breaker_open(true);
+                            self.meters.breaker_open(true);
                             true
                         }
                         _ => false,
@@ -327,7 +328,7 @@ impl<C: Consumer> Worker<C> {
                 // Nothing waits: consume again, and let the breaker judge.
                 None => true,
                 Some(delivery) => {
-                    let acks = &self.executor.acks;
+                    let acks = &self.acks;
                     acks.received(delivery.acker.delivery_tag());
                     let failed = self.process(delivery).await;
                     acks.flush().await;
@@ -389,7 +390,7 @@ impl<C: Consumer> Worker<C> {
     /// apart before its future exists, so that the future (one per delivery
     /// in flight) holds each part once.
     fn process(&self, delivery: Delivery) -> impl Future<Output = bool> + Send + '_ {
-        let meters = &self.executor.meters;
+        let meters = &self.meters;
         meters.in_flight(true);
         // A combinator, not an `async` block: awaiting the future from a
         // block would hold it twice.
@@ -462,7 +463,7 @@ impl<C: Consumer> Worker<C> {
         let age = self
             .spec
             .max_age
-            .and_then(|_| since_first_failure(&delivery.properties, &self.executor.tiers));
+            .and_then(|_| self.executor.since_first_failure(&delivery.properties));
         let attempt = Attempt::count(retry_count).with_since_first_failure(age);
         let Delivery {
             exchange,
@@ -512,78 +513,6 @@ impl<C: Consumer> Worker<C> {
         }
         failed_transiently
     }
-
-    /// Decodes the body and runs the handler (with its timeout, catching a
-    /// panic) into an outcome, with the immediate retries of the spec.
-    /// With a held inbox key, each immediate retry starts the store's
-    /// transaction afresh.
-    async fn run_handler(&self, data: &[u8], ctx: &Context, held: Option<&dyn HeldKey>) -> Outcome {
-        let mut outcome = self.call(data, ctx).await;
-        // Immediate retries: in the process, after a short pause, for blips.
-        for retry in 1..=self.spec.immediate {
-            let Outcome::Failed { verdict, error } = &outcome else {
-                break;
-            };
-            if matches!(verdict, Verdict::DeadLetter | Verdict::Discard) {
-                break;
-            }
-            let pause = IMMEDIATE_PAUSE * retry;
-            tracing::info!(
-                error = error.as_str(),
-                "failed; immediate retry {retry}/{} in {}ms",
-                self.spec.immediate,
-                pause.as_millis()
-            );
-            // Rare: on the heap, not in every delivery's future.
-            Box::pin(tokio::time::sleep(pause)).await;
-            if let Some(held) = held
-                && let Err(e) = held.restart_attempt().await
-            {
-                tracing::warn!("{e}; the retry's writes may not commit");
-            }
-            self.executor.meters.immediate_retry();
-            outcome = self.call(data, ctx).await;
-        }
-        outcome
-    }
-
-    /// Decodes the body and runs the handler once, with its timeout,
-    /// catching a panic.
-    async fn call(&self, data: &[u8], ctx: &Context) -> Outcome {
-        let message = match self.consumer.decode(data) {
-            Ok(message) => message,
-            Err(error) => {
-                return Outcome::Undecodable {
-                    error: truncate_error(&error),
-                };
-            }
-        };
-        let handled = AssertUnwindSafe(self.consumer.handle(message, ctx)).catch_unwind();
-        let timer = self.executor.meters.handler_started();
-        let result = match self.spec.handler_timeout {
-            None => Some(handled.await),
-            Some(limit) => tokio::time::timeout(limit, handled).await.ok(),
-        };
-        self.executor.meters.handler_ended(timer);
-        match result {
-            None => Outcome::Failed {
-                verdict: Verdict::Retry,
-                error: format!(
-                    "handler timed out after {}ms",
-                    self.spec.handler_timeout.map_or(0, |t| t.as_millis())
-                ),
-            },
-            Some(Ok(Ok(()))) => Outcome::Success,
-            Some(Ok(Err(e))) => Outcome::Failed {
-                verdict: e.verdict(),
-                error: bounded(e.to_string()),
-            },
-            Some(Err(panic)) => Outcome::Failed {
-                verdict: Verdict::Retry,
-                error: bounded(panic_message(panic.as_ref())),
-            },
-        }
-    }
 }
 
 /// A handled delivery as the executor settles it.
@@ -614,36 +543,5 @@ fn failure(outcome: &Outcome) -> (bool, &str) {
         // Not reached with the core pinned exactly (`=0.1.0`); `Outcome`
         // is `#[non_exhaustive]` for services, so Rust wants this arm.
         _ => (false, ""),
-    }
-}
-
-/// `error`, cut to the size `x-error` allows when it is longer (see
-/// [`truncate_error`]); not copied when it fits.
-fn bounded(error: String) -> String {
-    if error.len() <= MAX_ERROR_LEN {
-        error
-    } else {
-        truncate_error(&error)
-    }
-}
-
-/// The message of a caught panic.
-pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
-    let text = payload
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("a non-string panic payload");
-    format!("handler panicked: {text}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn describes_panics() {
-        let caught = std::panic::catch_unwind(|| panic!("boom {}", 1)).unwrap_err();
-        assert_eq!(panic_message(caught.as_ref()), "handler panicked: boom 1");
     }
 }

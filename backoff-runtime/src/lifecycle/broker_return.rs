@@ -4,7 +4,7 @@
 use rabbit_backoff_core::{ProbeVerdict, ReconnectProbe, ReturnWatch};
 
 use crate::transport::Transport;
-use crate::transport::node_probe::ProbeTargets;
+use crate::transport::net::node_probe::ProbeTargets;
 
 /// Returns once a node of `transport` that refused connections accepts them
 /// again, probing every [`ReconnectProbe::pause`]; never, when there is

@@ -14,7 +14,7 @@ use crate::error::{Error, PublishFailure};
 use crate::publish::confirmed::publish_confirmed;
 use crate::publish::outgoing::Outgoing;
 use crate::telemetry::trace_context::{publish_span, traced};
-use crate::transport::amqp::AmqpTransport;
+use crate::transport::AmqpTransport;
 use crate::transport::{Channel, Connection, Publication, Transport};
 
 /// Publishes persistent messages and waits for the broker's confirm of each.

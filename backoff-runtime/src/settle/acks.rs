@@ -163,6 +163,13 @@ impl Acks {
         }
     }
 
+    /// The acknowledgements of a channel with `prefetch`: flushed once half
+    /// the prefetch window has finished, so that the broker keeps sending
+    /// while they wait (see PERFORMANCE.md, "Coalesced acknowledgements").
+    pub(crate) fn for_prefetch(prefetch: u16) -> Self {
+        Acks::new(usize::from(prefetch / 2).max(1))
+    }
+
     fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
         self.ledger.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -256,7 +263,7 @@ impl Acks {
         self.settle_back(acker, Back::Fail).await
     }
 
-    /// Settles the delivery as AMQP 1.0's `modified` outcome (see
+    /// Settles the delivery as `modified` (see
     /// [`Acker::modify`]): held back, or dead-lettered, by its queue. Like
     /// [`fail`](Self::fail), without acknowledging first what finished
     /// before; its tag stays open until the settlement has gone out.

@@ -1,22 +1,24 @@
 //! What a decision does: the broker actions that carry out `backoff-core`'s
 //! [`Decision`] for one handled delivery of a consumer. The target queue of
-//! a retry or dead letter, the copy's headers, fitting it into a frame (and
-//! what to do when it cannot fit), republish-then-ack, reject, requeue, and
-//! the metrics of each outcome. Every delivery of the consumer's channel is
-//! settled through its [`Acks`], which coalesces the acknowledgements.
+//! a retry or dead letter, the copy's headers, fitting it into a frame,
+//! republish-then-ack, reject, requeue, and the metrics of each outcome;
+//! what to do when a copy cannot fit is in `oversized.rs`, a retry the
+//! broker holds back in `held_retry.rs`. Every delivery of the consumer's
+//! channel is settled through its [`Acks`], which coalesces the
+//! acknowledgements and which the consumer's loop shares.
 
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use lapin::BasicProperties;
 use rabbit_backoff_core::{
     ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, IndexFeed,
-    QueueType, RetryBackend, Topology, annotations, broker_headroom, header_limit, truncate_error,
+    QueueType, RetryBackend, Topology, broker_headroom,
 };
 
 use crate::broker::declare::establish_topology;
@@ -26,28 +28,15 @@ use crate::settle::acks::Acks;
 use crate::settle::copy_properties::{
     dead_letter_properties, held_annotations, now_rfc3339, retry_properties,
 };
-use crate::settle::encoded_size::content_header_len;
-use crate::settle::first_failure::{TierDelays, first_failed_at};
+use crate::settle::first_failure::{TierDelays, since_first_failure};
 use crate::settle::settlement::{Settler, Target};
-use crate::settle::shrink_copy::{TooLarge, without_largest_headers};
 use crate::telemetry::failure_log::{FailureFate, FailureLog, failure_line, record_failure};
 use crate::telemetry::meters::Meters;
-use crate::telemetry::wall_clock::{self, Stamp};
-use crate::transport::{Acker, AnnotationValue, Channel, Connection, Modification};
+use crate::transport::{Acker, Channel, Connection};
 
 /// How long a message whose republish failed is held before it is requeued,
 /// so that a broken retry or dead-letter route never turns into a hot loop.
 pub(crate) const REQUEUE_PAUSE: Duration = Duration::from_secs(1);
-
-/// `time` in milliseconds since the Unix epoch (AMQP 1.0's timestamp),
-/// rounded up: the broker delivers a held message at that millisecond, so a
-/// retry never comes back before its delay has passed.
-fn unix_ms_not_before(time: SystemTime) -> i64 {
-    time.duration_since(UNIX_EPOCH).map_or(0, |d| {
-        let whole = d.as_millis() + u128::from(d.subsec_nanos() % 1_000_000 != 0);
-        i64::try_from(whole).unwrap_or(i64::MAX)
-    })
-}
 
 /// A handled delivery, as settling it needs it, borrowed from where the
 /// handler saw it.
@@ -70,44 +59,40 @@ enum CopyKind {
 
 /// Carries out one consumer's decisions on its channel.
 pub(crate) struct Executor {
-    settler: Settler,
-    /// The acknowledgements of the consumer's channel.
-    pub(crate) acks: Acks,
-    pub(crate) meters: Meters,
+    pub(super) settler: Settler,
+    /// The acknowledgements of the consumer's channel, shared with its loop.
+    pub(super) acks: Arc<Acks>,
+    /// The consumer's metrics, shared with its loop.
+    pub(super) meters: Arc<Meters>,
     /// The sampler of the failures' log lines.
-    failures: FailureLog,
-    spec: ConsumerSpec,
-    topology: Topology,
+    pub(super) failures: FailureLog,
+    pub(super) spec: ConsumerSpec,
+    pub(super) topology: Topology,
     /// Each retry queue of `topology` with its delay.
-    pub(crate) tiers: TierDelays,
+    pub(super) tiers: TierDelays,
     /// Whether a first retry copy carries `x-retried-at`: only for a
     /// `max_age`, which needs its first failure to the millisecond.
-    stamp_first: bool,
-    dead_letter_routing_key: String,
+    pub(super) stamp_first: bool,
+    pub(super) dead_letter_routing_key: String,
     /// Where the topology is declared again when a copy is unroutable.
-    connection: Arc<dyn Connection>,
+    pub(super) connection: Arc<dyn Connection>,
     /// Where each confirmed dead letter is written to the dead-letter
     /// index, and the index's entries stream, when the consumer writes it
     /// ([`IndexFeed::Written`]).
-    index: Option<(IndexWriter, Arc<str>)>,
+    pub(super) index: Option<(IndexWriter, Arc<str>)>,
 }
 
 impl Executor {
-    /// The executor of `spec`'s consumer, settling on `channel`.
+    /// The executor of `spec`'s consumer, settling on `channel` through
+    /// `acks` and counting in `meters`, both shared with its loop.
     pub(crate) fn new(
         channel: Arc<dyn Channel>,
         connection: &Arc<dyn Connection>,
         confirm_timeout: Duration,
         spec: &ConsumerSpec,
         index_writer: Option<&IndexWriter>,
+        (acks, meters): (&Arc<Acks>, &Arc<Meters>),
     ) -> Self {
-        let tiers: Vec<u64> = spec
-            .delays
-            .as_millis()
-            .iter()
-            .chain(spec.ladders.iter().flatten())
-            .copied()
-            .collect();
         let topology = Topology::of(spec);
         let index = match (topology.index_feed(), index_writer) {
             (Some(IndexFeed::Written), Some(writer)) => Some((
@@ -121,8 +106,8 @@ impl Executor {
             tiers: TierDelays::of(&topology, &spec.retry_delays()),
             stamp_first: spec.max_age.is_some(),
             settler: Settler::new(channel, Arc::clone(connection), confirm_timeout),
-            acks: Acks::new(ack_batch(spec.prefetch)),
-            meters: Meters::new(&spec.queue, &tiers),
+            acks: Arc::clone(acks),
+            meters: Arc::clone(meters),
             failures: FailureLog::new(&spec.queue),
             topology,
             dead_letter_routing_key: spec.names().dead_letter_routing_key,
@@ -134,6 +119,18 @@ impl Executor {
     /// The consumer's channel.
     pub(crate) fn channel(&self) -> &dyn Channel {
         self.settler.channel()
+    }
+
+    /// How long ago a delivery with `properties` first failed, as its
+    /// headers say it (read against the consumer's tiers).
+    pub(crate) fn since_first_failure(&self, properties: &BasicProperties) -> Option<Duration> {
+        since_first_failure(properties, &self.tiers)
+    }
+
+    /// Acknowledges a delivery that needs no decision: a duplicate the
+    /// inbox recognised, acked without its handler.
+    pub(crate) async fn ack(&self, acker: Acker) {
+        self.acks.ack(acker).await;
     }
 
     /// Carries out `decision` for `original`, settled through `acker`.
@@ -167,11 +164,9 @@ impl Executor {
                 next_count,
                 exact,
             } => {
-                let wait = match exact {
-                    true => Wait::Asked(delay_ms),
-                    false => Wait::Tier(delay_ms),
-                };
-                return self.hold(&acker, original, wait, next_count).await;
+                return self
+                    .hold(&acker, original, (delay_ms, exact), next_count)
+                    .await;
             }
             Decision::Retry {
                 delay_ms,
@@ -238,68 +233,10 @@ impl Executor {
         true
     }
 
-    /// `retry = "scheduled"`: settles a transient failure as `modified`, to
-    /// be delivered again `delay_ms` (with jitter) from now, with the retry
-    /// count, the error and the first failure as annotations. No copy: the
-    /// work queue holds the message back. True when settled.
-    async fn hold(
-        &self,
-        acker: &Acker,
-        original: &Original<'_>,
-        wait: Wait,
-        next_count: u32,
-    ) -> bool {
-        let ms = match wait {
-            Wait::Tier(delay_ms) => self.spec.jittered(delay_ms, fastrand::f64()),
-            // What the error asked for, never less.
-            Wait::Asked(delay_ms) => delay_ms,
-        };
-        let now = wall_clock::now();
-        let at = now + Duration::from_millis(ms);
-        let modification = Modification::failed()
-            .annotate(
-                annotations::DELIVERY_TIME,
-                AnnotationValue::Timestamp(unix_ms_not_before(at)),
-            )
-            .annotate(annotations::RETRY_COUNT, AnnotationValue::Uint(next_count))
-            .annotate(
-                annotations::ERROR,
-                AnnotationValue::String(truncate_error(original.error)),
-            )
-            .annotate(
-                annotations::FIRST_FAILED_AT,
-                AnnotationValue::String(self.first_failure(original.properties, now)),
-            );
-        if let Err(e) = self.acks.modify(acker, modification).await {
-            tracing::warn!(
-                error = original.error,
-                "not held back ({e}); the broker will deliver the message again"
-            );
-            return false;
-        }
-        // Counted under its tier (or as asked), whatever the jitter picked.
-        self.retried(
-            original.error,
-            wait.counted(),
-            next_count,
-            format_args!("{ms}ms, held back by {}", self.topology.work_queue.name),
-        );
-        true
-    }
-
-    /// When the message first failed, as its annotation says, or `now` at
-    /// its first failure.
-    fn first_failure(&self, properties: &BasicProperties, now: SystemTime) -> String {
-        match first_failed_at(properties, &self.tiers).and_then(|first| first.time()) {
-            Some(first) => Stamp::of(first).to_string(),
-            None => Stamp::of(now).to_string(),
-        }
-    }
-
     /// Counts a transient failure of `error` as retry `next_count` after
     /// `delay_ms` (a tier's delay, or `None` for a wait the error asked
     /// for), and says so, with where the message waits.
-    fn retried(
+    pub(super) fn retried(
         &self,
         error: &str,
         delay_ms: impl Into<Option<u64>>,
@@ -332,7 +269,7 @@ impl Executor {
         }
     }
 
-    fn dead_letter_target(&self) -> Target<'_> {
+    pub(super) fn dead_letter_target(&self) -> Target<'_> {
         let names = &self.topology;
         Target {
             exchange: &names.dead_letter_exchange.name,
@@ -343,7 +280,7 @@ impl Executor {
     }
 
     /// The failure headers of a dead letter of `original`.
-    fn dead_letter<'a>(
+    pub(super) fn dead_letter<'a>(
         &'a self,
         original: &Original<'a>,
         reason: DeadLetterReason,
@@ -418,7 +355,7 @@ impl Executor {
     /// Not an `async fn`: the properties go straight into the publish's
     /// future, not into one more layer of futures (see
     /// [`copy_then_ack`](Self::copy_then_ack)).
-    fn publish_copy<'a>(
+    pub(super) fn publish_copy<'a>(
         &'a self,
         target: &'a Target<'_>,
         body: &'a [u8],
@@ -460,7 +397,7 @@ impl Executor {
     /// it. Otherwise the copy was not taken, and the original goes back to
     /// its queue after a pause (after declaring the topology again, when the
     /// copy was unroutable). True when confirmed.
-    async fn acked_or_requeued(
+    pub(super) async fn acked_or_requeued(
         &self,
         acker: Acker,
         original: &Original<'_>,
@@ -490,95 +427,6 @@ impl Executor {
         match establish_topology(&*self.connection, &self.topology, self.spec.declare).await {
             Ok(()) => tracing::warn!("topology of {queue} declared or checked again"),
             Err(e) => tracing::error!("the topology of {queue} again: {e}"),
-        }
-    }
-
-    /// No copy of this delivery with its own headers fits where it was
-    /// going. In order:
-    ///
-    /// 1. a dead letter with every header of its own and the article's
-    ///    (reason `oversized`), when the dead-letter queue has room for it:
-    ///    a retry copy needs more, room for the `x-death` its tier adds;
-    /// 2. the delivery rejected into the dead-letter queue as it is, when the
-    ///    broker can still dead-letter it (adding `x-death`) within the
-    ///    frame: its own headers leave no room for the framework's, and
-    ///    `x-death` says when and why (`rejected`);
-    /// 3. a dead letter without its largest headers, which
-    ///    `x-dropped-headers` names.
-    async fn settle_oversized(&self, acker: Acker, original: &Original<'_>, too_large: TooLarge) {
-        let frame_max = self.settler.frame_max();
-        let size = content_header_len(original.properties);
-        let why = format!(
-            "a copy would need {} bytes of properties and headers, more than the {} allowed \
-             in a frame of {frame_max}, even with the framework's own headers shrunk",
-            too_large.size, too_large.limit
-        );
-        let target = self.dead_letter_target();
-        let failed_at = now_rfc3339();
-        // The properties of an `oversized` dead letter saying `error`.
-        let oversized = |error: &str| {
-            let dead_letter =
-                self.dead_letter(original, DeadLetterReason::Oversized, error, &failed_at);
-            dead_letter_properties(original.properties, &dead_letter.headers(), &self.tiers)
-        };
-        let whole = oversized(&truncate_error(&format!(
-            "{why}; dead-lettered instead. Its failure: {}",
-            original.error
-        )));
-        if let Ok(properties) = self.settler.fit(whole, &target) {
-            return self
-                .oversized_copy(acker, original, &target, properties, &why, &[])
-                .await;
-        }
-        let headroom = broker_headroom(&self.spec.queue, original.exchange, original.routing_key);
-        if size + headroom <= header_limit(frame_max) {
-            return self.reject(&acker, &why).await;
-        }
-        let properties = oversized(&truncate_error(&format!(
-            "{why}; the message itself takes {size} bytes, too close to the frame for the \
-             broker to dead-letter it either. Its failure: {}",
-            original.error
-        )));
-        match without_largest_headers(properties, self.settler.copy_limit(&target)) {
-            Some((properties, dropped)) => {
-                self.oversized_copy(acker, original, &target, properties, &why, &dropped)
-                    .await
-            }
-            None => self.reject(&acker, &why).await,
-        }
-    }
-
-    /// Publishes an `oversized` dead letter of `original`, without the
-    /// headers `dropped` names, and acks the original once confirmed.
-    async fn oversized_copy(
-        &self,
-        acker: Acker,
-        original: &Original<'_>,
-        target: &Target<'_>,
-        properties: BasicProperties,
-        why: &str,
-        dropped: &[String],
-    ) {
-        let published = self
-            .publish_copy(target, original.body, properties, true)
-            .await;
-        if self
-            .acked_or_requeued(acker, original, target, published)
-            .await
-        {
-            self.meters.dead_lettered(
-                DeadLetterReason::Oversized,
-                *original.properties.timestamp(),
-            );
-            if dropped.is_empty() {
-                tracing::error!("{why}; dead-lettered to {}", target.queue);
-            } else {
-                tracing::error!(
-                    "{why}; dead-lettered to {} without the headers {}",
-                    target.queue,
-                    dropped.join(", ")
-                );
-            }
         }
     }
 
@@ -668,55 +516,5 @@ impl Executor {
     pub(crate) async fn close(&self) {
         self.acks.flush().await;
         self.settler.close().await;
-    }
-}
-
-/// How many finished deliveries wait to be acknowledged together: half the
-/// prefetch window, so that the broker keeps sending while they wait (see
-/// PERFORMANCE.md, "Coalesced acknowledgements").
-fn ack_batch(prefetch: u16) -> usize {
-    usize::from(prefetch / 2).max(1)
-}
-
-/// How long a held retry waits.
-#[derive(Debug, Clone, Copy)]
-enum Wait {
-    /// A tier's delay, jittered when the consumer has jitter.
-    Tier(u64),
-    /// Exactly what the error asked for (`RetryAfter`).
-    Asked(u64),
-}
-
-impl Wait {
-    /// The tier the retried counter counts it under: none for a wait the
-    /// error asked for.
-    fn counted(self) -> Option<u64> {
-        match self {
-            Wait::Tier(delay_ms) => Some(delay_ms),
-            Wait::Asked(_) => None,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_delivery_time_is_never_before_the_delay() {
-        let at = |nanos| UNIX_EPOCH + Duration::from_nanos(nanos);
-        assert_eq!(
-            unix_ms_not_before(at(1_700_000_000_000_000_000)),
-            1_700_000_000_000
-        );
-        assert_eq!(
-            unix_ms_not_before(at(1_700_000_000_000_000_001)),
-            1_700_000_000_001
-        );
-        assert_eq!(
-            unix_ms_not_before(at(1_700_000_000_000_999_999)),
-            1_700_000_000_001
-        );
-        assert_eq!(unix_ms_not_before(UNIX_EPOCH - Duration::from_secs(1)), 0);
     }
 }

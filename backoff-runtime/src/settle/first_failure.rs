@@ -18,7 +18,7 @@ use rabbit_backoff_core::{
     HeaderValue, Topology, annotations, headers, parse_failed_at, read_retry_count,
 };
 
-use crate::telemetry::wall_clock::Stamp;
+use crate::telemetry::wall_clock::{self, Stamp};
 use crate::transport::amqp_values::header_view;
 
 /// The broker's header recording each dead-lettering of a message.
@@ -28,6 +28,17 @@ pub(crate) const X_DEATH: &str = "x-death";
 /// delay goes, and what a first retry copy's `x-death` is read against.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TierDelays(Vec<(String, u64)>);
+
+/// How long ago the message first failed, from `x-first-failed-at` (or on a
+/// first retry copy, which carries none, see [`first_failed_at`]); `tiers`
+/// are the consumer's retry queues.
+pub(crate) fn since_first_failure(
+    properties: &BasicProperties,
+    tiers: &TierDelays,
+) -> Option<Duration> {
+    let first = first_failed_at(properties, tiers)?.time()?;
+    Some(wall_clock::now().duration_since(first).unwrap_or_default())
+}
 
 impl TierDelays {
     /// The retry queues of `topology`, whose delays are `delays` (in the

@@ -7,5 +7,7 @@ pub(crate) mod copy_properties;
 pub(crate) mod encoded_size;
 pub(crate) mod executor;
 pub(crate) mod first_failure;
+mod held_retry;
+mod oversized;
 pub(crate) mod settlement;
 pub(crate) mod shrink_copy;

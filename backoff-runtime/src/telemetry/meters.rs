@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::time::{Duration, UNIX_EPOCH};
 
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
-use rabbit_backoff_core::DeadLetterReason;
+use rabbit_backoff_core::{ConsumerSpec, DeadLetterReason};
 
 use crate::telemetry::wall_clock;
 
@@ -222,6 +222,21 @@ impl Meters {
     pub(crate) fn handler_ended(&self, _: HandlerTimer) {}
     pub(crate) fn in_flight(&self, _: bool) {}
     pub(crate) fn breaker_open(&self, _: bool) {}
+}
+
+impl Meters {
+    /// The handles of `spec`'s consumer, a retried counter for each delay
+    /// of its tiers and ladders.
+    pub(crate) fn of(spec: &ConsumerSpec) -> Self {
+        let delays: Vec<u64> = spec
+            .delays
+            .as_millis()
+            .iter()
+            .chain(spec.ladders.iter().flatten())
+            .copied()
+            .collect();
+        Meters::new(&spec.queue, &delays)
+    }
 }
 
 /// Counts one reconnection of the runtime.

@@ -3,7 +3,8 @@
 
 use futures_util::future::BoxFuture;
 
-use super::{Modification, TransportError};
+use super::modification::Modification;
+use super::transport_error::TransportError;
 
 /// How a delivery is settled; each implementation provides its own.
 pub trait Settle: Send + Sync + 'static {
@@ -24,8 +25,9 @@ pub trait Settle: Send + Sync + 'static {
     /// is neither. Before 4.3, and on the in-memory broker, the two are the
     /// same.
     fn fail(&self) -> BoxFuture<'_, Result<(), TransportError>>;
-    /// Settles it as AMQP 1.0's `modified` outcome with `modification`'s
-    /// flags and annotations. The default refuses: only an AMQP 1.0 link
+    /// Settles it as `modified` (AMQP 1.0's outcome) with `modification`'s
+    /// flags and annotations. The default refuses: only a delivery of a
+    /// [holding channel](super::connection::Connection::open_holding_channel)
     /// can.
     fn modify(&self, modification: Modification) -> BoxFuture<'_, Result<(), TransportError>> {
         let _ = modification;
@@ -77,8 +79,10 @@ impl Acker {
         self.0.fail().await
     }
 
-    /// Settles the delivery as AMQP 1.0's `modified` outcome (see
-    /// [`Modification`]); refused by a delivery of AMQP 0-9-1.
+    /// Settles the delivery as `modified` (see [`Modification`]), as only
+    /// a delivery of a
+    /// [holding channel](super::connection::Connection::open_holding_channel)
+    /// can be; others refuse.
     pub async fn modify(&self, modification: Modification) -> Result<(), TransportError> {
         self.0.modify(modification).await
     }

@@ -4,13 +4,13 @@
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use rabbit_backoff_core::{Argument, HeaderValue};
 
-use super::TransportError;
+use super::transport_error::TransportError;
 
 /// The core's view of an AMQP value: integers of every width as one integer,
 /// strings and UTF-8 byte arrays as text, other bytes as bytes, and the
 /// types the framework never reads by their names. The runtime reads
 /// headers such as `x-retry-count` through it, and so does any
-/// [`Transport`](crate::transport::Transport) that wants to read them the
+/// [`Transport`](crate::transport::transport::Transport) that wants to read them the
 /// same way.
 ///
 /// ```

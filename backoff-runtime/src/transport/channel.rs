@@ -4,10 +4,12 @@
 use futures_util::future::BoxFuture;
 use rabbit_backoff_core::{Binding, ExchangeKind, QueueDecl};
 
-use super::{
-    Confirm, Deliveries, Delivery, PendingConfirm, Publication, QueueInfo, StreamOffset,
-    TransportError,
-};
+use super::confirm::{Confirm, PendingConfirm};
+use super::delivery::{Deliveries, Delivery};
+use super::publication::Publication;
+use super::queue_info::QueueInfo;
+use super::stream_offset::StreamOffset;
+use super::transport_error::TransportError;
 
 /// One channel, in publisher-confirm mode. A refused operation (such as a
 /// declaration with other arguments than the existing queue's) closes it, as

@@ -3,7 +3,7 @@
 
 use futures_util::future::BoxFuture;
 
-use super::TransportError;
+use super::transport_error::TransportError;
 
 /// What the broker said about one published message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

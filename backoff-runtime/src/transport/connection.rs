@@ -7,12 +7,33 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use rabbit_backoff_core::BrokerRelease;
 
-use super::{Channel, Lost, TransportError};
+use super::channel::Channel;
+use super::connection_loss::Lost;
+use super::transport_error::TransportError;
 
 /// One connection to a broker.
 pub trait Connection: Send + Sync + 'static {
     /// Opens a channel in publisher-confirm mode.
     fn open_channel(&self) -> BoxFuture<'_, Result<Arc<dyn Channel>, TransportError>>;
+
+    /// Opens a channel that only consumes (`qos`, `consume`, `cancel`,
+    /// `get`, `close`) and whose deliveries can also be held back: settled
+    /// as `modified` ([`Acker::modify`](super::acker::Acker::modify)) with
+    /// a time, which the broker holds them until, as the consumers with
+    /// `retry = "scheduled"` consume. Declaring and publishing stay on the
+    /// channels of [`open_channel`](Connection::open_channel).
+    ///
+    /// Whatever such channels need is opened when the first is asked for
+    /// (over RabbitMQ, an AMQP 1.0 connection to the same node), counts in
+    /// this connection's [`lost`](Connection::lost) and closes with it. The
+    /// default refuses: this broker holds no delivery back.
+    fn open_holding_channel(&self) -> BoxFuture<'_, Result<Arc<dyn Channel>, TransportError>> {
+        Box::pin(std::future::ready(Err(TransportError::Other(
+            "this connection opens no channel whose deliveries can be held back, as \
+             retry = \"scheduled\" consumes"
+                .to_owned(),
+        ))))
+    }
 
     /// The negotiated frame size: a message's properties and headers must fit
     /// in one frame of this many bytes.
@@ -31,9 +52,10 @@ pub trait Connection: Send + Sync + 'static {
     }
 
     /// Watches whether the connection is lost (its socket reset, its node
-    /// gone, closed by the broker). Once it is, every operation on it and on
-    /// its channels and deliveries fails at once, and consumers' streams
-    /// end with an error. The default never reports a loss, for an
+    /// gone, closed by the broker; or what it opened for its
+    /// [holding channels](Connection::open_holding_channel) lost). Once it
+    /// is, every operation on it and on its channels and deliveries fails at
+    /// once, and consumers' streams end with an error. The default never reports a loss, for an
     /// implementation whose operations always end by themselves.
     fn lost(&self) -> Lost {
         Lost::never()

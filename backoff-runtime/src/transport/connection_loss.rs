@@ -11,7 +11,7 @@ use std::task::Poll;
 
 use tokio::sync::Notify;
 
-use super::TransportError;
+use super::transport_error::TransportError;
 
 /// Why a connection was lost, once it is, and who waits for it.
 #[derive(Debug, Default)]

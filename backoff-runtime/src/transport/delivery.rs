@@ -6,7 +6,8 @@ use std::fmt;
 use futures_util::stream::BoxStream;
 use lapin::BasicProperties;
 
-use super::{Acker, TransportError};
+use super::acker::Acker;
+use super::transport_error::TransportError;
 
 /// Deliveries of one consumer, with its tag for [`Channel::cancel`](super::Channel::cancel). The
 /// stream ends when the consumer is cancelled or the channel closes; an

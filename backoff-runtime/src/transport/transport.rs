@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
-use super::{Connection, TransportError};
+use super::connection::Connection;
+use super::transport_error::TransportError;
 
 /// A way to reach a broker: each call of [`connect`](Transport::connect) is a
 /// new connection, as after a reconnect.
@@ -22,20 +23,6 @@ pub trait Transport: Send + Sync + 'static {
     fn probe_addresses(&self) -> Vec<(String, u16)> {
         Vec::new()
     }
-
-    /// Opens an AMQP 1.0 connection to the same broker, through which the
-    /// consumers with `retry = "scheduled"` consume (RabbitMQ 4.3 holds a
-    /// delivery settled as `modified` back until the time it names). The
-    /// default refuses: this way of reaching a broker has none.
-    fn connect_amqp1(&self) -> BoxFuture<'_, Result<Arc<dyn Connection>, TransportError>> {
-        Box::pin(async {
-            Err(TransportError::Other(
-                "this transport opens no AMQP 1.0 connection, which retry = \"scheduled\" \
-                 consumes through"
-                    .to_owned(),
-            ))
-        })
-    }
 }
 
 impl<T: Transport + ?Sized> Transport for Arc<T> {
@@ -49,9 +36,5 @@ impl<T: Transport + ?Sized> Transport for Arc<T> {
 
     fn probe_addresses(&self) -> Vec<(String, u16)> {
         (**self).probe_addresses()
-    }
-
-    fn connect_amqp1(&self) -> BoxFuture<'_, Result<Arc<dyn Connection>, TransportError>> {
-        (**self).connect_amqp1()
     }
 }

@@ -1,7 +1,7 @@
 //! [`TransportError`]: a failure talking to the broker, and the AMQP reply
 //! codes the framework tells apart.
 
-use super::TlsError;
+use super::tls_error::TlsError;
 
 /// A failure talking to the broker.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -1,5 +1,5 @@
 //! RabbitMQ 4.3 (`Release::V4_3`): quorum queues hold deliveries back. A
-//! delivery of an AMQP 1.0 connection settled as `modified` waits until its
+//! delivery of a holding channel settled as `modified` waits until its
 //! `x-opt-delivery-time` and comes back with its `x-opt-` annotations as
 //! headers; `x-delayed-retry-*` holds a failed delivery back on a ladder;
 //! only failed deliveries count; the arguments are refused on a classic
@@ -11,18 +11,19 @@ use tokio::time::Instant;
 
 use super::*;
 
-/// A 4.3 broker, a channel on an AMQP 0-9-1 connection and one on an AMQP
-/// 1.0 connection, and a quorum queue `q` that dead-letters to `dlq`.
+/// A 4.3 broker, a confirm channel and a holding channel (whose deliveries
+/// can be settled as `modified`), and a quorum queue `q` that dead-letters
+/// to `dlq`.
 async fn quorum_4_3(
     more: Vec<(String, Argument)>,
 ) -> (TestBroker, Arc<dyn Channel>, Arc<dyn Channel>) {
     let broker = TestBroker::emulating(Release::V4_3);
     let channel = open(&broker).await;
     let amqp1 = broker
-        .connect_amqp1()
+        .connect()
         .await
         .expect("connect")
-        .open_channel()
+        .open_holding_channel()
         .await
         .expect("a channel");
     declare_plain(&channel, "dlq").await;

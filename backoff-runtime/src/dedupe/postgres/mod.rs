@@ -23,7 +23,7 @@ use crate::dedupe::store::{
     Claim, ClaimRequest, Completed, Counted, DedupeStore, HeldKey, OutboxChannel,
 };
 use crate::dedupe::{StoreError, Transaction};
-use crate::transport::redact::redact;
+use crate::transport::net::redact::redact;
 
 /// The inbox table.
 const INBOX: &str = "rabbit_backoff_inbox";

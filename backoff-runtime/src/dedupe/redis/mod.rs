@@ -17,7 +17,7 @@ use crate::dedupe::StoreError;
 use crate::dedupe::plain_held::{Plain, PlainHeld};
 use crate::dedupe::redis::pipeline::{Found, Pipeliner};
 use crate::dedupe::store::{Claim, ClaimRequest, DedupeStore};
-use crate::transport::redact::redact;
+use crate::transport::net::redact::redact;
 
 /// How long a claim lasts unless its holder renews it: the longest a key
 /// stays blocked after its process died.

@@ -7,7 +7,10 @@ use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 
 use super::command::{Command, Commands, Outcome};
-use crate::transport::{AnnotationValue, Lost, Modification, Settle, TransportError};
+use crate::transport::acker::Settle;
+use crate::transport::connection_loss::Lost;
+use crate::transport::modification::{AnnotationValue, Modification};
+use crate::transport::transport_error::TransportError;
 
 /// Settles the delivery `tag` of one link through the link's task.
 pub(crate) struct LinkAcker {

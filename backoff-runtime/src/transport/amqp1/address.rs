@@ -42,7 +42,7 @@ impl Endpoint {
         }
     }
 
-    /// `host:port`, for logs and [`Connection::node`](crate::transport::Connection::node).
+    /// `host:port`, for logs and [`Connection::node`](crate::transport::connection::Connection::node).
     pub(crate) fn node(&self) -> String {
         format!("{}:{}", self.host_for_url(), self.port)
     }

@@ -10,7 +10,7 @@ use fe2o3_amqp::session::SessionHandle;
 use fe2o3_amqp::types::definitions::{AmqpError, ErrorCondition};
 
 use super::address::queue_address;
-use crate::transport::TransportError;
+use crate::transport::transport_error::TransportError;
 
 /// A session, `None` once its channel closed it.
 pub(crate) type SharedSession = Arc<tokio::sync::Mutex<Option<SessionHandle<()>>>>;
@@ -76,7 +76,7 @@ fn attach_error(queue: &str, error: ReceiverAttachError) -> TransportError {
             if e.condition == ErrorCondition::AmqpError(AmqpError::NotFound) =>
         {
             TransportError::Refused {
-                code: crate::transport::NOT_FOUND,
+                code: crate::transport::transport_error::NOT_FOUND,
                 text: e
                     .description
                     .unwrap_or_else(|| format!("no queue '{queue}'")),

@@ -17,10 +17,14 @@ use super::attach::{SharedSession, attach_consumer, attach_receiver, link_name};
 use super::command::{Command, Commands};
 use super::link::{Link, Mode};
 use super::message::AnyBody;
-use crate::transport::{
-    Channel, Confirm, Deliveries, Delivery, Lost, Publication, QueueInfo, StreamOffset,
-    TransportError,
-};
+use crate::transport::channel::Channel;
+use crate::transport::confirm::Confirm;
+use crate::transport::connection_loss::Lost;
+use crate::transport::delivery::{Deliveries, Delivery};
+use crate::transport::publication::Publication;
+use crate::transport::queue_info::QueueInfo;
+use crate::transport::stream_offset::StreamOffset;
+use crate::transport::transport_error::TransportError;
 
 /// The credit of a consumer whose channel set no prefetch (or 0, AMQP
 /// 0-9-1's "no limit"): as many as fit in AMQP 0-9-1's prefetch.

@@ -1,11 +1,11 @@
-//! What a link's [`Acker`](crate::transport::Acker)s ask of its task: the
+//! What a link's [`Acker`](crate::transport::acker::Acker)s ask of its task: the
 //! [`Outcome`] a delivery settles as, and closing the link.
 
 use fe2o3_amqp::link::receiver::TerminalDeliveryState;
 use fe2o3_amqp::types::messaging::{Accepted, Modified, Rejected, Released};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::transport::TransportError;
+use crate::transport::transport_error::TransportError;
 
 /// How a delivery is settled.
 #[derive(Debug, Clone)]

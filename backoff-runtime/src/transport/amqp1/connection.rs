@@ -13,9 +13,12 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::address::Endpoint;
 use super::channel::Amqp1Channel;
-use crate::transport::connector::{open_socket, parse_node};
-use crate::transport::redact::redact;
-use crate::transport::{Channel, Connection, Lost, LostSignal, TransportError};
+use crate::transport::channel::Channel;
+use crate::transport::connection::Connection;
+use crate::transport::connection_loss::{Lost, LostSignal};
+use crate::transport::net::connector::{open_socket, parse_node};
+use crate::transport::net::redact::redact;
+use crate::transport::transport_error::TransportError;
 
 /// The largest frame this side accepts; the broker may ask for smaller
 /// ones (RabbitMQ's `frame_max`, 128 KiB by default).

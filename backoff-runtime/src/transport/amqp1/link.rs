@@ -1,7 +1,7 @@
 //! One receiver link in a task of its own: the task owns fe2o3-amqp's
 //! [`Receiver`] (receiving needs `&mut`), numbers the deliveries 1, 2, 3…,
 //! keeps the unsettled ones in order, and settles them on the commands its
-//! [`Acker`](crate::transport::Acker)s send.
+//! [`Acker`](crate::transport::acker::Acker)s send.
 //!
 //! A consumer's task also recycles its link when fe2o3-amqp dropped a
 //! transfer as beyond the link's credit. RabbitMQ 4.x answers a link's
@@ -33,7 +33,10 @@ use super::acker::LinkAcker;
 use super::attach::{SharedSession, attach_consumer, link_name};
 use super::command::{Command, Commands, Outcome};
 use super::message::{AnyBody, Received, delivery};
-use crate::transport::{Acker, Delivery, Lost, TransportError};
+use crate::transport::acker::Acker;
+use crate::transport::connection_loss::Lost;
+use crate::transport::delivery::Delivery;
+use crate::transport::transport_error::TransportError;
 
 /// A consumer's deliveries, as the link task hands them over.
 pub(crate) type Sink = mpsc::UnboundedSender<Result<Delivery, TransportError>>;

@@ -10,7 +10,8 @@ use lapin::BasicProperties;
 use lapin::types::{FieldTable, ShortString};
 
 use super::values::{field_value, simple_field_value, uuid_text};
-use crate::transport::{Acker, Delivery};
+use crate::transport::acker::Acker;
+use crate::transport::delivery::Delivery;
 
 /// The body a link receives: any, its values left encoded until read.
 pub(crate) type AnyBody = Body<LazyValue>;
@@ -220,7 +221,8 @@ mod tests {
     use lapin::types::AMQPValue;
 
     use super::*;
-    use crate::transport::{Settle, TransportError};
+    use crate::transport::acker::Settle;
+    use crate::transport::transport_error::TransportError;
 
     struct Unsettled;
     impl Settle for Unsettled {

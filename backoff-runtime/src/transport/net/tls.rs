@@ -37,7 +37,8 @@ use tokio_rustls::rustls::{
     SignatureScheme,
 };
 
-use super::{TlsError, TransportError, Trusted};
+use crate::transport::tls_error::{TlsError, Trusted};
+use crate::transport::transport_error::TransportError;
 
 /// RabbitMQ's TLS query parameters: removed from the URI lapin parses.
 const CA_FILE: &str = "cacertfile";

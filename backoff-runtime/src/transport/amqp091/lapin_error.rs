@@ -3,7 +3,7 @@
 
 use lapin::ErrorKind;
 
-use crate::transport::TransportError;
+use crate::transport::transport_error::TransportError;
 
 /// A lapin error as a transport error: the broker's refusals keep their
 /// reply code and words.

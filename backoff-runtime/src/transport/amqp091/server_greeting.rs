@@ -22,8 +22,8 @@ use lapin::protocol::{AMQPClass, connection::AMQPMethod};
 use rabbit_backoff_core::{BrokerRelease, HeaderValue};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::amqp_values::header_view;
 use super::frame_guard::{FRAME_HEADER, frame_len};
+use crate::transport::amqp_values::header_view;
 
 /// The type of a method frame.
 const METHOD_FRAME: u8 = 1;
