@@ -115,7 +115,7 @@ unset RABBITMQ_VERSION
 for version in 3.10 4.3; do
   echo "==================== TLS on RabbitMQ $version ===================="
   RABBITMQ_VERSION=$version scripts/tls.sh up
-  cargo test --locked -p rabbit-backoff-runtime --features tls --lib transport::tls
+  cargo test --locked -p rabbit-backoff-runtime --features tls --lib transport::net::tls
   # The version tells the tests what to expect of retry = "scheduled".
   RABBITMQ_VERSION=$version cargo test --locked --features tls --test tls
   cargo test --locked -p rabbit-backoff-cli --features tls --test tls
