@@ -5,7 +5,8 @@
 //! of Rust stack per level of nesting. A table nested 18 000 levels deep fits
 //! in one frame of 131 072 bytes, RabbitMQ accepts and delivers it, and
 //! parsing it overflows the 2 MiB stack of lapin's I/O thread, which aborts
-//! the process. So the runtime's frame guard reads every content header
+//! the process (docs/upstream.md, "Headers nested too deep", has the
+//! reproduction and the fix upstream). So the runtime's frame guard reads every content header
 //! before lapin does: [`table_depth`] measures its headers, and headers that
 //! nest deeper than [`MAX_HEADER_DEPTH`](crate::MAX_HEADER_DEPTH) are
 //! replaced by a flat table of one header,

@@ -104,7 +104,8 @@ pub(crate) async fn ask_the_broker(
             text,
         }) if text.contains("x-delayed-retry") => {
             // lapin has just logged this refusal at ERROR, as it logs every
-            // channel the broker closes: say what it was, where it is seen.
+            // channel the broker closes: say what it was, where it is seen
+            // (docs/upstream.md, "A channel close logged at ERROR").
             tracing::warn!(
                 queue,
                 probe = %probe.name,

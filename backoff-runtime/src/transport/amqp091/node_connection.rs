@@ -121,7 +121,9 @@ pub(crate) async fn connect_node(uri: &str) -> Result<NodeConnection, TransportE
     };
     // The whole of it bounded: a broker that accepts the TCP connection but
     // never answers the handshake (still booting, behind a stuck proxy)
-    // would otherwise hold the caller for ever.
+    // would otherwise hold the caller for ever: lapin's async connect leaves
+    // `connection_timeout` out (docs/upstream.md, "The handshake outside
+    // `connection_timeout`").
     let within = uri
         .query
         .connection_timeout

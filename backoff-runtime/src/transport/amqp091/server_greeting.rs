@@ -11,7 +11,8 @@
 //! frame as they pass, untouched, and parses them once that frame is whole.
 //! The fix that belongs upstream: lapin's `Connection` exposing the server
 //! properties it received (as `configuration()` exposes what was
-//! negotiated).
+//! negotiated): docs/upstream.md, "Server properties not exposed" and "A
+//! channel close logged at ERROR".
 
 use std::io;
 use std::pin::Pin;

@@ -84,7 +84,8 @@ async fn open(uri: &str) -> Result<Amqp1Connection, TransportError> {
         // and Nagle's algorithm off. fe2o3-amqp opening a URL itself leaves
         // it on: a small frame (a disposition, a flow) then waits for the
         // broker's acknowledgement of the one before, up to its 40 ms
-        // delayed ACK, whenever the broker has nothing else to send.
+        // delayed ACK, whenever the broker has nothing else to send
+        // (docs/upstream.md, "No `TCP_NODELAY`").
         let socket = open_socket(&parsed, tls.as_ref()).await?;
         builder
             .open_with_stream(socket)

@@ -21,7 +21,10 @@
 //! and for the same consumer. Nothing is lost or handed over twice; the
 //! consumer pauses for as long as its slowest delivery takes. The fix
 //! upstream: apply a sender's `flow` to the receiver's delivery count in
-//! order with the transfers (in the session, where both arrive).
+//! order with the transfers (in the session, where both arrive). The frame
+//! trace, the figures and the report to file: docs/upstream.md, "A receiver
+//! counts a flow out of order" (ramqp 0.8, weighed there, would not remove
+//! this).
 
 use std::collections::BTreeMap;
 

@@ -39,7 +39,8 @@
 //! needs about 65 MiB in a release build). Either would make this guard
 //! unnecessary for the crash; the guard would still keep deep values out of
 //! handlers, whose own code (cloning, dropping, serializing headers)
-//! recurses as well.
+//! recurses as well. The reproduction and the report to file upstream:
+//! docs/upstream.md, "Headers nested too deep".
 
 use std::fmt;
 use std::io;
