@@ -79,9 +79,11 @@ pub struct ConsumerSpec {
     /// `dedupe_key`); needs a dedupe store on the runtime. `None`: every
     /// delivery is handled.
     pub dedupe: Option<Dedupe>,
-    /// How the consumer waits between retries: retry tiers (the default),
-    /// or RabbitMQ 4.3's delayed retries of its quorum work queue
-    /// (`retry = "delayed"`, see [`RetryBackend::Delayed`]).
+    /// Where a retry waits ([`RetryBackend`]): retry tiers (the default),
+    /// RabbitMQ 4.3's delayed retries of the quorum work queue
+    /// (`retry = "delayed"`), or the work queue holding each failed delivery
+    /// back until the time its schedule asks (`retry = "scheduled"`, over
+    /// AMQP 1.0, RabbitMQ 4.3).
     #[serde(default)]
     pub retry: RetryBackend,
     /// Whether the consumer declares the dead-letter index beside its

@@ -97,7 +97,9 @@ pub enum SpecError {
         "retry = \"scheduled\" needs RabbitMQ 4.3 or later over AMQP 1.0, and this broker {found}: every failed message would be delivered again at once, a hot loop. Run the consumer on RabbitMQ 4.3 or later, or use retry = \"tiers\" (the default)"
     )]
     ScheduledUnsupported {
-        /// What the broker is: its version, or that it refused AMQP 1.0.
+        /// What the broker was found to be: the release it named (`is
+        /// RabbitMQ 4.0.5`), or, when it named none, how it answered the
+        /// probe of its delayed retry arguments.
         found: String,
     },
     /// `retry = "scheduled"` in a build without AMQP 1.0 (the runtime's

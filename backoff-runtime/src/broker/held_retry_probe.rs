@@ -42,7 +42,7 @@ const PROBE_EXPIRES_MS: i64 = 60_000;
 /// `PRECONDITION_FAILED - invalid arg 'x-delayed-retry-min' for queue … of
 /// queue type rabbit_classic_queue`); a broker that does not know them
 /// accepts them as it accepts any unknown `x-` argument (3.10 and 4.0,
-/// checked by `tests/delayed_retry.rs` on each; and the in-memory broker).
+/// checked by `tests/semantics/topology.rs` and `tests/start_up.rs`; and the in-memory broker).
 /// Either way nothing of the consumer's topology is declared on a broker
 /// that would ignore it, where a work queue declared with arguments it
 /// ignores would keep them, unapplied.

@@ -8,6 +8,8 @@ use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 
 use crate::consume::state::{State, StateMap};
+use crate::transport::header_view;
+use rabbit_backoff_core::HeaderValue;
 
 /// What a handler can know about the delivery it handles, and the shared state
 /// registered on the builder.
@@ -55,8 +57,12 @@ impl Context {
         &self.queue
     }
 
-    /// The exchange the delivery came through (empty when it returned from a
-    /// retry queue through the default exchange).
+    /// The exchange the delivery came through: empty when it returned from a
+    /// retry queue through the default exchange; with `retry = "delayed"` or
+    /// `"scheduled"`, a retry comes back as the broker holds it, through the
+    /// exchange it was first published to (over AMQP 1.0, `"scheduled"`,
+    /// RabbitMQ 4.3 also gives every delivery `x-exchange` and
+    /// `x-routing-key` headers).
     pub fn exchange(&self) -> &str {
         &self.exchange
     }
@@ -66,12 +72,18 @@ impl Context {
         &self.routing_key
     }
 
-    /// Whether the broker delivered it before (after a crash or a requeue).
+    /// Whether the broker delivered it before: after a crash or a requeue, and
+    /// on every retry of `retry = "delayed"` or `"scheduled"`, which the
+    /// broker holds back and delivers again (read [`retry_count`](Self::retry_count)
+    /// to tell a retry from a redelivery).
     pub fn redelivered(&self) -> bool {
         self.redelivered
     }
 
-    /// How many retry tiers the message has been through: 0 on the first attempt.
+    /// How many times the message failed before this attempt: 0 on the first.
+    /// Read from the header of the consumer's retry backend: `x-retry-count`
+    /// (retry tiers), `x-delivery-count` (`"delayed"`) or `x-opt-retry-count`
+    /// (`"scheduled"`).
     pub fn retry_count(&self) -> u32 {
         self.retry_count
     }
@@ -104,6 +116,24 @@ impl Context {
         match self.headers()?.inner().get(name)? {
             AMQPValue::LongString(s) => std::str::from_utf8(s.as_bytes()).ok(),
             AMQPValue::ShortString(s) => Some(s.as_str()),
+            _ => None,
+        }
+    }
+
+    /// One header, when it is an integer of any AMQP width that fits an
+    /// `i64`: RabbitMQ writes `x-delivery-count` and the `x-opt-` annotations
+    /// as 64-bit integers, other publishers use any width.
+    ///
+    /// ```
+    /// use rabbit_backoff::Context;
+    ///
+    /// let ctx = Context::builder("orders").header_int("x-opt-retry-count", 2).build();
+    /// assert_eq!(ctx.header_int("x-opt-retry-count"), Some(2));
+    /// assert_eq!(ctx.header_int("missing"), None);
+    /// ```
+    pub fn header_int(&self, name: &str) -> Option<i64> {
+        match header_view(self.headers()?.inner().get(name)?) {
+            HeaderValue::Int(n) => i64::try_from(n).ok(),
             _ => None,
         }
     }
@@ -150,7 +180,7 @@ pub struct ContextBuilder {
 }
 
 impl ContextBuilder {
-    /// How many retry tiers the message has been through.
+    /// How many times the message failed before.
     pub fn retry_count(mut self, count: u32) -> Self {
         self.context.retry_count = count;
         self
@@ -177,6 +207,14 @@ impl ContextBuilder {
         if let Ok(name) = ShortString::try_new(name) {
             self.headers
                 .insert(name, AMQPValue::LongString(value.as_bytes().into()));
+        }
+        self
+    }
+
+    /// An integer header, as the broker writes them (a 64-bit integer).
+    pub fn header_int(mut self, name: &str, value: i64) -> Self {
+        if let Ok(name) = ShortString::try_new(name) {
+            self.headers.insert(name, AMQPValue::LongLongInt(value));
         }
         self
     }
