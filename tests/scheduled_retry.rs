@@ -558,6 +558,7 @@ mod shared {
         }
         assert_dead_letter(permanent, "permanent", 0, "job 2 is invalid");
 
+        let names = on.spec.names();
         let calls = journal.calls_for(1);
         assert_eq!(
             calls.iter().map(|s| s.retry_count).collect::<Vec<_>>(),
@@ -587,9 +588,27 @@ mod shared {
             assert_eq!(seen.tenant.as_deref(), Some("acme"));
             assert_eq!(seen.message_id.as_deref(), Some("job-1"));
             assert_eq!(seen.content_type.as_deref(), Some("application/json"));
+            // As RabbitMQ 4.3 names the route of a quorum queue's delivery
+            // over AMQP 1.0, so does its in-memory emulation.
+            assert_eq!(
+                (
+                    seen.route_headers.0.as_deref(),
+                    seen.route_headers.1.as_deref()
+                ),
+                (
+                    Some(names.exchange.as_str()),
+                    Some(names.routing_key.as_str())
+                ),
+                "x-exchange and x-routing-key on retry {}",
+                seen.retry_count
+            );
         }
+        assert_eq!(
+            calls.iter().map(|s| s.acquired_count).collect::<Vec<_>>(),
+            [None, Some(1), Some(2), Some(3)],
+            "x-acquired-count on each retry, as an integer of any width"
+        );
         eventually("job 3 handled on its retry", WAIT, || journal.reached(3, 1)).await;
-        let names = on.spec.names();
         for ms in DELAYS_MS {
             assert_eq!(
                 on.try_depth(&names.retry_queue(ms)).await,

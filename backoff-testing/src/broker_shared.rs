@@ -284,6 +284,7 @@ impl BrokerShared {
             body: Arc::from(body),
             redelivered: false,
             delivery_count: 0,
+            acquired_count: 0,
             expires_at: None,
         };
         let now = Instant::now();
@@ -356,6 +357,7 @@ impl BrokerShared {
                 body: message.body,
                 redelivered: false,
                 delivery_count: 0,
+                acquired_count: 0,
                 expires_at: None,
             };
             for queue in targets {

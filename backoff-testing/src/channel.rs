@@ -179,6 +179,27 @@ fn delivery_of(
         );
         properties = properties.with_headers(headers);
     }
+    if channel.kind == ChannelKind::Holding {
+        // RabbitMQ 4.3 gives a quorum queue's delivery over AMQP 1.0 the
+        // message's route as headers, and on one returned before how often
+        // it was acquired.
+        let mut headers = properties.headers().clone().unwrap_or_default();
+        headers.insert(
+            "x-exchange".into(),
+            AMQPValue::LongString(message.exchange.as_bytes().into()),
+        );
+        headers.insert(
+            "x-routing-key".into(),
+            AMQPValue::LongString(message.routing_key.as_bytes().into()),
+        );
+        if message.acquired_count > 0 {
+            headers.insert(
+                "x-acquired-count".into(),
+                AMQPValue::LongLongInt(i64::from(message.acquired_count)),
+            );
+        }
+        properties = properties.with_headers(headers);
+    }
     if let Some(set_aside) = as_delivered(&properties) {
         properties = set_aside;
     }

@@ -443,6 +443,7 @@ impl Queue {
                     // otherwise (and for a closing channel) it joins the
                     // returns, which are served first.
                     message.redelivered = true;
+                    message.acquired_count += 1;
                     if how.counts(&self.config) {
                         message.delivery_count += 1;
                     }

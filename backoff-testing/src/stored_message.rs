@@ -16,8 +16,11 @@ pub(crate) struct Stored {
     pub(crate) properties: BasicProperties,
     pub(crate) body: Arc<[u8]>,
     pub(crate) redelivered: bool,
-    /// Quorum queues: how many times it was returned.
+    /// Quorum queues: how many times it was returned after a failure.
     pub(crate) delivery_count: u32,
+    /// Quorum queues: how many times it was returned at all
+    /// (`x-acquired-count`, which RabbitMQ 4.x counts beside the failures).
+    pub(crate) acquired_count: u32,
     /// When it expires at the head of the queue.
     pub(crate) expires_at: Option<Instant>,
 }

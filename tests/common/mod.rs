@@ -378,6 +378,12 @@ pub struct Seen {
     /// The error of the last failure, as a retry held back by the broker
     /// carries it (`retry = "scheduled"`: the annotation `x-opt-error`).
     pub held_error: Option<String>,
+    /// The route RabbitMQ 4.3 names in headers on a quorum queue's delivery
+    /// over AMQP 1.0 (`x-exchange`, `x-routing-key`), and how often the
+    /// delivery was acquired before (`x-acquired-count`), read with
+    /// `Context::header_int` whatever the integer's width.
+    pub route_headers: (Option<String>, Option<String>),
+    pub acquired_count: Option<i64>,
     /// When the handler ran, on tokio's clock (virtual under paused time).
     pub at: tokio::time::Instant,
 }
@@ -400,6 +406,11 @@ impl Seen {
             exchange: ctx.exchange().to_owned(),
             routing_key: ctx.routing_key().to_owned(),
             held_error: ctx.header_str("x-opt-error").map(str::to_owned),
+            route_headers: (
+                ctx.header_str("x-exchange").map(str::to_owned),
+                ctx.header_str("x-routing-key").map(str::to_owned),
+            ),
+            acquired_count: ctx.header_int("x-acquired-count"),
             at: tokio::time::Instant::now(),
         }
     }
