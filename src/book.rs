@@ -81,6 +81,10 @@ pub struct Publishing;
 #[doc = include_str!("../docs/tls.md")]
 pub struct Tls;
 
+/// docs/upstream.md: what the framework works around upstream.
+#[doc = include_str!("../docs/upstream.md")]
+pub struct Upstream;
+
 /// docs/layout.md: the workspace's crates.
 #[doc = include_str!("../docs/layout.md")]
 pub struct Layout;

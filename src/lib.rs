@@ -112,33 +112,10 @@ pub use rabbit_backoff_dead_letters::{
 /// registered on the builder. It returns `Result<(), E>` where `E` implements
 /// [`Classify`](trait@Classify) and `Display` (`x-error` is its `Display`).
 ///
-/// | key | meaning | default |
-/// |---|---|---|
-/// | `queue` | the work queue; every default name derives from it | required |
-/// | `delays` | one retry tier per delay: `ms`, `s`, `m`, `h` | required |
-/// | `prefetch` | unacked deliveries in flight (`basic.qos`) | 50 |
-/// | `concurrency` | handlers running at once | `prefetch` |
-/// | `exchange`, `exchange_type` | the work exchange and its type | `<queue>`, `"direct"` |
-/// | `routing_key` | binding of the work queue | `<queue>` |
-/// | `retry_exchange` | | `<queue>.retry` |
-/// | `retry_queue` | pattern with `{ms}` | `<queue>.retry_{ms}ms` |
-/// | `dead_letter_exchange` | | `<queue>.dlx` |
-/// | `dead_letter_queue` | | `<queue>.dlq` |
-/// | `dead_letter_routing_key` | | `<queue>.dlq` |
-/// | `retry_return` | where an expired retry goes: `"queue"` (default exchange, straight to the work queue) or `"exchange"` (the work exchange with `routing_key`; not on a fanout or headers exchange) | `"queue"` |
-/// | `queue_type` | `"quorum"` or `"classic"` (to adopt an existing classic topology); always declared as `x-queue-type`, so a vhost's `default_queue_type` does not change it | `"quorum"` |
-/// | `delivery_limit` | quorum work queue's `x-delivery-limit` | 20 |
-/// | `timeout` | longest a handler call may take (a transient failure past it) | none |
-/// | `jitter` | spreads each tier over five sub-queues within ± this percentage of its delay, e.g. `"20%"` | none |
-/// | `max_age` | dead-letter a failing message (reason `expired`) once its first failure is older than this, e.g. `"1h"` | none |
-/// | `immediate` | retry a failed call this many times in the process (after 50 ms, 100 ms, …) before the message goes to a retry tier | 0 |
-/// | `breaker` | a circuit breaker, e.g. `"50% of 20, pause 30s"`: stops consuming while most recent attempts fail transiently | none |
-/// | `declare` | `"declare"` the topology, or `"passive"`: only check that every exchange and queue exists (not their arguments), for topologies operators own | `"declare"` |
-/// | `dedupe` | drop duplicates: a delivery whose key was handled (or dead-lettered, or discarded) within this window is acked without the handler; needs [`RuntimeBuilder::dedupe_store`] | none |
-/// | `dedupe_key` | the key: `"message_id"` or `"header:<name>"` (only with `dedupe`) | `"message_id"` |
-/// | `retry` | how a retry waits: `"tiers"` (a TTL retry queue per delay, a copy per attempt, every broker); `"delayed"` (RabbitMQ 4.3's delayed retries of the quorum work queue, a linear ladder); `"scheduled"` (experimental, feature `amqp1`: RabbitMQ 4.3 holds the delivery until the time the consumer names). docs/retry-backends.md compares them | `"tiers"` |
-/// | `dead_letter_index` | `"on"`: a stream beside the dead-letter queue that `dlq groups` reads instead of the queue (written by the broker on classic topologies, by the consumer on quorum ones: [`IndexFeed`](topology::IndexFeed)); `"off"`: none, the broker writes each dead letter once (see [`DeadLetterIndex`]) | `"on"` |
-/// | `crate` | path of this crate, when renamed | `::rabbit_backoff` |
+/// What follows is the book's page on the attribute (docs/attributes.md),
+/// included here as one text: each key in one row, with a link to its detail.
+///
+#[doc = include_str!("../docs/attributes.md")]
 pub use rabbit_backoff_macros::backoff_consumer;
 
 /// Derives [`Classify`](trait@Classify): every variant is transient unless

@@ -1,6 +1,6 @@
-//! The keys `#[backoff_consumer]` accepts, the book's key table
-//! (docs/attributes.md) and the attribute's own documentation list the same
-//! keys: a key added to the macro and forgotten in either table (or the
+//! The keys `#[backoff_consumer]` accepts and the book's key table
+//! (docs/attributes.md, which is also the attribute's rustdoc) list the same
+//! keys: a key added to the macro and forgotten in the table (or the
 //! reverse) fails here.
 
 use std::collections::BTreeSet;
@@ -56,10 +56,14 @@ fn the_book_key_table_lists_exactly_the_accepted_keys() {
 }
 
 #[test]
-fn the_attribute_documentation_lists_exactly_the_accepted_keys() {
+fn the_attribute_documentation_is_the_book_page() {
+    // The attribute's rustdoc includes docs/attributes.md rather than a copy
+    // of its table, so the table the test above checks is the one both show.
     let lib = include_str!("../src/lib.rs");
-    let table = table_keys(lib, "///");
-    assert_eq!(table, accepted(), "src/lib.rs: {}", differences(&table));
+    assert!(
+        lib.contains("#[doc = include_str!(\"../docs/attributes.md\")]\npub use rabbit_backoff_macros::backoff_consumer;"),
+        "src/lib.rs: the attribute's documentation no longer includes docs/attributes.md"
+    );
 }
 
 #[test]
