@@ -43,22 +43,39 @@ async fn declared_with(
 ) -> (ConsumerSpec, Cleanup) {
     let mut spec = process_job.spec();
     spec.queue = unique(name);
-    // Synthetic dead letters, published through the dead-letter exchange:
-    // on a classic topology the broker writes them to the index bound
-    // beside the queue, as a consumer's would be (a test that wants quorum
-    // queues says so).
+    // Synthetic dead letters, published through the dead-letter exchange,
+    // each with its entry in the index as a consumer writes it
+    // ([`dead_letter`]); classic queues unless a test says otherwise.
     spec.queue_type = Some(rabbit_backoff::QueueType::Classic);
     configure(&mut spec);
     let cleanup = Cleanup::of(&spec);
     let connection = connect().await;
-    rabbit_backoff::topology::declare_topology(
-        &*framework_connection().await,
-        &Topology::of(&spec),
-    )
-    .await
-    .unwrap();
+    let framework = framework_connection().await;
+    let topology = Topology::of(&spec);
+    rabbit_backoff::topology::declare_topology(&*framework, &topology)
+        .await
+        .unwrap();
+    // The index's streams, as a consumer's index writer declares them.
+    let channel = framework.open_channel().await.unwrap();
+    for stream in topology.dead_letter_index.queues() {
+        channel.declare_queue(stream).await.unwrap();
+    }
+    channel.close().await;
     let _ = connection.close(200, "".into()).await;
     (spec, cleanup)
+}
+
+/// Writes the index entries of dead letters published to the queue of
+/// `spec` (their properties and body sizes), as the consumer writes those
+/// of the dead letters it makes once the broker confirmed them.
+async fn index_entries(spec: &ConsumerSpec, dead_letters: &[(BasicProperties, usize)]) {
+    let dlq = Dlq::connect(&url(), spec).await.unwrap();
+    let written = dlq
+        .write_index_entries(dead_letters.iter().map(|(p, len)| (p, *len)))
+        .await
+        .unwrap();
+    assert_eq!(written, dead_letters.len(), "the index is there");
+    dlq.close().await;
 }
 
 /// Puts a dead letter for job `id` in the DLQ, as the runtime would.
@@ -86,6 +103,10 @@ async fn dead_letter(channel: &Channel, spec: &ConsumerSpec, id: u64, error: &st
         attempts: None,
     })
     .unwrap();
+    let properties = BasicProperties::default()
+        .with_message_id(format!("m-{id}").into())
+        .with_delivery_mode(2)
+        .with_headers(headers);
     channel
         .basic_publish(
             names.dead_letter_exchange.as_str().into(),
@@ -95,15 +116,13 @@ async fn dead_letter(channel: &Channel, spec: &ConsumerSpec, id: u64, error: &st
                 ..Default::default()
             },
             &body,
-            BasicProperties::default()
-                .with_message_id(format!("m-{id}").into())
-                .with_delivery_mode(2)
-                .with_headers(headers),
+            properties.clone(),
         )
         .await
         .unwrap()
         .await
         .unwrap();
+    index_entries(spec, &[(properties, body.len())]).await;
 }
 
 async fn confirm_channel() -> (lapin::Connection, Channel) {
@@ -1478,7 +1497,8 @@ async fn the_in_memory_broker_purges_without_an_index() {
 
 /// Dead letters `ids` through the dead-letter exchange, as the runtime
 /// writes them, each with a `x-failed-at` of its own id, so that writing
-/// one id twice writes two entries alike; confirmed in batches.
+/// one id twice writes two entries alike; confirmed in batches, each
+/// batch's entries written once it is.
 async fn indexed_dead_letters(
     channel: &Channel,
     spec: &ConsumerSpec,
@@ -1487,6 +1507,7 @@ async fn indexed_dead_letters(
     let names = spec.names();
     let text = |s: String| AMQPValue::LongString(s.into_bytes().into());
     let mut pending = Vec::new();
+    let mut entries = Vec::new();
     for id in ids {
         let error = match id % 3 {
             0 => format!("order {id} not found"),
@@ -1505,6 +1526,10 @@ async fn indexed_dead_letters(
             )),
         );
         headers.insert("x-dead-letter-reason".into(), text("exhausted".into()));
+        let properties = BasicProperties::default()
+            .with_message_id(format!("m-{id}").into())
+            .with_delivery_mode(2)
+            .with_headers(headers);
         let confirm = channel
             .basic_publish(
                 names.dead_letter_exchange.as_str().into(),
@@ -1514,17 +1539,20 @@ async fn indexed_dead_letters(
                     ..Default::default()
                 },
                 b"{}",
-                BasicProperties::default()
-                    .with_message_id(format!("m-{id}").into())
-                    .with_delivery_mode(2)
-                    .with_headers(headers),
+                properties.clone(),
             )
             .await
             .unwrap();
         pending.push(confirm);
-        confirmed(&mut pending, 1000).await;
+        entries.push((properties, 2));
+        if pending.len() >= 1000 {
+            confirmed(&mut pending, 0).await;
+            index_entries(spec, &entries).await;
+            entries.clear();
+        }
     }
     confirmed(&mut pending, 0).await;
+    index_entries(spec, &entries).await;
 }
 
 /// An index long enough to be read in ranges on several channels at once
@@ -1580,6 +1608,7 @@ async fn an_index_read_over_the_stream_protocol_groups_like_one_over_amqp() {
     let (connection, channel) = confirm_channel().await;
     indexed_dead_letters(&channel, &spec, 0..12_000).await;
     let names = spec.names();
+    let mut quota = Vec::new();
     for id in 0..30u64 {
         let mut headers = FieldTable::default();
         let text = |s: &str| AMQPValue::LongString(s.as_bytes().into());
@@ -1593,6 +1622,14 @@ async fn an_index_read_over_the_stream_protocol_groups_like_one_over_amqp() {
         headers.insert("weight".into(), AMQPValue::Double(0.1 * id as f64));
         headers.insert("urgent".into(), AMQPValue::Boolean(id % 2 == 0));
         headers.insert("seen-at".into(), AMQPValue::Timestamp(1_700_000_000 + id));
+        let body = b"{\"quota\": 1}";
+        let properties = BasicProperties::default()
+            .with_message_id(format!("quota-\"{id}\" \u{e9}").into())
+            .with_correlation_id(format!("c-{id}").into())
+            .with_timestamp(1_700_000_100 + id)
+            .with_content_type("application/json".into())
+            .with_delivery_mode(2)
+            .with_headers(headers);
         channel
             .basic_publish(
                 names.dead_letter_exchange.as_str().into(),
@@ -1601,20 +1638,16 @@ async fn an_index_read_over_the_stream_protocol_groups_like_one_over_amqp() {
                     mandatory: true,
                     ..Default::default()
                 },
-                b"{\"quota\": 1}",
-                BasicProperties::default()
-                    .with_message_id(format!("quota-\"{id}\" \u{e9}").into())
-                    .with_correlation_id(format!("c-{id}").into())
-                    .with_timestamp(1_700_000_100 + id)
-                    .with_content_type("application/json".into())
-                    .with_delivery_mode(2)
-                    .with_headers(headers),
+                body,
+                properties.clone(),
             )
             .await
             .unwrap()
             .await
             .unwrap();
+        quota.push((properties, body.len()));
     }
+    index_entries(&spec, &quota).await;
     let dlq = connect_dlq(&spec).await;
     // Tombstones: their keys must cancel the entries read over the stream
     // protocol, or the count check fails.
