@@ -355,22 +355,21 @@ async fn a_message_requeued_past_the_delivery_limit_is_never_dead_lettered() {
 }
 
 /// Dead letters the broker makes itself (a TTL that runs out in the work
-/// queue, a rejection without requeue) go through the dead-letter exchange
-/// like the consumer's, so they reach the dead-letter index too, and the
-/// groups are read from it. RabbitMQ 3.10 does not dead-letter into a stream
-/// (it drops them there), so on 3.10 the index is out of step and the groups
-/// come from a pass.
+/// queue, a rejection without requeue) reach the dead-letter queue without
+/// an entry in the index: no stream is bound to the dead-letter exchange,
+/// on any version. The count check finds them: the first read is a pass,
+/// which leaves a checkpoint, and the next is from the index. (Before,
+/// the stream was bound beside a classic queue and RabbitMQ 4.x wrote them
+/// to it, while 3.10 dropped them there.)
 #[tokio::test]
-async fn dead_letters_the_broker_makes_reach_the_index_on_4_x() {
+async fn dead_letters_the_broker_makes_are_found_by_the_count_check() {
     let mut spec = process_job.spec();
     spec.queue = unique("broker-dl");
-    // The index the broker routes to, bound beside a classic queue (on a
-    // quorum topology the consumer writes it, and the count check finds
-    // the broker's own: tests/dead_letters/).
     spec.queue_type = Some(rabbit_backoff::QueueType::Classic);
     let topology = Topology::of(&spec);
     assert!(topology.index_feed().is_some());
     let (_cleanup, connection, channel) = declared(&spec, &topology).await;
+    declare_index(&topology).await;
     // Two that expire in the work queue...
     for id in 0..2 {
         channel
@@ -415,11 +414,6 @@ async fn dead_letters_the_broker_makes_reach_the_index_on_4_x() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    if broker_version() >= (4, 0) {
-        // The broker writes the stream apart from the queue: its entries
-        // can land a moment after the queue holds the dead letters.
-        stream_holds(&connection, &names.dead_letter_index(), 3).await;
-    }
     let dlq = Dlq::connect(&url(), &spec).await.unwrap();
     let report = dlq
         .group_report(&DeadLetterFilter::default())
@@ -427,18 +421,26 @@ async fn dead_letters_the_broker_makes_reach_the_index_on_4_x() {
         .unwrap();
     let total: usize = report.groups.iter().map(|g| g.count).sum();
     assert_eq!(total, 3, "{report:?}");
-    let expected = if broker_version() >= (4, 0) {
-        GroupSource::Index
-    } else {
-        GroupSource::Pass
-    };
     assert_eq!(
         report.source,
-        expected,
+        GroupSource::Pass,
         "RabbitMQ {:?}: {}",
         broker_version(),
         report.reason()
     );
+    assert_eq!(
+        report.fallback,
+        Some(rabbit_backoff::dead_letters::IndexFallback::CountMismatch {
+            indexed: 0,
+            depth: 3
+        })
+    );
+    let healed = dlq
+        .group_report(&DeadLetterFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(healed.source, GroupSource::Index, "{}", healed.reason());
+    assert_eq!(healed.groups, report.groups);
     dlq.close().await;
     let _ = connection.close(200, "".into()).await;
 }
@@ -461,8 +463,19 @@ async fn queue_exists(connection: &Connection, queue: impl AsRef<str>) -> bool {
     declared.is_ok()
 }
 
-/// Waits until the stream `stream` holds `n` messages, read from its
-/// start on a channel of its own.
+/// The dead-letter index's streams of `topology`, declared as a consumer's
+/// index writer declares them.
+async fn declare_index(topology: &Topology) {
+    let channel = framework_connection().await.open_channel().await.unwrap();
+    for stream in topology.dead_letter_index.queues() {
+        channel.declare_queue(stream).await.unwrap();
+    }
+    channel.close().await;
+}
+
+/// Waits until the entries stream `stream` holds `n` entries (a batch of
+/// them in one message, or one whole dead letter), read from its start on
+/// a channel of its own.
 async fn stream_holds(connection: &Connection, stream: &str, n: usize) {
     let channel = connection.create_channel().await.unwrap();
     channel
@@ -490,7 +503,16 @@ async fn stream_holds(connection: &Connection, stream: &str, n: usize) {
             .unwrap_or_else(|_| panic!("{stream} held {seen} messages, not {n}"));
         let delivery = next.expect("the stream's consumer ends").unwrap();
         delivery.ack(Default::default()).await.unwrap();
-        seen += 1;
+        let batch = rabbit_backoff_core::IndexBatch::CONTENT_TYPE;
+        seen += match delivery.properties.content_type() {
+            Some(t) if t.as_str() == batch => {
+                rabbit_backoff_core::IndexBatch::decode(&delivery.data)
+                    .unwrap()
+                    .entries
+                    .len()
+            }
+            _ => 1,
+        };
     }
     let _ = channel.close(200, "".into()).await;
 }
@@ -612,9 +634,9 @@ async fn publish_to(channel: &Channel, exchange: &str, key: &str) {
 async fn a_consumer_with_the_index_off_removes_the_old_one_and_groups_from_a_pass() {
     let mut spec = process_job.spec();
     spec.queue = unique("index-off");
-    // The index the broker writes, bound beside a classic queue.
     spec.queue_type = Some(rabbit_backoff::QueueType::Classic);
     let (_cleanup, connection, channel) = declared(&spec, &Topology::of(&spec)).await;
+    declare_index(&Topology::of(&spec)).await;
     let names = spec.names();
     let index_exists = || queue_exists(&connection, names.dead_letter_index());
     assert!(index_exists().await, "declared with the index on");

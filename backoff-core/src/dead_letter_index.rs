@@ -6,18 +6,18 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// Whether a consumer declares the dead-letter index: a stream beside the
-/// dead-letter queue, to which every dead letter is written as well
-/// ([`IndexFeed`](crate::IndexFeed) says by whom), so that `dlq groups` and the console read a
-/// summary instead of every dead letter ([`DeadLetterIndexDecl`](crate::DeadLetterIndexDecl)).
+/// Whether a consumer keeps the dead-letter index: a stream beside the
+/// dead-letter queue, to which the consumer writes a summary of every dead
+/// letter ([`IndexFeed`](crate::IndexFeed) says how), so that `dlq groups`
+/// and the console read a summary instead of every dead letter
+/// ([`DeadLetterIndexDecl`](crate::DeadLetterIndexDecl)).
 ///
-/// The index costs the broker a second write of every dead letter: on a
-/// flood of permanent failures, a quarter to a third of its CPU per dead
-/// letter (PERFORMANCE.md, "The dead-letter index"). `Off` saves that, and loses
-/// only speed: `dlq groups` and the console read the whole dead-letter queue
-/// each time, which takes seconds per 100 000 dead letters instead of
-/// reading the index. Nothing about a dead letter is lost; the queue holds
-/// each one whole.
+/// The index costs the broker one small stream message for many dead
+/// letters (PERFORMANCE.md, "The dead-letter index"). `Off` saves that,
+/// and loses only speed: `dlq groups` and the console read the whole
+/// dead-letter queue each time, which takes seconds per 100 000 dead
+/// letters instead of reading the index. Nothing about a dead letter is
+/// lost; the queue holds each one whole.
 ///
 /// ```
 /// use rabbit_backoff::{ConsumerSpec, DeadLetterIndex};
@@ -34,15 +34,14 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum DeadLetterIndex {
-    /// Declare the index beside the dead-letter queue (the default): the
-    /// broker writes each dead letter to it on classic topologies, the
-    /// consumer on quorum ones (see
-    /// [`Topology::index_feed`](crate::Topology::index_feed)).
+    /// Keep the index beside the dead-letter queue (the default): the
+    /// consumer writes each dead letter's entry to it, on every topology
+    /// (see [`Topology::index_feed`](crate::Topology::index_feed)).
     #[default]
     On,
     /// Declare no index, and delete the one an earlier declaration of the
-    /// same consumer left, so that the broker stops writing to it and no
-    /// reader takes its stale summary for the queue's.
+    /// same consumer left, so that no reader takes its stale summary for
+    /// the queue's.
     Off,
 }
 

@@ -2,8 +2,8 @@
 
 /// How each dead letter reaches the dead-letter index
 /// ([`DeadLetterIndexDecl`](crate::DeadLetterIndexDecl)), as
-/// [`Topology::index_feed`](crate::Topology::index_feed) chooses it from
-/// the queue type.
+/// [`Topology::index_feed`](crate::Topology::index_feed) gives it: one way
+/// on every topology, classic and quorum alike.
 ///
 /// ```
 /// use rabbit_backoff::{ConsumerSpec, DeadLetterIndex, QueueType};
@@ -12,28 +12,33 @@
 /// let mut spec = ConsumerSpec::new("orders", "5s".parse()?);
 /// assert_eq!(Topology::of(&spec).index_feed(), Some(IndexFeed::Written));
 /// spec.queue_type = Some(QueueType::Classic);
-/// assert_eq!(Topology::of(&spec).index_feed(), Some(IndexFeed::Routed));
+/// assert_eq!(Topology::of(&spec).index_feed(), Some(IndexFeed::Written));
 /// spec.dead_letter_index = DeadLetterIndex::Off;
 /// assert_eq!(Topology::of(&spec).index_feed(), None);
 /// # Ok::<(), rabbit_backoff::DelayError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IndexFeed {
-    /// The index's stream is bound to the dead-letter exchange beside the
-    /// dead-letter queue: the broker routes each dead letter to both in one
-    /// routing, those the broker makes itself (a TTL, a rejection) too.
-    /// Classic topologies, on one node.
+    /// How classic topologies were fed before: the stream bound to the
+    /// dead-letter exchange beside the dead-letter queue, so that the
+    /// broker stored a second copy of every dead letter. No topology is fed
+    /// this way any more and `index_feed` never gives it; a consumer that
+    /// finds that binding removes it. Kept only so that code naming it
+    /// still builds.
     Routed,
-    /// The stream is bound to nothing. The consumer writes each dead letter
-    /// it made to the stream once the broker confirmed it in the
-    /// dead-letter queue, in the background, on a connection of its own.
-    /// Quorum topologies: a dead letter never waits on the stream, so a
+    /// The stream is bound to nothing. The consumer writes a summary of
+    /// each dead letter it made (an [`IndexEntry`](crate::IndexEntry)) once
+    /// the broker confirmed it in the dead-letter queue, many to a stream
+    /// message ([`IndexBatch`](crate::IndexBatch)), in the background, on a
+    /// connection of its own; `dlq import` writes the entries of what it
+    /// imports the same way. A dead letter never waits on the stream, so a
     /// stream coordinator that lost its quorum (on a RabbitMQ 4.3 cluster
     /// that lost a node, a publish routed to a stream then blocks its
     /// channel for 30 s, and the broker closes the connection) delays the
     /// index and never a delivery. An entry the writer could not write, and
-    /// a dead letter the broker made, leave the index short of the queue;
-    /// the readers' count check then reads the queue once, and the
-    /// checkpoint it leaves heals the index.
+    /// a dead letter the broker made (a delivery limit, a rejection, headers
+    /// too deep to copy), leave the index short of the queue; the readers'
+    /// count check then reads the queue once, and the checkpoint it leaves
+    /// heals the index.
     Written,
 }

@@ -269,11 +269,15 @@ impl Binding {
 }
 
 /// The dead-letter index: two streams beside the dead-letter queue. The
-/// broker writes every dead letter to `entries` as it writes it to the
-/// dead-letter queue (one binding, the same routing key), whatever sends it:
-/// the consumer, the broker's own dead-lettering, `dlq import`. The operator
-/// tools write what they remove from the queue to `removals`. `dlq groups`
-/// reads both instead of the queue.
+/// consumer writes a summary of every dead letter it makes to `entries`
+/// once the broker confirmed it in the dead-letter queue, many to a stream
+/// message ([`IndexBatch`](crate::IndexBatch)); `dlq import` writes what it
+/// imports there too. The operator tools write what they remove from the
+/// queue to `removals`. `dlq groups` reads both instead of the queue.
+///
+/// Neither stream is bound to anything: `binding` is the one earlier
+/// versions gave `entries` (the broker then stored a second copy of every
+/// dead letter), which a consumer removes when it finds it.
 ///
 /// ```
 /// use rabbit_backoff::ConsumerSpec;
@@ -291,11 +295,13 @@ impl Binding {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct DeadLetterIndexDecl {
-    /// The stream of dead letters, bound beside the dead-letter queue.
+    /// The stream of entries, written to directly.
     pub entries: QueueDecl,
     /// The stream of tombstones, written to directly.
     pub removals: QueueDecl,
-    /// The binding of `entries`: the dead-letter queue's exchange and key.
+    /// The binding earlier versions gave `entries` (the dead-letter queue's
+    /// exchange and key), which a consumer removes: no stream is bound to
+    /// the dead-letter exchange any more.
     pub binding: Binding,
 }
 
@@ -392,9 +398,8 @@ fn s(v: &str) -> Argument {
 
 impl Topology {
     /// How dead letters reach the dead-letter index, or `None` when the
-    /// consumer turned it off ([`ConsumerSpec::dead_letter_index`]): routed
-    /// by the broker beside the dead-letter queue on classic topologies,
-    /// written by the consumer on quorum ones ([`IndexFeed`] says why).
+    /// consumer turned it off ([`ConsumerSpec::dead_letter_index`]): written
+    /// by the consumer on every topology ([`IndexFeed`] says how).
     ///
     /// ```
     /// use rabbit_backoff::{ConsumerSpec, DeadLetterIndex};
@@ -409,13 +414,7 @@ impl Topology {
     pub fn index_feed(&self) -> Option<IndexFeed> {
         match self.index {
             crate::DeadLetterIndex::Off => None,
-            crate::DeadLetterIndex::On
-                if self.work_queue.argument(arg::QUEUE_TYPE)
-                    == Some(&s(QueueType::Quorum.as_str())) =>
-            {
-                Some(IndexFeed::Written)
-            }
-            crate::DeadLetterIndex::On => Some(IndexFeed::Routed),
+            crate::DeadLetterIndex::On => Some(IndexFeed::Written),
         }
     }
 

@@ -20,7 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::BasicProperties;
-use lapin::types::FieldTable;
+use lapin::types::{AMQPValue, FieldTable};
+use rabbit_backoff_core::{EntryValue, IndexEntry};
 
 use crate::error::{Error, PublishFailure};
 use crate::settle::first_failure::TierDelays;
@@ -91,6 +92,26 @@ pub fn first_failed_at(properties: &BasicProperties) -> Option<String> {
     crate::settle::first_failure::first_failed_at(properties, &TierDelays::default())
         .and_then(|first| first.to_text())
 }
+
+/// The entry of the dead-letter index for a dead letter published with
+/// `properties` and a body of `body_len` bytes, as the consumer's index
+/// writer makes it, for an operator tool that puts dead letters in the
+/// queue itself (`dlq import`); `None` for headers set aside (see
+/// [`packed_headers`]), which get no entry.
+pub fn index_entry(properties: &BasicProperties, body_len: usize) -> Option<IndexEntry> {
+    crate::broker::index_entry::index_entry(properties, body_len)
+}
+
+/// The header value that a value kept by an index entry stands for (as
+/// [`index_entry`] keeps it), for a reader of the index; `None` for bytes
+/// that are none.
+pub fn entry_header_value(value: &EntryValue) -> Option<AMQPValue> {
+    crate::broker::index_entry::header_value(value)
+}
+
+/// The most entries the consumer's index writer puts in one stream message
+/// ([`IndexBatch`](rabbit_backoff_core::IndexBatch)).
+pub const INDEX_BATCH_ENTRIES: usize = crate::broker::index_writer::BATCH;
 
 /// Publishes copies of deliveries as a consumer's decisions do: confirmed,
 /// each fitted into a frame first, on a channel that is replaced when the

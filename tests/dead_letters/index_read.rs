@@ -6,7 +6,8 @@ use super::*;
 
 /// Dead letters `ids` through the dead-letter exchange, as the runtime
 /// writes them, each with a `x-failed-at` of its own id, so that writing
-/// one id twice writes two entries alike; confirmed in batches.
+/// one id twice writes two entries alike; confirmed in batches, each
+/// batch's entries written once it is.
 async fn indexed_dead_letters(
     channel: &Channel,
     spec: &ConsumerSpec,
@@ -15,6 +16,7 @@ async fn indexed_dead_letters(
     let names = spec.names();
     let text = |s: String| AMQPValue::LongString(s.into_bytes().into());
     let mut pending = Vec::new();
+    let mut entries = Vec::new();
     for id in ids {
         let error = match id % 3 {
             0 => format!("order {id} not found"),
@@ -33,6 +35,10 @@ async fn indexed_dead_letters(
             )),
         );
         headers.insert("x-dead-letter-reason".into(), text("exhausted".into()));
+        let properties = BasicProperties::default()
+            .with_message_id(format!("m-{id}").into())
+            .with_delivery_mode(2)
+            .with_headers(headers);
         let confirm = channel
             .basic_publish(
                 names.dead_letter_exchange.as_str().into(),
@@ -42,17 +48,20 @@ async fn indexed_dead_letters(
                     ..Default::default()
                 },
                 b"{}",
-                BasicProperties::default()
-                    .with_message_id(format!("m-{id}").into())
-                    .with_delivery_mode(2)
-                    .with_headers(headers),
+                properties.clone(),
             )
             .await
             .unwrap();
         pending.push(confirm);
-        confirmed(&mut pending, 1000).await;
+        entries.push((properties, 2));
+        if pending.len() >= 1000 {
+            confirmed(&mut pending, 0).await;
+            index_entries(spec, &entries).await;
+            entries.clear();
+        }
     }
     confirmed(&mut pending, 0).await;
+    index_entries(spec, &entries).await;
 }
 
 /// An index long enough to be read in ranges on several channels at once
@@ -108,6 +117,7 @@ async fn an_index_read_over_the_stream_protocol_groups_like_one_over_amqp() {
     let (connection, channel) = confirm_channel().await;
     indexed_dead_letters(&channel, &spec, 0..12_000).await;
     let names = spec.names();
+    let mut quota = Vec::new();
     for id in 0..30u64 {
         let mut headers = FieldTable::default();
         let text = |s: &str| AMQPValue::LongString(s.as_bytes().into());
@@ -121,6 +131,14 @@ async fn an_index_read_over_the_stream_protocol_groups_like_one_over_amqp() {
         headers.insert("weight".into(), AMQPValue::Double(0.1 * id as f64));
         headers.insert("urgent".into(), AMQPValue::Boolean(id % 2 == 0));
         headers.insert("seen-at".into(), AMQPValue::Timestamp(1_700_000_000 + id));
+        let body = b"{\"quota\": 1}";
+        let properties = BasicProperties::default()
+            .with_message_id(format!("quota-\"{id}\" \u{e9}").into())
+            .with_correlation_id(format!("c-{id}").into())
+            .with_timestamp(1_700_000_100 + id)
+            .with_content_type("application/json".into())
+            .with_delivery_mode(2)
+            .with_headers(headers);
         channel
             .basic_publish(
                 names.dead_letter_exchange.as_str().into(),
@@ -129,20 +147,16 @@ async fn an_index_read_over_the_stream_protocol_groups_like_one_over_amqp() {
                     mandatory: true,
                     ..Default::default()
                 },
-                b"{\"quota\": 1}",
-                BasicProperties::default()
-                    .with_message_id(format!("quota-\"{id}\" \u{e9}").into())
-                    .with_correlation_id(format!("c-{id}").into())
-                    .with_timestamp(1_700_000_100 + id)
-                    .with_content_type("application/json".into())
-                    .with_delivery_mode(2)
-                    .with_headers(headers),
+                body,
+                properties.clone(),
             )
             .await
             .unwrap()
             .await
             .unwrap();
+        quota.push((properties, body.len()));
     }
+    index_entries(&spec, &quota).await;
     let dlq = connect_dlq(&spec).await;
     // Tombstones: their keys must cancel the entries read over the stream
     // protocol, or the count check fails.

@@ -54,22 +54,39 @@ async fn declared_with(
 ) -> (ConsumerSpec, Cleanup) {
     let mut spec = process_job.spec();
     spec.queue = unique(name);
-    // Synthetic dead letters, published through the dead-letter exchange:
-    // on a classic topology the broker writes them to the index bound
-    // beside the queue, as a consumer's would be (a test that wants quorum
-    // queues says so).
+    // Synthetic dead letters, published through the dead-letter exchange,
+    // each with its entry in the index as a consumer writes it
+    // ([`dead_letter`]); classic queues unless a test says otherwise.
     spec.queue_type = Some(rabbit_backoff::QueueType::Classic);
     configure(&mut spec);
     let cleanup = Cleanup::of(&spec);
     let connection = connect().await;
-    rabbit_backoff::topology::declare_topology(
-        &*framework_connection().await,
-        &Topology::of(&spec),
-    )
-    .await
-    .unwrap();
+    let framework = framework_connection().await;
+    let topology = Topology::of(&spec);
+    rabbit_backoff::topology::declare_topology(&*framework, &topology)
+        .await
+        .unwrap();
+    // The index's streams, as a consumer's index writer declares them.
+    let channel = framework.open_channel().await.unwrap();
+    for stream in topology.dead_letter_index.queues() {
+        channel.declare_queue(stream).await.unwrap();
+    }
+    channel.close().await;
     let _ = connection.close(200, "".into()).await;
     (spec, cleanup)
+}
+
+/// Writes the index entries of dead letters published to the queue of
+/// `spec` (their properties and body sizes), as the consumer writes those
+/// of the dead letters it makes once the broker confirmed them.
+async fn index_entries(spec: &ConsumerSpec, dead_letters: &[(BasicProperties, usize)]) {
+    let dlq = Dlq::connect(&url(), spec).await.unwrap();
+    let written = dlq
+        .write_index_entries(dead_letters.iter().map(|(p, len)| (p, *len)))
+        .await
+        .unwrap();
+    assert_eq!(written, dead_letters.len(), "the index is there");
+    dlq.close().await;
 }
 
 /// Puts a dead letter for job `id` in the DLQ, as the runtime would.
@@ -97,6 +114,10 @@ async fn dead_letter(channel: &Channel, spec: &ConsumerSpec, id: u64, error: &st
         attempts: None,
     })
     .unwrap();
+    let properties = BasicProperties::default()
+        .with_message_id(format!("m-{id}").into())
+        .with_delivery_mode(2)
+        .with_headers(headers);
     channel
         .basic_publish(
             names.dead_letter_exchange.as_str().into(),
@@ -106,15 +127,13 @@ async fn dead_letter(channel: &Channel, spec: &ConsumerSpec, id: u64, error: &st
                 ..Default::default()
             },
             &body,
-            BasicProperties::default()
-                .with_message_id(format!("m-{id}").into())
-                .with_delivery_mode(2)
-                .with_headers(headers),
+            properties.clone(),
         )
         .await
         .unwrap()
         .await
         .unwrap();
+    index_entries(spec, &[(properties, body.len())]).await;
 }
 
 async fn confirm_channel() -> (lapin::Connection, Channel) {

@@ -3,7 +3,7 @@
 //!
 //! Once messages leave the queue without a tombstone (a purge from outside,
 //! a queue deleted and declared again, a length limit) or reach it without
-//! an entry (the broker's own dead-lettering on RabbitMQ 3.10), the index's
+//! an entry (the broker's own dead-lettering), the index's
 //! live entries never match the queue again, and every read would be a
 //! pass. So the pass that a read falls back to leaves a checkpoint: the
 //! offset of the entries' stream when it began (read by publishing a marker
@@ -52,6 +52,7 @@ use rabbit_backoff_core::headers::INDEX_CHECKPOINT;
 use serde::{Deserialize, Serialize};
 
 use crate::group::{DeadLetterGroup, GroupTally};
+use crate::index::index_entries::each_entry;
 use crate::index::index_fallback::IndexFallback;
 use crate::index::index_stream::{mark_end, offset_now, read_to_marker};
 use crate::key::key_of;
@@ -217,8 +218,10 @@ impl CheckpointWriter {
         let mut late: HashMap<u64, u32> = HashMap::new();
         let read = async {
             mark_end(&*channel, stream, &id).await?;
-            read_to_marker(&*channel, stream, Some(self.offset), &id, |delivery| {
-                *late.entry(key_of(&delivery.properties)).or_default() += 1;
+            read_to_marker(&*channel, stream, Some(self.offset), &id, |message| {
+                each_entry(message, |entry, _| {
+                    *late.entry(key_of(&entry.properties)).or_default() += 1;
+                });
             })
             .await
         }

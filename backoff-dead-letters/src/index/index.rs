@@ -2,10 +2,12 @@
 //!
 //! The index is two streams beside the queue
 //! ([`DeadLetterIndexDecl`](rabbit_backoff_core::DeadLetterIndexDecl)): the
-//! broker writes every dead letter routed to the queue to `entries` as well,
-//! and the operator tools write a tombstone to `removals` for each dead
-//! letter they remove. Reading it takes none of the queue's messages, so it
-//! costs the queue's process nothing.
+//! consumer writes an entry of every dead letter it makes to `entries`,
+//! many to a message ([`index_entries`](crate::index::index_entries) reads
+//! them, and the whole dead letters of an index written before), and the
+//! operator tools write a tombstone to `removals` for each dead letter they
+//! remove. Reading it takes none of the queue's messages, so it costs the
+//! queue's process nothing.
 //!
 //! A read marks the end of both streams (a marker message, published
 //! straight to each), reads the tombstones into a multiset of keys, then
@@ -16,8 +18,10 @@
 //! (and unchanged after them). When they are not, the index does not
 //! describe the queue (its retention dropped entries; messages left the
 //! queue without a tombstone, by a purge, a `basic.get`, a length limit or a
-//! shovel; or reached it without the dead-letter exchange) and the caller
-//! reads the queue instead.
+//! shovel; or reached it without an entry: the broker's own dead-lettering,
+//! another publisher, an entry the consumer's writer dropped) and the
+//! caller reads the queue instead. A text search always reads the queue:
+//! an entry keeps no body and few headers.
 //!
 //! The entries are read in ranges of offsets at once, each on a channel of
 //! its own ([`Dlq::index_readers`](crate::Dlq::index_readers)): the broker
@@ -57,6 +61,7 @@ use rabbit_backoff_core::{TombstoneLedger, TopologyNames, split_offsets};
 use crate::filter::DeadLetterFilter;
 use crate::group::{DeadLetterGroup, GroupTally};
 use crate::index::checkpoint::{Checkpoint, Parts, is_part};
+use crate::index::index_entries::each_entry;
 use crate::index::index_fallback::IndexFallback;
 use crate::index::index_protocol::IndexProtocol;
 use crate::index::index_stream::{
@@ -108,6 +113,9 @@ pub(crate) async fn index_groups(
 ) -> Result<IndexRead, IndexFallback> {
     if filter.limit.is_some() {
         return Err(IndexFallback::Limited);
+    }
+    if filter.text.is_some() {
+        return Err(IndexFallback::TextSearch);
     }
     let entries = names.dead_letter_index();
     let removals = names.dead_letter_index_removals();
@@ -251,11 +259,20 @@ impl RangeRead {
         }
     }
 
-    /// Takes one entry: cancelled by a tombstone `assumed` left, or live
-    /// and grouped when it matches `filter`.
-    fn take(
+    /// Takes the entries of one message of the stream.
+    fn take(&mut self, message: &Delivery, assumed: &HashMap<u64, u32>, filter: &DeadLetterFilter) {
+        each_entry(message, |entry, body_len| {
+            self.take_entry(entry, body_len, assumed, filter);
+        });
+    }
+
+    /// Takes one entry (the delivery it stands for, and its body's size):
+    /// cancelled by a tombstone `assumed` left, or live and grouped when it
+    /// matches `filter`.
+    fn take_entry(
         &mut self,
         delivery: &Delivery,
+        body_len: usize,
         assumed: &HashMap<u64, u32>,
         filter: &DeadLetterFilter,
     ) {
@@ -270,6 +287,7 @@ impl RangeRead {
         self.live += 1;
         // Its position within the range: no filter reads it.
         let mut summary = DeadLetterMessage::of(delivery, self.live - 1);
+        summary.body_len = body_len;
         summary.headers.remove(STREAM_OFFSET);
         if filter.matches_with_body(&summary, &delivery.data) {
             self.tally.add(&summary);

@@ -29,6 +29,10 @@ pub enum IndexFallback {
     /// (`limit`); only a pass knows where that is.
     #[error("a limited read follows the queue's order")]
     Limited,
+    /// The filter searches for text (`text`), in bodies and headers that
+    /// the index's entries do not keep: only a pass reads them.
+    #[error("a text search reads the messages, which the index does not keep")]
+    TextSearch,
     /// The queue's depth changed while the index's end was marked.
     #[error("the queue changed from {before} to {after} dead letters while the index was read")]
     Moving {
@@ -40,7 +44,8 @@ pub enum IndexFallback {
     /// The index does not count what the queue holds: its retention dropped
     /// entries, or messages left the queue without a tombstone (a purge, a
     /// `basic.get` in the management UI, a length limit, a shovel) or
-    /// reached it without passing through the dead-letter exchange.
+    /// reached it without an entry (the broker's own dead-lettering,
+    /// another publisher, an entry the consumer's writer dropped).
     #[error("the index counts {indexed} dead letters but the queue holds {depth}")]
     CountMismatch {
         /// Entries without a tombstone.

@@ -10,10 +10,14 @@ use serde::Serialize;
 use crate::filter::DeadLetterFilter;
 use crate::message::DeadLetterMessage;
 
+use crate::index::entry_writer::EntryWriter;
 use crate::record::DeadLetterRecord;
+use rabbit_backoff_core::IndexEntry;
 use rabbit_backoff_runtime::Error;
-use rabbit_backoff_runtime::toolkit::{confirm_channel, set_aside_reason};
-use rabbit_backoff_runtime::transport::{Confirm, Delivery, Publication, TransportError};
+use rabbit_backoff_runtime::toolkit::{confirm_channel, index_entry, set_aside_reason};
+use rabbit_backoff_runtime::transport::{
+    Confirm, Delivery, PendingConfirm, Publication, TransportError,
+};
 
 /// Copies an import keeps in flight before it waits for confirmations.
 const IMPORT_WINDOW: usize = 500;
@@ -84,7 +88,10 @@ impl Dlq {
     /// exchange and routing key as the records. A dead-letter exchange that
     /// is missing, or that does not route the key to the queue, stops the
     /// import with an error naming both (nothing is lost: a returned
-    /// message is not enqueued).
+    /// message is not enqueued). The dead-letter index gets an entry of each
+    /// imported record, as the consumer writes one for each dead letter it
+    /// makes; should they not be written, `groups` finds the index out of
+    /// step and reads the queue once.
     pub async fn import(
         &self,
         records: impl IntoIterator<Item = DeadLetterRecord>,
@@ -100,6 +107,8 @@ impl Dlq {
         };
         let mut in_flight = std::collections::VecDeque::new();
         let mut imported = 0;
+        let mut entries = EntryWriter::new(&self.names);
+        let mut index_failed = None;
         let result = async {
             channel.check_exchange(&exchange).await.map_err(|e| {
                 failed(TransportError::Other(format!(
@@ -117,28 +126,52 @@ impl Dlq {
                     "the broker did not take a message (Nack)".to_owned(),
                 ))),
             };
+            // Each imported record's entry, once the broker confirmed it.
+            let mut confirmed = async |(pending, entry): (PendingConfirm, Option<IndexEntry>)| {
+                route(pending.await)?;
+                imported += 1;
+                if let Some(entry) = entry
+                    && index_failed.is_none()
+                    && let Err(e) = entries.add(&*self.connection, entry).await
+                {
+                    entries.close().await;
+                    index_failed = Some(e);
+                }
+                Ok::<(), Error>(())
+            };
             for (line, record) in records.into_iter().enumerate() {
                 let (properties, body) = record.message().map_err(|e| {
                     failed(TransportError::Other(format!("record {}: {e}", line + 1)))
                 })?;
+                let entry = index_entry(&properties, body.len());
                 let pending = channel
                     .send(Publication::new(&exchange, &routing_key, &body, properties))
                     .await
                     .map_err(failed)?;
-                in_flight.push_back(pending);
+                in_flight.push_back((pending, entry));
                 while in_flight.len() > IMPORT_WINDOW {
-                    route(in_flight.pop_front().expect("non-empty").await)?;
-                    imported += 1;
+                    if let Some(next) = in_flight.pop_front() {
+                        confirmed(next).await?;
+                    }
                 }
             }
-            while let Some(pending) = in_flight.pop_front() {
-                route(pending.await)?;
-                imported += 1;
+            while let Some(next) = in_flight.pop_front() {
+                confirmed(next).await?;
             }
             Ok(())
         }
         .await;
         channel.close().await;
+        let written = match index_failed {
+            Some(e) => Err(e),
+            None => entries.finish(&*self.connection).await,
+        };
+        if let Err(e) = written {
+            tracing::warn!(
+                "{queue}: the dead-letter index's entries of the import were not written ({e}); \
+                 `dlq groups` reads the queue once and leaves a checkpoint"
+            );
+        }
         result.map(|()| imported)
     }
 }

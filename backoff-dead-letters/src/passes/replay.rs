@@ -15,10 +15,11 @@ use rabbit_backoff_core::{
 use crate::filter::DeadLetterFilter;
 use crate::passes::replay_options::ReplayOptions;
 
+use rabbit_backoff_core::IndexEntry;
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::clock::now_rfc3339;
 use rabbit_backoff_runtime::toolkit::{
-    CopyPublisher, Target, link_trace, republish_properties, set_aside_reason,
+    CopyPublisher, Target, index_entry, link_trace, republish_properties, set_aside_reason,
 };
 use rabbit_backoff_runtime::transport::{Delivery, header_view};
 use tracing::Instrument;
@@ -41,13 +42,16 @@ impl Dlq {
     }
 
     /// Publishes the replayed copy of `delivery`, confirmed; `Ok(Err(reason))`
-    /// when no copy of it can be published, so it must stay.
+    /// when no copy of it can be published, so it must stay. With the
+    /// copy's entry of the dead-letter index when the copy went back to the
+    /// dead-letter queue (the replay's target is its exchange and key, or
+    /// the queue itself), where it is a dead letter like any other.
     pub(super) async fn republish(
         &self,
         settler: &CopyPublisher,
         delivery: &Delivery,
         options: &ReplayOptions,
-    ) -> Result<Result<(), String>, Error> {
+    ) -> Result<Result<Option<IndexEntry>, String>, Error> {
         if let Some(reason) = set_aside_reason(&delivery.properties) {
             return Ok(Err(reason));
         }
@@ -102,6 +106,13 @@ impl Dlq {
                 )));
             }
         };
+        let names = &self.names;
+        let to_dead_letters = (exchange == names.dead_letter_exchange
+            && routing_key == names.dead_letter_routing_key)
+            || (exchange.is_empty() && routing_key == names.dead_letter_queue);
+        let entry = to_dead_letters
+            .then(|| index_entry(&properties, body.len()))
+            .flatten();
         // A replay starts a trace of its own, linked to the failure's.
         let span = tracing::info_span!(
             "replay",
@@ -120,7 +131,7 @@ impl Dlq {
                 routing_key: routing_key.clone(),
                 failure,
             })?;
-        Ok(Ok(()))
+        Ok(Ok(entry))
     }
 }
 

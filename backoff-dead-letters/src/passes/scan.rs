@@ -15,8 +15,10 @@ use super::replay_options::ReplayOptions;
 use super::report::{DeadLetterReport, SkippedMessage};
 use crate::dlq::Dlq;
 use crate::filter::DeadLetterFilter;
+use crate::index::entry_writer::EntryWriter;
 use crate::index::tombstones::Tombstones;
 use crate::message::DeadLetterMessage;
+use rabbit_backoff_core::IndexEntry;
 
 /// What a pass does with each matching message.
 pub(crate) enum Mode<'a> {
@@ -75,6 +77,7 @@ impl Dlq {
             _ => None,
         };
         let mut tombstones = Tombstones::new(&self.names);
+        let mut entries = Vec::new();
         let outcome = self
             .apply(
                 &mut pass,
@@ -82,7 +85,7 @@ impl Dlq {
                 filter,
                 &mode,
                 &mut sink,
-                &mut tombstones,
+                (&mut tombstones, &mut entries),
             )
             .await;
         if let Some(settler) = settler {
@@ -98,12 +101,14 @@ impl Dlq {
                 // no longer counts what the queue holds, and reading it
                 // falls back to a pass.
                 self.write_tombstones(tombstones).await;
+                self.write_entries(entries).await;
                 return Err(e);
             }
         };
         let total = pass.total();
         let finished = pass.finish().await;
         self.write_tombstones(tombstones).await;
+        self.write_entries(entries).await;
         finished?;
         let kept = total.saturating_sub(removed);
         self.wait_until_returned(&queue, kept).await?;
@@ -116,7 +121,8 @@ impl Dlq {
 
     /// The body of a pass: each message is matched, applied and kept or
     /// removed; stops early when the limit is reached and stopping costs
-    /// nothing.
+    /// nothing. What it changes in the index: the tombstones of what it
+    /// removed, and the entries of copies it replayed into the queue.
     pub(crate) async fn apply(
         &self,
         pass: &mut Pass,
@@ -124,7 +130,7 @@ impl Dlq {
         filter: &DeadLetterFilter,
         mode: &Mode<'_>,
         sink: &mut Sink<'_>,
-        tombstones: &mut Tombstones,
+        (tombstones, entries): (&mut Tombstones, &mut Vec<IndexEntry>),
     ) -> Result<(Vec<DeadLetterMessage>, Vec<SkippedMessage>, usize), Error> {
         let queue = &self.names.dead_letter_queue;
         let interval = match mode {
@@ -172,15 +178,18 @@ impl Dlq {
                         next_publish = tokio::time::Instant::now() + interval;
                     }
                     let settler = settler.expect("a replay has a settler");
-                    if let Err(reason) = self.republish(settler, &delivery, options).await? {
-                        tracing::warn!("{queue}: message {} stays: {reason}", position - 1);
-                        skipped.push(SkippedMessage {
-                            message: summary,
-                            reason,
-                        });
-                        count -= 1;
-                        pass.keep(delivery).await?;
-                        continue;
+                    match self.republish(settler, &delivery, options).await? {
+                        Ok(entry) => entries.extend(entry),
+                        Err(reason) => {
+                            tracing::warn!("{queue}: message {} stays: {reason}", position - 1);
+                            skipped.push(SkippedMessage {
+                                message: summary,
+                                reason,
+                            });
+                            count -= 1;
+                            pass.keep(delivery).await?;
+                            continue;
+                        }
                     }
                     tombstones.add(&delivery.properties, &summary.group);
                     pass.remove(delivery).await?;
@@ -202,6 +211,23 @@ impl Dlq {
             tracing::warn!(
                 "{}: the dead-letter index's tombstones were not written ({e}); `dlq groups` \
                  reads the queue until the index counts it again",
+                self.names.dead_letter_queue
+            );
+        }
+    }
+
+    /// Writes the entries of the copies a replay put back in the queue; a
+    /// failure is logged (the index then counts fewer dead letters than the
+    /// queue holds, and reading it falls back to a pass).
+    pub(crate) async fn write_entries(&self, entries: Vec<IndexEntry>) {
+        if entries.is_empty() {
+            return;
+        }
+        let written = EntryWriter::write_all(&*self.connection, &self.names, entries).await;
+        if let Err(e) = written {
+            tracing::warn!(
+                "{}: the dead-letter index's entries of the replayed copies were not written \
+                 ({e}); `dlq groups` reads the queue until the index counts it again",
                 self.names.dead_letter_queue
             );
         }

@@ -1,6 +1,6 @@
 //! Declaring a consumer's topology, or checking that it exists.
 
-use rabbit_backoff_core::{Binding, DeadLetterIndexDecl, DeclareMode, IndexFeed, Topology};
+use rabbit_backoff_core::{Binding, DeadLetterIndexDecl, DeclareMode, Topology};
 
 use super::inspect::{exchange_exists, inspect_queue};
 use crate::error::{Error, MissingObject, channel_error};
@@ -59,10 +59,11 @@ pub async fn check_topology(connection: &dyn Connection, topology: &Topology) ->
 }
 
 /// Declares a consumer's topology: its exchanges, queues and bindings, all
-/// durable, and the dead-letter index of a classic topology
-/// ([`IndexFeed::Routed`]); a quorum topology's index is declared by the
-/// [`Runtime`](crate::Runtime) that writes it ([`IndexFeed::Written`]).
-/// Idempotent: declaring it again changes nothing.
+/// durable. The dead-letter index is declared by the
+/// [`Runtime`](crate::Runtime) that writes it, on a connection of its own
+/// ([`IndexFeed::Written`](rabbit_backoff_core::IndexFeed::Written)), and
+/// deleted here when the consumer turned it off. Idempotent: declaring it
+/// again changes nothing.
 ///
 /// Runs on a channel of its own, because the broker closes a channel on which a
 /// declaration conflicts with an existing object; such a conflict comes back
@@ -92,13 +93,11 @@ pub async fn declare_topology(
     }
     // Best effort: the declarations are done; a failing close changes nothing.
     channel.close().await;
-    match topology.index_feed() {
-        Some(IndexFeed::Routed) => declare_index(connection, &topology.dead_letter_index).await,
-        // The runtime's index writer declares it, on a connection of its
-        // own: declaring a stream waits on the stream coordinator, which a
-        // consumer's start must not.
-        Some(IndexFeed::Written) => {}
-        None => delete_index(connection, &topology.dead_letter_index).await,
+    // With the index on, the runtime's index writer declares it, on a
+    // connection of its own: declaring a stream waits on the stream
+    // coordinator, which a consumer's start must not.
+    if topology.index_feed().is_none() {
+        delete_index(connection, &topology.dead_letter_index).await;
     }
     Ok(())
 }
@@ -129,40 +128,6 @@ async fn delete_index(connection: &dyn Connection, index: &DeadLetterIndexDecl) 
              the broker writing each dead letter to it",
             index.entries.name
         ),
-    }
-}
-
-/// Declares the dead-letter index beside the dead-letter queue, on a channel
-/// of its own. Never a reason for a consumer not to start: a broker without
-/// streams (the in-memory one), a refused declaration (an index declared
-/// with other arguments by an operator, which is then used as it is) or a
-/// failed binding leaves `dlq groups` reading the queue, and is logged.
-async fn declare_index(connection: &dyn Connection, index: &DeadLetterIndexDecl) {
-    let declared = async {
-        let channel = connection.open_channel().await.map_err(channel_error(
-            &index.entries.name,
-            "opening a channel to declare the dead-letter index",
-        ))?;
-        let result = async {
-            for stream in index.queues() {
-                channel
-                    .declare_queue(stream)
-                    .await
-                    .map_err(|e| declare_error("queue", &stream.name, e))?;
-            }
-            bind(channel.as_ref(), &index.binding).await
-        }
-        .await;
-        channel.close().await;
-        result
-    }
-    .await;
-    if let Err(e) = declared {
-        tracing::info!(
-            "the dead-letter index {} is not declared ({e}); `dlq groups` reads the dead-letter \
-             queue instead",
-            index.entries.name
-        );
     }
 }
 

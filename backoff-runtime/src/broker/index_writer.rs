@@ -1,10 +1,14 @@
-//! The dead-letter index of quorum topologies, written by the consumer
+//! The dead-letter index, written by the consumer on every topology
 //! ([`IndexFeed::Written`](rabbit_backoff_core::IndexFeed::Written)).
 //!
 //! One writer per runtime, on a connection of its own: the consumers hand it
 //! each dead letter once the broker confirmed it in the dead-letter queue,
-//! and it publishes a copy to the index's stream in the background. Nothing
-//! it does can hold a delivery back:
+//! and it publishes the dead letter's entry
+//! ([`IndexEntry`](rabbit_backoff_core::IndexEntry)) to the index's
+//! stream in the background, many entries to a message ([`IndexBatch`]): a
+//! batch goes out when it holds [`BATCH`] entries or its first entry has
+//! waited [`LINGER`], whichever comes first. Nothing it does can hold a
+//! delivery back:
 //! - a consumer hands an entry over without waiting (a bounded queue; when
 //!   it is full, the entry is dropped);
 //! - the streams are declared by the writer, on its connection, not on the
@@ -19,24 +23,32 @@
 //! checkpoint, from which the index describes the queue again.
 
 use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use lapin::BasicProperties;
-use rabbit_backoff_core::{DeadLetterIndexDecl, DeclareMode};
+use lapin::types::ShortString;
+use rabbit_backoff_core::{DeadLetterIndexDecl, DeclareMode, IndexBatch};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::transport::{
-    Channel, Confirm, Connection, PendingConfirm, Publication, Transport, TransportError,
-};
+use crate::broker::index_entry::index_entry;
+use crate::transport::amqp_values::PERSISTENT;
+use crate::transport::{Channel, Confirm, Connection, Publication, Transport, TransportError};
 
 /// How many entries wait for the writer at most; more are dropped.
 const QUEUED: usize = 4096;
-/// How many entries are published and not yet confirmed at most.
-const IN_FLIGHT: usize = 256;
+/// The most entries in one batch.
+pub(crate) const BATCH: usize = 256;
+/// How long the first entry of a batch waits for more before the batch goes
+/// out.
+pub(crate) const LINGER: Duration = Duration::from_millis(5);
+/// How many batches are published and not yet confirmed at most.
+const IN_FLIGHT: usize = 16;
 /// How long a confirm, a declaration or a connection is awaited before the
 /// writer drops its connection: a stream whose coordinator lost its quorum
 /// answers nothing for 30 s.
@@ -53,13 +65,18 @@ enum Command {
     /// [`DeclareMode::Passive`] only checked) on every connection of the
     /// writer.
     Declare(DeadLetterIndexDecl, DeclareMode),
-    /// A confirmed dead letter, for the stream `stream`.
+    /// A confirmed dead letter, for the stream `stream`: its properties and
+    /// the size of its body, from which the writer makes its entry.
     Write {
         stream: Arc<str>,
-        body: Vec<u8>,
-        properties: BasicProperties,
+        body_len: usize,
+        properties: Box<BasicProperties>,
     },
 }
+
+/// A batch published and not yet confirmed: what became of it, and how
+/// many entries it holds.
+type Sent = Pin<Box<dyn Future<Output = (Result<Confirm, TransportError>, usize)> + Send>>;
 
 /// The handle the consumers write entries through: cheap to clone.
 #[derive(Clone)]
@@ -89,10 +106,10 @@ impl IndexWriter {
     /// written to `stream`. Never waits: when the writer is behind by
     /// [`QUEUED`] entries, the entry is dropped (and the count check heals
     /// the index).
-    pub(crate) fn write(&self, stream: &Arc<str>, body: &[u8], properties: BasicProperties) {
+    pub(crate) fn write(&self, stream: &Arc<str>, body: &[u8], properties: Box<BasicProperties>) {
         let entry = Command::Write {
             stream: Arc::clone(stream),
-            body: body.to_vec(),
+            body_len: body.len(),
             properties,
         };
         if self.commands.try_send(entry).is_err() {
@@ -115,6 +132,12 @@ struct Writer {
     transport: Arc<dyn Transport>,
     indexes: Vec<(DeadLetterIndexDecl, DeclareMode)>,
     session: Option<Session>,
+    /// The batches being collected, one per entries stream that has
+    /// entries waiting.
+    batches: Vec<(Arc<str>, IndexBatch)>,
+    /// When the batches go out, however few entries they hold: [`LINGER`]
+    /// after the first entry of the oldest.
+    due: Option<Instant>,
     /// When the next connection may be opened, after a failure.
     not_before: Option<Instant>,
     /// The pause after the next failure.
@@ -129,6 +152,8 @@ impl Writer {
             transport,
             indexes: Vec::new(),
             session: None,
+            batches: Vec::new(),
+            due: None,
             not_before: None,
             pause: PAUSES.0,
             dropped: 0,
@@ -136,18 +161,24 @@ impl Writer {
     }
 
     async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
-        let mut pending: FuturesUnordered<PendingConfirm> = FuturesUnordered::new();
+        let mut pending: FuturesUnordered<Sent> = FuturesUnordered::new();
         loop {
+            let due = self.due;
             tokio::select! {
                 biased;
                 Some(confirmed) = pending.next(), if !pending.is_empty() => {
                     self.confirmed(confirmed, &mut pending);
                 }
+                _ = sleep_until(due), if due.is_some() && pending.len() < IN_FLIGHT => {
+                    self.flush(&mut pending).await;
+                }
                 command = commands.recv(), if pending.len() < IN_FLIGHT => match command {
                     Some(Command::Declare(index, mode)) => self.add(index, mode).await,
-                    Some(Command::Write { stream, body, properties }) => {
-                        if let Some(confirm) = self.publish(&stream, &body, properties).await {
-                            pending.push(confirm);
+                    Some(Command::Write { stream, body_len, properties }) => {
+                        if let Some(full) = self.collect(stream, &properties, body_len)
+                            && let Some(sent) = self.publish(&full.0, full.1).await
+                        {
+                            pending.push(sent);
                         }
                     }
                     None => break,
@@ -155,7 +186,8 @@ impl Writer {
             }
         }
         let flushed = tokio::time::timeout(FLUSH, async {
-            while let Some(confirmed) = pending.next().await {
+            self.flush(&mut pending).await;
+            while let Some((confirmed, _)) = pending.next().await {
                 if confirmed.is_err() {
                     break;
                 }
@@ -164,6 +196,51 @@ impl Writer {
         let _ = flushed.await;
         if let Some(session) = self.session.take() {
             session.connection.close().await;
+        }
+    }
+
+    /// Adds the entry of a dead letter to its stream's batch; the batch,
+    /// taken out, once it is full.
+    fn collect(
+        &mut self,
+        stream: Arc<str>,
+        properties: &BasicProperties,
+        body_len: usize,
+    ) -> Option<(Arc<str>, IndexBatch)> {
+        let Some(entry) = index_entry(properties, body_len) else {
+            tracing::debug!(
+                "a dead letter whose headers nest too deep has no entry in {stream}; the count \
+                 check finds it"
+            );
+            return None;
+        };
+        let at = match self.batches.iter().position(|(s, _)| *s == stream) {
+            Some(at) => at,
+            None => {
+                self.batches.push((stream, IndexBatch::default()));
+                self.due.get_or_insert_with(|| Instant::now() + LINGER);
+                self.batches.len() - 1
+            }
+        };
+        let entries = &mut self.batches[at].1.entries;
+        entries.push(entry);
+        if entries.len() < BATCH {
+            return None;
+        }
+        let full = self.batches.swap_remove(at);
+        if self.batches.is_empty() {
+            self.due = None;
+        }
+        Some(full)
+    }
+
+    /// Publishes every batch being collected.
+    async fn flush(&mut self, pending: &mut FuturesUnordered<Sent>) {
+        self.due = None;
+        for (stream, batch) in std::mem::take(&mut self.batches) {
+            if let Some(sent) = self.publish(&stream, batch).await {
+                pending.push(sent);
+            }
         }
     }
 
@@ -185,26 +262,29 @@ impl Writer {
         self.indexes.push((index, mode));
     }
 
-    /// Publishes an entry to `stream`, connecting first when the writer has
-    /// no connection and may open one. `None` when the entry is dropped.
-    async fn publish(
-        &mut self,
-        stream: &str,
-        body: &[u8],
-        properties: BasicProperties,
-    ) -> Option<PendingConfirm> {
+    /// Publishes a batch to `stream`, connecting first when the writer has
+    /// no connection and may open one. `None` when its entries are dropped.
+    async fn publish(&mut self, stream: &str, batch: IndexBatch) -> Option<Sent> {
+        let entries = batch.entries.len();
+        if entries == 0 {
+            return None;
+        }
         if self.session.is_none() && !self.connect().await {
-            return self.drop_entry(stream);
+            return self.drop_entries(stream, entries);
         }
         let session = self.session.as_ref()?;
         if !session.streams.contains(stream) {
-            return self.drop_entry(stream);
+            return self.drop_entries(stream, entries);
         }
+        let properties = BasicProperties::default()
+            .with_content_type(ShortString::from(IndexBatch::CONTENT_TYPE))
+            .with_delivery_mode(PERSISTENT);
+        let body = batch.encode();
         let sent = tokio::time::timeout(
             CONFIRM_TIMEOUT,
             session
                 .channel
-                .send(Publication::new("", stream, body, properties)),
+                .send(Publication::new("", stream, &body, properties)),
         )
         .await
         .unwrap_or_else(|_| {
@@ -223,35 +303,38 @@ impl Writer {
                     self.dropped = 0;
                 }
                 Some(Box::pin(async move {
-                    match tokio::time::timeout(CONFIRM_TIMEOUT, confirm).await {
+                    let confirmed = match tokio::time::timeout(CONFIRM_TIMEOUT, confirm).await {
                         Ok(confirmed) => confirmed,
                         Err(_) => Err(TransportError::Other(format!(
                             "no confirm within {CONFIRM_TIMEOUT:?}"
                         ))),
-                    }
+                    };
+                    (confirmed, entries)
                 }))
             }
             Err(e) => {
                 self.failed(&e.to_string()).await;
-                self.drop_entry(stream)
+                self.drop_entries(stream, entries)
             }
         }
     }
 
-    /// What became of a published entry: a connection that failed to
-    /// confirm it is dropped (with the entries still in flight on it).
+    /// What became of a published batch: a connection that failed to
+    /// confirm it is dropped (with the batches still in flight on it).
     fn confirmed(
         &mut self,
-        confirmed: Result<Confirm, TransportError>,
-        pending: &mut FuturesUnordered<PendingConfirm>,
+        (confirmed, entries): (Result<Confirm, TransportError>, usize),
+        pending: &mut FuturesUnordered<Sent>,
     ) {
         let why = match confirmed {
             Ok(Confirm::Ack) => return,
-            Ok(Confirm::Nack) => "an entry was refused".to_owned(),
-            Ok(Confirm::Returned) => "an entry found no stream".to_owned(),
+            Ok(Confirm::Nack) => "a batch of entries was refused".to_owned(),
+            Ok(Confirm::Returned) => "a batch of entries found no stream".to_owned(),
             Err(e) => e.to_string(),
         };
-        self.dropped += 1 + pending.len() as u64;
+        // The batches in flight go with the connection: each counts as at
+        // least one entry dropped (the count is for the log only).
+        self.dropped += (entries + pending.len()) as u64;
         pending.clear();
         if let Some(session) = self.session.take() {
             tracing::warn!(
@@ -319,14 +402,14 @@ impl Writer {
         self.pause = (self.pause * 2).min(PAUSES.1);
     }
 
-    fn drop_entry(&mut self, stream: &str) -> Option<PendingConfirm> {
+    fn drop_entries(&mut self, stream: &str, entries: usize) -> Option<Sent> {
         if self.dropped == 0 {
             tracing::warn!(
-                "an entry of the dead-letter index {stream} is dropped; `dlq groups` reads the \
+                "entries of the dead-letter index {stream} are dropped; `dlq groups` reads the \
                  dead-letter queue until the index takes entries again"
             );
         }
-        self.dropped += 1;
+        self.dropped += entries as u64;
         None
     }
 }
@@ -388,4 +471,12 @@ async fn declare(
     })
     .await;
     declared.unwrap_or_else(|_| Err(format!("no answer within {CONFIRM_TIMEOUT:?}")))
+}
+
+/// Waits until `due`; never, without one (the branch that waits is off).
+async fn sleep_until(due: Option<Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due).await,
+        None => std::future::pending().await,
+    }
 }

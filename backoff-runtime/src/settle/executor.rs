@@ -389,7 +389,7 @@ impl Executor {
     /// writer, without waiting.
     fn indexed(&self, confirmed: bool, entry: Option<Box<BasicProperties>>, body: &[u8]) {
         if let (true, Some(properties), Some((writer, stream))) = (confirmed, entry, &self.index) {
-            writer.write(stream, body, *properties);
+            writer.write(stream, body, properties);
         }
     }
 
