@@ -335,18 +335,6 @@ async fn run(n: usize, version: u8, queue_type: QueueType, ops: Ops) -> Row {
             .await
             .expect("an index stream");
     }
-    if feed == IndexFeed::Routed {
-        channel
-            .queue_bind(
-                index.binding.queue.as_str().into(),
-                index.binding.exchange.as_str().into(),
-                index.binding.routing_key.as_str().into(),
-                Default::default(),
-                FieldTable::default(),
-            )
-            .await
-            .expect("the index's binding");
-    }
     let declare_index = declared.elapsed();
 
     // Written: the entries go out on a channel of their own (the index

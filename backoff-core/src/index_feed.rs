@@ -3,7 +3,10 @@
 /// How each dead letter reaches the dead-letter index
 /// ([`DeadLetterIndexDecl`](crate::DeadLetterIndexDecl)), as
 /// [`Topology::index_feed`](crate::Topology::index_feed) gives it: one way
-/// on every topology, classic and quorum alike.
+/// on every topology, classic and quorum alike. (Before, a classic
+/// topology bound the stream to the dead-letter exchange, so that the
+/// broker stored a second, full copy of every dead letter; a consumer that
+/// finds that binding removes it.)
 ///
 /// ```
 /// use rabbit_backoff::{ConsumerSpec, DeadLetterIndex, QueueType};
@@ -19,13 +22,6 @@
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IndexFeed {
-    /// How classic topologies were fed before: the stream bound to the
-    /// dead-letter exchange beside the dead-letter queue, so that the
-    /// broker stored a second copy of every dead letter. No topology is fed
-    /// this way any more and `index_feed` never gives it; a consumer that
-    /// finds that binding removes it. Kept only so that code naming it
-    /// still builds.
-    Routed,
     /// The stream is bound to nothing. The consumer writes a summary of
     /// each dead letter it made (an [`IndexEntry`](crate::IndexEntry)) once
     /// the broker confirmed it in the dead-letter queue, many to a stream
