@@ -173,10 +173,7 @@ async fn the_articles_own_topology_is_adopted_with_retry_return_exchange() {
     // As the default `retry_return` (docs/attributes.md) would have it: the
     // retry queues exist with another route, and start-up says which queue
     // and which argument, in words (what `main` returning the error prints is its Debug form).
-    let refused = Runtime::builder()
-        .uri(url())
-        .state(Journal::default())
-        .handle_signals(false)
+    let refused = test_runtime(Journal::default())
         .consumer_with(process_job, |spec| article.configure(spec))
         .run()
         .await;
@@ -310,10 +307,7 @@ async fn declare_passive_checks_an_operator_owned_topology_and_names_all_that_is
         )
         .await
         .unwrap();
-    let result = Runtime::builder()
-        .uri(url())
-        .state(Journal::default())
-        .handle_signals(false)
+    let result = test_runtime(Journal::default())
         .consumer_with(process_job, |spec| {
             article.configure(spec);
             spec.retry_return = RetryReturn::Exchange;

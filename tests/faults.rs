@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use lapin::options::{BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::options::{BasicGetOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::{Health, Outgoing};
@@ -109,10 +109,7 @@ async fn a_broker_restart_loses_no_message_with_scheduled_retries() {
         restart_loses_no_message("restart-scheduled", scheduled).await;
         return;
     }
-    let started = Runtime::builder()
-        .uri(url())
-        .state(Journal::default())
-        .handle_signals(false)
+    let started = test_runtime(Journal::default())
         .consumer_with(process_job, |spec| {
             spec.queue = unique("restart-scheduled");
             scheduled(spec);
@@ -360,17 +357,7 @@ async fn a_killed_consumer_loses_no_message() {
     )
     .await
     .unwrap();
-    channel
-        .queue_declare(
-            results.as_str().into(),
-            QueueDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
+    declare::queue(&channel, &results, FieldTable::default()).await;
     let publisher = publisher().await;
     for id in 0..N {
         publisher.publish_to(&spec, &Task { id }).await.unwrap();
@@ -643,10 +630,7 @@ async fn a_broker_that_is_down_at_start_up_is_waited_for() {
     run_rabbitmqctl(&["stop_app"]);
     let queue = unique("late");
     let journal = Journal::default();
-    let runtime = Runtime::builder()
-        .uri(url())
-        .state(journal.clone())
-        .handle_signals(false)
+    let runtime = test_runtime(journal.clone())
         .reconnect_backoff(Duration::from_millis(100), Duration::from_millis(500))
         .consumer_with(process_job, |spec| spec.queue = queue.clone())
         .build()

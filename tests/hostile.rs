@@ -89,10 +89,7 @@ fn with_count(value: AMQPValue) -> BasicProperties {
 async fn hostile_bodies_and_headers_are_handled_or_explained() {
     let queue = unique("hostile");
     let handled = Handled::default();
-    let runtime = Runtime::builder()
-        .uri(url())
-        .state(handled.clone())
-        .handle_signals(false)
+    let runtime = test_runtime(handled.clone())
         .consumer_with(probe, |spec| spec.queue = queue.clone())
         .build()
         .unwrap();
@@ -329,10 +326,7 @@ async fn start_big_errors(
 ) {
     let queue = unique(name);
     let handled = Handled::default();
-    let runtime = Runtime::builder()
-        .uri(url())
-        .state(handled.clone())
-        .handle_signals(false)
+    let runtime = test_runtime(handled.clone())
         .consumer_with(big_errors, |spec| spec.queue = queue.clone())
         .build()
         .unwrap();

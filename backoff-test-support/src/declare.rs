@@ -5,7 +5,7 @@
 
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
-use lapin::{Channel, ExchangeKind};
+use lapin::{Channel, ExchangeKind, Queue};
 
 /// A long string argument or header value.
 pub fn text(s: &str) -> AMQPValue {
@@ -50,6 +50,30 @@ pub async fn queue(channel: &Channel, name: &str, arguments: FieldTable) {
         )
         .await
         .unwrap_or_else(|e| panic!("declare {name}: {e}"));
+}
+
+/// The queue `name` as the broker holds it (its ready messages and its
+/// consumers), by a passive declare; an error when there is none.
+pub async fn try_passive(channel: &Channel, name: &str) -> lapin::Result<Queue> {
+    channel
+        .queue_declare(
+            name.into(),
+            QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+}
+
+/// The queue `name` as the broker holds it (its ready messages and its
+/// consumers); fails the test or bench, naming the queue, when there is
+/// none.
+pub async fn passive(channel: &Channel, name: &str) -> Queue {
+    try_passive(channel, name)
+        .await
+        .unwrap_or_else(|e| panic!("passive declare of {name}: {e}"))
 }
 
 /// Binds `queue` to `exchange` with `key`.

@@ -3,7 +3,8 @@
 //! nested deeper than lapin can hold ([`deep_headers`]), and for the web
 //! console's tests a consumer with dead letters ([`dead_letter_fixture`])
 //! and, with the feature `browser`, a headless Chromium (the module `browser`);
-//! queues and exchanges declared with plain lapin calls ([`declare`]) and,
+//! queues and exchanges declared, and messages published, with plain lapin
+//! calls ([`declare`], [`publish`]) and,
 //! with the feature `amqp1`, AMQP 1.0 connections and queues (the module
 //! `amqp1`).
 //!
@@ -23,6 +24,7 @@ pub mod dead_letter_fixture;
 pub mod declare;
 pub mod deep_headers;
 pub mod log_capture;
+pub mod publish;
 pub mod tls;
 
 /// How long a test waits for what the broker and the console's page do by

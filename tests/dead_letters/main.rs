@@ -22,6 +22,7 @@ use rabbit_backoff::dead_letters::{
 };
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::topology::Topology;
+use rabbit_backoff_test_support::publish::publish_with;
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -97,24 +98,21 @@ async fn dead_letter(channel: &Channel, spec: &ConsumerSpec, id: u64, error: &st
         attempts: None,
     })
     .unwrap();
-    channel
-        .basic_publish(
-            names.dead_letter_exchange.as_str().into(),
-            names.dead_letter_routing_key.as_str().into(),
-            BasicPublishOptions {
-                mandatory: true,
-                ..Default::default()
-            },
-            &body,
-            BasicProperties::default()
-                .with_message_id(format!("m-{id}").into())
-                .with_delivery_mode(2)
-                .with_headers(headers),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    publish_with(
+        channel,
+        &names.dead_letter_exchange,
+        &names.dead_letter_routing_key,
+        BasicPublishOptions {
+            mandatory: true,
+            ..Default::default()
+        },
+        &body,
+        BasicProperties::default()
+            .with_message_id(format!("m-{id}").into())
+            .with_delivery_mode(2)
+            .with_headers(headers),
+    )
+    .await;
 }
 
 async fn confirm_channel() -> (lapin::Connection, Channel) {
@@ -231,18 +229,14 @@ async fn broker_dead_letters(channel: &Channel, queue: &str, expiring: u64, reje
         } else {
             properties
         };
-        channel
-            .basic_publish(
-                "".into(),
-                queue.into(),
-                BasicPublishOptions::default(),
-                format!("{{\"id\":{id}}}").as_bytes(),
-                properties,
-            )
-            .await
-            .unwrap()
-            .await
-            .unwrap();
+        publish(
+            channel,
+            "",
+            queue,
+            format!("{{\"id\":{id}}}").as_bytes(),
+            properties,
+        )
+        .await;
     }
     // The expiring ones leave the queue before any is fetched: a fetch
     // within their millisecond would get one, reject it and leave a

@@ -280,29 +280,8 @@ async fn status_counts_every_tier_including_older_ones() {
     let old_tier = names.retry_queue(42);
     let _old = Cleanup::default().queue(&old_tier);
     let (connection, channel) = confirm_channel().await;
-    channel
-        .queue_declare(
-            old_tier.as_str().into(),
-            lapin::options::QueueDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
-    channel
-        .basic_publish(
-            "".into(),
-            old_tier.as_str().into(),
-            BasicPublishOptions::default(),
-            b"{}",
-            BasicProperties::default(),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    declare::queue(&channel, &old_tier, FieldTable::default()).await;
+    publish(&channel, "", &old_tier, b"{}", BasicProperties::default()).await;
     for id in 0..3 {
         dead_letter(&channel, &spec, id, "db down", 3).await;
     }
