@@ -14,7 +14,7 @@ use common::*;
 use futures_util::StreamExt;
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions, ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions,
+    ConfirmSelectOptions, ExchangeDeleteOptions, QueueDeleteOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection};
@@ -150,17 +150,7 @@ impl Article {
 /// Whether `queue` exists, asked on a channel of its own.
 async fn exists(connection: &Connection, queue: &str) -> bool {
     let probe = connection.create_channel().await.expect("channel");
-    probe
-        .queue_declare(
-            queue.into(),
-            QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .is_ok()
+    declare::try_passive(&probe, queue).await.is_ok()
 }
 
 #[tokio::test]

@@ -65,18 +65,14 @@ async fn probe(message: Probe, ctx: &Context, handled: State<Handled>) -> Result
 
 async fn send(channel: &Channel, spec: &ConsumerSpec, body: &[u8], properties: BasicProperties) {
     let names = spec.names();
-    channel
-        .basic_publish(
-            names.exchange.as_str().into(),
-            names.routing_key.as_str().into(),
-            BasicPublishOptions::default(),
-            body,
-            properties,
-        )
-        .await
-        .expect("publish")
-        .await
-        .expect("confirm");
+    publish(
+        channel,
+        &names.exchange,
+        &names.routing_key,
+        body,
+        properties,
+    )
+    .await;
 }
 
 fn with_count(value: AMQPValue) -> BasicProperties {

@@ -15,7 +15,6 @@ use std::time::Duration;
 use common::*;
 use common::{Verdict, proxy};
 use counters::{counter, snapshotter};
-use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel};
 use rabbit_backoff::prelude::*;
@@ -42,21 +41,17 @@ async fn publish(channel: &Channel, queue: &str, job: &Job) {
         "tenant".into(),
         AMQPValue::LongString("acme".as_bytes().into()),
     );
-    channel
-        .basic_publish(
-            "".into(),
-            queue.into(),
-            BasicPublishOptions::default(),
-            &serde_json::to_vec(job).expect("a job"),
-            BasicProperties::default()
-                .with_message_id(format!("job-{}", job.id).into())
-                .with_content_type("application/json".into())
-                .with_headers(headers),
-        )
-        .await
-        .expect("publish")
-        .await
-        .expect("confirmed");
+    common::publish(
+        channel,
+        "",
+        queue,
+        &serde_json::to_vec(job).expect("a job"),
+        BasicProperties::default()
+            .with_message_id(format!("job-{}", job.id).into())
+            .with_content_type("application/json".into())
+            .with_headers(headers),
+    )
+    .await;
 }
 
 /// Waits until the queue exists and has a consumer.
@@ -69,16 +64,7 @@ async fn eventually_consuming(
     loop {
         // A channel per look: a passive declare of a missing queue closes it.
         let channel = connection.create_channel().await.expect("a channel");
-        let declared = channel
-            .queue_declare(
-                queue.into(),
-                QueueDeclareOptions {
-                    passive: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await;
+        let declared = declare::try_passive(&channel, queue).await;
         if declared.is_ok_and(|q| q.consumer_count() > 0) {
             return;
         }

@@ -89,3 +89,30 @@ pub async fn bind(channel: &Channel, queue: &str, exchange: &str, key: &str) {
         .await
         .unwrap_or_else(|e| panic!("bind {queue} to {exchange}: {e}"));
 }
+
+/// Declares the quorum queue `queue` whose `modified` deliveries RabbitMQ
+/// 4.3 holds back, dead-lettering at least once
+/// (`x-overflow = reject-publish`) through the fanout exchange `dlx`, so
+/// that a dead letter keeps its routing key, into the quorum queue `dlq`;
+/// `extra` are further arguments of `queue` (a delivery limit, say).
+pub async fn held_retry_queue(
+    channel: &Channel,
+    queue: &str,
+    dlx: &str,
+    dlq: &str,
+    extra: &[(&str, AMQPValue)],
+) {
+    self::queue(channel, dlq, arguments(&[("x-queue-type", text("quorum"))])).await;
+    exchange(channel, dlx, ExchangeKind::Fanout).await;
+    bind(channel, dlq, dlx, "").await;
+    let mut queue_arguments = arguments(&[
+        ("x-queue-type", text("quorum")),
+        ("x-dead-letter-exchange", text(dlx)),
+        ("x-dead-letter-strategy", text("at-least-once")),
+        ("x-overflow", text("reject-publish")),
+    ]);
+    for (name, value) in extra {
+        queue_arguments.insert((*name).into(), value.clone());
+    }
+    self::queue(channel, queue, queue_arguments).await;
+}

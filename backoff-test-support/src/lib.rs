@@ -5,7 +5,7 @@
 //! and, with the feature `browser`, a headless Chromium (the module `browser`);
 //! queues and exchanges declared, and messages published, with plain lapin
 //! calls ([`declare`], [`publish`]) and,
-//! with the feature `amqp1`, AMQP 1.0 connections and queues (the module
+//! with the feature `amqp1`, AMQP 1.0 connections (the module
 //! `amqp1`).
 //!
 //! Not published: only the workspace's own tests depend on it, as a

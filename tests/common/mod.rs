@@ -302,7 +302,7 @@ pub fn one_of_two_groups(
     id: u64,
     extra: &[(&str, lapin::types::AMQPValue)],
 ) -> lapin::BasicProperties {
-    let error = if id % 2 == 0 {
+    let error = if id.is_multiple_of(2) {
         format!("order {id} not found")
     } else {
         format!("timeout after {id} ms")
