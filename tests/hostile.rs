@@ -83,18 +83,7 @@ fn with_count(value: AMQPValue) -> BasicProperties {
 
 #[tokio::test]
 async fn hostile_bodies_and_headers_are_handled_or_explained() {
-    let queue = unique("hostile");
-    let handled = Handled::default();
-    let runtime = test_runtime(handled.clone())
-        .consumer_with(probe, |spec| spec.queue = queue.clone())
-        .build()
-        .unwrap();
-    let spec = runtime.specs().next().unwrap().clone();
-    let _cleanup = Cleanup::of(&spec);
-    let health = runtime.health();
-    let shutdown = runtime.shutdown_handle();
-    let task = tokio::spawn(runtime.run());
-    health.wait_ready().await.expect("ready");
+    let (spec, handled, _health, shutdown, task, _cleanup) = start("hostile", probe).await;
 
     let (_connection, channel) = channel().await;
     channel.confirm_select(Default::default()).await.unwrap();
@@ -115,76 +104,45 @@ async fn hostile_bodies_and_headers_are_handled_or_explained() {
     // A several-MiB body that decodes is handled.
     let padding = "p".repeat(4 * 1024 * 1024);
     let big_valid = format!("{{\"id\": 100, \"padding\": \"{padding}\"}}");
-    send(&channel, &spec, big_valid.as_bytes(), plain.clone()).await;
-    // Odd or missing content types do not matter to JSON decoding.
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 101}",
-        plain.clone().with_content_type("text/plain".into()),
-    )
-    .await;
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 102}",
-        plain.clone().with_content_type("\u{1}weird".into()),
-    )
-    .await;
-    // Odd retry counts: read tolerantly, never a crash.
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 103}",
-        with_count(AMQPValue::LongString("1".into())),
-    )
-    .await;
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 104}",
-        with_count(AMQPValue::Double(1.5)),
-    )
-    .await;
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 105}",
-        with_count(AMQPValue::FieldArray(FieldArray::from(vec![
-            AMQPValue::LongInt(1),
-        ]))),
-    )
-    .await;
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 106}",
-        with_count(AMQPValue::LongLongInt(-3)),
-    )
-    .await;
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 107}",
-        with_count(AMQPValue::LongLongInt(i64::MAX)),
-    )
-    .await;
-    // A failing message whose count is i64::MAX has no tier left: exhausted at once.
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 108, \"fail\": \"yes\"}",
-        with_count(AMQPValue::LongLongInt(i64::MAX)),
-    )
-    .await;
-    // An error of a megabyte: x-error stays bounded.
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 109, \"huge_error\": true}",
-        plain.clone(),
-    )
-    .await;
+    let handled_or_exhausted: [(&[u8], BasicProperties); 10] = [
+        (big_valid.as_bytes(), plain.clone()),
+        // Odd or missing content types do not matter to JSON decoding.
+        (
+            b"{\"id\": 101}",
+            plain.clone().with_content_type("text/plain".into()),
+        ),
+        (
+            b"{\"id\": 102}",
+            plain.clone().with_content_type("\u{1}weird".into()),
+        ),
+        // Odd retry counts: read tolerantly, never a crash.
+        (
+            b"{\"id\": 103}",
+            with_count(AMQPValue::LongString("1".into())),
+        ),
+        (b"{\"id\": 104}", with_count(AMQPValue::Double(1.5))),
+        (
+            b"{\"id\": 105}",
+            with_count(AMQPValue::FieldArray(FieldArray::from(vec![
+                AMQPValue::LongInt(1),
+            ]))),
+        ),
+        (b"{\"id\": 106}", with_count(AMQPValue::LongLongInt(-3))),
+        (
+            b"{\"id\": 107}",
+            with_count(AMQPValue::LongLongInt(i64::MAX)),
+        ),
+        // A failing message whose count is i64::MAX has no tier left: exhausted at once.
+        (
+            b"{\"id\": 108, \"fail\": \"yes\"}",
+            with_count(AMQPValue::LongLongInt(i64::MAX)),
+        ),
+        // An error of a megabyte: x-error stays bounded.
+        (b"{\"id\": 109, \"huge_error\": true}", plain.clone()),
+    ];
+    for (body, properties) in handled_or_exhausted {
+        send(&channel, &spec, body, properties).await;
+    }
 
     eventually("the well-formed probes", WAIT, || {
         handled.0.lock().unwrap().len() == 8
@@ -309,9 +267,11 @@ async fn big_errors(job: Job, handled: State<Handled>) -> Result<(), BigError> {
     }
 }
 
-/// A runtime with `big_errors` on a unique queue.
-async fn start_big_errors(
+/// A runtime with `consumer`, which records in [`Handled`], on a unique
+/// queue named after `name`, once it is ready.
+async fn start(
     name: &str,
+    consumer: impl Consumer,
 ) -> (
     ConsumerSpec,
     Handled,
@@ -323,7 +283,7 @@ async fn start_big_errors(
     let queue = unique(name);
     let handled = Handled::default();
     let runtime = test_runtime(handled.clone())
-        .consumer_with(big_errors, |spec| spec.queue = queue.clone())
+        .consumer_with(consumer, |spec| spec.queue = queue.clone())
         .build()
         .unwrap();
     let spec = runtime.specs().next().unwrap().clone();
@@ -337,7 +297,7 @@ async fn start_big_errors(
 
 #[tokio::test]
 async fn oversized_messages_reach_the_dead_letter_queue_and_the_rest_flow() {
-    let (spec, handled, health, shutdown, task, _cleanup) = start_big_errors("poison-big").await;
+    let (spec, handled, health, shutdown, task, _cleanup) = start("poison-big", big_errors).await;
     let (_connection, channel) = channel().await;
     channel.confirm_select(Default::default()).await.unwrap();
 
@@ -467,7 +427,7 @@ async fn a_message_replayed_fifty_times_keeps_its_headers_bounded() {
     // Each round: a retry copy, then an exhausted dead letter with a 4 KiB
     // error, then a replay.
     let (spec, _handled, health, shutdown, task, _cleanup) =
-        start_big_errors("poison-replayed").await;
+        start("poison-replayed", big_errors).await;
     let (_connection, channel) = channel().await;
     channel.confirm_select(Default::default()).await.unwrap();
     publish_job(
@@ -532,16 +492,7 @@ fn deep_properties(id: u64, value: &[u8]) -> BasicProperties {
     entries.extend_from_slice(value);
     entries.extend_from_slice(&[2, b'i', b'd', b'l']);
     entries.extend_from_slice(&id.to_be_bytes());
-    let packed = rabbit_backoff::rules::deep_headers::pack(&entries).expect("well formed");
-    let mut headers = FieldTable::default();
-    headers.insert(
-        rabbit_backoff::rules::headers::DEEP_HEADERS.into(),
-        AMQPValue::ByteArray(packed.into()),
-    );
-    BasicProperties::default()
-        .with_message_id(format!("deep-{id}").into())
-        .with_delivery_mode(2)
-        .with_headers(headers)
+    rabbit_backoff_test_support::deep_headers::properties(id, &entries)
 }
 
 /// Every message in `dlq` as operators see it, with the entries of its

@@ -93,8 +93,8 @@ async fn status_follows_retry_return_and_names_arguments_that_differ() {
         ]),
     )
     .await;
-    let status = |route: &str| {
-        cli(&[
+    let status_with = |more: &[&str]| {
+        let mut args = vec![
             "status",
             "--queue",
             &queue,
@@ -103,6 +103,12 @@ async fn status_follows_retry_return_and_names_arguments_that_differ() {
             "classic",
             "--delays",
             "1s",
+        ];
+        args.extend_from_slice(more);
+        cli(&args)
+    };
+    let status = |route: &str| {
+        status_with(&[
             "--exchange",
             "work_exchange",
             "--work-routing-key",
@@ -160,17 +166,7 @@ async fn status_follows_retry_return_and_names_arguments_that_differ() {
     let same = status("queue");
     let doc: serde_json::Value = serde_json::from_slice(&same.stdout).expect("JSON");
     assert_eq!(doc["argument_differences"], serde_json::json!([]), "{doc}");
-    let table = cli(&[
-        "status",
-        "--queue",
-        &queue,
-        "--queue-type",
-        "classic",
-        "--delays",
-        "1s",
-        "--retry-return",
-        "exchange",
-    ]);
+    let table = status_with(&["--retry-return", "exchange"]);
     let notes = String::from_utf8_lossy(&table.stderr);
     assert!(
         notes.contains(&format!("queue {tier} has x-dead-letter-exchange = \"\"")),

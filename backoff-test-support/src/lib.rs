@@ -1,6 +1,7 @@
 //! What the tests of rabbit-backoff's crates share, in one place: the test
 //! broker ([`broker`]), the TLS node of `scripts/tls.sh` ([`tls`]), headers
-//! nested deeper than lapin can hold ([`deep_headers`]), and for the web
+//! nested deeper than lapin can hold ([`deep_headers`]), requests written by
+//! hand to a server on the loopback address ([`http`]), and for the web
 //! console's tests a consumer with dead letters ([`dead_letter_fixture`])
 //! and, with the feature `browser`, a headless Chromium (the module `browser`);
 //! queues and exchanges declared, and messages published, with plain lapin
@@ -23,6 +24,7 @@ pub mod cleanup;
 pub mod dead_letter_fixture;
 pub mod declare;
 pub mod deep_headers;
+pub mod http;
 pub mod log_capture;
 pub mod publish;
 pub mod tls;

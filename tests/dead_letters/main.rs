@@ -44,6 +44,36 @@ async fn connect_dlq(spec: &ConsumerSpec) -> Dlq {
         .stream_port(stream_port())
 }
 
+/// A [`declared`] topology holding the dead letters of jobs `0..n`, job
+/// `id` failing with `error(id)` after `count(id)` retries; with the
+/// channel that put them there (in confirm mode) and the operator's
+/// connection to the dead-letter queue.
+async fn seeded(
+    name: &str,
+    n: u64,
+    error: impl Fn(u64) -> &'static str,
+    count: impl Fn(u64) -> i64,
+) -> (ConsumerSpec, Cleanup, (lapin::Connection, Channel), Dlq) {
+    seeded_with(name, |_| {}, n, error, count).await
+}
+
+/// [`seeded`] on a topology that `configure` changes.
+async fn seeded_with(
+    name: &str,
+    configure: impl FnOnce(&mut ConsumerSpec),
+    n: u64,
+    error: impl Fn(u64) -> &'static str,
+    count: impl Fn(u64) -> i64,
+) -> (ConsumerSpec, Cleanup, (lapin::Connection, Channel), Dlq) {
+    let (spec, cleanup) = declared_with(name, configure).await;
+    let (connection, channel) = confirm_channel().await;
+    for id in 0..n {
+        dead_letter(&channel, &spec, id, error(id), count(id)).await;
+    }
+    let dlq = connect_dlq(&spec).await;
+    (spec, cleanup, (connection, channel), dlq)
+}
+
 /// A declared consumer topology with no consumer, for synthetic dead letters.
 async fn declared(name: &str) -> (ConsumerSpec, Cleanup) {
     declared_with(name, |_| {}).await

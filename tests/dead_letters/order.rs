@@ -6,22 +6,14 @@ use super::*;
 
 #[tokio::test]
 async fn peek_and_replay_keep_the_order_of_a_quorum_dead_letter_queue() {
-    let (spec, _cleanup) = declared_with("quorum-dlq", |spec| {
-        spec.queue_type = Some(rabbit_backoff::QueueType::Quorum)
-    })
+    let (_spec, _cleanup, (_c, _channel), dlq) = seeded_with(
+        "quorum-dlq",
+        |spec| spec.queue_type = Some(rabbit_backoff::QueueType::Quorum),
+        6,
+        |id| if id % 2 == 0 { "db down" } else { "invalid" },
+        |_| 3,
+    )
     .await;
-    let (_c, channel) = confirm_channel().await;
-    for id in 0..6 {
-        dead_letter(
-            &channel,
-            &spec,
-            id,
-            if id % 2 == 0 { "db down" } else { "invalid" },
-            3,
-        )
-        .await;
-    }
-    let dlq = connect_dlq(&spec).await;
     let limited = dlq
         .peek(&DeadLetterFilter::default().limit(1))
         .await

@@ -20,6 +20,14 @@ pub fn cli(args: &[&str]) -> Output {
     cli_with(args, &[])
 }
 
+/// `rabbit-backoff dlq COMMAND --queue QUEUE --queue-type classic ARGS…`:
+/// a dead-letter command on a consumer's classic queues.
+pub fn dlq_classic(command: &str, queue: &str, args: &[&str]) -> Output {
+    let mut all = vec!["dlq", command, "--queue", queue, "--queue-type", "classic"];
+    all.extend_from_slice(args);
+    cli(&all)
+}
+
 /// [`cli`] with these environment variables too.
 pub fn cli_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rabbit-backoff"))
