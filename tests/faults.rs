@@ -531,6 +531,32 @@ async fn slow(job: Slow, progress: State<Progress>) -> Result<(), Never> {
     Ok(())
 }
 
+/// A runtime with the slow consumer as `spec` describes it, recording in
+/// `progress`, with `grace` to finish at shutdown; once it is ready.
+async fn start_slow(
+    spec: &ConsumerSpec,
+    progress: &Arc<Progress>,
+    grace: Duration,
+) -> (
+    rabbit_backoff::HealthWatch,
+    rabbit_backoff::ShutdownHandle,
+    tokio::task::JoinHandle<Result<(), rabbit_backoff::Error>>,
+) {
+    let runtime = Runtime::builder()
+        .uri(url())
+        .state_arc(progress.clone())
+        .handle_signals(false)
+        .shutdown_grace(grace)
+        .consumer_with(slow, |s| *s = spec.clone())
+        .build()
+        .unwrap();
+    let health = runtime.health();
+    let shutdown = runtime.shutdown_handle();
+    let task = tokio::spawn(runtime.run());
+    health.wait_ready().await.unwrap();
+    (health, shutdown, task)
+}
+
 /// Runs the slow consumer on a new queue, shuts it down while a handler is in
 /// flight, and returns what the handler did, how long the shutdown took, the
 /// queue and its cleanup.
@@ -544,18 +570,7 @@ async fn run_slow(
     spec.queue = queue.clone();
     let cleanup = Cleanup::of(&spec);
     let progress = Arc::new(Progress::default());
-    let runtime = Runtime::builder()
-        .uri(url())
-        .state_arc(progress.clone())
-        .handle_signals(false)
-        .shutdown_grace(grace)
-        .consumer_with(slow, |s| s.queue = queue.clone())
-        .build()
-        .unwrap();
-    let health = runtime.health();
-    let shutdown = runtime.shutdown_handle();
-    let task = tokio::spawn(runtime.run());
-    health.wait_ready().await.unwrap();
+    let (health, shutdown, task) = start_slow(&spec, &progress, grace).await;
     let publisher = publisher().await;
     publisher.publish_to(&spec, &job).await.unwrap();
     eventually("the handler to start", Duration::from_secs(10), || {
@@ -572,15 +587,11 @@ async fn run_slow(
 #[tokio::test]
 async fn shutdown_lets_a_slow_handler_finish_within_the_grace_period() {
     let _serial = SERIAL.lock().await;
-    let (progress, took, queue, _cleanup) = run_slow(
-        "grace",
-        Duration::from_secs(10),
-        Slow {
-            id: 1,
-            millis: 1000,
-        },
-    )
-    .await;
+    let job = Slow {
+        id: 1,
+        millis: 1000,
+    };
+    let (progress, took, queue, _cleanup) = run_slow("grace", Duration::from_secs(10), job).await;
     assert_eq!(
         *progress.finished.lock().unwrap(),
         [1],
@@ -601,15 +612,12 @@ async fn shutdown_lets_a_slow_handler_finish_within_the_grace_period() {
 #[tokio::test]
 async fn shutdown_past_the_grace_period_leaves_the_message_for_redelivery() {
     let _serial = SERIAL.lock().await;
-    let (progress, took, queue, _cleanup) = run_slow(
-        "deadline",
-        Duration::from_millis(200),
-        Slow {
-            id: 2,
-            millis: 5000,
-        },
-    )
-    .await;
+    let job = Slow {
+        id: 2,
+        millis: 5000,
+    };
+    let (progress, took, queue, _cleanup) =
+        run_slow("deadline", Duration::from_millis(200), job).await;
     assert!(
         progress.finished.lock().unwrap().is_empty(),
         "cut off at the deadline"
@@ -714,18 +722,7 @@ async fn shutdown_returns_prefetched_messages_at_once_for_other_instances() {
     spec.concurrency = Some(1);
     let _cleanup = Cleanup::of(&spec);
     let progress = Arc::new(Progress::default());
-    let runtime = Runtime::builder()
-        .uri(url())
-        .state_arc(progress.clone())
-        .handle_signals(false)
-        .shutdown_grace(Duration::from_secs(10))
-        .consumer_with(slow, |s| *s = spec.clone())
-        .build()
-        .unwrap();
-    let health = runtime.health();
-    let shutdown = runtime.shutdown_handle();
-    let task = tokio::spawn(runtime.run());
-    health.wait_ready().await.unwrap();
+    let (_health, shutdown, task) = start_slow(&spec, &progress, Duration::from_secs(10)).await;
     let publisher = publisher().await;
     for id in 0..5 {
         publisher

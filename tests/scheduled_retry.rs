@@ -484,7 +484,7 @@ mod shared {
     use rabbit_backoff::testing::{Release, TestBroker};
     use rabbit_backoff::transport::{AmqpTransport, Transport};
 
-    use super::common::seam::OnBroker;
+    use super::common::seam::{OnBroker, assert_not_declared};
     use super::*;
 
     /// Job `id`'s properties: its message id, its content type and a
@@ -519,13 +519,7 @@ mod shared {
         on.publish_json(&Job::new(3, Fail::Transient, Some(1)), job_properties(3))
             .await;
 
-        let dead = on.dead_jobs(2).await;
-        let [(1, exhausted), (2, permanent)] = &dead[..] else {
-            panic!(
-                "dead letters of jobs 1 and 2, not {:?}",
-                dead.iter().map(|d| d.0).collect::<Vec<_>>()
-            );
-        };
+        let [exhausted, permanent] = &on.dead_jobs([1, 2]).await;
         assert_dead_letter(exhausted, "exhausted", 3, "dependency unavailable (job 1)");
         assert!(
             header_str(exhausted, "x-first-failed-at").is_some_and(|at| at.ends_with('Z')),
@@ -639,14 +633,7 @@ mod shared {
             message.contains("4.3") && message.contains("retry = \"tiers\""),
             "{message}"
         );
-        let connection = transport.connect().await.expect("connect");
-        let channel = connection.open_channel().await.expect("a channel");
-        let work_queue = channel.check_queue(&queue).await;
-        assert!(
-            work_queue.as_ref().is_err_and(|e| e.is_not_found()),
-            "nothing declared: {work_queue:?}"
-        );
-        connection.close().await;
+        assert_not_declared(&*transport, &queue).await;
     }
 
     #[tokio::test]

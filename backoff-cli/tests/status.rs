@@ -45,25 +45,20 @@ async fn status_reports_tiers_and_fails_above_a_threshold() {
     assert_eq!(doc["running_nodes"], 1, "{doc}");
     assert_eq!(doc["classic_on_cluster"], serde_json::json!([]), "{doc}");
 
-    let ok = cli(&[
-        "status",
-        "--queue",
-        &f.queue,
-        "--delays",
-        f.delays,
-        "--fail-above",
-        "3",
-    ]);
+    let fail_above = |threshold: &str| {
+        cli(&[
+            "status",
+            "--queue",
+            &f.queue,
+            "--delays",
+            f.delays,
+            "--fail-above",
+            threshold,
+        ])
+    };
+    let ok = fail_above("3");
     assert_eq!(ok.status.code(), Some(0));
-    let over = cli(&[
-        "status",
-        "--queue",
-        &f.queue,
-        "--delays",
-        f.delays,
-        "--fail-above",
-        "2",
-    ]);
+    let over = fail_above("2");
     assert_eq!(over.status.code(), Some(2), "{over:?}");
     assert!(String::from_utf8_lossy(&over.stderr).contains("holds 3 dead letters"));
 

@@ -443,6 +443,10 @@ impl Journal {
     pub fn calls_for(&self, id: u64) -> Vec<Seen> {
         self.calls().into_iter().filter(|s| s.id == id).collect()
     }
+    /// The retry counts job `id` was handled with, in order.
+    pub fn retry_counts(&self, id: u64) -> Vec<u32> {
+        self.calls_for(id).iter().map(|s| s.retry_count).collect()
+    }
     /// Whether job `id` was handled with at least this retry count.
     pub fn reached(&self, id: u64, retry_count: u32) -> bool {
         self.calls_for(id)
@@ -452,7 +456,7 @@ impl Journal {
 }
 
 /// The `queue` of the newest `x-death` entry.
-fn last_death_queue(ctx: &Context) -> Option<String> {
+pub fn last_death_queue(ctx: &Context) -> Option<String> {
     use lapin::types::AMQPValue;
     let Some(AMQPValue::FieldArray(deaths)) = ctx.headers()?.inner().get("x-death") else {
         return None;

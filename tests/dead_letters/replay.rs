@@ -142,12 +142,7 @@ async fn replayed_messages_go_through_the_tiers_again_from_the_first() {
         running.journal.calls_for(1).len() == 8
     })
     .await;
-    let counts: Vec<u32> = running
-        .journal
-        .calls_for(1)
-        .iter()
-        .map(|s| s.retry_count)
-        .collect();
+    let counts = running.journal.retry_counts(1);
     assert_eq!(
         counts,
         [0, 1, 2, 3, 0, 1, 2, 3],
