@@ -230,6 +230,19 @@ fn blob(len: usize) -> BasicProperties {
 /// 5 for the name `blob`, 5 for the value's type and length).
 const NEAR_LIMIT: usize = 131_064 - 5 - 29;
 
+/// Publishes jobs `ids` that succeed at once, with no headers.
+async fn publish_ordinary(channel: &Channel, spec: &ConsumerSpec, ids: std::ops::Range<u64>) {
+    for id in ids {
+        publish_job(
+            channel,
+            spec,
+            &Job::new(id, Fail::None, None),
+            BasicProperties::default(),
+        )
+        .await;
+    }
+}
+
 async fn publish_job(
     channel: &Channel,
     spec: &ConsumerSpec,
@@ -301,47 +314,20 @@ async fn oversized_messages_reach_the_dead_letter_queue_and_the_rest_flow() {
     let (_connection, channel) = channel().await;
     channel.confirm_select(Default::default()).await.unwrap();
 
-    // 126 KiB of headers and a 4 KiB error: the copies fit once x-error is cut.
-    publish_job(
-        &channel,
-        &spec,
-        &Job::new(1, Fail::Permanent, None),
-        blob(126 * 1024),
-    )
-    .await;
-    publish_job(
-        &channel,
-        &spec,
-        &Job::new(2, Fail::Transient, None),
-        blob(126 * 1024),
-    )
-    .await;
-    // Headers that fill the frame: no copy with them fits, and the broker's
-    // own dead-lettering (adding x-death) would not fit either.
-    publish_job(
-        &channel,
-        &spec,
-        &Job::new(3, Fail::Permanent, None),
-        blob(NEAR_LIMIT),
-    )
-    .await;
-    publish_job(
-        &channel,
-        &spec,
-        &Job::new(4, Fail::Transient, None),
-        blob(NEAR_LIMIT),
-    )
-    .await;
-    let started = Instant::now();
-    for id in 10..210 {
-        publish_job(
-            &channel,
-            &spec,
-            &Job::new(id, Fail::None, None),
-            BasicProperties::default(),
-        )
-        .await;
+    let oversized = [
+        // 126 KiB of headers and a 4 KiB error: the copies fit once x-error is cut.
+        (1, Fail::Permanent, 126 * 1024),
+        (2, Fail::Transient, 126 * 1024),
+        // Headers that fill the frame: no copy with them fits, and the broker's
+        // own dead-lettering (adding x-death) would not fit either.
+        (3, Fail::Permanent, NEAR_LIMIT),
+        (4, Fail::Transient, NEAR_LIMIT),
+    ];
+    for (id, fail, headers) in oversized {
+        publish_job(&channel, &spec, &Job::new(id, fail, None), blob(headers)).await;
     }
+    let started = Instant::now();
+    publish_ordinary(&channel, &spec, 10..210).await;
     eventually("the 200 ordinary messages", Duration::from_secs(5), || {
         handled.0.lock().unwrap().len() == 200
     })
@@ -563,15 +549,7 @@ async fn deeply_nested_headers_crash_neither_the_consumer_nor_a_peek() {
     }
     let (_connection, channel) = channel().await;
     channel.confirm_select(Default::default()).await.unwrap();
-    for id in 10..110 {
-        publish_job(
-            &channel,
-            &spec,
-            &Job::new(id, Fail::None, None),
-            BasicProperties::default(),
-        )
-        .await;
-    }
+    publish_ordinary(&channel, &spec, 10..110).await;
     eventually("the messages behind the deep ones", WAIT, || {
         (10..110).all(|id| !running.journal.calls_for(id).is_empty())
     })
