@@ -49,10 +49,10 @@ use fe2o3_amqp::types::messaging::annotations::AnnotationKey;
 use fe2o3_amqp::types::messaging::{Body, Modified};
 use fe2o3_amqp::types::primitives::{OrderedMap, Symbol, Timestamp, Value};
 use futures_util::StreamExt;
-use lapin::options::{BasicAckOptions, BasicQosOptions, QueueDeclareOptions};
-use lapin::types::{AMQPValue, FieldTable};
+use lapin::options::{BasicAckOptions, BasicQosOptions};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use rabbit_backoff_core::annotations;
+use rabbit_backoff_test_support::declare;
 
 /// The variable that makes this binary a child running one side:
 /// `side|queue|prefetch|n`.
@@ -245,22 +245,12 @@ async fn fill(admin: &Connection, queue: &str, n: u32) {
         .confirm_select(Default::default())
         .await
         .expect("confirms");
-    let mut arguments = FieldTable::default();
-    arguments.insert(
-        "x-queue-type".into(),
-        AMQPValue::LongString("quorum".into()),
-    );
-    channel
-        .queue_declare(
-            queue.into(),
-            QueueDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            arguments,
-        )
-        .await
-        .expect("the quorum queue is declared");
+    declare::queue(
+        &channel,
+        queue,
+        declare::arguments(&[("x-queue-type", declare::text("quorum"))]),
+    )
+    .await;
     let mut pending = Vec::new();
     for id in 0..n {
         let body = format!("{{\"id\":{id},\"fail\":\"none\",\"attempts\":0}}");

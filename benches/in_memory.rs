@@ -51,6 +51,20 @@ async fn start(broker: &TestBroker, done: &Arc<Done>) -> rabbit_backoff::Running
         .expect("starts")
 }
 
+/// A fresh broker with [`job`] running on it, counting in its `Done`, and
+/// the moment it started.
+async fn started() -> (
+    TestBroker,
+    Arc<Done>,
+    rabbit_backoff::RunningRuntime,
+    Instant,
+) {
+    let broker = TestBroker::new();
+    let done = Arc::new(Done::default());
+    let running = start(&broker, &done).await;
+    (broker, done, running, Instant::now())
+}
+
 fn success_path(n: u64) -> f64 {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -58,10 +72,7 @@ fn success_path(n: u64) -> f64 {
         .build()
         .expect("a runtime");
     runtime.block_on(async {
-        let broker = TestBroker::new();
-        let done = Arc::new(Done::default());
-        let running = start(&broker, &done).await;
-        let started = Instant::now();
+        let (broker, done, running, started) = started().await;
         for id in 0..n {
             broker
                 .publish_json("jobs", "jobs", &Job { id, fail: false })
@@ -83,10 +94,7 @@ fn exhaustion_wall_time() -> Duration {
         .build()
         .expect("a runtime");
     runtime.block_on(async {
-        let broker = TestBroker::new();
-        let done = Arc::new(Done::default());
-        let running = start(&broker, &done).await;
-        let started = Instant::now();
+        let (broker, _done, running, started) = started().await;
         broker
             .publish_json("jobs", "jobs", &Job { id: 1, fail: true })
             .await;

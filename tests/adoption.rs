@@ -14,7 +14,7 @@ use common::*;
 use futures_util::StreamExt;
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions, ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions,
+    ConfirmSelectOptions, ExchangeDeleteOptions, QueueDeleteOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection};
@@ -150,17 +150,7 @@ impl Article {
 /// Whether `queue` exists, asked on a channel of its own.
 async fn exists(connection: &Connection, queue: &str) -> bool {
     let probe = connection.create_channel().await.expect("channel");
-    probe
-        .queue_declare(
-            queue.into(),
-            QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .is_ok()
+    declare::try_passive(&probe, queue).await.is_ok()
 }
 
 #[tokio::test]
@@ -173,10 +163,7 @@ async fn the_articles_own_topology_is_adopted_with_retry_return_exchange() {
     // As the default `retry_return` (docs/attributes.md) would have it: the
     // retry queues exist with another route, and start-up says which queue
     // and which argument, in words (what `main` returning the error prints is its Debug form).
-    let refused = Runtime::builder()
-        .uri(url())
-        .state(Journal::default())
-        .handle_signals(false)
+    let refused = test_runtime(Journal::default())
         .consumer_with(process_job, |spec| article.configure(spec))
         .run()
         .await;
@@ -310,10 +297,7 @@ async fn declare_passive_checks_an_operator_owned_topology_and_names_all_that_is
         )
         .await
         .unwrap();
-    let result = Runtime::builder()
-        .uri(url())
-        .state(Journal::default())
-        .handle_signals(false)
+    let result = test_runtime(Journal::default())
         .consumer_with(process_job, |spec| {
             article.configure(spec);
             spec.retry_return = RetryReturn::Exchange;

@@ -16,7 +16,7 @@ mod common;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{Cleanup, broker_version, header_int, header_str, next_message, unique, url};
+use common::{Cleanup, broker_version, declare, header_int, header_str, next_message, unique, url};
 use fe2o3_amqp::connection::{ConnectionHandle, OpenError};
 use fe2o3_amqp::link::delivery::Delivery;
 use fe2o3_amqp::link::receiver::CreditMode;
@@ -72,7 +72,7 @@ async fn modified_with_a_delivery_time_holds_the_message_back_on_4_3() {
     let (amqp091, channel) = common::channel().await;
     // The quorum queue a consumer reads, dead-lettering at least once
     // through `dlx` into `dlq`.
-    amqp1::held_retry_queue(&channel, &queue, &dlx, &dlq, &[]).await;
+    declare::held_retry_queue(&channel, &queue, &dlx, &dlq, &[]).await;
 
     let mut session = Session::begin(&mut connection)
         .await

@@ -12,9 +12,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use lapin::options::{
-    BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
-    BasicRejectOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
-    QueueDeclareOptions,
+    BasicConsumeOptions, BasicNackOptions, BasicQosOptions, BasicRejectOptions,
+    ConfirmSelectOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection};
@@ -23,6 +22,7 @@ use rabbit_backoff::dead_letters::{DeadLetterFilter, Dlq, GroupSource};
 use rabbit_backoff::dedupe::{Claim, ClaimRequest, DedupeStore, MemoryStore, StoreError};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::topology::Topology;
+use rabbit_backoff_test_support::declare::{arguments, text};
 
 use common::*;
 
@@ -33,62 +33,32 @@ const WAIT: Duration = Duration::from_secs(30);
 async fn limited_quorum_queue(channel: &Channel, name: &str, limit: i64) -> Cleanup {
     let (dlx, dlq) = (format!("{name}.dlx"), format!("{name}.dlq"));
     let cleanup = Cleanup::default().queue(name).queue(&dlq).exchange(&dlx);
-    let durable = QueueDeclareOptions {
-        durable: true,
-        ..Default::default()
-    };
-    channel
-        .exchange_declare(
-            dlx.as_str().into(),
-            lapin::ExchangeKind::Direct,
-            ExchangeDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
-    channel
-        .queue_declare(dlq.as_str().into(), durable, FieldTable::default())
-        .await
-        .unwrap();
-    channel
-        .queue_bind(
-            dlq.as_str().into(),
-            dlx.as_str().into(),
-            "dead".into(),
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
-    let mut arguments = FieldTable::default();
-    let text = |s: &str| AMQPValue::LongString(s.as_bytes().into());
-    arguments.insert("x-queue-type".into(), text("quorum"));
-    arguments.insert("x-dead-letter-exchange".into(), text(&dlx));
-    arguments.insert("x-dead-letter-routing-key".into(), text("dead"));
-    arguments.insert("x-delivery-limit".into(), AMQPValue::LongLongInt(limit));
-    channel
-        .queue_declare(name.into(), durable, arguments)
-        .await
-        .unwrap();
+    declare::exchange(channel, &dlx, lapin::ExchangeKind::Direct).await;
+    declare::queue(channel, &dlq, FieldTable::default()).await;
+    declare::bind(channel, &dlq, &dlx, "dead").await;
+    declare::queue(
+        channel,
+        name,
+        arguments(&[
+            ("x-queue-type", text("quorum")),
+            ("x-dead-letter-exchange", text(&dlx)),
+            ("x-dead-letter-routing-key", text("dead")),
+            ("x-delivery-limit", AMQPValue::LongLongInt(limit)),
+        ]),
+    )
+    .await;
     cleanup
 }
 
 async fn publish_confirmed(channel: &Channel, queue: &str, body: &[u8]) {
-    channel
-        .basic_publish(
-            "".into(),
-            queue.into(),
-            BasicPublishOptions::default(),
-            body,
-            BasicProperties::default().with_delivery_mode(2),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    publish(
+        channel,
+        "",
+        queue,
+        body,
+        BasicProperties::default().with_delivery_mode(2),
+    )
+    .await;
 }
 
 /// How a consumer gives a delivery back.
@@ -312,10 +282,7 @@ async fn a_message_requeued_past_the_delivery_limit_is_never_dead_lettered() {
     });
     let queue = unique("requeued");
     let journal = Journal::default();
-    let running = Runtime::builder()
-        .uri(url())
-        .state(journal.clone())
-        .handle_signals(false)
+    let running = test_runtime(journal.clone())
         .dedupe_store(Arc::clone(&store))
         .consumer_with(process_job, |spec| {
             spec.queue = queue.clone();
@@ -372,20 +339,16 @@ async fn dead_letters_the_broker_makes_are_found_by_the_count_check() {
     declare_index(&topology).await;
     // Two that expire in the work queue...
     for id in 0..2 {
-        channel
-            .basic_publish(
-                "".into(),
-                spec.queue.as_str().into(),
-                BasicPublishOptions::default(),
-                format!("{{\"id\":{id}}}").as_bytes(),
-                BasicProperties::default()
-                    .with_delivery_mode(2)
-                    .with_expiration("1".into()),
-            )
-            .await
-            .unwrap()
-            .await
-            .unwrap();
+        publish(
+            &channel,
+            "",
+            &spec.queue,
+            format!("{{\"id\":{id}}}").as_bytes(),
+            BasicProperties::default()
+                .with_delivery_mode(2)
+                .with_expiration("1".into()),
+        )
+        .await;
     }
     // ...and one rejected without requeue.
     publish_confirmed(&channel, &spec.queue, b"{\"id\":2}").await;
@@ -449,16 +412,7 @@ async fn dead_letters_the_broker_makes_are_found_by_the_count_check() {
 /// (a refused one closes its channel).
 async fn queue_exists(connection: &Connection, queue: impl AsRef<str>) -> bool {
     let passive = connection.create_channel().await.unwrap();
-    let declared = passive
-        .queue_declare(
-            queue.as_ref().into(),
-            QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await;
+    let declared = declare::try_passive(&passive, queue.as_ref()).await;
     let _ = passive.close(200, "".into()).await;
     declared.is_ok()
 }
@@ -612,18 +566,14 @@ async fn a_quorum_consumer_writes_its_index_and_groups_from_it() {
 
 /// Publishes a message to `exchange` with `key`, confirmed.
 async fn publish_to(channel: &Channel, exchange: &str, key: &str) {
-    channel
-        .basic_publish(
-            exchange.into(),
-            key.into(),
-            BasicPublishOptions::default(),
-            b"{\"id\":99}",
-            BasicProperties::default(),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    publish(
+        channel,
+        exchange,
+        key,
+        b"{\"id\":99}",
+        BasicProperties::default(),
+    )
+    .await;
 }
 
 /// `dead_letter_index = "off"` declares no index, and removes the one an

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use lapin::options::{BasicGetOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::options::{BasicGetOptions, QueueDeleteOptions};
 use lapin::types::FieldTable;
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::{Health, Outgoing};
@@ -109,10 +109,7 @@ async fn a_broker_restart_loses_no_message_with_scheduled_retries() {
         restart_loses_no_message("restart-scheduled", scheduled).await;
         return;
     }
-    let started = Runtime::builder()
-        .uri(url())
-        .state(Journal::default())
-        .handle_signals(false)
+    let started = test_runtime(Journal::default())
         .consumer_with(process_job, |spec| {
             spec.queue = unique("restart-scheduled");
             scheduled(spec);
@@ -360,17 +357,7 @@ async fn a_killed_consumer_loses_no_message() {
     )
     .await
     .unwrap();
-    channel
-        .queue_declare(
-            results.as_str().into(),
-            QueueDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
+    declare::queue(&channel, &results, FieldTable::default()).await;
     let publisher = publisher().await;
     for id in 0..N {
         publisher.publish_to(&spec, &Task { id }).await.unwrap();
@@ -544,6 +531,32 @@ async fn slow(job: Slow, progress: State<Progress>) -> Result<(), Never> {
     Ok(())
 }
 
+/// A runtime with the slow consumer as `spec` describes it, recording in
+/// `progress`, with `grace` to finish at shutdown; once it is ready.
+async fn start_slow(
+    spec: &ConsumerSpec,
+    progress: &Arc<Progress>,
+    grace: Duration,
+) -> (
+    rabbit_backoff::HealthWatch,
+    rabbit_backoff::ShutdownHandle,
+    tokio::task::JoinHandle<Result<(), rabbit_backoff::Error>>,
+) {
+    let runtime = Runtime::builder()
+        .uri(url())
+        .state_arc(progress.clone())
+        .handle_signals(false)
+        .shutdown_grace(grace)
+        .consumer_with(slow, |s| *s = spec.clone())
+        .build()
+        .unwrap();
+    let health = runtime.health();
+    let shutdown = runtime.shutdown_handle();
+    let task = tokio::spawn(runtime.run());
+    health.wait_ready().await.unwrap();
+    (health, shutdown, task)
+}
+
 /// Runs the slow consumer on a new queue, shuts it down while a handler is in
 /// flight, and returns what the handler did, how long the shutdown took, the
 /// queue and its cleanup.
@@ -557,18 +570,7 @@ async fn run_slow(
     spec.queue = queue.clone();
     let cleanup = Cleanup::of(&spec);
     let progress = Arc::new(Progress::default());
-    let runtime = Runtime::builder()
-        .uri(url())
-        .state_arc(progress.clone())
-        .handle_signals(false)
-        .shutdown_grace(grace)
-        .consumer_with(slow, |s| s.queue = queue.clone())
-        .build()
-        .unwrap();
-    let health = runtime.health();
-    let shutdown = runtime.shutdown_handle();
-    let task = tokio::spawn(runtime.run());
-    health.wait_ready().await.unwrap();
+    let (health, shutdown, task) = start_slow(&spec, &progress, grace).await;
     let publisher = publisher().await;
     publisher.publish_to(&spec, &job).await.unwrap();
     eventually("the handler to start", Duration::from_secs(10), || {
@@ -585,15 +587,11 @@ async fn run_slow(
 #[tokio::test]
 async fn shutdown_lets_a_slow_handler_finish_within_the_grace_period() {
     let _serial = SERIAL.lock().await;
-    let (progress, took, queue, _cleanup) = run_slow(
-        "grace",
-        Duration::from_secs(10),
-        Slow {
-            id: 1,
-            millis: 1000,
-        },
-    )
-    .await;
+    let job = Slow {
+        id: 1,
+        millis: 1000,
+    };
+    let (progress, took, queue, _cleanup) = run_slow("grace", Duration::from_secs(10), job).await;
     assert_eq!(
         *progress.finished.lock().unwrap(),
         [1],
@@ -614,15 +612,12 @@ async fn shutdown_lets_a_slow_handler_finish_within_the_grace_period() {
 #[tokio::test]
 async fn shutdown_past_the_grace_period_leaves_the_message_for_redelivery() {
     let _serial = SERIAL.lock().await;
-    let (progress, took, queue, _cleanup) = run_slow(
-        "deadline",
-        Duration::from_millis(200),
-        Slow {
-            id: 2,
-            millis: 5000,
-        },
-    )
-    .await;
+    let job = Slow {
+        id: 2,
+        millis: 5000,
+    };
+    let (progress, took, queue, _cleanup) =
+        run_slow("deadline", Duration::from_millis(200), job).await;
     assert!(
         progress.finished.lock().unwrap().is_empty(),
         "cut off at the deadline"
@@ -643,10 +638,7 @@ async fn a_broker_that_is_down_at_start_up_is_waited_for() {
     run_rabbitmqctl(&["stop_app"]);
     let queue = unique("late");
     let journal = Journal::default();
-    let runtime = Runtime::builder()
-        .uri(url())
-        .state(journal.clone())
-        .handle_signals(false)
+    let runtime = test_runtime(journal.clone())
         .reconnect_backoff(Duration::from_millis(100), Duration::from_millis(500))
         .consumer_with(process_job, |spec| spec.queue = queue.clone())
         .build()
@@ -730,18 +722,7 @@ async fn shutdown_returns_prefetched_messages_at_once_for_other_instances() {
     spec.concurrency = Some(1);
     let _cleanup = Cleanup::of(&spec);
     let progress = Arc::new(Progress::default());
-    let runtime = Runtime::builder()
-        .uri(url())
-        .state_arc(progress.clone())
-        .handle_signals(false)
-        .shutdown_grace(Duration::from_secs(10))
-        .consumer_with(slow, |s| *s = spec.clone())
-        .build()
-        .unwrap();
-    let health = runtime.health();
-    let shutdown = runtime.shutdown_handle();
-    let task = tokio::spawn(runtime.run());
-    health.wait_ready().await.unwrap();
+    let (_health, shutdown, task) = start_slow(&spec, &progress, Duration::from_secs(10)).await;
     let publisher = publisher().await;
     for id in 0..5 {
         publisher

@@ -65,18 +65,14 @@ async fn probe(message: Probe, ctx: &Context, handled: State<Handled>) -> Result
 
 async fn send(channel: &Channel, spec: &ConsumerSpec, body: &[u8], properties: BasicProperties) {
     let names = spec.names();
-    channel
-        .basic_publish(
-            names.exchange.as_str().into(),
-            names.routing_key.as_str().into(),
-            BasicPublishOptions::default(),
-            body,
-            properties,
-        )
-        .await
-        .expect("publish")
-        .await
-        .expect("confirm");
+    publish(
+        channel,
+        &names.exchange,
+        &names.routing_key,
+        body,
+        properties,
+    )
+    .await;
 }
 
 fn with_count(value: AMQPValue) -> BasicProperties {
@@ -87,21 +83,7 @@ fn with_count(value: AMQPValue) -> BasicProperties {
 
 #[tokio::test]
 async fn hostile_bodies_and_headers_are_handled_or_explained() {
-    let queue = unique("hostile");
-    let handled = Handled::default();
-    let runtime = Runtime::builder()
-        .uri(url())
-        .state(handled.clone())
-        .handle_signals(false)
-        .consumer_with(probe, |spec| spec.queue = queue.clone())
-        .build()
-        .unwrap();
-    let spec = runtime.specs().next().unwrap().clone();
-    let _cleanup = Cleanup::of(&spec);
-    let health = runtime.health();
-    let shutdown = runtime.shutdown_handle();
-    let task = tokio::spawn(runtime.run());
-    health.wait_ready().await.expect("ready");
+    let (spec, handled, _health, shutdown, task, _cleanup) = start("hostile", probe).await;
 
     let (_connection, channel) = channel().await;
     channel.confirm_select(Default::default()).await.unwrap();
@@ -122,76 +104,45 @@ async fn hostile_bodies_and_headers_are_handled_or_explained() {
     // A several-MiB body that decodes is handled.
     let padding = "p".repeat(4 * 1024 * 1024);
     let big_valid = format!("{{\"id\": 100, \"padding\": \"{padding}\"}}");
-    send(&channel, &spec, big_valid.as_bytes(), plain.clone()).await;
-    // Odd or missing content types do not matter to JSON decoding.
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 101}",
-        plain.clone().with_content_type("text/plain".into()),
-    )
-    .await;
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 102}",
-        plain.clone().with_content_type("\u{1}weird".into()),
-    )
-    .await;
-    // Odd retry counts: read tolerantly, never a crash.
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 103}",
-        with_count(AMQPValue::LongString("1".into())),
-    )
-    .await;
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 104}",
-        with_count(AMQPValue::Double(1.5)),
-    )
-    .await;
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 105}",
-        with_count(AMQPValue::FieldArray(FieldArray::from(vec![
-            AMQPValue::LongInt(1),
-        ]))),
-    )
-    .await;
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 106}",
-        with_count(AMQPValue::LongLongInt(-3)),
-    )
-    .await;
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 107}",
-        with_count(AMQPValue::LongLongInt(i64::MAX)),
-    )
-    .await;
-    // A failing message whose count is i64::MAX has no tier left: exhausted at once.
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 108, \"fail\": \"yes\"}",
-        with_count(AMQPValue::LongLongInt(i64::MAX)),
-    )
-    .await;
-    // An error of a megabyte: x-error stays bounded.
-    send(
-        &channel,
-        &spec,
-        b"{\"id\": 109, \"huge_error\": true}",
-        plain.clone(),
-    )
-    .await;
+    let handled_or_exhausted: [(&[u8], BasicProperties); 10] = [
+        (big_valid.as_bytes(), plain.clone()),
+        // Odd or missing content types do not matter to JSON decoding.
+        (
+            b"{\"id\": 101}",
+            plain.clone().with_content_type("text/plain".into()),
+        ),
+        (
+            b"{\"id\": 102}",
+            plain.clone().with_content_type("\u{1}weird".into()),
+        ),
+        // Odd retry counts: read tolerantly, never a crash.
+        (
+            b"{\"id\": 103}",
+            with_count(AMQPValue::LongString("1".into())),
+        ),
+        (b"{\"id\": 104}", with_count(AMQPValue::Double(1.5))),
+        (
+            b"{\"id\": 105}",
+            with_count(AMQPValue::FieldArray(FieldArray::from(vec![
+                AMQPValue::LongInt(1),
+            ]))),
+        ),
+        (b"{\"id\": 106}", with_count(AMQPValue::LongLongInt(-3))),
+        (
+            b"{\"id\": 107}",
+            with_count(AMQPValue::LongLongInt(i64::MAX)),
+        ),
+        // A failing message whose count is i64::MAX has no tier left: exhausted at once.
+        (
+            b"{\"id\": 108, \"fail\": \"yes\"}",
+            with_count(AMQPValue::LongLongInt(i64::MAX)),
+        ),
+        // An error of a megabyte: x-error stays bounded.
+        (b"{\"id\": 109, \"huge_error\": true}", plain.clone()),
+    ];
+    for (body, properties) in handled_or_exhausted {
+        send(&channel, &spec, body, properties).await;
+    }
 
     eventually("the well-formed probes", WAIT, || {
         handled.0.lock().unwrap().len() == 8
@@ -279,6 +230,19 @@ fn blob(len: usize) -> BasicProperties {
 /// 5 for the name `blob`, 5 for the value's type and length).
 const NEAR_LIMIT: usize = 131_064 - 5 - 29;
 
+/// Publishes jobs `ids` that succeed at once, with no headers.
+async fn publish_ordinary(channel: &Channel, spec: &ConsumerSpec, ids: std::ops::Range<u64>) {
+    for id in ids {
+        publish_job(
+            channel,
+            spec,
+            &Job::new(id, Fail::None, None),
+            BasicProperties::default(),
+        )
+        .await;
+    }
+}
+
 async fn publish_job(
     channel: &Channel,
     spec: &ConsumerSpec,
@@ -316,9 +280,11 @@ async fn big_errors(job: Job, handled: State<Handled>) -> Result<(), BigError> {
     }
 }
 
-/// A runtime with `big_errors` on a unique queue.
-async fn start_big_errors(
+/// A runtime with `consumer`, which records in [`Handled`], on a unique
+/// queue named after `name`, once it is ready.
+async fn start(
     name: &str,
+    consumer: impl Consumer,
 ) -> (
     ConsumerSpec,
     Handled,
@@ -329,11 +295,8 @@ async fn start_big_errors(
 ) {
     let queue = unique(name);
     let handled = Handled::default();
-    let runtime = Runtime::builder()
-        .uri(url())
-        .state(handled.clone())
-        .handle_signals(false)
-        .consumer_with(big_errors, |spec| spec.queue = queue.clone())
+    let runtime = test_runtime(handled.clone())
+        .consumer_with(consumer, |spec| spec.queue = queue.clone())
         .build()
         .unwrap();
     let spec = runtime.specs().next().unwrap().clone();
@@ -347,51 +310,24 @@ async fn start_big_errors(
 
 #[tokio::test]
 async fn oversized_messages_reach_the_dead_letter_queue_and_the_rest_flow() {
-    let (spec, handled, health, shutdown, task, _cleanup) = start_big_errors("poison-big").await;
+    let (spec, handled, health, shutdown, task, _cleanup) = start("poison-big", big_errors).await;
     let (_connection, channel) = channel().await;
     channel.confirm_select(Default::default()).await.unwrap();
 
-    // 126 KiB of headers and a 4 KiB error: the copies fit once x-error is cut.
-    publish_job(
-        &channel,
-        &spec,
-        &Job::new(1, Fail::Permanent, None),
-        blob(126 * 1024),
-    )
-    .await;
-    publish_job(
-        &channel,
-        &spec,
-        &Job::new(2, Fail::Transient, None),
-        blob(126 * 1024),
-    )
-    .await;
-    // Headers that fill the frame: no copy with them fits, and the broker's
-    // own dead-lettering (adding x-death) would not fit either.
-    publish_job(
-        &channel,
-        &spec,
-        &Job::new(3, Fail::Permanent, None),
-        blob(NEAR_LIMIT),
-    )
-    .await;
-    publish_job(
-        &channel,
-        &spec,
-        &Job::new(4, Fail::Transient, None),
-        blob(NEAR_LIMIT),
-    )
-    .await;
-    let started = Instant::now();
-    for id in 10..210 {
-        publish_job(
-            &channel,
-            &spec,
-            &Job::new(id, Fail::None, None),
-            BasicProperties::default(),
-        )
-        .await;
+    let oversized = [
+        // 126 KiB of headers and a 4 KiB error: the copies fit once x-error is cut.
+        (1, Fail::Permanent, 126 * 1024),
+        (2, Fail::Transient, 126 * 1024),
+        // Headers that fill the frame: no copy with them fits, and the broker's
+        // own dead-lettering (adding x-death) would not fit either.
+        (3, Fail::Permanent, NEAR_LIMIT),
+        (4, Fail::Transient, NEAR_LIMIT),
+    ];
+    for (id, fail, headers) in oversized {
+        publish_job(&channel, &spec, &Job::new(id, fail, None), blob(headers)).await;
     }
+    let started = Instant::now();
+    publish_ordinary(&channel, &spec, 10..210).await;
     eventually("the 200 ordinary messages", Duration::from_secs(5), || {
         handled.0.lock().unwrap().len() == 200
     })
@@ -477,7 +413,7 @@ async fn a_message_replayed_fifty_times_keeps_its_headers_bounded() {
     // Each round: a retry copy, then an exhausted dead letter with a 4 KiB
     // error, then a replay.
     let (spec, _handled, health, shutdown, task, _cleanup) =
-        start_big_errors("poison-replayed").await;
+        start("poison-replayed", big_errors).await;
     let (_connection, channel) = channel().await;
     channel.confirm_select(Default::default()).await.unwrap();
     publish_job(
@@ -542,16 +478,7 @@ fn deep_properties(id: u64, value: &[u8]) -> BasicProperties {
     entries.extend_from_slice(value);
     entries.extend_from_slice(&[2, b'i', b'd', b'l']);
     entries.extend_from_slice(&id.to_be_bytes());
-    let packed = rabbit_backoff::rules::deep_headers::pack(&entries).expect("well formed");
-    let mut headers = FieldTable::default();
-    headers.insert(
-        rabbit_backoff::rules::headers::DEEP_HEADERS.into(),
-        AMQPValue::ByteArray(packed.into()),
-    );
-    BasicProperties::default()
-        .with_message_id(format!("deep-{id}").into())
-        .with_delivery_mode(2)
-        .with_headers(headers)
+    rabbit_backoff_test_support::deep_headers::properties(id, &entries)
 }
 
 /// Every message in `dlq` as operators see it, with the entries of its
@@ -622,15 +549,7 @@ async fn deeply_nested_headers_crash_neither_the_consumer_nor_a_peek() {
     }
     let (_connection, channel) = channel().await;
     channel.confirm_select(Default::default()).await.unwrap();
-    for id in 10..110 {
-        publish_job(
-            &channel,
-            &spec,
-            &Job::new(id, Fail::None, None),
-            BasicProperties::default(),
-        )
-        .await;
-    }
+    publish_ordinary(&channel, &spec, 10..110).await;
     eventually("the messages behind the deep ones", WAIT, || {
         (10..110).all(|id| !running.journal.calls_for(id).is_empty())
     })

@@ -96,7 +96,7 @@ async fn policy_job(
         let entry = all.entry(job.id).or_default();
         entry.push(Call {
             retry_count: ctx.retry_count(),
-            came_from: death_queue(ctx),
+            came_from: last_death_queue(ctx),
         });
         entry.len() as u32
     };
@@ -118,20 +118,6 @@ async fn policy_job(
             wait: Duration::from_millis(700),
         },
     })
-}
-
-fn death_queue(ctx: &Context) -> Option<String> {
-    use rabbit_backoff::lapin::types::AMQPValue;
-    let Some(AMQPValue::FieldArray(deaths)) = ctx.headers()?.inner().get("x-death") else {
-        return None;
-    };
-    let Some(AMQPValue::FieldTable(newest)) = deaths.as_slice().first() else {
-        return None;
-    };
-    match newest.inner().get("queue")? {
-        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
-        _ => None,
-    }
 }
 
 /// `policy_job` on a unique queue, on a broker.

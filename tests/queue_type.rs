@@ -125,10 +125,7 @@ async fn an_existing_classic_queue_is_refused_with_the_line_to_add() {
     // An older deployment declared the classic topology.
     start_and_stop_with(&url(), |s| *s = spec.clone()).await;
 
-    let refused = Runtime::builder()
-        .uri(url())
-        .state(Journal::default())
-        .handle_signals(false)
+    let refused = test_runtime(Journal::default())
         .consumer_with(process_job, |s| s.queue = queue.clone())
         .run()
         .await;

@@ -15,7 +15,6 @@ use std::time::Duration;
 use common::*;
 use common::{Verdict, proxy};
 use counters::{counter, snapshotter};
-use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel};
 use rabbit_backoff::prelude::*;
@@ -42,21 +41,17 @@ async fn publish(channel: &Channel, queue: &str, job: &Job) {
         "tenant".into(),
         AMQPValue::LongString("acme".as_bytes().into()),
     );
-    channel
-        .basic_publish(
-            "".into(),
-            queue.into(),
-            BasicPublishOptions::default(),
-            &serde_json::to_vec(job).expect("a job"),
-            BasicProperties::default()
-                .with_message_id(format!("job-{}", job.id).into())
-                .with_content_type("application/json".into())
-                .with_headers(headers),
-        )
-        .await
-        .expect("publish")
-        .await
-        .expect("confirmed");
+    common::publish(
+        channel,
+        "",
+        queue,
+        &serde_json::to_vec(job).expect("a job"),
+        BasicProperties::default()
+            .with_message_id(format!("job-{}", job.id).into())
+            .with_content_type("application/json".into())
+            .with_headers(headers),
+    )
+    .await;
 }
 
 /// Waits until the queue exists and has a consumer.
@@ -69,16 +64,7 @@ async fn eventually_consuming(
     loop {
         // A channel per look: a passive declare of a missing queue closes it.
         let channel = connection.create_channel().await.expect("a channel");
-        let declared = channel
-            .queue_declare(
-                queue.into(),
-                QueueDeclareOptions {
-                    passive: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await;
+        let declared = declare::try_passive(&channel, queue).await;
         if declared.is_ok_and(|q| q.consumer_count() > 0) {
             return;
         }
@@ -498,7 +484,7 @@ mod shared {
     use rabbit_backoff::testing::{Release, TestBroker};
     use rabbit_backoff::transport::{AmqpTransport, Transport};
 
-    use super::common::seam::OnBroker;
+    use super::common::seam::{OnBroker, assert_not_declared};
     use super::*;
 
     /// Job `id`'s properties: its message id, its content type and a
@@ -533,13 +519,7 @@ mod shared {
         on.publish_json(&Job::new(3, Fail::Transient, Some(1)), job_properties(3))
             .await;
 
-        let dead = on.dead_jobs(2).await;
-        let [(1, exhausted), (2, permanent)] = &dead[..] else {
-            panic!(
-                "dead letters of jobs 1 and 2, not {:?}",
-                dead.iter().map(|d| d.0).collect::<Vec<_>>()
-            );
-        };
+        let [exhausted, permanent] = &on.dead_jobs([1, 2]).await;
         assert_dead_letter(exhausted, "exhausted", 3, "dependency unavailable (job 1)");
         assert!(
             header_str(exhausted, "x-first-failed-at").is_some_and(|at| at.ends_with('Z')),
@@ -653,14 +633,7 @@ mod shared {
             message.contains("4.3") && message.contains("retry = \"tiers\""),
             "{message}"
         );
-        let connection = transport.connect().await.expect("connect");
-        let channel = connection.open_channel().await.expect("a channel");
-        let work_queue = channel.check_queue(&queue).await;
-        assert!(
-            work_queue.as_ref().is_err_and(|e| e.is_not_found()),
-            "nothing declared: {work_queue:?}"
-        );
-        connection.close().await;
+        assert_not_declared(&*transport, &queue).await;
     }
 
     #[tokio::test]

@@ -6,25 +6,14 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
-use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::options::{ExchangeDeclareOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::topology::Topology;
 use rabbit_backoff::{Error, ExchangeKind};
+use rabbit_backoff_test_support::declare::{arguments, text};
 
 const WAIT: Duration = Duration::from_secs(15);
-
-fn args(pairs: &[(&str, AMQPValue)]) -> FieldTable {
-    let mut table = FieldTable::default();
-    for (k, v) in pairs {
-        table.insert((*k).into(), v.clone());
-    }
-    table
-}
-
-fn text(s: &str) -> AMQPValue {
-    AMQPValue::LongString(LongString::from(s.as_bytes()))
-}
 
 #[tokio::test]
 async fn a_retried_message_returns_only_to_its_own_queue_on_a_shared_fanout_exchange() {
@@ -37,27 +26,8 @@ async fn a_retried_message_returns_only_to_its_own_queue_on_a_shared_fanout_exch
         spec.exchange_kind = ExchangeKind::Fanout;
     })
     .await;
-    channel
-        .queue_declare(
-            other.as_str().into(),
-            QueueDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
-    channel
-        .queue_bind(
-            other.as_str().into(),
-            shared.as_str().into(),
-            "".into(),
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
+    declare::queue(&channel, &other, FieldTable::default()).await;
+    declare::bind(&channel, &other, &shared, "").await;
 
     let publisher = publisher().await;
     publisher
@@ -109,46 +79,23 @@ async fn an_existing_topology_declared_by_another_client_is_adopted() {
     for ms in delays {
         cleanup = cleanup.queue(&retry(ms));
     }
-    let durable = ExchangeDeclareOptions {
-        durable: true,
-        ..Default::default()
-    };
     for exchange in [&work_exchange, &retry_exchange, &dlx] {
-        channel
-            .exchange_declare(
-                exchange.as_str().into(),
-                lapin::ExchangeKind::Direct,
-                durable,
-                FieldTable::default(),
-            )
-            .await
-            .unwrap();
+        declare::exchange(&channel, exchange, lapin::ExchangeKind::Direct).await;
     }
-    let durable_q = QueueDeclareOptions {
-        durable: true,
-        ..Default::default()
-    };
-    let declare = |name: String, table: FieldTable| {
-        let channel = channel.clone();
-        async move {
-            channel
-                .queue_declare(name.as_str().into(), durable_q, table)
-                .await
-                .unwrap()
-        }
-    };
-    declare(
-        work_queue.clone(),
-        args(&[
+    declare::queue(
+        &channel,
+        &work_queue,
+        arguments(&[
             ("x-dead-letter-exchange", text(&dlx)),
             ("x-dead-letter-routing-key", text("dead")),
         ]),
     )
     .await;
     for ms in delays {
-        declare(
-            retry(ms),
-            args(&[
+        declare::queue(
+            &channel,
+            &retry(ms),
+            arguments(&[
                 ("x-message-ttl", AMQPValue::LongInt(ms as i32)),
                 ("x-dead-letter-exchange", text("")),
                 ("x-dead-letter-routing-key", text(&work_queue)),
@@ -156,33 +103,15 @@ async fn an_existing_topology_declared_by_another_client_is_adopted() {
         )
         .await;
     }
-    declare(dlq.clone(), FieldTable::default()).await;
-    let bind = |q: String, x: String, key: String| {
-        let channel = channel.clone();
-        async move {
-            channel
-                .queue_bind(
-                    q.as_str().into(),
-                    x.as_str().into(),
-                    key.as_str().into(),
-                    QueueBindOptions::default(),
-                    FieldTable::default(),
-                )
-                .await
-                .unwrap()
-        }
-    };
-    bind(work_queue.clone(), work_exchange.clone(), "work".into()).await;
+    declare::queue(&channel, &dlq, FieldTable::default()).await;
+    declare::bind(&channel, &work_queue, &work_exchange, "work").await;
     for ms in delays {
-        bind(retry(ms), retry_exchange.clone(), retry(ms)).await;
+        declare::bind(&channel, &retry(ms), &retry_exchange, &retry(ms)).await;
     }
-    bind(dlq.clone(), dlx.clone(), "dead".into()).await;
+    declare::bind(&channel, &dlq, &dlx, "dead").await;
 
     let journal = Journal::default();
-    let runtime = Runtime::builder()
-        .uri(url())
-        .state(journal.clone())
-        .handle_signals(false)
+    let runtime = test_runtime(journal.clone())
         .consumer_with(process_job, |spec| {
             spec.queue = work_queue.clone();
             // The seed declared classic queues.
@@ -239,22 +168,14 @@ async fn a_conflicting_queue_fails_start_up_naming_the_queue_and_the_argument() 
         spec
     };
     let _cleanup = Cleanup::of(&spec_for_cleanup);
-    channel
-        .queue_declare(
-            retry_queue.as_str().into(),
-            QueueDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            args(&[("x-message-ttl", AMQPValue::LongInt(999))]),
-        )
-        .await
-        .unwrap();
+    declare::queue(
+        &channel,
+        &retry_queue,
+        arguments(&[("x-message-ttl", AMQPValue::LongInt(999))]),
+    )
+    .await;
 
-    let result = Runtime::builder()
-        .uri(url())
-        .state(Journal::default())
-        .handle_signals(false)
+    let result = test_runtime(Journal::default())
         .consumer_with(process_job, |spec| spec.queue = queue.clone())
         .run()
         .await;
@@ -307,7 +228,7 @@ async fn declaring_twice_changes_nothing_and_matches_the_model() {
                 durable: true,
                 ..Default::default()
             },
-            args(&[("x-message-ttl", AMQPValue::LongLongInt(1))]),
+            arguments(&[("x-message-ttl", AMQPValue::LongLongInt(1))]),
         )
         .await;
     assert!(
@@ -388,7 +309,7 @@ async fn quorum_queues_retry_and_dead_letter_at_least_once() {
                 durable: true,
                 ..Default::default()
             },
-            args(&[("x-queue-type", text("classic"))]),
+            arguments(&[("x-queue-type", text("classic"))]),
         )
         .await;
     assert!(classic.is_err(), "the work queue is a quorum queue");

@@ -217,10 +217,7 @@ async fn scheduled_retries_are_attempts_of_one_trace() {
     exporter();
     let queue = unique("traced-scheduled");
     let journal = Journal::default();
-    let runtime = Runtime::builder()
-        .uri(url())
-        .state(journal.clone())
-        .handle_signals(false)
+    let runtime = test_runtime(journal.clone())
         .consumer_with(process_job, |spec| {
             spec.queue = queue.clone();
             spec.queue_type = Some(rabbit_backoff::QueueType::Quorum);

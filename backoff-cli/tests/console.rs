@@ -2,8 +2,7 @@
 //! serves (the console itself, its page and its API, is tested in
 //! backoff-console/tests).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use rabbit_backoff_test_support::broker::url;
@@ -56,14 +55,7 @@ fn serves_the_console_on_the_address_it_prints_with_its_flags() {
         .and_then(|rest| rest.strip_suffix('/'))
         .unwrap_or_else(|| panic!("the console printed {first:?}, not its address"))
         .to_owned();
-    let mut stream = TcpStream::connect(&host).unwrap();
-    write!(
-        stream,
-        "GET /api/config HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
+    let response = rabbit_backoff_test_support::http::get(&host, "/api/config", &host, "");
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_file(&audit);

@@ -5,7 +5,7 @@
 mod common;
 
 use lapin::BasicProperties;
-use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
+use lapin::options::QueueDeleteOptions;
 use lapin::types::{AMQPValue, FieldTable};
 use rabbit_backoff_test_support::broker::url;
 use std::process::Command;
@@ -58,17 +58,7 @@ async fn dlq_commands_peek_replay_and_refuse_an_unconfirmed_discard() {
 
     let connection = connect(&url()).await;
     let channel = connection.create_channel().await.unwrap();
-    let q = channel
-        .queue_declare(
-            f.queue.as_str().into(),
-            QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
+    let q = declare::passive(&channel, &f.queue).await;
     assert_eq!(
         q.message_count(),
         3,
@@ -92,15 +82,7 @@ async fn a_pass_killed_midway_loses_nothing_and_the_next_puts_the_order_right() 
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let probe = connection.create_channel().await.unwrap();
-        let passive = QueueDeclareOptions {
-            passive: true,
-            ..Default::default()
-        };
-        if probe
-            .queue_declare(marker.as_str().into(), passive, FieldTable::default())
-            .await
-            .is_ok()
-        {
+        if declare::try_passive(&probe, &marker).await.is_ok() {
             break;
         }
         assert!(
@@ -119,13 +101,7 @@ async fn a_pass_killed_midway_loses_nothing_and_the_next_puts_the_order_right() 
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while std::time::Instant::now() < deadline {
         let probe = connection.create_channel().await.unwrap();
-        let passive = QueueDeclareOptions {
-            passive: true,
-            ..Default::default()
-        };
-        let flag = probe
-            .queue_declare(marker.as_str().into(), passive, FieldTable::default())
-            .await;
+        let flag = declare::try_passive(&probe, &marker).await;
         if flag.is_ok_and(|q| q.message_count() > 0) {
             break;
         }

@@ -14,15 +14,7 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
     two_kinds(&f, 10).await;
     let q = f.queue.as_str();
 
-    let groups = json(&cli(&[
-        "dlq",
-        "groups",
-        "--queue",
-        q,
-        "--queue-type",
-        "classic",
-        "--json",
-    ]));
+    let groups = json(&dlq_classic("groups", q, &["--json"]));
     let groups = groups.as_array().unwrap();
     assert_eq!(groups.len(), 2, "{groups:?}");
     for group in groups {
@@ -47,24 +39,9 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
     assert_eq!(missing["example_message_id"], "m-0");
     assert_eq!(timeouts["reason"], "exhausted");
     // Stable across runs.
-    let again = json(&cli(&[
-        "dlq",
-        "groups",
-        "--queue",
-        q,
-        "--queue-type",
-        "classic",
-        "--json",
-    ]));
+    let again = json(&dlq_classic("groups", q, &["--json"]));
     assert_eq!(again.as_array().unwrap(), groups);
-    let table = stdout(&cli(&[
-        "dlq",
-        "groups",
-        "--queue",
-        q,
-        "--queue-type",
-        "classic",
-    ]));
+    let table = stdout(&dlq_classic("groups", q, &[]));
     assert!(table.contains("10 dead letters in 2 groups"), "{table}");
     assert!(
         table.contains("read with a pass over the queue: there is no index beside the queue"),
@@ -75,31 +52,15 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
     let dir = std::env::temp_dir().join(unique("export"));
     std::fs::create_dir_all(&dir).unwrap();
     let all = dir.join("all.jsonl");
-    let exported = cli(&[
-        "dlq",
-        "export",
-        "--queue",
-        q,
-        "--queue-type",
-        "classic",
-        "--jsonl",
-        all.to_str().unwrap(),
-    ]);
+    let exported = dlq_classic("export", q, &["--jsonl", all.to_str().unwrap()]);
     assert!(stdout(&exported).contains("exported 10"), "{exported:?}");
     let one_group = dir.join("group.jsonl");
     let id = missing["id"].as_str().unwrap();
-    cli(&[
-        "dlq",
+    dlq_classic(
         "export",
-        "--queue",
         q,
-        "--queue-type",
-        "classic",
-        "--group",
-        id,
-        "--jsonl",
-        one_group.to_str().unwrap(),
-    ]);
+        &["--group", id, "--jsonl", one_group.to_str().unwrap()],
+    );
     let lines = std::fs::read_to_string(&one_group).unwrap();
     assert_eq!(lines.lines().count(), 5);
     assert!(
@@ -112,41 +73,15 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
     );
 
     // Discard all, import them back: the same bytes, headers and types.
-    let discarded = cli(&[
-        "dlq",
-        "discard",
-        "--queue",
-        q,
-        "--queue-type",
-        "classic",
-        "--yes",
-    ]);
+    let discarded = dlq_classic("discard", q, &["--yes"]);
     assert!(
         stdout(&discarded).contains("discarded 10, 0 left"),
         "{discarded:?}"
     );
-    let imported = cli(&[
-        "dlq",
-        "import",
-        "--queue",
-        q,
-        "--queue-type",
-        "classic",
-        "--jsonl",
-        all.to_str().unwrap(),
-    ]);
+    let imported = dlq_classic("import", q, &["--jsonl", all.to_str().unwrap()]);
     assert!(stdout(&imported).contains("imported 10"), "{imported:?}");
     let round_trip = dir.join("again.jsonl");
-    cli(&[
-        "dlq",
-        "export",
-        "--queue",
-        q,
-        "--queue-type",
-        "classic",
-        "--jsonl",
-        round_trip.to_str().unwrap(),
-    ]);
+    dlq_classic("export", q, &["--jsonl", round_trip.to_str().unwrap()]);
     assert_eq!(
         std::fs::read_to_string(&round_trip).unwrap(),
         std::fs::read_to_string(&all).unwrap(),
@@ -184,16 +119,7 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
         format!("{first}\n{{\"properties\":{{}},\"body\":\"%%\"}}\n"),
     )
     .unwrap();
-    let refused = cli(&[
-        "dlq",
-        "import",
-        "--queue",
-        q,
-        "--queue-type",
-        "classic",
-        "--jsonl",
-        bad.to_str().unwrap(),
-    ]);
+    let refused = dlq_classic("import", q, &["--jsonl", bad.to_str().unwrap()]);
     assert!(!refused.status.success());
     let why = String::from_utf8_lossy(&refused.stderr);
     assert!(
@@ -204,17 +130,11 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
     assert_eq!(peek["kept"], 10, "nothing of the bad file was imported");
 
     // Replay one group; discard the other.
-    let replayed = json(&cli(&[
-        "dlq",
+    let replayed = json(&dlq_classic(
         "replay",
-        "--queue",
         q,
-        "--queue-type",
-        "classic",
-        "--group",
-        timeouts["id"].as_str().unwrap(),
-        "--json",
-    ]));
+        &["--group", timeouts["id"].as_str().unwrap(), "--json"],
+    ));
     let ids: Vec<&str> = replayed["matched"]
         .as_array()
         .unwrap()
@@ -223,15 +143,7 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
         .collect();
     assert_eq!(ids, ["m-1", "m-3", "m-5", "m-7", "m-9"]);
     assert_eq!(replayed["kept"], 5);
-    let left = json(&cli(&[
-        "dlq",
-        "groups",
-        "--queue",
-        q,
-        "--queue-type",
-        "classic",
-        "--json",
-    ]));
+    let left = json(&dlq_classic("groups", q, &["--json"]));
     assert_eq!(left.as_array().unwrap().len(), 1);
     assert_eq!(left[0]["id"], missing["id"]);
     let discarded = cli(&["dlq", "discard", "--queue", q, "--group", id, "--yes"]);
@@ -253,16 +165,7 @@ async fn groups_group_replay_and_discard_and_a_lossless_export_import() {
         .await
         .unwrap();
     let _ = connection.close(200, "".into()).await;
-    let refused = cli(&[
-        "dlq",
-        "import",
-        "--queue",
-        q,
-        "--queue-type",
-        "classic",
-        "--jsonl",
-        all.to_str().unwrap(),
-    ]);
+    let refused = dlq_classic("import", q, &["--jsonl", all.to_str().unwrap()]);
     assert!(!refused.status.success(), "{refused:?}");
     let why = String::from_utf8_lossy(&refused.stderr);
     assert!(why.contains(&format!("'{q}.dlx'")), "{why}");

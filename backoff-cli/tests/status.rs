@@ -5,9 +5,10 @@
 mod common;
 
 use lapin::BasicProperties;
-use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::options::QueueDeleteOptions;
 use lapin::types::{AMQPValue, FieldTable};
 use rabbit_backoff_test_support::broker::url;
+use rabbit_backoff_test_support::declare::{arguments, text};
 
 use common::*;
 
@@ -18,14 +19,7 @@ async fn status_reports_tiers_and_fails_above_a_threshold() {
     {
         let connection = connect(&url()).await;
         let channel = connection.create_channel().await.unwrap();
-        let durable = QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        };
-        channel
-            .queue_declare(old_tier.as_str().into(), durable, FieldTable::default())
-            .await
-            .unwrap();
+        declare::queue(&channel, &old_tier, FieldTable::default()).await;
     }
     let table = cli(&["status", "--queue", &f.queue, "--delays", f.delays]);
     assert!(table.status.success(), "{table:?}");
@@ -51,25 +45,20 @@ async fn status_reports_tiers_and_fails_above_a_threshold() {
     assert_eq!(doc["running_nodes"], 1, "{doc}");
     assert_eq!(doc["classic_on_cluster"], serde_json::json!([]), "{doc}");
 
-    let ok = cli(&[
-        "status",
-        "--queue",
-        &f.queue,
-        "--delays",
-        f.delays,
-        "--fail-above",
-        "3",
-    ]);
+    let fail_above = |threshold: &str| {
+        cli(&[
+            "status",
+            "--queue",
+            &f.queue,
+            "--delays",
+            f.delays,
+            "--fail-above",
+            threshold,
+        ])
+    };
+    let ok = fail_above("3");
     assert_eq!(ok.status.code(), Some(0));
-    let over = cli(&[
-        "status",
-        "--queue",
-        &f.queue,
-        "--delays",
-        f.delays,
-        "--fail-above",
-        "2",
-    ]);
+    let over = fail_above("2");
     assert_eq!(over.status.code(), Some(2), "{over:?}");
     assert!(String::from_utf8_lossy(&over.stderr).contains("holds 3 dead letters"));
 
@@ -89,29 +78,18 @@ async fn status_follows_retry_return_and_names_arguments_that_differ() {
     let tier = format!("{queue}.retry_1000ms");
     let connection = connect(&url()).await;
     let channel = connection.create_channel().await.unwrap();
-    let mut arguments = FieldTable::default();
-    arguments.insert("x-message-ttl".into(), AMQPValue::LongInt(1000));
-    arguments.insert(
-        "x-dead-letter-exchange".into(),
-        AMQPValue::LongString("".into()),
-    );
-    arguments.insert(
-        "x-dead-letter-routing-key".into(),
-        AMQPValue::LongString(queue.as_bytes().into()),
-    );
-    channel
-        .queue_declare(
-            tier.as_str().into(),
-            QueueDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            arguments,
-        )
-        .await
-        .unwrap();
-    let status = |route: &str| {
-        cli(&[
+    declare::queue(
+        &channel,
+        &tier,
+        arguments(&[
+            ("x-message-ttl", AMQPValue::LongInt(1000)),
+            ("x-dead-letter-exchange", text("")),
+            ("x-dead-letter-routing-key", text(&queue)),
+        ]),
+    )
+    .await;
+    let status_with = |more: &[&str]| {
+        let mut args = vec![
             "status",
             "--queue",
             &queue,
@@ -120,6 +98,12 @@ async fn status_follows_retry_return_and_names_arguments_that_differ() {
             "classic",
             "--delays",
             "1s",
+        ];
+        args.extend_from_slice(more);
+        cli(&args)
+    };
+    let status = |route: &str| {
+        status_with(&[
             "--exchange",
             "work_exchange",
             "--work-routing-key",
@@ -177,17 +161,7 @@ async fn status_follows_retry_return_and_names_arguments_that_differ() {
     let same = status("queue");
     let doc: serde_json::Value = serde_json::from_slice(&same.stdout).expect("JSON");
     assert_eq!(doc["argument_differences"], serde_json::json!([]), "{doc}");
-    let table = cli(&[
-        "status",
-        "--queue",
-        &queue,
-        "--queue-type",
-        "classic",
-        "--delays",
-        "1s",
-        "--retry-return",
-        "exchange",
-    ]);
+    let table = status_with(&["--retry-return", "exchange"]);
     let notes = String::from_utf8_lossy(&table.stderr);
     assert!(
         notes.contains(&format!("queue {tier} has x-dead-letter-exchange = \"\"")),
@@ -208,53 +182,29 @@ async fn hand_declared(
     dlq: &str,
     retries: &[(&str, i64)],
 ) {
-    let durable = QueueDeclareOptions {
-        durable: true,
-        ..Default::default()
-    };
-    let text = |s: &str| AMQPValue::LongString(s.as_bytes().into());
-    channel
-        .exchange_declare(
-            dlx.into(),
-            lapin::ExchangeKind::Direct,
-            lapin::options::ExchangeDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
-    let mut args = FieldTable::default();
-    args.insert("x-dead-letter-exchange".into(), text(dlx));
-    args.insert("x-dead-letter-routing-key".into(), text(dlq));
-    channel
-        .queue_declare(work.into(), durable, args)
-        .await
-        .unwrap();
-    channel
-        .queue_declare(dlq.into(), durable, FieldTable::default())
-        .await
-        .unwrap();
-    channel
-        .queue_bind(
-            dlq.into(),
-            dlx.into(),
-            dlq.into(),
-            Default::default(),
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
+    declare::exchange(channel, dlx, lapin::ExchangeKind::Direct).await;
+    declare::queue(
+        channel,
+        work,
+        arguments(&[
+            ("x-dead-letter-exchange", text(dlx)),
+            ("x-dead-letter-routing-key", text(dlq)),
+        ]),
+    )
+    .await;
+    declare::queue(channel, dlq, FieldTable::default()).await;
+    declare::bind(channel, dlq, dlx, dlq).await;
     for (name, ttl) in retries {
-        let mut args = FieldTable::default();
-        args.insert("x-message-ttl".into(), AMQPValue::LongLongInt(*ttl));
-        args.insert("x-dead-letter-exchange".into(), text(""));
-        args.insert("x-dead-letter-routing-key".into(), text(work));
-        channel
-            .queue_declare((*name).into(), durable, args)
-            .await
-            .unwrap();
+        declare::queue(
+            channel,
+            name,
+            arguments(&[
+                ("x-message-ttl", AMQPValue::LongLongInt(*ttl)),
+                ("x-dead-letter-exchange", text("")),
+                ("x-dead-letter-routing-key", text(work)),
+            ]),
+        )
+        .await;
     }
 }
 
@@ -276,16 +226,14 @@ async fn status_without_a_queue_finds_every_consumer_topology() {
     .await;
     hand_declared(&channel, &b, &b_dlx, &b_dlq, &[(&b_tier, 500)]).await;
     for i in 0..3 {
-        channel
-            .basic_publish(
-                "".into(),
-                b_dlq.as_str().into(),
-                BasicPublishOptions::default(),
-                format!("{i}").as_bytes(),
-                BasicProperties::default(),
-            )
-            .await
-            .unwrap();
+        publish(
+            &channel,
+            "",
+            &b_dlq,
+            format!("{i}").as_bytes(),
+            BasicProperties::default(),
+        )
+        .await;
     }
     // The management API samples queue depths every few seconds.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -375,18 +323,7 @@ async fn status_shows_what_delayed_retries_hold_back() {
     let connection = connect(&url()).await;
     let channel = connection.create_channel().await.unwrap();
     let _cleanup = rabbit_backoff_test_support::cleanup::Cleanup::of(&spec);
-    channel
-        .basic_publish(
-            "".into(),
-            queue.as_str().into(),
-            BasicPublishOptions::default(),
-            b"{}",
-            BasicProperties::default(),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    publish(&channel, "", &queue, b"{}", BasicProperties::default()).await;
     let got = loop {
         if let Some(got) = channel
             .basic_get(queue.as_str().into(), Default::default())

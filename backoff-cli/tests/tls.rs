@@ -9,10 +9,11 @@
 
 use std::process::{Command, Output};
 
-use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use rabbit_backoff_test_support::cleanup::Cleanup;
+use rabbit_backoff_test_support::declare;
+use rabbit_backoff_test_support::publish::publish;
 use rabbit_backoff_test_support::tls::{PLAIN, amqps};
 
 /// `rabbit-backoff --url <url> status …`, the management API out of reach
@@ -49,30 +50,19 @@ impl Fixture {
             .confirm_select(Default::default())
             .await
             .expect("confirms");
-        let durable = QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        };
         let dlq = format!("{queue}.dlq");
         for q in [&queue, &dlq] {
-            channel
-                .queue_declare(q.as_str().into(), durable, FieldTable::default())
-                .await
-                .expect("declare");
+            declare::queue(&channel, q, FieldTable::default()).await;
         }
         for i in 0..2 {
-            channel
-                .basic_publish(
-                    "".into(),
-                    dlq.as_str().into(),
-                    BasicPublishOptions::default(),
-                    format!("{{\"n\":{i}}}").as_bytes(),
-                    BasicProperties::default(),
-                )
-                .await
-                .expect("publish")
-                .await
-                .expect("confirm");
+            publish(
+                &channel,
+                "",
+                &dlq,
+                format!("{{\"n\":{i}}}").as_bytes(),
+                BasicProperties::default(),
+            )
+            .await;
         }
         let _ = connection.close(200, "".into()).await;
         Fixture { queue }

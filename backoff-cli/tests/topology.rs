@@ -55,36 +55,25 @@ async fn exported_definitions_import_into_a_fresh_vhost() {
         "orders.retry_60000ms",
         "orders.dlq",
     ] {
-        channel
-            .queue_declare(
-                q.into(),
-                QueueDeclareOptions {
-                    passive: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
+        declare::try_passive(&channel, q)
             .await
             .unwrap_or_else(|e| panic!("{q} was imported: {e}"));
     }
     // The imported arguments are the ones the consumer declares: a routed
     // message flows orders.retry exchange → retry queue.
     channel.confirm_select(Default::default()).await.unwrap();
-    let confirm = channel
-        .basic_publish(
-            "orders.retry".into(),
-            "orders.retry_5000ms".into(),
-            BasicPublishOptions {
-                mandatory: true,
-                ..Default::default()
-            },
-            b"{}",
-            BasicProperties::default(),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    let confirm = publish_with(
+        &channel,
+        "orders.retry",
+        "orders.retry_5000ms",
+        BasicPublishOptions {
+            mandatory: true,
+            ..Default::default()
+        },
+        b"{}",
+        BasicProperties::default(),
+    )
+    .await;
     assert!(
         confirm.take_message().is_none(),
         "routed through the imported binding"

@@ -138,25 +138,12 @@ async fn a_group_is_replayed_only_when_confirmed_with_the_right_token() {
         "#groups tr[data-group=\"{database_id}\"] button.replay"
     ))
     .await;
-    let question = b.confirmation().await;
-    assert!(
-        question.contains("Replay the 3 message(s)") && question.contains(&queue),
-        "{question}"
-    );
-    b.client.accept_alert().await.unwrap();
-    let notice = b
-        .until(
-            "the replay's outcome",
-            "const n = document.getElementById('notice'); return n.hidden ? null : n.textContent;",
-        )
-        .await;
-    assert!(
-        notice
-            .as_str()
-            .unwrap()
-            .starts_with("Replayed 3 message(s); 3 left"),
-        "{notice}"
-    );
+    b.confirm_replay(
+        "Replay the 3 message(s)",
+        &queue,
+        "Replayed 3 message(s); 3 left",
+    )
+    .await;
     let groups = b
         .until(
             "the replayed group gone",

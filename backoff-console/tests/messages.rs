@@ -131,25 +131,13 @@ async fn selected_messages_and_every_match_are_written_behind_one_confirmation_w
         .await;
     assert_eq!(b.text("#selected-count").await, "2 selected");
     b.click("#replay-selected").await;
-    let question = b.confirmation().await;
-    assert!(
-        question.contains("Replay the 2 selected message(s)") && question.contains(&queue),
-        "{question}"
-    );
-    b.client.accept_alert().await.unwrap();
     let notice = b
-        .until(
-            "the replay's outcome",
-            "const n = document.getElementById('notice'); return n.hidden ? null : n.textContent;",
+        .confirm_replay(
+            "Replay the 2 selected message(s)",
+            &queue,
+            "Replayed 2 message(s); 7 left",
         )
         .await;
-    assert!(
-        notice
-            .as_str()
-            .unwrap()
-            .starts_with("Replayed 2 message(s); 7 left"),
-        "{notice}"
-    );
     assert!(notice.as_str().unwrap().contains("(by alice)"), "{notice}");
     assert_eq!(f.depths().await, (2, 7), "the broker: work queue, DLQ");
     assert_eq!(

@@ -5,15 +5,13 @@
 //! Needs RabbitMQ with its management API (scripts/ensure-broker.sh) and
 //! /usr/bin/chromium with /usr/bin/chromedriver (scripts/browser.sh).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-
 use axum::Router;
 use axum::routing::get;
 use rabbit_backoff::console::{AuditLog, Console, Tokens};
 use rabbit_backoff_test_support::broker::{management_url, stream_port, url};
 use rabbit_backoff_test_support::browser::Browser;
 use rabbit_backoff_test_support::dead_letter_fixture::{DeadLetter, Fixture};
+use rabbit_backoff_test_support::http;
 use serde_json::Value;
 
 const TOKEN: &str = "mounted-console-token-0123456789";
@@ -57,14 +55,7 @@ async fn service() -> (String, std::path::PathBuf) {
 
 /// The status line, headers and body of a GET of `path` from `host`.
 fn get_raw(host: &str, path: &str, headers: &str) -> (String, String) {
-    let mut stream = TcpStream::connect(host).unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\n{headers}Connection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
+    let response = http::get(host, path, host, headers);
     let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
     (head.to_ascii_lowercase(), body.to_owned())
 }
@@ -117,14 +108,7 @@ async fn a_console_mounted_under_a_prefix_serves_its_page_api_and_guard_there() 
         refusal.contains("does not come from the console's own page"),
         "{refusal}"
     );
-    let mut stream = TcpStream::connect(&host).unwrap();
-    write!(
-        stream,
-        "GET /ops/console/api/config HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
+    let response = http::get(&host, "/ops/console/api/config", "evil.example", "");
     assert!(
         response.starts_with("HTTP/1.1 421"),
         "a rebound name: {response}"
@@ -176,25 +160,13 @@ async fn the_mounted_page_lists_dead_letters_and_replays_one_with_the_token() {
     // One of them replayed through the prefix, with the token.
     b.show_message("mnt-1").await;
     b.click("#message-replay").await;
-    let question = b.confirmation().await;
-    assert!(
-        question.contains("Replay message mnt-1") && question.contains(&queue),
-        "{question}"
-    );
-    b.client.accept_alert().await.unwrap();
     let notice = b
-        .until(
-            "the replay's outcome",
-            "const n = document.getElementById('notice'); return n.hidden ? null : n.textContent;",
+        .confirm_replay(
+            "Replay message mnt-1",
+            &queue,
+            "Replayed 1 message(s); 1 left",
         )
         .await;
-    assert!(
-        notice
-            .as_str()
-            .unwrap()
-            .starts_with("Replayed 1 message(s); 1 left"),
-        "{notice}"
-    );
     assert!(notice.as_str().unwrap().contains("(by alice)"), "{notice}");
     assert_eq!(
         f.depths().await,

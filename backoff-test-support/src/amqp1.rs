@@ -1,13 +1,10 @@
 //! AMQP 1.0 as the tests and benches that speak it to RabbitMQ 4 themselves
-//! set it up (feature `amqp1`): the address fe2o3-amqp takes, a connection
-//! as a careful user opens one, and the quorum queue whose `modified`
-//! deliveries RabbitMQ 4.3 holds back, dead-lettering at least once.
+//! set it up (feature `amqp1`): the address fe2o3-amqp takes, and a
+//! connection as a careful user opens one. The quorum queue whose
+//! `modified` deliveries RabbitMQ 4.3 holds back is declared over AMQP
+//! 0-9-1: [`crate::declare::held_retry_queue`].
 
 use fe2o3_amqp::connection::ConnectionHandle;
-use lapin::types::AMQPValue;
-use lapin::{Channel, ExchangeKind};
-
-use crate::declare::{self, arguments, text};
 
 /// The AMQP URL `url` without its path, as fe2o3-amqp takes it: the address
 /// and the SASL PLAIN credentials. RabbitMQ 4 picks the default vhost when
@@ -40,30 +37,4 @@ pub async fn open(url: &str, container: String) -> ConnectionHandle<()> {
         .open_with_stream(stream)
         .await
         .unwrap_or_else(|e| panic!("an AMQP 1.0 connection to {url}: {e:?}"))
-}
-
-/// Declares the quorum queue `queue`, dead-lettering at least once
-/// (`x-overflow = reject-publish`) through the fanout exchange `dlx`, so
-/// that a dead letter keeps its routing key, into the quorum queue `dlq`;
-/// `extra` are further arguments of `queue` (a delivery limit, say).
-pub async fn held_retry_queue(
-    channel: &Channel,
-    queue: &str,
-    dlx: &str,
-    dlq: &str,
-    extra: &[(&str, AMQPValue)],
-) {
-    declare::queue(channel, dlq, arguments(&[("x-queue-type", text("quorum"))])).await;
-    declare::exchange(channel, dlx, ExchangeKind::Fanout).await;
-    declare::bind(channel, dlq, dlx, "").await;
-    let mut queue_arguments = arguments(&[
-        ("x-queue-type", text("quorum")),
-        ("x-dead-letter-exchange", text(dlx)),
-        ("x-dead-letter-strategy", text("at-least-once")),
-        ("x-overflow", text("reject-publish")),
-    ]);
-    for (name, value) in extra {
-        queue_arguments.insert((*name).into(), value.clone());
-    }
-    declare::queue(channel, queue, queue_arguments).await;
 }

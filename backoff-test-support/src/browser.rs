@@ -192,6 +192,26 @@ impl Browser {
         }
     }
 
+    /// Accepts the replay's confirmation, which names `what` and the queue
+    /// `queue`, and waits for the page's notice of its outcome, which
+    /// starts with `outcome`; returns the notice.
+    pub async fn confirm_replay(&self, what: &str, queue: &str, outcome: &str) -> Value {
+        let question = self.confirmation().await;
+        assert!(
+            question.contains(what) && question.contains(queue),
+            "{question}"
+        );
+        self.client.accept_alert().await.unwrap();
+        let notice = self
+            .until(
+                "the replay's outcome",
+                "const n = document.getElementById('notice'); return n.hidden ? null : n.textContent;",
+            )
+            .await;
+        assert!(notice.as_str().unwrap().starts_with(outcome), "{notice}");
+        notice
+    }
+
     /// Ends the session and stops chromedriver.
     pub async fn close(mut self) {
         let _ = self.client.clone().close().await;

@@ -5,7 +5,7 @@
 
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
-use lapin::{Channel, ExchangeKind};
+use lapin::{Channel, ExchangeKind, Queue};
 
 /// A long string argument or header value.
 pub fn text(s: &str) -> AMQPValue {
@@ -52,6 +52,30 @@ pub async fn queue(channel: &Channel, name: &str, arguments: FieldTable) {
         .unwrap_or_else(|e| panic!("declare {name}: {e}"));
 }
 
+/// The queue `name` as the broker holds it (its ready messages and its
+/// consumers), by a passive declare; an error when there is none.
+pub async fn try_passive(channel: &Channel, name: &str) -> lapin::Result<Queue> {
+    channel
+        .queue_declare(
+            name.into(),
+            QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+}
+
+/// The queue `name` as the broker holds it (its ready messages and its
+/// consumers); fails the test or bench, naming the queue, when there is
+/// none.
+pub async fn passive(channel: &Channel, name: &str) -> Queue {
+    try_passive(channel, name)
+        .await
+        .unwrap_or_else(|e| panic!("passive declare of {name}: {e}"))
+}
+
 /// Binds `queue` to `exchange` with `key`.
 pub async fn bind(channel: &Channel, queue: &str, exchange: &str, key: &str) {
     channel
@@ -64,4 +88,31 @@ pub async fn bind(channel: &Channel, queue: &str, exchange: &str, key: &str) {
         )
         .await
         .unwrap_or_else(|e| panic!("bind {queue} to {exchange}: {e}"));
+}
+
+/// Declares the quorum queue `queue` whose `modified` deliveries RabbitMQ
+/// 4.3 holds back, dead-lettering at least once
+/// (`x-overflow = reject-publish`) through the fanout exchange `dlx`, so
+/// that a dead letter keeps its routing key, into the quorum queue `dlq`;
+/// `extra` are further arguments of `queue` (a delivery limit, say).
+pub async fn held_retry_queue(
+    channel: &Channel,
+    queue: &str,
+    dlx: &str,
+    dlq: &str,
+    extra: &[(&str, AMQPValue)],
+) {
+    self::queue(channel, dlq, arguments(&[("x-queue-type", text("quorum"))])).await;
+    exchange(channel, dlx, ExchangeKind::Fanout).await;
+    bind(channel, dlq, dlx, "").await;
+    let mut queue_arguments = arguments(&[
+        ("x-queue-type", text("quorum")),
+        ("x-dead-letter-exchange", text(dlx)),
+        ("x-dead-letter-strategy", text("at-least-once")),
+        ("x-overflow", text("reject-publish")),
+    ]);
+    for (name, value) in extra {
+        queue_arguments.insert((*name).into(), value.clone());
+    }
+    self::queue(channel, queue, queue_arguments).await;
 }

@@ -2,6 +2,7 @@
 //! a `FieldTable` thousands of levels deep recurses once per level when it is
 //! dropped, and overflows a test's stack.
 
+use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable};
 
 /// The encoded value (type tag first) of a header nested `levels` deep:
@@ -31,6 +32,23 @@ pub fn entries(levels: usize, arrays: bool) -> Vec<u8> {
     entries.extend_from_slice(b"deep");
     entries.extend_from_slice(&value(levels, arrays));
     entries
+}
+
+/// The persistent properties of message `deep-{id}` whose headers table is
+/// the encoded `entries`, given as the framework's connection takes them:
+/// the flat header that stands for headers too deep for lapin, which the
+/// connection writes out as the headers themselves.
+pub fn properties(id: u64, entries: &[u8]) -> BasicProperties {
+    let packed = rabbit_backoff_core::deep_headers::pack(entries).expect("well formed");
+    let mut headers = FieldTable::default();
+    headers.insert(
+        rabbit_backoff_core::headers::DEEP_HEADERS.into(),
+        AMQPValue::ByteArray(packed.into()),
+    );
+    BasicProperties::default()
+        .with_message_id(format!("deep-{id}").into())
+        .with_delivery_mode(2)
+        .with_headers(headers)
 }
 
 /// A table nested `levels` levels, `{"a": {"a": … {leaf}}}`, the innermost

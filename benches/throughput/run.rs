@@ -6,8 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use lapin::options::{BasicGetOptions, BasicPublishOptions, QueueDeclareOptions};
-use lapin::types::FieldTable;
+use lapin::options::{BasicGetOptions, BasicPublishOptions};
 use lapin::{BasicProperties, Channel, Connection};
 use rabbit_backoff::prelude::*;
 use rabbit_backoff_core::ConsumerSpec;
@@ -78,18 +77,9 @@ pub(crate) async fn prepublish(
 /// The depth of `queue`, by a passive declare on `channel` (one channel for
 /// the whole run: opening one per poll cost more CPU than a message).
 pub(crate) async fn depth(channel: &Channel, queue: &str) -> u32 {
-    let q = channel
-        .queue_declare(
-            queue.into(),
-            QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
+    rabbit_backoff_test_support::declare::passive(channel, queue)
         .await
-        .expect("passive declare");
-    q.message_count()
+        .message_count()
 }
 
 /// The spec of a run of `side`: the framework's, with a queue name unique

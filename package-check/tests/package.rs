@@ -80,9 +80,13 @@ async fn dead_letters(spec: &ConsumerSpec) -> usize {
     count
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_readme_consumer_handles_and_dead_letters_on_rabbitmq() {
-    let queue = unique("service");
+/// The README's consumer started on RabbitMQ, on a queue of its own named
+/// after `name`, with one tier of 1 s: its database, the running runtime
+/// and its spec.
+async fn start_on_rabbitmq(
+    name: &str,
+) -> (Arc<Db>, rabbit_backoff::RunningRuntime, ConsumerSpec) {
+    let queue = unique(name);
     let db = Arc::new(Db::default());
     let running = Runtime::builder()
         .uri(amqp_url_from_env())
@@ -98,6 +102,12 @@ async fn the_readme_consumer_handles_and_dead_letters_on_rabbitmq() {
     let mut spec = process_order.spec();
     spec.queue = queue.clone();
     spec.delays = "1s".parse().expect("delays");
+    (db, running, spec)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_readme_consumer_handles_and_dead_letters_on_rabbitmq() {
+    let (db, running, spec) = start_on_rabbitmq("service").await;
 
     let publisher = rabbit_backoff::Publisher::connect(&amqp_url_from_env())
         .await
@@ -251,22 +261,7 @@ fn deep_properties(id: u64, value: &[u8]) -> BasicProperties {
 async fn deeply_nested_headers_stop_neither_the_consumer_nor_a_peek() {
     use rabbit_backoff::transport::{Confirm, Connection as _, Publication};
 
-    let queue = unique("deep");
-    let db = Arc::new(Db::default());
-    let running = Runtime::builder()
-        .uri(amqp_url_from_env())
-        .state_arc(db.clone())
-        .handle_signals(false)
-        .consumer_with(process_order, |spec| {
-            spec.queue = queue.clone();
-            spec.delays = "1s".parse().expect("delays");
-        })
-        .start()
-        .await
-        .expect("starts on RabbitMQ");
-    let mut spec = process_order.spec();
-    spec.queue = queue.clone();
-    spec.delays = "1s".parse().expect("delays");
+    let (db, running, spec) = start_on_rabbitmq("deep").await;
     let names = spec.names();
 
     // Sent through the framework's own connection, which writes the deep

@@ -49,6 +49,9 @@ use serde::{Deserialize, Serialize};
 
 pub use rabbit_backoff_test_support::broker::{connect, unique, url};
 pub use rabbit_backoff_test_support::cleanup::Cleanup;
+pub use rabbit_backoff_test_support::declare;
+#[allow(unused_imports)]
+pub use rabbit_backoff_test_support::publish::publish;
 
 pub async fn channel() -> (Connection, Channel) {
     let connection = connect().await;
@@ -186,18 +189,7 @@ pub async fn next_message(
 
 /// The number of ready messages in `queue`.
 pub async fn depth(channel: &Channel, queue: &str) -> u32 {
-    let q = channel
-        .queue_declare(
-            queue.into(),
-            lapin::options::QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            Default::default(),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("passive declare of {queue}: {e}"));
-    q.message_count()
+    declare::passive(channel, queue).await.message_count()
 }
 
 /// Waits until `condition` holds, or fails the test.
@@ -300,6 +292,30 @@ pub fn assert_dead_letter(props: &lapin::BasicProperties, reason: &str, retries:
         header_str(props, "x-failed-at").is_some_and(|at| at.ends_with('Z')),
         "{reason}: x-failed-at"
     );
+}
+
+/// The properties of dead letter `id` in a run of two groups, as the tests
+/// of long dead-letter queues publish them: message id `m-{id}`,
+/// persistent, an `x-error` of `order {id} not found` (even ids) or
+/// `timeout after {id} ms` (odd ones), and the headers `extra`.
+pub fn one_of_two_groups(
+    id: u64,
+    extra: &[(&str, lapin::types::AMQPValue)],
+) -> lapin::BasicProperties {
+    let error = if id.is_multiple_of(2) {
+        format!("order {id} not found")
+    } else {
+        format!("timeout after {id} ms")
+    };
+    let mut headers = declare::arguments(extra);
+    headers.insert(
+        "x-error".into(),
+        lapin::types::AMQPValue::LongString(error.into_bytes().into()),
+    );
+    lapin::BasicProperties::default()
+        .with_message_id(format!("m-{id}").into())
+        .with_delivery_mode(2)
+        .with_headers(headers)
 }
 
 // ---- the scriptable test consumer ----
@@ -427,6 +443,10 @@ impl Journal {
     pub fn calls_for(&self, id: u64) -> Vec<Seen> {
         self.calls().into_iter().filter(|s| s.id == id).collect()
     }
+    /// The retry counts job `id` was handled with, in order.
+    pub fn retry_counts(&self, id: u64) -> Vec<u32> {
+        self.calls_for(id).iter().map(|s| s.retry_count).collect()
+    }
     /// Whether job `id` was handled with at least this retry count.
     pub fn reached(&self, id: u64, retry_count: u32) -> bool {
         self.calls_for(id)
@@ -436,7 +456,7 @@ impl Journal {
 }
 
 /// The `queue` of the newest `x-death` entry.
-fn last_death_queue(ctx: &Context) -> Option<String> {
+pub fn last_death_queue(ctx: &Context) -> Option<String> {
     use lapin::types::AMQPValue;
     let Some(AMQPValue::FieldArray(deaths)) = ctx.headers()?.inner().get("x-death") else {
         return None;
@@ -485,10 +505,7 @@ impl Running {
         let (connection, channel) = channel().await;
         let queue = unique(name);
         let journal = Journal::default();
-        let runtime = Runtime::builder()
-            .uri(url())
-            .state(journal.clone())
-            .handle_signals(false)
+        let runtime = test_runtime(journal.clone())
             .shutdown_grace(Duration::from_secs(5))
             .consumer_with(process_job, |spec| {
                 spec.queue = queue.clone();
@@ -505,16 +522,7 @@ impl Running {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let probe = connection.create_channel().await.expect("channel");
-            let declared = probe
-                .queue_declare(
-                    spec.queue.as_str().into(),
-                    lapin::options::QueueDeclareOptions {
-                        passive: true,
-                        ..Default::default()
-                    },
-                    Default::default(),
-                )
-                .await;
+            let declared = declare::try_passive(&probe, &spec.queue).await;
             if declared.is_ok_and(|q| q.consumer_count() > 0) {
                 break;
             }
@@ -556,6 +564,15 @@ impl Running {
         result.expect("the runtime ends without error");
         self.cleanup
     }
+}
+
+/// A runtime on the test broker with `state`, that leaves signals to the
+/// test: how every test's runtime starts out, before its consumers.
+pub fn test_runtime<T: std::any::Any + Send + Sync>(state: T) -> rabbit_backoff::RuntimeBuilder {
+    Runtime::builder()
+        .uri(url())
+        .state(state)
+        .handle_signals(false)
 }
 
 pub async fn publisher() -> Publisher {

@@ -14,6 +14,19 @@ use super::Cleanup;
 /// How long a test waits for a dead letter.
 const WAIT: Duration = Duration::from_secs(30);
 
+/// Asserts that the broker behind `transport` has no queue `queue`: a
+/// consumer that refused to start declared nothing.
+pub async fn assert_not_declared(transport: &dyn Transport, queue: &str) {
+    let connection = transport.connect().await.expect("connect");
+    let channel = connection.open_channel().await.expect("a channel");
+    let work_queue = channel.check_queue(queue).await;
+    assert!(
+        work_queue.as_ref().is_err_and(|e| e.is_not_found()),
+        "nothing declared: {work_queue:?}"
+    );
+    connection.close().await;
+}
+
 pub struct OnBroker {
     pub spec: ConsumerSpec,
     running: Option<RunningRuntime>,
@@ -99,17 +112,23 @@ impl OnBroker {
         }
     }
 
-    /// The next `n` dead letters of jobs (acked), by job id.
-    #[allow(dead_code)]
-    pub async fn dead_jobs(&self, n: usize) -> Vec<(u64, BasicProperties)> {
+    /// The dead letters (acked) of the jobs `ids`, in the order of their ids,
+    /// waited for; fails the test, naming the jobs it found, when they are
+    /// the dead letters of other jobs.
+    pub async fn dead_jobs<const N: usize>(&self, ids: [u64; N]) -> [BasicProperties; N] {
         let mut dead = Vec::new();
-        for _ in 0..n {
+        for _ in 0..N {
             let letter = self.next_dead_letter().await;
             let job: super::Job = serde_json::from_slice(&letter.data).expect("a job");
             dead.push((job.id, letter.properties));
         }
         dead.sort_by_key(|(id, _)| *id);
-        dead
+        let found: Vec<u64> = dead.iter().map(|d| d.0).collect();
+        assert_eq!(found, ids, "dead letters of jobs {ids:?}, not {found:?}");
+        let properties: Vec<BasicProperties> = dead.into_iter().map(|d| d.1).collect();
+        properties
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("as many as there are ids"))
     }
 
     pub async fn depth(&self, queue: &str) -> u32 {

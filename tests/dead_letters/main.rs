@@ -22,6 +22,7 @@ use rabbit_backoff::dead_letters::{
 };
 use rabbit_backoff::prelude::*;
 use rabbit_backoff::topology::Topology;
+use rabbit_backoff_test_support::publish::publish_with;
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -41,6 +42,36 @@ async fn connect_dlq(spec: &ConsumerSpec) -> Dlq {
         .await
         .unwrap()
         .stream_port(stream_port())
+}
+
+/// A [`declared`] topology holding the dead letters of jobs `0..n`, job
+/// `id` failing with `error(id)` after `count(id)` retries; with the
+/// channel that put them there (in confirm mode) and the operator's
+/// connection to the dead-letter queue.
+async fn seeded(
+    name: &str,
+    n: u64,
+    error: impl Fn(u64) -> &'static str,
+    count: impl Fn(u64) -> i64,
+) -> (ConsumerSpec, Cleanup, (lapin::Connection, Channel), Dlq) {
+    seeded_with(name, |_| {}, n, error, count).await
+}
+
+/// [`seeded`] on a topology that `configure` changes.
+async fn seeded_with(
+    name: &str,
+    configure: impl FnOnce(&mut ConsumerSpec),
+    n: u64,
+    error: impl Fn(u64) -> &'static str,
+    count: impl Fn(u64) -> i64,
+) -> (ConsumerSpec, Cleanup, (lapin::Connection, Channel), Dlq) {
+    let (spec, cleanup) = declared_with(name, configure).await;
+    let (connection, channel) = confirm_channel().await;
+    for id in 0..n {
+        dead_letter(&channel, &spec, id, error(id), count(id)).await;
+    }
+    let dlq = connect_dlq(&spec).await;
+    (spec, cleanup, (connection, channel), dlq)
 }
 
 /// A declared consumer topology with no consumer, for synthetic dead letters.
@@ -118,21 +149,18 @@ async fn dead_letter(channel: &Channel, spec: &ConsumerSpec, id: u64, error: &st
         .with_message_id(format!("m-{id}").into())
         .with_delivery_mode(2)
         .with_headers(headers);
-    channel
-        .basic_publish(
-            names.dead_letter_exchange.as_str().into(),
-            names.dead_letter_routing_key.as_str().into(),
-            BasicPublishOptions {
-                mandatory: true,
-                ..Default::default()
-            },
-            &body,
-            properties.clone(),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    publish_with(
+        channel,
+        &names.dead_letter_exchange,
+        &names.dead_letter_routing_key,
+        BasicPublishOptions {
+            mandatory: true,
+            ..Default::default()
+        },
+        &body,
+        properties.clone(),
+    )
+    .await;
     index_entries(spec, &[(properties, body.len())]).await;
 }
 
@@ -250,18 +278,14 @@ async fn broker_dead_letters(channel: &Channel, queue: &str, expiring: u64, reje
         } else {
             properties
         };
-        channel
-            .basic_publish(
-                "".into(),
-                queue.into(),
-                BasicPublishOptions::default(),
-                format!("{{\"id\":{id}}}").as_bytes(),
-                properties,
-            )
-            .await
-            .unwrap()
-            .await
-            .unwrap();
+        publish(
+            channel,
+            "",
+            queue,
+            format!("{{\"id\":{id}}}").as_bytes(),
+            properties,
+        )
+        .await;
     }
     // The expiring ones leave the queue before any is fetched: a fetch
     // within their millisecond would get one, reject it and leave a

@@ -6,22 +6,14 @@ use super::*;
 
 #[tokio::test]
 async fn peek_and_replay_keep_the_order_of_a_quorum_dead_letter_queue() {
-    let (spec, _cleanup) = declared_with("quorum-dlq", |spec| {
-        spec.queue_type = Some(rabbit_backoff::QueueType::Quorum)
-    })
+    let (_spec, _cleanup, (_c, _channel), dlq) = seeded_with(
+        "quorum-dlq",
+        |spec| spec.queue_type = Some(rabbit_backoff::QueueType::Quorum),
+        6,
+        |id| if id % 2 == 0 { "db down" } else { "invalid" },
+        |_| 3,
+    )
     .await;
-    let (_c, channel) = confirm_channel().await;
-    for id in 0..6 {
-        dead_letter(
-            &channel,
-            &spec,
-            id,
-            if id % 2 == 0 { "db down" } else { "invalid" },
-            3,
-        )
-        .await;
-    }
-    let dlq = connect_dlq(&spec).await;
     let limited = dlq
         .peek(&DeadLetterFilter::default().limit(1))
         .await
@@ -55,19 +47,12 @@ async fn many_dead_letters(channel: &Channel, spec: &ConsumerSpec, ids: std::ops
     let names = spec.names();
     let mut pending = Vec::new();
     for id in ids {
-        let mut headers = FieldTable::default();
-        let error = if id % 2 == 0 {
-            format!("order {id} not found")
-        } else {
-            format!("timeout after {id} ms")
-        };
-        headers.insert(
-            "x-error".into(),
-            AMQPValue::LongString(error.into_bytes().into()),
-        );
-        headers.insert(
-            "x-dead-letter-reason".into(),
-            AMQPValue::LongString("exhausted".into()),
+        let properties = one_of_two_groups(
+            id,
+            &[(
+                "x-dead-letter-reason",
+                AMQPValue::LongString("exhausted".into()),
+            )],
         );
         pending.push(
             channel
@@ -76,10 +61,7 @@ async fn many_dead_letters(channel: &Channel, spec: &ConsumerSpec, ids: std::ops
                     names.dead_letter_queue.as_str().into(),
                     BasicPublishOptions::default(),
                     b"{}",
-                    BasicProperties::default()
-                        .with_message_id(format!("m-{id}").into())
-                        .with_delivery_mode(2)
-                        .with_headers(headers),
+                    properties,
                 )
                 .await
                 .unwrap(),
@@ -175,17 +157,7 @@ async fn a_pass_longer_than_its_window_keeps_the_order_and_a_killed_one_is_put_r
         order(&dlq).await,
         (0..N).filter(|id| id % 2 == 0).collect::<Vec<_>>()
     );
-    let work = channel
-        .queue_declare(
-            spec.queue.as_str().into(),
-            lapin::options::QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
+    let work = declare::passive(&channel, &spec.queue).await;
     assert_eq!(work.message_count(), 1250, "the group is in the work queue");
     dlq.close().await;
 
@@ -200,16 +172,7 @@ async fn a_pass_longer_than_its_window_keeps_the_order_and_a_killed_one_is_put_r
     loop {
         // A failed passive declare closes its channel: a new one each time.
         let probe = connection.create_channel().await.unwrap();
-        let moving = probe
-            .queue_declare(
-                marker.as_str().into(),
-                lapin::options::QueueDeclareOptions {
-                    passive: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await;
+        let moving = declare::try_passive(&probe, &marker).await;
         if moving.is_ok() {
             break;
         }

@@ -5,19 +5,13 @@ use super::*;
 
 #[tokio::test]
 async fn peek_leaves_the_queue_unchanged() {
-    let (spec, _cleanup) = declared("peek").await;
-    let (_c, channel) = confirm_channel().await;
-    for id in 0..10 {
-        dead_letter(
-            &channel,
-            &spec,
-            id,
-            if id % 2 == 0 { "db down" } else { "invalid" },
-            id as i64 % 4,
-        )
-        .await;
-    }
-    let dlq = connect_dlq(&spec).await;
+    let (_spec, _cleanup, (_c, channel), dlq) = seeded(
+        "peek",
+        10,
+        |id| if id % 2 == 0 { "db down" } else { "invalid" },
+        |id| id as i64 % 4,
+    )
+    .await;
     let all = dlq.peek(&DeadLetterFilter::default()).await.unwrap();
     assert_eq!(
         ids(&all),
@@ -56,19 +50,13 @@ async fn peek_leaves_the_queue_unchanged() {
 
 #[tokio::test]
 async fn replay_moves_exactly_the_filtered_subset() {
-    let (spec, _cleanup) = declared("replay").await;
-    let (_c, channel) = confirm_channel().await;
-    for id in 0..10 {
-        dead_letter(
-            &channel,
-            &spec,
-            id,
-            if id % 3 == 0 { "db down" } else { "invalid" },
-            3,
-        )
-        .await;
-    }
-    let dlq = connect_dlq(&spec).await;
+    let (spec, _cleanup, (_c, channel), dlq) = seeded(
+        "replay",
+        10,
+        |id| if id % 3 == 0 { "db down" } else { "invalid" },
+        |_| 3,
+    )
+    .await;
     let report = dlq
         .replay(
             &DeadLetterFilter::default().error("db").unwrap(),
@@ -154,12 +142,7 @@ async fn replayed_messages_go_through_the_tiers_again_from_the_first() {
         running.journal.calls_for(1).len() == 8
     })
     .await;
-    let counts: Vec<u32> = running
-        .journal
-        .calls_for(1)
-        .iter()
-        .map(|s| s.retry_count)
-        .collect();
+    let counts = running.journal.retry_counts(1);
     assert_eq!(
         counts,
         [0, 1, 2, 3, 0, 1, 2, 3],
@@ -178,12 +161,9 @@ async fn replayed_messages_go_through_the_tiers_again_from_the_first() {
 
 #[tokio::test]
 async fn a_replay_interrupted_by_closing_its_connection_loses_nothing() {
-    let (spec, _cleanup) = declared("interrupted").await;
-    let (_c, channel) = confirm_channel().await;
-    for id in 0..50 {
-        dead_letter(&channel, &spec, id, "db down", 3).await;
-    }
-    let dlq = std::sync::Arc::new(connect_dlq(&spec).await);
+    let (spec, _cleanup, (_c, channel), dlq) =
+        seeded("interrupted", 50, |_| "db down", |_| 3).await;
+    let dlq = std::sync::Arc::new(dlq);
     let replaying = {
         let dlq = dlq.clone();
         tokio::spawn(async move {
@@ -224,12 +204,7 @@ async fn a_replay_interrupted_by_closing_its_connection_loses_nothing() {
 
 #[tokio::test]
 async fn replay_honours_its_rate() {
-    let (spec, _cleanup) = declared("rate").await;
-    let (_c, channel) = confirm_channel().await;
-    for id in 0..100 {
-        dead_letter(&channel, &spec, id, "db down", 3).await;
-    }
-    let dlq = connect_dlq(&spec).await;
+    let (spec, _cleanup, (_c, channel), dlq) = seeded("rate", 100, |_| "db down", |_| 3).await;
     let started = Instant::now();
     let report = dlq
         .replay(
@@ -250,19 +225,13 @@ async fn replay_honours_its_rate() {
 
 #[tokio::test]
 async fn discard_removes_only_what_matches() {
-    let (spec, _cleanup) = declared("discard").await;
-    let (_c, channel) = confirm_channel().await;
-    for id in 0..6 {
-        dead_letter(
-            &channel,
-            &spec,
-            id,
-            if id < 2 { "invalid" } else { "db down" },
-            0,
-        )
-        .await;
-    }
-    let dlq = connect_dlq(&spec).await;
+    let (_spec, _cleanup, (_c, _channel), dlq) = seeded(
+        "discard",
+        6,
+        |id| if id < 2 { "invalid" } else { "db down" },
+        |_| 0,
+    )
+    .await;
     let report = dlq
         .discard(&DeadLetterFilter::default().error("invalid").unwrap())
         .await
@@ -280,29 +249,8 @@ async fn status_counts_every_tier_including_older_ones() {
     let old_tier = names.retry_queue(42);
     let _old = Cleanup::default().queue(&old_tier);
     let (connection, channel) = confirm_channel().await;
-    channel
-        .queue_declare(
-            old_tier.as_str().into(),
-            lapin::options::QueueDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
-    channel
-        .basic_publish(
-            "".into(),
-            old_tier.as_str().into(),
-            BasicPublishOptions::default(),
-            b"{}",
-            BasicProperties::default(),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    declare::queue(&channel, &old_tier, FieldTable::default()).await;
+    publish(&channel, "", &old_tier, b"{}", BasicProperties::default()).await;
     for id in 0..3 {
         dead_letter(&channel, &spec, id, "db down", 3).await;
     }

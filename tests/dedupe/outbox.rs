@@ -29,15 +29,21 @@ struct Shop {
     notifications: String,
 }
 
-#[backoff_consumer(queue = "orders", delays = "100ms", dedupe = "24h")]
-async fn place(order: Order, tx: Tx<'_>, shop: State<Shop>) -> Result<(), OrderError> {
+/// Writes the effect of order `id` in the handler's transaction.
+async fn insert_effect(tx: &Tx<'_>, shop: &Shop, id: u64) -> Result<(), OrderError> {
     sqlx::query(&format!(
         "INSERT INTO {} (order_id) VALUES ($1)",
         shop.table
     ))
-    .bind(order.id as i64)
+    .bind(id as i64)
     .execute(&mut *tx.conn().await?)
     .await?;
+    Ok(())
+}
+
+#[backoff_consumer(queue = "orders", delays = "100ms", dedupe = "24h")]
+async fn place(order: Order, tx: Tx<'_>, shop: State<Shop>) -> Result<(), OrderError> {
+    insert_effect(&tx, &shop, order.id).await?;
     for n in 0..2 {
         let note = Outgoing::json(&serde_json::json!({"order": order.id, "n": n}))?;
         tx.publish("", &shop.notifications, note).await?;
@@ -57,13 +63,7 @@ async fn place_twice(
     shop: State<Shop>,
     calls: State<Calls>,
 ) -> Result<(), OrderError> {
-    sqlx::query(&format!(
-        "INSERT INTO {} (order_id) VALUES ($1)",
-        shop.table
-    ))
-    .bind(order.id as i64)
-    .execute(&mut *tx.conn().await?)
-    .await?;
+    insert_effect(&tx, &shop, order.id).await?;
     tx.publish("", &shop.notifications, Outgoing::json(&order)?)
         .await?;
     let first = {
@@ -249,6 +249,12 @@ impl ShopFixture {
         n
     }
 
+    /// Closes the test's `publisher` and drops the table: the end of a test.
+    async fn finish(&self, publisher: Publisher) {
+        publisher.close().await;
+        self.drop_table().await;
+    }
+
     async fn drop_table(&self) {
         let _ = sqlx::query(&format!("DROP TABLE {}", self.table))
             .execute(self.store.pool())
@@ -290,8 +296,7 @@ async fn the_outbox_commits_with_the_handlers_writes_and_publishes_after_the_com
         "dispatched messages are deleted"
     );
     running.stop().await.unwrap();
-    publisher.close().await;
-    shop.drop_table().await;
+    shop.finish(publisher).await;
 }
 
 #[tokio::test]
@@ -337,8 +342,7 @@ async fn outbox_messages_left_by_a_process_that_died_after_its_commit_are_relaye
     assert_eq!(sent, expected, "each outbox message exactly once");
     a.stop().await.unwrap();
     b.stop().await.unwrap();
-    publisher.close().await;
-    shop.drop_table().await;
+    shop.finish(publisher).await;
 }
 
 #[tokio::test]
@@ -372,6 +376,5 @@ async fn an_immediate_retry_rolls_back_the_failed_calls_writes() {
         "one outbox message, numbered from 1 again"
     );
     running.stop().await.unwrap();
-    publisher.close().await;
-    shop.drop_table().await;
+    shop.finish(publisher).await;
 }

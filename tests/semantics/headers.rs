@@ -60,13 +60,7 @@ pub(super) async fn the_retry_count_ignores_x_death(backend: Backend) {
         h.journal.reached(1, 1) && h.journal.reached(2, 3)
     })
     .await;
-    let counts = |id| -> Vec<u32> {
-        h.journal
-            .calls_for(id)
-            .iter()
-            .map(|s| s.retry_count)
-            .collect()
-    };
+    let counts = |id| h.journal.retry_counts(id);
     assert_eq!(
         counts(1),
         [0, 1],

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::proxy::Proxy;
-use common::seam::OnBroker;
+use common::seam::{OnBroker, assert_not_declared};
 use common::*;
 use rabbit_backoff::lapin::BasicProperties;
 use rabbit_backoff::lapin::types::{AMQPValue, FieldTable};

@@ -24,20 +24,7 @@ pub(super) async fn dead_letter_passes_past_their_window_keep_the_order(backend:
         let channel = connection.open_channel().await.unwrap();
         let dead_letter_queue = spec.names().dead_letter_queue;
         for id in 0..N {
-            let mut headers = FieldTable::default();
-            let error = if id % 2 == 0 {
-                format!("order {id} not found")
-            } else {
-                format!("timeout after {id} ms")
-            };
-            headers.insert(
-                "x-error".into(),
-                AMQPValue::LongString(error.into_bytes().into()),
-            );
-            let properties = BasicProperties::default()
-                .with_message_id(format!("m-{id}").into())
-                .with_delivery_mode(2)
-                .with_headers(headers);
+            let properties = one_of_two_groups(id, &[]);
             let confirm = channel
                 .publish(rabbit_backoff::transport::Publication::new(
                     "",

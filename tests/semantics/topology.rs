@@ -71,12 +71,7 @@ pub(super) async fn retries_return_only_to_their_own_queue_on_a_fanout_exchange(
     }
     for mut h in consumers {
         h.stop_consumer().await;
-        let counts: Vec<u32> = h
-            .journal
-            .calls_for(1)
-            .iter()
-            .map(|s| s.retry_count)
-            .collect();
+        let counts = h.journal.retry_counts(1);
         assert_eq!(counts, [0, 1], "{}: its own retry only", h.spec.queue);
         h.stop().await;
     }
@@ -167,14 +162,7 @@ pub(super) async fn delayed_retries_wait_on_4_3_and_are_refused_before(backend: 
                 && message.contains("retry = \"tiers\""),
             "{message}"
         );
-        let connection = backend.transport.connect().await.expect("connect");
-        let channel = connection.open_channel().await.expect("a channel");
-        let work_queue = channel.check_queue(&queue).await;
-        assert!(
-            work_queue.as_ref().is_err_and(|e| e.is_not_found()),
-            "nothing declared: {work_queue:?}"
-        );
-        connection.close().await;
+        assert_not_declared(&*backend.transport, &queue).await;
         return;
     }
     let h = Harness::start(&backend, "sem-delayed", delayed).await;
@@ -184,24 +172,12 @@ pub(super) async fn delayed_retries_wait_on_4_3_and_are_refused_before(backend: 
         .await;
     h.publish(&Job::new(3, Fail::Permanent, None), props())
         .await;
-    let dead = h.dead_jobs(2).await;
-    let [(2, exhausted), (3, permanent)] = &dead[..] else {
-        panic!(
-            "dead letters of jobs 2 and 3, not {:?}",
-            dead.iter().map(|d| d.0).collect::<Vec<_>>()
-        );
-    };
+    let [exhausted, permanent] = &h.dead_jobs([2, 3]).await;
     assert_dead_letter(exhausted, "exhausted", 3, "dependency unavailable (job 2)");
     // No tier: a count of 0, written.
     assert_dead_letter(permanent, "permanent", 0, "job 3 is invalid");
     eventually("job 1 retried to success", WAIT, || h.journal.reached(1, 1)).await;
-    let counts = |id| -> Vec<u32> {
-        h.journal
-            .calls_for(id)
-            .iter()
-            .map(|s| s.retry_count)
-            .collect()
-    };
+    let counts = |id| h.journal.retry_counts(id);
     assert_eq!(counts(1), [0, 1], "failed once, handled after the delay");
     assert_eq!(
         counts(2),

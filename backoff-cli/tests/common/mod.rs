@@ -3,11 +3,13 @@
 //! dead letters, the dead-letter index beside it).
 #![allow(dead_code)]
 
-use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
+use lapin::options::BasicPublishOptions;
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use rabbit_backoff_test_support::broker::url;
 use rabbit_backoff_test_support::cleanup::Cleanup;
+pub use rabbit_backoff_test_support::declare;
+pub use rabbit_backoff_test_support::publish::{publish, publish_with};
 use std::process::{Command, Output};
 
 pub fn unique(name: &str) -> String {
@@ -16,6 +18,14 @@ pub fn unique(name: &str) -> String {
 
 pub fn cli(args: &[&str]) -> Output {
     cli_with(args, &[])
+}
+
+/// `rabbit-backoff dlq COMMAND --queue QUEUE --queue-type classic ARGS…`:
+/// a dead-letter command on a consumer's classic queues.
+pub fn dlq_classic(command: &str, queue: &str, args: &[&str]) -> Output {
+    let mut all = vec!["dlq", command, "--queue", queue, "--queue-type", "classic"];
+    all.extend_from_slice(args);
+    cli(&all)
 }
 
 /// [`cli`] with these environment variables too.
@@ -76,15 +86,8 @@ impl Fixture {
         let connection = connect(&url()).await;
         let channel = connection.create_channel().await.unwrap();
         channel.confirm_select(Default::default()).await.unwrap();
-        let durable = QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        };
         for q in fixture.queues() {
-            channel
-                .queue_declare(q.as_str().into(), durable, FieldTable::default())
-                .await
-                .unwrap();
+            declare::queue(&channel, &q, FieldTable::default()).await;
         }
         for i in 0..dead_letters {
             let mut headers = FieldTable::default();
@@ -97,20 +100,16 @@ impl Fixture {
                 "x-original-queue".into(),
                 AMQPValue::LongString(fixture.queue.as_bytes().into()),
             );
-            channel
-                .basic_publish(
-                    "".into(),
-                    format!("{}.dlq", fixture.queue).as_str().into(),
-                    BasicPublishOptions::default(),
-                    format!("{{\"n\":{i}}}").as_bytes(),
-                    BasicProperties::default()
-                        .with_message_id(format!("m-{i}").into())
-                        .with_headers(headers),
-                )
-                .await
-                .unwrap()
-                .await
-                .unwrap();
+            publish(
+                &channel,
+                "",
+                &format!("{}.dlq", fixture.queue),
+                format!("{{\"n\":{i}}}").as_bytes(),
+                BasicProperties::default()
+                    .with_message_id(format!("m-{i}").into())
+                    .with_headers(headers),
+            )
+            .await;
         }
         let _ = connection.close(200, "".into()).await;
         fixture
@@ -180,28 +179,8 @@ pub async fn two_kinds_in(f: &Fixture, ids: std::ops::Range<usize>) {
     channel.confirm_select(Default::default()).await.unwrap();
     let dlx = format!("{}.dlx", f.queue);
     let dlq = format!("{}.dlq", f.queue);
-    channel
-        .exchange_declare(
-            dlx.as_str().into(),
-            lapin::ExchangeKind::Direct,
-            lapin::options::ExchangeDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
-    channel
-        .queue_bind(
-            dlq.as_str().into(),
-            dlx.as_str().into(),
-            dlq.as_str().into(),
-            Default::default(),
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
+    declare::exchange(&channel, &dlx, lapin::ExchangeKind::Direct).await;
+    declare::bind(&channel, &dlq, &dlx, &dlq).await;
     let text = |s: &str| AMQPValue::LongString(s.as_bytes().into());
     for i in ids {
         let mut headers = FieldTable::default();
@@ -236,26 +215,23 @@ pub async fn two_kinds_in(f: &Fixture, ids: std::ops::Range<usize>) {
                 AMQPValue::FieldArray(vec![AMQPValue::Void, AMQPValue::Boolean(true)].into()),
             );
         }
-        channel
-            .basic_publish(
-                dlx.as_str().into(),
-                dlq.as_str().into(),
-                BasicPublishOptions {
-                    mandatory: true,
-                    ..Default::default()
-                },
-                &[b'{', 0xff, b'}'],
-                BasicProperties::default()
-                    .with_message_id(format!("m-{i}").into())
-                    .with_content_type("application/json".into())
-                    .with_priority(3)
-                    .with_timestamp(1_796_208_000)
-                    .with_headers(headers),
-            )
-            .await
-            .unwrap()
-            .await
-            .unwrap();
+        publish_with(
+            &channel,
+            &dlx,
+            &dlq,
+            BasicPublishOptions {
+                mandatory: true,
+                ..Default::default()
+            },
+            &[b'{', 0xff, b'}'],
+            BasicProperties::default()
+                .with_message_id(format!("m-{i}").into())
+                .with_content_type("application/json".into())
+                .with_priority(3)
+                .with_timestamp(1_796_208_000)
+                .with_headers(headers),
+        )
+        .await;
     }
     let _ = connection.close(200, "".into()).await;
 }
@@ -279,34 +255,17 @@ impl Index {
         let connection = connect(&url()).await;
         let channel = connection.create_channel().await.unwrap();
         let dlq = format!("{}.dlq", f.queue);
-        let mut stream = FieldTable::default();
-        stream.insert(
-            "x-queue-type".into(),
-            AMQPValue::LongString("stream".into()),
-        );
+        let stream = declare::arguments(&[("x-queue-type", declare::text("stream"))]);
         for name in [format!("{dlq}.index"), format!("{dlq}.index.removed")] {
-            channel
-                .queue_declare(
-                    name.as_str().into(),
-                    QueueDeclareOptions {
-                        durable: true,
-                        ..Default::default()
-                    },
-                    stream.clone(),
-                )
-                .await
-                .unwrap();
+            declare::queue(&channel, &name, stream.clone()).await;
         }
-        channel
-            .queue_bind(
-                format!("{dlq}.index").as_str().into(),
-                format!("{}.dlx", f.queue).as_str().into(),
-                dlq.as_str().into(),
-                Default::default(),
-                FieldTable::default(),
-            )
-            .await
-            .unwrap();
+        declare::bind(
+            &channel,
+            &format!("{dlq}.index"),
+            &format!("{}.dlx", f.queue),
+            &dlq,
+        )
+        .await;
         let _ = connection.close(200, "".into()).await;
         Index {
             queue: f.queue.clone(),

@@ -8,13 +8,10 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use fantoccini::Locator;
-use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable};
 use rabbit_backoff::console::{AuditLog, ConsoleBuilder, DEFAULT_OPERATOR, Tokens};
 use rabbit_backoff_test_support::broker::{connect, management_url, stream_port, url};
@@ -22,6 +19,7 @@ use rabbit_backoff_test_support::browser::Browser;
 use rabbit_backoff_test_support::dead_letter_fixture::{
     DeadLetter, Fixture, long_string, publish_to_queue,
 };
+use rabbit_backoff_test_support::declare;
 use serde_json::Value;
 
 /// The token of the console's operator.
@@ -202,14 +200,7 @@ pub fn post(
 
 /// The status line of a GET sent with this `Host` header.
 pub fn status_with_host(console: &Console, host: &str) -> String {
-    let mut stream = TcpStream::connect(console.host()).unwrap();
-    write!(
-        stream,
-        "GET /api/config HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
+    let response = rabbit_backoff_test_support::http::get(console.host(), "/api/config", host, "");
     response.lines().next().unwrap_or_default().to_owned()
 }
 
@@ -332,17 +323,8 @@ impl FixtureQueues for Fixture {
     async fn tier_depth(&self, delay_ms: u64) -> u32 {
         let connection = connect().await;
         let channel = connection.create_channel().await.unwrap();
-        let depth = channel
-            .queue_declare(
-                self.spec.names().retry_queue(delay_ms).as_str().into(),
-                QueueDeclareOptions {
-                    passive: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
+        let depth = declare::passive(&channel, &self.spec.names().retry_queue(delay_ms))
             .await
-            .unwrap()
             .message_count();
         let _ = connection.close(200, "".into()).await;
         depth

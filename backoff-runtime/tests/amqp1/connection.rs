@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use lapin::BasicProperties;
-use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
-use lapin::types::FieldTable;
+use lapin::options::ConfirmSelectOptions;
 use rabbit_backoff_runtime::transport::TransportError;
 use rabbit_backoff_test_support::broker::{unique, url};
+use rabbit_backoff_test_support::declare;
+use rabbit_backoff_test_support::publish::publish;
 
 use crate::broker::*;
 use crate::fixture::*;
@@ -86,35 +87,24 @@ async fn a_vhost_of_the_uri_is_the_connection_s() {
         .expect("AMQP 0-9-1 on the vhost");
     let channel = lapin.create_channel().await.expect("a channel");
     let queue = "in-the-vhost";
-    let mut args = FieldTable::default();
-    args.insert("x-queue-type".into(), text("quorum"));
-    channel
-        .queue_declare(
-            queue.into(),
-            QueueDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            args,
-        )
-        .await
-        .expect("declare");
+    declare::queue(
+        &channel,
+        queue,
+        declare::arguments(&[("x-queue-type", text("quorum"))]),
+    )
+    .await;
     channel
         .confirm_select(ConfirmSelectOptions::default())
         .await
         .expect("confirms");
-    channel
-        .basic_publish(
-            "".into(),
-            queue.into(),
-            BasicPublishOptions::default(),
-            b"in the vhost",
-            BasicProperties::default(),
-        )
-        .await
-        .expect("publish")
-        .await
-        .expect("confirmed");
+    publish(
+        &channel,
+        "",
+        queue,
+        b"in the vhost",
+        BasicProperties::default(),
+    )
+    .await;
 
     let (connection, consuming) = amqp1_connect(&vhost_url)
         .await

@@ -4,15 +4,14 @@
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::StreamExt;
-use lapin::options::{
-    BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
-    QueueBindOptions, QueueDeclareOptions,
-};
-use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::options::{BasicGetOptions, ConfirmSelectOptions};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel as LapinChannel};
 use rabbit_backoff_runtime::transport::{Deliveries, Delivery};
 use rabbit_backoff_test_support::broker::{connect, unique};
 use rabbit_backoff_test_support::cleanup::Cleanup;
+use rabbit_backoff_test_support::declare;
+use rabbit_backoff_test_support::publish::publish;
 
 use crate::PATIENCE;
 
@@ -26,9 +25,7 @@ pub(crate) struct Fixture {
     pub(crate) _cleanup: Cleanup,
 }
 
-pub(crate) fn text(s: &str) -> AMQPValue {
-    AMQPValue::LongString(LongString::from(s.as_bytes()))
-}
+pub(crate) use rabbit_backoff_test_support::declare::text;
 
 impl Fixture {
     pub(crate) async fn new(name: &str) -> Fixture {
@@ -42,47 +39,7 @@ impl Fixture {
             .confirm_select(ConfirmSelectOptions::default())
             .await
             .expect("confirms");
-        let durable = QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        };
-        let mut dlq_args = FieldTable::default();
-        dlq_args.insert("x-queue-type".into(), text("quorum"));
-        channel
-            .queue_declare(dlq.as_str().into(), durable, dlq_args)
-            .await
-            .expect("declare the DLQ");
-        channel
-            .exchange_declare(
-                dlx.as_str().into(),
-                lapin::ExchangeKind::Fanout,
-                ExchangeDeclareOptions {
-                    durable: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("declare the DLX");
-        channel
-            .queue_bind(
-                dlq.as_str().into(),
-                dlx.as_str().into(),
-                "".into(),
-                QueueBindOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .expect("bind the DLQ");
-        let mut args = FieldTable::default();
-        args.insert("x-queue-type".into(), text("quorum"));
-        args.insert("x-dead-letter-exchange".into(), text(&dlx));
-        args.insert("x-dead-letter-strategy".into(), text("at-least-once"));
-        args.insert("x-overflow".into(), text("reject-publish"));
-        channel
-            .queue_declare(queue.as_str().into(), durable, args)
-            .await
-            .expect("declare the quorum queue");
+        declare::held_retry_queue(&channel, &queue, &dlx, &dlq, &[]).await;
         Fixture {
             queue,
             dlq,
@@ -104,36 +61,13 @@ impl Fixture {
             .with_correlation_id(ShortString::from(format!("corr-{id}")))
             .with_content_type("application/json".into())
             .with_headers(headers);
-        let confirm = self
-            .channel
-            .basic_publish(
-                "".into(),
-                self.queue.as_str().into(),
-                BasicPublishOptions::default(),
-                body,
-                properties,
-            )
-            .await
-            .expect("publish")
-            .await
-            .expect("a confirm");
+        let confirm = publish(&self.channel, "", &self.queue, body, properties).await;
         assert!(confirm.is_ack(), "{confirm:?}");
     }
 
     /// The ready messages of `queue`.
     pub(crate) async fn depth(&self, queue: &str) -> u32 {
-        self.channel
-            .queue_declare(
-                queue.into(),
-                QueueDeclareOptions {
-                    passive: true,
-                    ..Default::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .expect("passive declare")
-            .message_count()
+        declare::passive(&self.channel, queue).await.message_count()
     }
 
     /// Waits until `queue` holds `n` ready messages.

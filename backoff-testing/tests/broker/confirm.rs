@@ -7,8 +7,7 @@ use rabbit_backoff_runtime::transport::Confirm;
 
 #[tokio::test(start_paused = true)]
 async fn confirms_say_acked_returned_or_nacked() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     let send = |key: &'static str| {
         let ch = Arc::clone(&ch);
         async move {
@@ -35,10 +34,9 @@ async fn confirms_say_acked_returned_or_nacked() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_publish_closes_its_channel_and_returns_its_deliveries() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     put(&ch, "q", "held").await;
-    let held = ch.get("q").await.unwrap().unwrap();
+    let held = take(&ch, "q").await;
 
     broker.fail_next_publishes(1);
     let failed = ch
@@ -61,8 +59,7 @@ async fn a_failed_publish_closes_its_channel_and_returns_its_deliveries() {
 
 #[tokio::test(start_paused = true)]
 async fn close_channels_ends_consumers_with_an_error_and_keeps_connections() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     let connection = broker.connect().await.unwrap();
     let consuming = connection.open_channel().await.unwrap();
     let mut consumer = consuming.consume("q").await.unwrap();
@@ -81,14 +78,13 @@ async fn close_channels_ends_consumers_with_an_error_and_keeps_connections() {
     assert!(back[0].redelivered());
     // Connections survive: a new channel works.
     let reopened = connection.open_channel().await.unwrap();
-    let again = reopened.get("q").await.unwrap().unwrap();
+    let again = take(&reopened, "q").await;
     assert!(again.redelivered);
 }
 
 #[tokio::test(start_paused = true)]
 async fn close_connections_is_a_broker_restart_that_keeps_queues() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     put(&ch, "q", "m").await;
     let mut consumer = ch.consume("q").await.unwrap();
     let _held = next(&mut consumer).await;
@@ -102,7 +98,7 @@ async fn close_connections_is_a_broker_restart_that_keeps_queues() {
     }
     assert!(ch.check_queue("q").await.is_err());
     let fresh = open(&broker).await;
-    let again = fresh.get("q").await.unwrap().unwrap();
+    let again = take(&fresh, "q").await;
     assert_eq!(label(&again), "m");
     assert!(again.redelivered);
 }

@@ -8,10 +8,22 @@ use lapin::types::AMQPValue;
 
 use super::*;
 
+/// A broker and a channel, with the quorum queue `qq` holding m1, m2 and
+/// m3.
+async fn quorum_of_three() -> (TestBroker, Arc<dyn Channel>) {
+    let (broker, ch) = setup().await;
+    ch.declare_queue(&decl("qq", vec![text("x-queue-type", "quorum")]))
+        .await
+        .unwrap();
+    for m in ["m1", "m2", "m3"] {
+        put(&ch, "qq", m).await;
+    }
+    (broker, ch)
+}
+
 #[tokio::test(start_paused = true)]
 async fn consumers_take_turns() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     let other = open(&broker).await;
     let mut first = ch.consume("q").await.unwrap();
     let mut second = other.consume("q").await.unwrap();
@@ -37,8 +49,7 @@ async fn consumers_take_turns() {
 
 #[tokio::test(start_paused = true)]
 async fn prefetch_bounds_unsettled_deliveries_per_consumer() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     ch.qos(2).await.unwrap();
     let mut consumer = ch.consume("q").await.unwrap();
     for m in ["m1", "m2", "m3", "m4", "m5"] {
@@ -63,8 +74,7 @@ async fn prefetch_bounds_unsettled_deliveries_per_consumer() {
 
 #[tokio::test(start_paused = true)]
 async fn prefetch_is_per_consumer_and_set_before_consuming() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     ch.qos(1).await.unwrap();
     let mut a = ch.consume("q").await.unwrap();
     let mut b = ch.consume("q").await.unwrap();
@@ -85,14 +95,13 @@ async fn prefetch_is_per_consumer_and_set_before_consuming() {
 
 #[tokio::test(start_paused = true)]
 async fn a_classic_queue_requeues_messages_at_their_original_position() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     for m in ["m1", "m2", "m3", "m4"] {
         put(&ch, "q", m).await;
     }
-    let m1 = ch.get("q").await.unwrap().unwrap();
-    let m2 = ch.get("q").await.unwrap().unwrap();
-    let m3 = ch.get("q").await.unwrap().unwrap();
+    let m1 = take(&ch, "q").await;
+    let m2 = take(&ch, "q").await;
+    let m3 = take(&ch, "q").await;
     assert!(!m1.redelivered);
 
     m3.acker.requeue().await.unwrap();
@@ -107,31 +116,25 @@ async fn a_classic_queue_requeues_messages_at_their_original_position() {
         .map(|m| m.redelivered())
         .collect();
     assert_eq!(redelivered, [true, true, true, false]);
-    let again = ch.get("q").await.unwrap().unwrap();
+    let again = take(&ch, "q").await;
     assert_eq!(label(&again), "m1");
     assert!(again.redelivered);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_quorum_queue_requeues_at_the_back_and_counts_deliveries() {
-    let (broker, ch) = setup().await;
-    ch.declare_queue(&decl("qq", vec![text("x-queue-type", "quorum")]))
-        .await
-        .unwrap();
-    for m in ["m1", "m2", "m3"] {
-        put(&ch, "qq", m).await;
-    }
-    let m1 = ch.get("qq").await.unwrap().unwrap();
+    let (broker, ch) = quorum_of_three().await;
+    let m1 = take(&ch, "qq").await;
     assert_eq!(header(&m1.properties, "x-delivery-count"), None);
     m1.acker.requeue().await.unwrap();
     assert_eq!(labels(&broker, "qq"), ["m2", "m3", "m1"]);
 
     for expected in ["m2", "m3"] {
-        let d = ch.get("qq").await.unwrap().unwrap();
+        let d = take(&ch, "qq").await;
         assert_eq!(label(&d), expected);
         d.acker.ack().await.unwrap();
     }
-    let m1 = ch.get("qq").await.unwrap().unwrap();
+    let m1 = take(&ch, "qq").await;
     assert!(m1.redelivered);
     assert_eq!(
         header(&m1.properties, "x-delivery-count"),
@@ -141,8 +144,7 @@ async fn a_quorum_queue_requeues_at_the_back_and_counts_deliveries() {
 
 #[tokio::test(start_paused = true)]
 async fn closing_a_channel_returns_its_unsettled_deliveries_in_order() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     let consuming = open(&broker).await;
     let mut consumer = consuming.consume("q").await.unwrap();
     for m in ["m1", "m2", "m3"] {
@@ -183,19 +185,13 @@ async fn closing_a_channel_returns_its_unsettled_deliveries_in_order() {
 
 #[tokio::test(start_paused = true)]
 async fn a_quorum_queue_serves_messages_returned_by_a_closing_channel_first() {
-    let (broker, ch) = setup().await;
-    ch.declare_queue(&decl("qq", vec![text("x-queue-type", "quorum")]))
-        .await
-        .unwrap();
-    for m in ["m1", "m2", "m3"] {
-        put(&ch, "qq", m).await;
-    }
+    let (broker, ch) = quorum_of_three().await;
     let other = open(&broker).await;
-    let _m1 = other.get("qq").await.unwrap().unwrap();
-    let _m2 = other.get("qq").await.unwrap().unwrap();
+    let _m1 = take(&other, "qq").await;
+    let _m2 = take(&other, "qq").await;
     other.close().await;
     assert_eq!(labels(&broker, "qq"), ["m1", "m2", "m3"]);
-    let m1 = ch.get("qq").await.unwrap().unwrap();
+    let m1 = take(&ch, "qq").await;
     assert_eq!(
         header(&m1.properties, "x-delivery-count"),
         Some(&AMQPValue::LongLongInt(1))
@@ -204,8 +200,7 @@ async fn a_quorum_queue_serves_messages_returned_by_a_closing_channel_first() {
 
 #[tokio::test(start_paused = true)]
 async fn cancel_stops_deliveries_and_ends_the_stream() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     let mut consumer = ch.consume("q").await.unwrap();
     put(&ch, "q", "m1").await;
     let m1 = next(&mut consumer).await;
@@ -225,10 +220,9 @@ async fn cancel_stops_deliveries_and_ends_the_stream() {
 
 #[tokio::test(start_paused = true)]
 async fn a_delivery_settles_once() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     put(&ch, "q", "m").await;
-    let d = ch.get("q").await.unwrap().unwrap();
+    let d = take(&ch, "q").await;
     d.acker.ack().await.unwrap();
     assert!(matches!(
         d.acker.requeue().await,
@@ -241,19 +235,17 @@ async fn a_delivery_settles_once() {
 
 #[tokio::test(start_paused = true)]
 async fn get_on_an_empty_queue_is_none() {
-    let (_broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (_broker, ch) = setup_with(&["q"]).await;
     assert!(ch.get("q").await.unwrap().is_none());
 }
 
 #[tokio::test(start_paused = true)]
 async fn closing_a_connection_closes_its_channels_and_returns_their_deliveries() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     put(&ch, "q", "m").await;
     let connection = broker.connect().await.unwrap();
     let channel = connection.open_channel().await.unwrap();
-    let held = channel.get("q").await.unwrap().unwrap();
+    let held = take(&channel, "q").await;
     connection.close().await;
 
     assert!(matches!(
@@ -267,8 +259,7 @@ async fn closing_a_connection_closes_its_channels_and_returns_their_deliveries()
 
 #[tokio::test(start_paused = true)]
 async fn a_multiple_ack_settles_every_earlier_delivery_but_not_a_nacked_one_or_a_later_one() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     let consuming = open(&broker).await;
     let mut consumer = consuming.consume("q").await.unwrap();
     for m in ["m1", "m2", "m3", "m4", "m5"] {

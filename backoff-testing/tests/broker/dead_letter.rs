@@ -55,10 +55,10 @@ async fn a_rejected_message_carries_x_death_with_rabbitmq_types() {
     ch.publish(Publication::new("orders", "orders", b"m", labelled("m")))
         .await
         .unwrap();
-    let delivery = ch.get("orders").await.unwrap().unwrap();
+    let delivery = take(&ch, "orders").await;
     delivery.acker.reject().await.unwrap();
 
-    let dead = ch.get("orders.dlq").await.unwrap().unwrap();
+    let dead = take(&ch, "orders.dlq").await;
     assert_eq!(dead.exchange, "orders.dlx");
     assert_eq!(dead.routing_key, "orders.dlq");
     assert!(!dead.redelivered);
@@ -106,8 +106,7 @@ async fn a_rejected_message_carries_x_death_with_rabbitmq_types() {
 
 #[tokio::test(start_paused = true)]
 async fn dying_again_in_the_same_queue_for_the_same_reason_counts_up() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "work").await;
+    let (broker, ch) = setup_with(&["work"]).await;
     declare_dead_lettering(&ch, "bounce", "work", vec![int("x-message-ttl", 1_000)]).await;
     put(&ch, "bounce", "m").await;
     sleep(Duration::from_millis(1_500)).await;
@@ -115,7 +114,7 @@ async fn dying_again_in_the_same_queue_for_the_same_reason_counts_up() {
 
     // Send it round again, headers and all, a few seconds later.
     sleep(Duration::from_secs(5)).await;
-    let delivery = ch.get("work").await.unwrap().unwrap();
+    let delivery = take(&ch, "work").await;
     ch.publish(Publication::new(
         "",
         "bounce",
@@ -139,8 +138,7 @@ async fn dying_again_in_the_same_queue_for_the_same_reason_counts_up() {
 
 #[tokio::test(start_paused = true)]
 async fn entries_are_newest_first_and_a_repeated_one_moves_to_the_front() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "work").await;
+    let (broker, ch) = setup_with(&["work"]).await;
     for q in ["a", "b", "c"] {
         declare_dead_lettering(&ch, q, "work", vec![int("x-message-ttl", 1_000)]).await;
     }
@@ -149,7 +147,7 @@ async fn entries_are_newest_first_and_a_repeated_one_moves_to_the_front() {
         let ch = Arc::clone(&ch);
         async move {
             sleep(Duration::from_millis(1_500)).await;
-            let d = ch.get("work").await.unwrap().unwrap();
+            let d = take(&ch, "work").await;
             ch.publish(Publication::new("", via, &d.data, d.properties.clone()))
                 .await
                 .unwrap();
@@ -189,8 +187,7 @@ async fn entries_are_newest_first_and_a_repeated_one_moves_to_the_front() {
 
 #[tokio::test(start_paused = true)]
 async fn drop_head_overflow_dead_letters_the_oldest_with_maxlen() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "dlq").await;
+    let (broker, ch) = setup_with(&["dlq"]).await;
     declare_dead_lettering(&ch, "q", "dlq", vec![int("x-max-length", 2)]).await;
     for m in ["m1", "m2", "m3"] {
         put(&ch, "q", m).await;
@@ -250,8 +247,7 @@ async fn reject_publish_overflow_nacks_the_publisher() {
 
 #[tokio::test(start_paused = true)]
 async fn a_quorum_queue_counts_deliveries_and_dead_letters_past_the_limit() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "dlq").await;
+    let (broker, ch) = setup_with(&["dlq"]).await;
     declare_dead_lettering(
         &ch,
         "qq",
@@ -300,14 +296,7 @@ async fn an_automatic_cycle_is_dropped_but_one_with_a_rejection_is_not() {
     // Rejected into itself: a client decided, so it goes round.
     declare_dead_lettering(&ch, "self", "self", vec![]).await;
     put(&ch, "self", "r").await;
-    ch.get("self")
-        .await
-        .unwrap()
-        .unwrap()
-        .acker
-        .reject()
-        .await
-        .unwrap();
+    reject_next(&ch, "self").await;
     let back = broker.messages("self");
     assert_eq!(back.len(), 1);
     assert_eq!(back[0].x_death()[0].reason, "rejected");
@@ -322,22 +311,8 @@ async fn a_missing_dead_letter_exchange_or_none_drops_the_message() {
     declare_plain(&ch, "plain").await;
     put(&ch, "q", "a").await;
     put(&ch, "plain", "b").await;
-    ch.get("q")
-        .await
-        .unwrap()
-        .unwrap()
-        .acker
-        .reject()
-        .await
-        .unwrap();
-    ch.get("plain")
-        .await
-        .unwrap()
-        .unwrap()
-        .acker
-        .reject()
-        .await
-        .unwrap();
+    reject_next(&ch, "q").await;
+    reject_next(&ch, "plain").await;
     assert_eq!(broker.queue_depth("q"), 0);
     assert_eq!(broker.queue_depth("plain"), 0);
 }
@@ -367,14 +342,7 @@ async fn without_a_dead_letter_routing_key_the_message_keeps_its_own() {
     ))
     .await
     .unwrap();
-    ch.get("q")
-        .await
-        .unwrap()
-        .unwrap()
-        .acker
-        .reject()
-        .await
-        .unwrap();
+    reject_next(&ch, "q").await;
 
     let caught = broker.messages("caught");
     assert_eq!(caught.len(), 1);

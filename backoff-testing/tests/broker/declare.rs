@@ -22,8 +22,7 @@ async fn redeclaring_with_the_same_arguments_is_idempotent_and_reports_the_depth
 
 #[tokio::test(start_paused = true)]
 async fn an_argument_missing_on_one_side_is_named_with_its_value_and_type() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     let (code, reply) = refusal(
         ch.declare_queue(&decl("q", vec![int("x-message-ttl", 100)]))
             .await,
@@ -99,8 +98,7 @@ async fn the_first_differing_argument_in_rabbitmq_order_is_named() {
 
 #[tokio::test(start_paused = true)]
 async fn a_classic_queue_may_be_redeclared_with_or_without_its_type() {
-    let (_broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (_broker, ch) = setup_with(&["q"]).await;
     ch.declare_queue(&decl("q", vec![text("x-queue-type", "classic")]))
         .await
         .unwrap();
@@ -140,8 +138,7 @@ async fn invalid_arguments_are_refused_as_rabbitmq_refuses_them() {
 
 #[tokio::test(start_paused = true)]
 async fn a_refusal_closes_the_channel_and_ends_its_consumers_with_the_error() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     put(&ch, "q", "held").await;
     let mut consumer = ch.consume("q").await.unwrap();
     let held = next(&mut consumer).await;
@@ -189,8 +186,7 @@ async fn passive_checks_of_missing_objects_are_not_found() {
 
 #[tokio::test(start_paused = true)]
 async fn check_queue_reports_ready_messages_and_consumers() {
-    let (_broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (_broker, ch) = setup_with(&["q"]).await;
     put(&ch, "q", "a").await;
     put(&ch, "q", "b").await;
     assert_eq!(ch.check_queue("q").await.unwrap(), QueueInfo::new(2, 0));

@@ -30,6 +30,15 @@ async fn setup() -> (TestBroker, Arc<dyn Channel>) {
     (broker, channel)
 }
 
+/// [`setup`], with the plain queues `queues` declared.
+async fn setup_with(queues: &[&str]) -> (TestBroker, Arc<dyn Channel>) {
+    let (broker, channel) = setup().await;
+    for queue in queues {
+        declare_plain(&channel, queue).await;
+    }
+    (broker, channel)
+}
+
 async fn open(broker: &TestBroker) -> Arc<dyn Channel> {
     broker
         .connect()
@@ -96,6 +105,27 @@ async fn put(channel: &Arc<dyn Channel>, queue: &str, label: &str) {
         rabbit_backoff_runtime::transport::Confirm::Ack,
         "publish {label} to {queue}"
     );
+}
+
+/// The message at the head of `queue`, fetched with a get (failing the test
+/// when the queue is empty).
+async fn take(channel: &Arc<dyn Channel>, queue: &str) -> Delivery {
+    channel
+        .get(queue)
+        .await
+        .expect("get")
+        .unwrap_or_else(|| panic!("a message in {queue}"))
+}
+
+/// Takes the message at the head of `queue` and rejects it without
+/// requeueing.
+async fn reject_next(channel: &Arc<dyn Channel>, queue: &str) {
+    take(channel, queue)
+        .await
+        .acker
+        .reject()
+        .await
+        .expect("reject");
 }
 
 /// The next delivery (waiting up to a virtual day).

@@ -37,10 +37,7 @@ async fn send(channel: &Arc<dyn Channel>, exchange: &str, key: &str) -> Confirm 
 
 #[tokio::test(start_paused = true)]
 async fn direct_routes_on_the_exact_key_to_every_queue_bound_with_it() {
-    let (broker, ch) = setup().await;
-    for q in ["q1", "q2"] {
-        declare_plain(&ch, q).await;
-    }
+    let (broker, ch) = setup_with(&["q1", "q2"]).await;
     bound(
         &ch,
         "x",
@@ -59,10 +56,7 @@ async fn direct_routes_on_the_exact_key_to_every_queue_bound_with_it() {
 
 #[tokio::test(start_paused = true)]
 async fn fanout_ignores_the_key() {
-    let (broker, ch) = setup().await;
-    for q in ["q1", "q2"] {
-        declare_plain(&ch, q).await;
-    }
+    let (broker, ch) = setup_with(&["q1", "q2"]).await;
     bound(
         &ch,
         "x",
@@ -78,10 +72,7 @@ async fn fanout_ignores_the_key() {
 
 #[tokio::test(start_paused = true)]
 async fn topic_star_is_one_word_and_hash_is_zero_or_more() {
-    let (broker, ch) = setup().await;
-    for q in ["one", "many", "eu"] {
-        declare_plain(&ch, q).await;
-    }
+    let (broker, ch) = setup_with(&["one", "many", "eu"]).await;
     bound(
         &ch,
         "events",
@@ -104,8 +95,7 @@ async fn topic_star_is_one_word_and_hash_is_zero_or_more() {
 
 #[tokio::test(start_paused = true)]
 async fn a_queue_matched_by_two_bindings_gets_one_copy() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     bound(&ch, "t", ExchangeKind::Topic, &[("q", "a.*"), ("q", "#")]).await;
 
     assert_eq!(send(&ch, "t", "a.b").await, Confirm::Ack);
@@ -114,8 +104,7 @@ async fn a_queue_matched_by_two_bindings_gets_one_copy() {
 
 #[tokio::test(start_paused = true)]
 async fn headers_exchange_with_no_binding_arguments_matches_every_message() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     bound(&ch, "h", ExchangeKind::Headers, &[("q", "ignored")]).await;
 
     let mut headers = FieldTable::default();
@@ -136,8 +125,7 @@ async fn headers_exchange_with_no_binding_arguments_matches_every_message() {
 
 #[tokio::test(start_paused = true)]
 async fn the_default_exchange_routes_to_the_queue_named_by_the_key() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "orders").await;
+    let (broker, ch) = setup_with(&["orders"]).await;
 
     assert_eq!(send(&ch, "", "orders").await, Confirm::Ack);
     assert_eq!(send(&ch, "", "nobody").await, Confirm::Returned);
@@ -147,8 +135,7 @@ async fn the_default_exchange_routes_to_the_queue_named_by_the_key() {
 
 #[tokio::test(start_paused = true)]
 async fn publishing_to_a_missing_exchange_closes_the_channel_with_not_found() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
 
     let (code, text) = refusal(
         ch.publish(Publication::new(

@@ -12,8 +12,7 @@ use super::*;
 
 #[tokio::test(start_paused = true)]
 async fn a_long_ttl_at_the_head_blocks_a_short_one_behind_it() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "expired").await;
+    let (broker, ch) = setup_with(&["expired"]).await;
     declare_dead_lettering(&ch, "mixed", "expired", vec![]).await;
     let with_ttl = |label: &str, ms: &str| labelled(label).with_expiration(ShortString::from(ms));
     ch.publish(Publication::new(
@@ -38,8 +37,7 @@ async fn a_long_ttl_at_the_head_blocks_a_short_one_behind_it() {
 
 #[tokio::test(start_paused = true)]
 async fn messages_expire_by_the_clock_without_anyone_polling() {
-    let (_broker, ch) = setup().await;
-    declare_plain(&ch, "work").await;
+    let (_broker, ch) = setup_with(&["work"]).await;
     declare_dead_lettering(&ch, "retry", "work", vec![int("x-message-ttl", 5_000)]).await;
     let mut consumer = ch.consume("work").await.unwrap();
     let started = Instant::now();
@@ -58,8 +56,7 @@ async fn messages_expire_by_the_clock_without_anyone_polling() {
 
 #[tokio::test(start_paused = true)]
 async fn ttl_is_measured_from_enqueue() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "dlq").await;
+    let (broker, ch) = setup_with(&["dlq"]).await;
     declare_dead_lettering(&ch, "q", "dlq", vec![int("x-message-ttl", 5_000)]).await;
     put(&ch, "q", "first").await;
     sleep(Duration::from_secs(3)).await;
@@ -87,8 +84,7 @@ async fn an_expired_message_without_a_dead_letter_exchange_is_dropped() {
 
 #[tokio::test(start_paused = true)]
 async fn get_expires_the_head_first() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "dlq").await;
+    let (broker, ch) = setup_with(&["dlq"]).await;
     declare_dead_lettering(&ch, "q", "dlq", vec![int("x-message-ttl", 1_000)]).await;
     put(&ch, "q", "m").await;
     sleep(Duration::from_millis(1_500)).await;
@@ -98,8 +94,7 @@ async fn get_expires_the_head_first() {
 
 #[tokio::test(start_paused = true)]
 async fn a_per_message_ttl_is_kept_as_original_expiration_and_removed() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "dlq").await;
+    let (broker, ch) = setup_with(&["dlq"]).await;
     // The queue's TTL is longer: the message's own applies.
     declare_dead_lettering(&ch, "q", "dlq", vec![int("x-message-ttl", 60_000)]).await;
     ch.publish(Publication::new(
@@ -154,8 +149,7 @@ async fn retrying_consumer(
 #[tokio::test(start_paused = true)]
 async fn run_until_idle_plays_a_5s_15s_60s_schedule_in_milliseconds() {
     const DELAYS: &[u64] = &[5_000, 15_000, 60_000];
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "orders").await;
+    let (broker, ch) = setup_with(&["orders"]).await;
     declare_plain(&ch, "orders.dlq").await;
     for ms in DELAYS {
         let name = format!("orders.retry_{ms}ms");
@@ -225,8 +219,7 @@ async fn run_until_idle_plays_a_5s_15s_60s_schedule_in_milliseconds() {
 
 #[tokio::test(start_paused = true)]
 async fn run_until_idle_gives_up_on_a_consumer_that_never_settles() {
-    let (broker, ch) = setup().await;
-    declare_plain(&ch, "q").await;
+    let (broker, ch) = setup_with(&["q"]).await;
     let mut consumer = ch.consume("q").await.unwrap();
     put(&ch, "q", "stuck").await;
     let _held = next(&mut consumer).await;

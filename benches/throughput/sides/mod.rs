@@ -28,51 +28,27 @@ pub(crate) async fn start(
     tally: &Arc<Tally>,
 ) -> (ShutdownHandle, tokio::task::JoinHandle<()>) {
     match side {
-        Side::Framework
-        | Side::FrameworkDelayed
-        | Side::FrameworkUnindexed
-        | Side::FrameworkScheduled
-        | Side::FrameworkScheduledUnindexed
-        | Side::DedupePostgres
-        | Side::DedupeRedis => {
-            let mut builder = Runtime::builder()
-                .uri(target.url.clone())
-                .state_arc(tally.clone())
-                .handle_signals(false);
-            let mut spec = spec.clone();
-            if side.dedupe() {
-                builder = builder.dedupe_store(dedupe_store(side, spec.prefetch).await);
-                spec.dedupe = Some(Dedupe::new(DEDUPE_WINDOW));
-            }
-            let runtime = builder
-                .consumer_with(framework, |s| *s = spec)
-                .build()
-                .expect("runtime");
-            let stop = runtime.shutdown_handle();
-            let task = tokio::spawn(async move { runtime.run().await.expect("the runtime runs") });
-            (stop, task)
-        }
-        Side::Article | Side::Full => {
-            let headers = if side == Side::Article {
-                DeadLetterHeaders::Article
-            } else {
-                DeadLetterHeaders::Full
+        Side::Article | Side::Full | Side::Delayed | Side::Spawned | Side::SpawnedFull => {
+            let headers = match side {
+                Side::Full | Side::SpawnedFull => DeadLetterHeaders::Full,
+                _ => DeadLetterHeaders::Article,
             };
+            let retries = if side == Side::Delayed {
+                Retries::DelayedRequeue
+            } else {
+                Retries::Tiers
+            };
+            let spawned = matches!(side, Side::Spawned | Side::SpawnedFull);
             let stop = ShutdownHandle::default();
             let connection = connect(target).await;
             let (spec, names, tally, stop2) =
                 (spec.clone(), names.clone(), tally.clone(), stop.clone());
             let task = tokio::spawn(async move {
-                baseline(
-                    &connection,
-                    spec,
-                    names,
-                    tally,
-                    stop2,
-                    headers,
-                    Retries::Tiers,
-                )
-                .await;
+                if spawned {
+                    baseline_spawned(&connection, spec, names, tally, stop2, headers).await;
+                } else {
+                    baseline(&connection, spec, names, tally, stop2, headers, retries).await;
+                }
                 closed(connection.close(200, "".into())).await;
             });
             (stop, task)
@@ -101,42 +77,6 @@ pub(crate) async fn start(
             });
             (stop, task)
         }
-        Side::Spawned | Side::SpawnedFull => {
-            let headers = if side == Side::Spawned {
-                DeadLetterHeaders::Article
-            } else {
-                DeadLetterHeaders::Full
-            };
-            let stop = ShutdownHandle::default();
-            let connection = connect(target).await;
-            let (spec, names, tally, stop2) =
-                (spec.clone(), names.clone(), tally.clone(), stop.clone());
-            let task = tokio::spawn(async move {
-                baseline_spawned(&connection, spec, names, tally, stop2, headers).await;
-                closed(connection.close(200, "".into())).await;
-            });
-            (stop, task)
-        }
-        Side::Delayed => {
-            let stop = ShutdownHandle::default();
-            let connection = connect(target).await;
-            let (spec, names, tally, stop2) =
-                (spec.clone(), names.clone(), tally.clone(), stop.clone());
-            let task = tokio::spawn(async move {
-                baseline(
-                    &connection,
-                    spec,
-                    names,
-                    tally,
-                    stop2,
-                    DeadLetterHeaders::Article,
-                    Retries::DelayedRequeue,
-                )
-                .await;
-                closed(connection.close(200, "".into())).await;
-            });
-            (stop, task)
-        }
         Side::Amqp1Loop => {
             let stop = ShutdownHandle::default();
             // AMQP 0-9-1 for the dead-letter copies, AMQP 1.0 to consume.
@@ -149,6 +89,26 @@ pub(crate) async fn start(
                 amqp1_loop(&url, &connection, spec, names, tally, stop2).await;
                 closed(connection.close(200, "".into())).await;
             });
+            (stop, task)
+        }
+        // The framework's own sides (`Side::is_framework`).
+        _ => {
+            assert!(side.is_framework(), "a side with no start of its own");
+            let mut builder = Runtime::builder()
+                .uri(target.url.clone())
+                .state_arc(tally.clone())
+                .handle_signals(false);
+            let mut spec = spec.clone();
+            if side.dedupe() {
+                builder = builder.dedupe_store(dedupe_store(side, spec.prefetch).await);
+                spec.dedupe = Some(Dedupe::new(DEDUPE_WINDOW));
+            }
+            let runtime = builder
+                .consumer_with(framework, |s| *s = spec)
+                .build()
+                .expect("runtime");
+            let stop = runtime.shutdown_handle();
+            let task = tokio::spawn(async move { runtime.run().await.expect("the runtime runs") });
             (stop, task)
         }
     }
