@@ -27,10 +27,11 @@ use tokio::time::Instant;
 use crate::broker_shared::BrokerShared;
 use crate::channel_kind::ChannelKind;
 use crate::lock::lock;
-use crate::queue::{ConsumerSlot, Modified, Queue, Recipient, Settlement};
+use crate::queue::{ConsumerSlot, Queue, Recipient};
 use crate::queue_config::QueueKind;
 use crate::replies;
 use crate::set_aside_headers::as_delivered;
+use crate::settlement::{Modified, Settlement};
 use crate::stored_message::Stored;
 
 /// Why a channel closed, as its later calls report it.

@@ -72,6 +72,7 @@ mod channel_kind;
 mod connection;
 mod death;
 mod exchange;
+mod faults;
 mod idle_timeout;
 mod lock;
 mod message;
@@ -80,6 +81,7 @@ mod queue_config;
 mod release;
 mod replies;
 mod set_aside_headers;
+mod settlement;
 mod stored_message;
 mod test_broker;
 

@@ -68,7 +68,10 @@ impl DeadLetterIndexDecl {
         let stream = |name: String, max: i64, segment: i64| QueueDecl {
             name,
             arguments: vec![
-                (arg::QUEUE_TYPE.to_owned(), Argument::Str(arg::STREAM.to_owned())),
+                (
+                    arg::QUEUE_TYPE.to_owned(),
+                    Argument::Str(arg::STREAM.to_owned()),
+                ),
                 (arg::MAX_LENGTH_BYTES.to_owned(), Argument::Int(max)),
                 (
                     arg::STREAM_MAX_SEGMENT_SIZE_BYTES.to_owned(),

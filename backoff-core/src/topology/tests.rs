@@ -1,5 +1,5 @@
-use super::*;
 use super::arguments as arg;
+use super::*;
 use crate::{ConsumerSpec, ExchangeKind, QueueType, RetryReturn};
 
 fn s(v: &str) -> Argument {
