@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use lapin::BasicProperties;
 use rabbit_backoff_core::{ConsumerSpec, QueueType, TopologyNames};
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::transport::{AmqpTransport, Connection, Transport};
@@ -220,5 +221,36 @@ impl Dlq {
     /// it had not settled returns to the dead-letter queue.
     pub async fn close(&self) {
         self.connection.close().await;
+    }
+}
+
+impl Dlq {
+    /// Writes an entry of the dead-letter index for each of these dead
+    /// letters (the properties each was published with, and the size of its
+    /// body), as the consumer does for each dead letter it makes once the
+    /// broker confirmed it in the queue: for dead letters that reached the
+    /// queue another way (a hand-written tool, a test's own), so that
+    /// `groups` still answers from the index. How many entries were
+    /// written: none when the queue has no index. A dead letter whose
+    /// headers were set aside (they nest too deep) gets none, as the
+    /// consumer's would, and the count check finds it.
+    ///
+    /// ```no_run
+    /// # async fn demo(dlq: rabbit_backoff::dead_letters::Dlq, properties: lapin::BasicProperties) -> Result<(), rabbit_backoff::Error> {
+    /// // A dead letter of 1 KiB published to the dead-letter exchange, confirmed:
+    /// dlq.write_index_entries([(&properties, 1024)]).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn write_index_entries<'a>(
+        &self,
+        dead_letters: impl IntoIterator<Item = (&'a BasicProperties, usize)>,
+    ) -> Result<usize, Error> {
+        let entries = dead_letters
+            .into_iter()
+            .filter_map(|(properties, body_len)| {
+                rabbit_backoff_runtime::toolkit::index_entry(properties, body_len)
+            });
+        crate::index::entry_writer::EntryWriter::write_all(&*self.connection, &self.names, entries)
+            .await
     }
 }

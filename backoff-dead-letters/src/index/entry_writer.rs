@@ -11,7 +11,7 @@ use lapin::types::ShortString;
 use rabbit_backoff_core::{IndexBatch, IndexEntry, TopologyNames};
 use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::toolkit::{
-    INDEX_BATCH_ENTRIES, PERSISTENT, channel_error, confirm_channel, index_entry,
+    INDEX_BATCH_ENTRIES, PERSISTENT, channel_error, confirm_channel,
 };
 use rabbit_backoff_runtime::transport::{
     Channel, Confirm, Connection, Publication, TransportError,
@@ -131,31 +131,3 @@ impl EntryWriter {
 }
 
 const WRITING: &str = "writing entries of the dead-letter index";
-
-impl crate::dlq::Dlq {
-    /// Writes an entry of the dead-letter index for each of these dead
-    /// letters (the properties each was published with, and the size of its
-    /// body), as the consumer does for each dead letter it makes once the
-    /// broker confirmed it in the queue: for dead letters that reached the
-    /// queue another way (a hand-written tool, a test's own), so that
-    /// `groups` still answers from the index. How many entries were
-    /// written: none when the queue has no index. A dead letter whose
-    /// headers were set aside (they nest too deep) gets none, as the
-    /// consumer's would, and the count check finds it.
-    ///
-    /// ```no_run
-    /// # async fn demo(dlq: rabbit_backoff::dead_letters::Dlq, properties: lapin::BasicProperties) -> Result<(), rabbit_backoff::Error> {
-    /// // A dead letter of 1 KiB published to the dead-letter exchange, confirmed:
-    /// dlq.write_index_entries([(&properties, 1024)]).await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn write_index_entries<'a>(
-        &self,
-        dead_letters: impl IntoIterator<Item = (&'a BasicProperties, usize)>,
-    ) -> Result<usize, Error> {
-        let entries = dead_letters
-            .into_iter()
-            .filter_map(|(properties, body_len)| index_entry(properties, body_len));
-        EntryWriter::write_all(&*self.connection, &self.names, entries).await
-    }
-}
