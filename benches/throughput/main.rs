@@ -161,6 +161,7 @@
 mod broker_process;
 #[path = "../common/child.rs"]
 mod child;
+mod consume;
 #[path = "../common/results.rs"]
 mod results;
 
@@ -169,6 +170,7 @@ mod names;
 mod process;
 mod report;
 mod run;
+mod say;
 mod scenario;
 mod side;
 mod sides;
@@ -179,8 +181,9 @@ mod work;
 use rabbit_backoff_core::ConsumerSpec;
 
 use process::{CHILD, child, log_filter, processes};
-use report::{curve, say, table, write_results};
+use report::{curve, table, write_results};
 use run::{memory_check, run_once};
+use say::say;
 use scenario::SCENARIOS;
 use side::Side;
 use target::{Target, sides_on};

@@ -5,7 +5,7 @@ use rabbit_backoff::prelude::*;
 use rabbit_backoff_core::ConsumerSpec;
 
 use crate::child as spawn;
-use crate::run::{Run, consume};
+use crate::consume::{Run, consume};
 use crate::scenario::{SCENARIOS, Scenario};
 use crate::side::Side;
 use crate::target::Target;

@@ -3,18 +3,10 @@
 
 use crate::results;
 use crate::run::samples;
+use crate::say::say;
 use crate::scenario::SCENARIOS;
 use crate::side::Side;
 use crate::target::Target;
-
-/// Prints a line of the report, as `println!` does, and keeps it for the
-/// file `BENCH_RESULTS` names.
-macro_rules! say {
-    ($($arg:tt)*) => {
-        $crate::results::say(format!($($arg)*))
-    };
-}
-pub(crate) use say;
 
 pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::future::join_all;
 use lapin::options::{BasicGetOptions, BasicPublishOptions};
@@ -12,18 +12,19 @@ use rabbit_backoff::prelude::*;
 use rabbit_backoff_core::ConsumerSpec;
 
 use crate::broker_process;
+use crate::consume::consume;
 use crate::env_or;
-use crate::measure::{cpu_time, measured_span_ends, measured_span_starts, rss_kib};
+use crate::measure::rss_kib;
 use crate::names::Names;
 use crate::process::{broker_pid, in_child, processes};
-use crate::report::say;
+use crate::say::say;
 use crate::scenario::{SCENARIOS, Scenario};
 use crate::side::Side;
 use crate::sides::dedupe::forget_keys;
 use crate::sides::start;
 use crate::target::{Target, closed, connect};
 use crate::topology::{declare, delete};
-use crate::work::{Kind, Msg, Tally, framework};
+use crate::work::{Msg, Tally, framework};
 
 pub(crate) struct Sample {
     pub(crate) rate: f64,
@@ -72,14 +73,6 @@ pub(crate) async fn prepublish(
             );
         }
     }
-}
-
-/// The depth of `queue`, by a passive declare on `channel` (one channel for
-/// the whole run: opening one per poll cost more CPU than a message).
-pub(crate) async fn depth(channel: &Channel, queue: &str) -> u32 {
-    rabbit_backoff_test_support::declare::passive(channel, queue)
-        .await
-        .message_count()
 }
 
 /// The spec of a run of `side`: the framework's, with a queue name unique
@@ -194,88 +187,6 @@ pub(crate) async fn run_once(
         cpu_us: run.cpu * 1e6 / n as f64,
         broker_us: broker_cpu.map(|cpu| cpu * 1e6 / n as f64),
         duplicates: run.duplicates,
-    }
-}
-
-/// What one side did with a run's messages.
-pub(crate) struct Run {
-    /// Seconds from the first delivery to the last message settled.
-    pub(crate) elapsed: f64,
-    /// The consumer's CPU seconds over that span (from the consumer's start).
-    pub(crate) cpu: f64,
-    /// Messages neither handled nor dead-lettered, or handled when they
-    /// should have been dead-lettered.
-    pub(crate) lost: usize,
-    /// Handler runs past the first for one message.
-    pub(crate) duplicates: usize,
-    /// Messages in the dead-letter queue at the end.
-    pub(crate) dead: usize,
-}
-
-/// Runs `side` over the run's messages in this process until every one is
-/// handled or dead-lettered, and checks them.
-pub(crate) async fn consume(
-    target: &Target,
-    side: Side,
-    scenario: Scenario,
-    n: usize,
-    spec: &ConsumerSpec,
-) -> Run {
-    let admin = connect(target).await;
-    let expected_dead = scenario.permanent_among(n as u64);
-    let expected_ok = n - expected_dead;
-    let poll_channel = admin.create_channel().await.expect("channel");
-    let tally = Arc::new(Tally::new(n));
-    measured_span_starts();
-    let cpu_before = cpu_time();
-    let names = Names::of(side, spec);
-    let (stop, task) = start(target, side, spec, &names, &tally).await;
-    let dlq = &names.dlq;
-    let deadline = Instant::now() + Duration::from_secs(300);
-    let mut dead = 0;
-    loop {
-        if tally.ok.load(Ordering::Relaxed) == expected_ok {
-            dead = depth(&poll_channel, dlq).await as usize;
-            if dead == expected_dead {
-                break;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "run did not settle: {} ok, {dead} dead",
-            tally.ok.load(Ordering::Relaxed)
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let ended = Instant::now();
-    let cpu = cpu_time() - cpu_before;
-    measured_span_ends();
-    stop.shutdown();
-    task.await.expect("the consumer task ends");
-    closed(admin.close(200, "".into())).await;
-
-    // Every message handled or dead-lettered, none lost.
-    let lost = (0..n as u64)
-        .filter(|&id| {
-            let handled = tally.handled[id as usize].load(Ordering::Relaxed);
-            match (scenario.kind)(id) {
-                Kind::Permanent => handled != 0,
-                _ => handled == 0,
-            }
-        })
-        .count();
-    let duplicates = tally
-        .handled
-        .iter()
-        .map(|h| h.load(Ordering::Relaxed).saturating_sub(1) as usize)
-        .sum();
-    let first = *tally.first.get().expect("at least one delivery");
-    Run {
-        elapsed: (ended - first).as_secs_f64(),
-        cpu: cpu.as_secs_f64(),
-        lost,
-        duplicates,
-        dead,
     }
 }
 

@@ -8,7 +8,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Connection, ConnectionProperties};
 use rabbit_backoff::QueueType;
 
-use crate::report::say;
+use crate::say::say;
 use crate::side::Side;
 
 /// Where a table is measured: a broker (one node or a cluster's list) and
