@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel};
-use rabbit_backoff_core::{ConsumerSpec, Topology};
+use rabbit_backoff_core::{ConsumerSpec, IndexBatch, Topology};
+use rabbit_backoff_runtime::toolkit::index_entry;
 
 use crate::PATIENCE;
 use crate::broker::{connect, unique, url};
@@ -51,21 +52,31 @@ impl Fixture {
     /// The same with the retry tiers of `delays` (`"60s,10m"`).
     pub async fn with_delays(name: &str, delays: &str, dead_letters: &[DeadLetter]) -> Fixture {
         let mut spec = ConsumerSpec::new(unique(name), delays.parse().unwrap());
-        // Synthetic dead letters through the dead-letter exchange: on a
-        // classic topology the broker writes them to the index bound beside
-        // the queue, as the consumer's would be.
+        // Synthetic dead letters through the dead-letter exchange, each with
+        // its entry in the dead-letter index, as the consumer writes them.
         spec.queue_type = Some(rabbit_backoff_core::QueueType::Classic);
+        let topology = Topology::of(&spec);
         let connection = rabbit_backoff_runtime::connect(&url())
             .await
             .unwrap_or_else(|e| panic!("no RabbitMQ at {} ({e}); run scripts/test.sh", url()));
-        rabbit_backoff_runtime::declare_topology(&*connection, &Topology::of(&spec))
+        rabbit_backoff_runtime::declare_topology(&*connection, &topology)
             .await
             .expect("declare the topology");
+        // The index's streams, as the consumer's index writer declares them.
+        let streams = connection.open_channel().await.expect("a channel");
+        for stream in topology.dead_letter_index.queues() {
+            streams
+                .declare_queue(stream)
+                .await
+                .unwrap_or_else(|e| panic!("declare {}: {e}", stream.name));
+        }
+        streams.close().await;
         connection.close().await;
 
         let connection = connect().await;
         let channel = connection.create_channel().await.unwrap();
         channel.confirm_select(Default::default()).await.unwrap();
+        let mut entries = IndexBatch::default();
         for letter in dead_letters {
             let mut headers = FieldTable::default();
             headers.insert("x-error".into(), long_string(&letter.error));
@@ -79,8 +90,13 @@ impl Fixture {
             for (name, value) in &letter.headers {
                 headers.insert((*name).into(), long_string(value));
             }
-            // Through the dead-letter exchange, as the consumer sends them:
-            // the dead-letter index beside the queue has them too.
+            // Through the dead-letter exchange, as the consumer sends them.
+            let properties = BasicProperties::default()
+                .with_message_id(letter.id.into())
+                .with_headers(headers.clone());
+            entries
+                .entries
+                .extend(index_entry(&properties, letter.body.len()));
             publish_confirmed(
                 &channel,
                 &spec.names().dead_letter_exchange,
@@ -91,6 +107,21 @@ impl Fixture {
             )
             .await;
         }
+        // Their entries, once the broker confirmed them, in one batch.
+        channel
+            .basic_publish(
+                "".into(),
+                spec.names().dead_letter_index().as_str().into(),
+                BasicPublishOptions::default(),
+                &entries.encode(),
+                BasicProperties::default()
+                    .with_content_type(IndexBatch::CONTENT_TYPE.into())
+                    .with_delivery_mode(2),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
         let _ = connection.close(200, "".into()).await;
         Fixture { spec }
     }
