@@ -491,14 +491,18 @@ async fn groups_over_many_dead_letters_from_the_index() {
 }
 
 /// The bytes of the segment files of `stream` under the broker's stream
-/// directory `dir` (one directory per stream, named after the vhost, the
-/// stream and a timestamp).
+/// directory `dir` (a directory per stream, named `__<stream>_<timestamp>`
+/// on the virtual host `/`, the stream's dots written as underscores).
 fn stream_bytes(dir: &str, stream: &str) -> u64 {
-    let prefix = format!("_2f_{stream}_");
+    let name = format!("__{}", stream.replace('.', "_"));
     let mut bytes = 0;
     for entry in std::fs::read_dir(dir).expect("the stream directory") {
         let entry = entry.unwrap();
-        if !entry.file_name().to_string_lossy().starts_with(&prefix) {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let ours = file_name.rsplit_once('_').is_some_and(|(named, stamp)| {
+            named == name && stamp.bytes().all(|b| b.is_ascii_digit())
+        });
+        if !ours {
             continue;
         }
         for file in std::fs::read_dir(entry.path()).unwrap() {
