@@ -20,6 +20,16 @@ use rabbit_backoff_core::IndexBatch;
 
 const WAIT: Duration = Duration::from_secs(15);
 
+/// A `Dlq` of `spec` on the test broker, reading the index over its stream
+/// port (`RABBITMQ_STREAM_PORT`, default 5552).
+async fn connect_dlq(spec: &ConsumerSpec) -> Dlq {
+    let port = std::env::var("RABBITMQ_STREAM_PORT")
+        .ok()
+        .and_then(|port| port.parse().ok())
+        .unwrap_or(rabbit_backoff::dead_letters::DEFAULT_STREAM_PORT);
+    Dlq::connect(&url(), spec).await.unwrap().stream_port(port)
+}
+
 /// Whether the broker binds `binding`'s queue to its exchange.
 fn bound(binding: &Binding) -> bool {
     let listed = rabbitmqctl()
@@ -133,7 +143,7 @@ async fn a_classic_consumer_binds_no_stream_and_writes_its_entries_in_batches() 
         "batches of several entries: {messages:?}"
     );
 
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let report = dlq
         .group_report(&DeadLetterFilter::default())
         .await
@@ -261,7 +271,7 @@ async fn import_replay_and_edit_write_their_entries() {
         let (connection, channel) = confirm_channel().await;
         publish_dead_letters(&channel, &source, &letters).await;
         let _ = connection.close(200, "".into()).await;
-        let dlq = Dlq::connect(&url(), &source).await.unwrap();
+        let dlq = connect_dlq(&source).await;
         let mut exported = Vec::new();
         dlq.export(&DeadLetterFilter::default(), &mut exported)
             .await
@@ -273,7 +283,7 @@ async fn import_replay_and_edit_write_their_entries() {
             .map(|line| serde_json::from_str(line).unwrap())
             .collect()
     };
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     assert_eq!(dlq.import(records).await.unwrap(), 9);
     let (dlq, groups) = index_equals_pass(dlq).await;
     assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), 9);
@@ -317,7 +327,7 @@ async fn an_index_of_the_previous_format_is_read_as_it_is() {
         .unwrap();
     let (connection, channel) = confirm_channel().await;
     publish_dead_letters(&channel, &spec, &letters[..6]).await;
-    let dlq = Dlq::connect(&url(), &spec).await.unwrap();
+    let dlq = connect_dlq(&spec).await;
     let (dlq, groups) = index_equals_pass(dlq).await;
     assert_eq!(groups.iter().map(|g| g.count).sum::<usize>(), 6);
 
@@ -392,10 +402,7 @@ async fn groups_over_many_dead_letters_from_the_index() {
         earlier.close().await;
     }
     let (connection, channel) = confirm_channel().await;
-    let dlq = Dlq::connect(&url(), &spec)
-        .await
-        .unwrap()
-        .index_readers(readers);
+    let dlq = connect_dlq(&spec).await.index_readers(readers);
     let body = vec![b'x'; 1024];
     let filled = Instant::now();
     let mut batch = Vec::with_capacity(1000);
@@ -484,14 +491,18 @@ async fn groups_over_many_dead_letters_from_the_index() {
 }
 
 /// The bytes of the segment files of `stream` under the broker's stream
-/// directory `dir` (one directory per stream, named after the vhost, the
-/// stream and a timestamp).
+/// directory `dir` (a directory per stream, named `__<stream>_<timestamp>`
+/// on the virtual host `/`, the stream's dots written as underscores).
 fn stream_bytes(dir: &str, stream: &str) -> u64 {
-    let prefix = format!("_2f_{stream}_");
+    let name = format!("__{}", stream.replace('.', "_"));
     let mut bytes = 0;
     for entry in std::fs::read_dir(dir).expect("the stream directory") {
         let entry = entry.unwrap();
-        if !entry.file_name().to_string_lossy().starts_with(&prefix) {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let ours = file_name.rsplit_once('_').is_some_and(|(named, stamp)| {
+            named == name && stamp.bytes().all(|b| b.is_ascii_digit())
+        });
+        if !ours {
             continue;
         }
         for file in std::fs::read_dir(entry.path()).unwrap() {

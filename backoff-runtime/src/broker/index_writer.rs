@@ -5,12 +5,14 @@
 //! each dead letter once the broker confirmed it in the dead-letter queue,
 //! and it publishes the dead letter's entry
 //! ([`IndexEntry`](rabbit_backoff_core::IndexEntry)) to the index's
-//! stream in the background, many entries to a message ([`IndexBatch`]): a
-//! batch goes out when it holds [`BATCH`] entries or its first entry has
+//! stream in the background, many entries to a message ([`IndexBatch`]):
+//! what has gathered goes out when [`BATCH`] entries wait or the first has
 //! waited [`LINGER`], whichever comes first. Nothing it does can hold a
 //! delivery back:
-//! - a consumer hands an entry over without waiting (a bounded queue; when
-//!   it is full, the entry is dropped);
+//! - a consumer hands an entry over without waiting: it pushes it on a
+//!   bounded list under a lock held for the push (when [`QUEUED`] entries
+//!   wait, the entry is dropped), and wakes the writer only for the first
+//!   entry of a batch and when a batch is full, not for each one;
 //! - the streams are declared by the writer, on its connection, not on the
 //!   consumer's, so a consumer starts while the stream coordinator is down;
 //! - a stream that cannot take entries (a coordinator without its quorum
@@ -25,7 +27,7 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -33,7 +35,7 @@ use futures_util::stream::FuturesUnordered;
 use lapin::BasicProperties;
 use lapin::types::ShortString;
 use rabbit_backoff_core::{DeadLetterIndexDecl, DeclareMode, IndexBatch};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
 use crate::broker::index_entry::index_entry;
@@ -59,29 +61,38 @@ const PAUSES: (Duration, Duration) = (Duration::from_secs(1), Duration::from_sec
 /// How long a stopping writer keeps publishing what it holds.
 const FLUSH: Duration = Duration::from_secs(2);
 
-/// What a consumer hands the writer.
-enum Command {
-    /// An index the consumers of this runtime write to: declared (or with
-    /// [`DeclareMode::Passive`] only checked) on every connection of the
-    /// writer.
-    Declare(DeadLetterIndexDecl, DeclareMode),
-    /// A confirmed dead letter, for the stream `stream`: its properties and
-    /// the size of its body, from which the writer makes its entry.
-    Write {
-        stream: Arc<str>,
-        body_len: usize,
-        properties: Box<BasicProperties>,
-    },
+/// An index the consumers of this runtime write to: declared (or with
+/// [`DeclareMode::Passive`] only checked) on every connection of the
+/// writer.
+struct Declare(DeadLetterIndexDecl, DeclareMode);
+
+/// A confirmed dead letter, for the stream `stream`: its properties and the
+/// size of its body, from which the writer makes its entry.
+struct Written {
+    stream: Arc<str>,
+    body_len: usize,
+    properties: Box<BasicProperties>,
+}
+
+/// The dead letters handed over and not yet taken by the writer.
+#[derive(Default)]
+struct Handed {
+    waiting: Mutex<Vec<Written>>,
+    /// Wakes the writer: at the first entry of a batch, and when a batch
+    /// is full.
+    wake: Notify,
 }
 
 /// A batch published and not yet confirmed: what became of it, and how
 /// many entries it holds.
 type Sent = Pin<Box<dyn Future<Output = (Result<Confirm, TransportError>, usize)> + Send>>;
 
-/// The handle the consumers write entries through: cheap to clone.
+/// The handle the consumers write entries through: cheap to clone. The
+/// writer stops once every handle is dropped.
 #[derive(Clone)]
 pub(crate) struct IndexWriter {
-    commands: mpsc::Sender<Command>,
+    declares: mpsc::Sender<Declare>,
+    handed: Arc<Handed>,
 }
 
 impl IndexWriter {
@@ -89,9 +100,10 @@ impl IndexWriter {
     /// `transport`; it runs until every handle is dropped, then publishes
     /// what it holds for at most [`FLUSH`].
     pub(crate) fn start(transport: Arc<dyn Transport>) -> (Self, tokio::task::JoinHandle<()>) {
-        let (commands, received) = mpsc::channel(QUEUED);
-        let task = tokio::spawn(Writer::new(transport).run(received));
-        (IndexWriter { commands }, task)
+        let (declares, received) = mpsc::channel(16);
+        let handed = Arc::new(Handed::default());
+        let task = tokio::spawn(Writer::new(transport).run(received, Arc::clone(&handed)));
+        (IndexWriter { declares, handed }, task)
     }
 
     /// Declares `index` (or with [`DeclareMode::Passive`] checks that its
@@ -99,7 +111,7 @@ impl IndexWriter {
     /// its reconnections.
     pub(crate) async fn declare(&self, index: DeadLetterIndexDecl, mode: DeclareMode) {
         // Fails only when the writer is gone: then there is nothing to do.
-        let _ = self.commands.send(Command::Declare(index, mode)).await;
+        let _ = self.declares.send(Declare(index, mode)).await;
     }
 
     /// Hands over a dead letter confirmed in the dead-letter queue, to be
@@ -107,13 +119,27 @@ impl IndexWriter {
     /// [`QUEUED`] entries, the entry is dropped (and the count check heals
     /// the index).
     pub(crate) fn write(&self, stream: &Arc<str>, body: &[u8], properties: Box<BasicProperties>) {
-        let entry = Command::Write {
+        let written = Written {
             stream: Arc::clone(stream),
             body_len: body.len(),
             properties,
         };
-        if self.commands.try_send(entry).is_err() {
-            tracing::debug!("the dead-letter index {stream} is behind; an entry is dropped");
+        let waiting = {
+            let mut waiting = self
+                .handed
+                .waiting
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if waiting.len() >= QUEUED {
+                drop(waiting);
+                tracing::debug!("the dead-letter index {stream} is behind; an entry is dropped");
+                return;
+            }
+            waiting.push(written);
+            waiting.len()
+        };
+        if waiting == 1 || waiting == BATCH {
+            self.handed.wake.notify_one();
         }
     }
 }
@@ -132,12 +158,6 @@ struct Writer {
     transport: Arc<dyn Transport>,
     indexes: Vec<(DeadLetterIndexDecl, DeclareMode)>,
     session: Option<Session>,
-    /// The batches being collected, one per entries stream that has
-    /// entries waiting.
-    batches: Vec<(Arc<str>, IndexBatch)>,
-    /// When the batches go out, however few entries they hold: [`LINGER`]
-    /// after the first entry of the oldest.
-    due: Option<Instant>,
     /// When the next connection may be opened, after a failure.
     not_before: Option<Instant>,
     /// The pause after the next failure.
@@ -152,41 +172,37 @@ impl Writer {
             transport,
             indexes: Vec::new(),
             session: None,
-            batches: Vec::new(),
-            due: None,
             not_before: None,
             pause: PAUSES.0,
             dropped: 0,
         }
     }
 
-    async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
+    async fn run(mut self, mut declares: mpsc::Receiver<Declare>, handed: Arc<Handed>) {
         let mut pending: FuturesUnordered<Sent> = FuturesUnordered::new();
         loop {
-            let due = self.due;
             tokio::select! {
                 biased;
                 Some(confirmed) = pending.next(), if !pending.is_empty() => {
                     self.confirmed(confirmed, &mut pending);
                 }
-                _ = sleep_until(due), if due.is_some() && pending.len() < IN_FLIGHT => {
-                    self.flush(&mut pending).await;
-                }
-                command = commands.recv(), if pending.len() < IN_FLIGHT => match command {
-                    Some(Command::Declare(index, mode)) => self.add(index, mode).await,
-                    Some(Command::Write { stream, body_len, properties }) => {
-                        if let Some(full) = self.collect(stream, &properties, body_len)
-                            && let Some(sent) = self.publish(&full.0, full.1).await
-                        {
-                            pending.push(sent);
-                        }
-                    }
+                declare = declares.recv() => match declare {
+                    Some(Declare(index, mode)) => self.add(index, mode).await,
+                    // Every handle is gone: the runtime is stopping.
                     None => break,
                 },
+                () = handed.wake.notified(), if pending.len() < IN_FLIGHT => {
+                    // The first entry of a batch: let more gather, unless
+                    // a batch is full already.
+                    if handed.len() < BATCH {
+                        tokio::time::sleep(LINGER).await;
+                    }
+                    self.publish_handed(&handed, &mut pending).await;
+                }
             }
         }
         let flushed = tokio::time::timeout(FLUSH, async {
-            self.flush(&mut pending).await;
+            self.publish_handed(&handed, &mut pending).await;
             while let Some((confirmed, _)) = pending.next().await {
                 if confirmed.is_err() {
                     break;
@@ -199,45 +215,38 @@ impl Writer {
         }
     }
 
-    /// Adds the entry of a dead letter to its stream's batch; the batch,
-    /// taken out, once it is full.
-    fn collect(
-        &mut self,
-        stream: Arc<str>,
-        properties: &BasicProperties,
-        body_len: usize,
-    ) -> Option<(Arc<str>, IndexBatch)> {
-        let Some(entry) = index_entry(properties, body_len) else {
-            tracing::debug!(
-                "a dead letter whose headers nest too deep has no entry in {stream}; the count \
-                 check finds it"
-            );
-            return None;
-        };
-        let at = match self.batches.iter().position(|(s, _)| *s == stream) {
-            Some(at) => at,
-            None => {
-                self.batches.push((stream, IndexBatch::default()));
-                self.due.get_or_insert_with(|| Instant::now() + LINGER);
-                self.batches.len() - 1
-            }
-        };
-        let entries = &mut self.batches[at].1.entries;
-        entries.push(entry);
-        if entries.len() < BATCH {
-            return None;
+    /// Takes every dead letter handed over, makes their entries and
+    /// publishes them, [`BATCH`] at most to a message, a batch per stream.
+    async fn publish_handed(&mut self, handed: &Handed, pending: &mut FuturesUnordered<Sent>) {
+        let written =
+            std::mem::take(&mut *handed.waiting.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut batches: Vec<(Arc<str>, IndexBatch)> = Vec::new();
+        for Written {
+            stream,
+            body_len,
+            properties,
+        } in written
+        {
+            let Some(entry) = index_entry(&properties, body_len) else {
+                tracing::debug!(
+                    "a dead letter whose headers nest too deep has no entry in {stream}; the \
+                     count check finds it"
+                );
+                continue;
+            };
+            let at = match batches
+                .iter()
+                .rposition(|(s, b)| *s == stream && b.entries.len() < BATCH)
+            {
+                Some(at) => at,
+                None => {
+                    batches.push((stream, IndexBatch::default()));
+                    batches.len() - 1
+                }
+            };
+            batches[at].1.entries.push(entry);
         }
-        let full = self.batches.swap_remove(at);
-        if self.batches.is_empty() {
-            self.due = None;
-        }
-        Some(full)
-    }
-
-    /// Publishes every batch being collected.
-    async fn flush(&mut self, pending: &mut FuturesUnordered<Sent>) {
-        self.due = None;
-        for (stream, batch) in std::mem::take(&mut self.batches) {
+        for (stream, batch) in batches {
             if let Some(sent) = self.publish(&stream, batch).await {
                 pending.push(sent);
             }
@@ -473,10 +482,9 @@ async fn declare(
     declared.unwrap_or_else(|_| Err(format!("no answer within {CONFIRM_TIMEOUT:?}")))
 }
 
-/// Waits until `due`; never, without one (the branch that waits is off).
-async fn sleep_until(due: Option<Instant>) {
-    match due {
-        Some(due) => tokio::time::sleep_until(due).await,
-        None => std::future::pending().await,
+impl Handed {
+    /// How many dead letters wait.
+    fn len(&self) -> usize {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
