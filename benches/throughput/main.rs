@@ -17,8 +17,8 @@
 //! process instead, for profilers (`scripts/bench-instructions.sh`).
 //!
 //! **Topologies.** The framework's sides run on the topology the framework
-//! declares (`declare_topology`, the dead-letter index included, where the
-//! framework declares one: beside classic queues), queue `bench.<8 hex>`.
+//! declares (`declare_topology`; the consumer's index writer declares the
+//! dead-letter index's streams), queue `bench.<8 hex>`.
 //! Every hand-written side (`article`, `full`, `spawned`, `spawned-full`,
 //! `guarded`, `delayed`) runs on the article's own topology, declared by the
 //! bench with plain lapin calls, under a prefix `<p>` = `bench.<8 hex>`
@@ -99,10 +99,8 @@
 //! dead-letter index turned off (`dead_letter_index = DeadLetterIndex::Off`):
 //! each dead letter written once, to the dead-letter queue, as on the
 //! hand-written sides. Its ratios are its own to the framework with the
-//! index (throughput, then CPU per message, then the broker's). On a quorum
-//! target the framework writes the index itself (`IndexFeed::Written`):
-//! there the ratio is what the consumer's second write of each dead letter
-//! costs.
+//! index (throughput, then CPU per message, then the broker's): what the
+//! consumer's summary entries, written in batches, cost.
 //!
 //! `delayed` (only when named, on a quorum target of RabbitMQ 4.3): the
 //! `article` loop with RabbitMQ 4.3's delayed retries instead of retry
