@@ -8,7 +8,7 @@ use crate::test_broker::TestBroker;
 
 impl TestBroker {
     /// Fault: the next `times` publishes routed to `queue` are not enqueued
-    /// there, and their publishers get [`Confirm::Nack`] (as from a full
+    /// there, and their publishers get [`Confirm::Nack`](rabbit_backoff_runtime::transport::Confirm::Nack) (as from a full
     /// `reject-publish` queue).
     ///
     /// ```
@@ -30,7 +30,7 @@ impl TestBroker {
 
     /// Fault: the next `times` publishes routed to `queue` miss it, as if it
     /// were not bound; with no other queue reached, their publishers get
-    /// [`Confirm::Returned`].
+    /// [`Confirm::Returned`](rabbit_backoff_runtime::transport::Confirm::Returned).
     ///
     /// ```
     /// # use rabbit_backoff::testing::TestBroker;
@@ -110,7 +110,7 @@ impl TestBroker {
 
     /// Fault: closes every connection (and its channels) as a broker
     /// restart does, with `CONNECTION_FORCED`; queues and their messages
-    /// stay. Clients must reconnect with [`Transport::connect`].
+    /// stay. Clients must reconnect with [`Transport::connect`](rabbit_backoff_runtime::transport::Transport::connect).
     ///
     /// ```
     /// # use rabbit_backoff::testing::TestBroker;
