@@ -49,6 +49,13 @@ pub const ORIGINAL_BODY: &str = "x-original-body";
 /// In an `x-replay-history` entry of a message edited before its replay: the
 /// user headers the edit changed or removed, with their values before it.
 pub const ORIGINAL_HEADERS: &str = "x-original-headers";
+/// On a copy a replay job sent: the job's id. The consumer records what
+/// became of each delivery that carries it (its fate) in the replay log of
+/// its dead-letter queue, and keeps it on the retry copies it makes, so the
+/// job follows the copy until it is handled or dead-lettered again.
+pub const REPLAY_JOB: &str = "x-replay-job";
+/// On a copy a replay job sent: the copy's number in its job (an integer).
+pub const REPLAY_SEQ: &str = "x-replay-seq";
 /// Marks the end of a pass over a dead-letter queue: when the operator
 /// tools have to move messages to the back of the queue to read past a
 /// bounded window, they first put one message with this header behind the
@@ -85,7 +92,7 @@ pub const ORIGINAL: [&str; 3] = [ORIGINAL_QUEUE, ORIGINAL_EXCHANGE, ORIGINAL_ROU
 
 /// Every header the framework writes; all others are the user's (or the
 /// broker's, such as `x-death`).
-pub const FRAMEWORK: [&str; 13] = [
+pub const FRAMEWORK: [&str; 15] = [
     RETRY_COUNT,
     ERROR,
     FAILED_AT,
@@ -99,4 +106,6 @@ pub const FRAMEWORK: [&str; 13] = [
     REPLAY_COUNT,
     DROPPED_HEADERS,
     RETRIED_AT,
+    REPLAY_JOB,
+    REPLAY_SEQ,
 ];

@@ -57,6 +57,7 @@ mod offset_ranges;
 mod reconnect;
 mod reconnect_probe;
 mod replay;
+mod replay_job;
 mod retry_backend;
 mod retry_count;
 mod return_watch;
@@ -97,6 +98,11 @@ pub use offset_ranges::split_offsets;
 pub use reconnect::ReconnectBackoff;
 pub use reconnect_probe::{MIN_PROBE_INTERVAL, ReconnectProbe};
 pub use replay::{FAILURE_HEADERS, REPLAY_HISTORY_LIMIT, history_overflow, replay_target};
+pub use replay_job::{
+    Fate, FateBatch, FateCounts, FateTally, MAX_CANARY, PlanError, REPLAY_LOG_MAX_AGE,
+    REPLAY_LOG_MAX_BYTES, ReplayFate, ReplayPlan, ReplayVerdict, parse_rate, parse_threshold,
+    replay_log_decl,
+};
 pub use retry_backend::{DelayedRetry, NotLinear, RetryBackend, delayed_arguments};
 pub use retry_count::{RetryCount, RetryCountWarning, read_retry_count};
 pub use return_watch::{NodeProbe, ProbeVerdict, ReturnWatch};

@@ -60,6 +60,7 @@ pub struct TopologyNames {
 
 /// What the dead-letter index's name adds to the dead-letter queue's.
 const INDEX_SUFFIX: &str = ".index";
+const REPLAYS_SUFFIX: &str = ".replays";
 
 /// What the index's tombstone stream adds to the index's name.
 const REMOVALS_SUFFIX: &str = ".removed";
@@ -87,8 +88,8 @@ impl TopologyNames {
     }
 
     /// The dead-letter index: a stream beside the dead-letter queue, bound to
-    /// the dead-letter exchange with the same routing key, so that the broker
-    /// writes every dead letter to both (`<dead-letter queue>.index`).
+    /// nothing, to which the consumer writes a summary entry of each dead
+    /// letter it confirmed (`<dead-letter queue>.index`).
     ///
     /// ```
     /// # use rabbit_backoff::topology::{NameOverrides, TopologyNames};
@@ -104,6 +105,20 @@ impl TopologyNames {
     /// from the dead-letter queue (`<dead-letter queue>.index.removed`).
     pub fn dead_letter_index_removals(&self) -> String {
         format!("{}{INDEX_SUFFIX}{REMOVALS_SUFFIX}", self.dead_letter_queue)
+    }
+
+    /// The replay log: a stream beside the dead-letter queue that holds the
+    /// replay jobs' records (what each sent, who paused or stopped it) and
+    /// the fates the consumers recorded of the copies
+    /// (`<dead-letter queue>.replays`). Declared by the first replay job.
+    ///
+    /// ```
+    /// # use rabbit_backoff::topology::{NameOverrides, TopologyNames};
+    /// let names = TopologyNames::resolve("orders", &NameOverrides::default());
+    /// assert_eq!(names.replay_log(), "orders.dlq.replays");
+    /// ```
+    pub fn replay_log(&self) -> String {
+        format!("{}{REPLAYS_SUFFIX}", self.dead_letter_queue)
     }
 
     /// The name of the retry queue for a delay of `ms` milliseconds.

@@ -21,3 +21,5 @@ pub const MAX_LENGTH_BYTES: &str = "x-max-length-bytes";
 pub const STREAM_MAX_SEGMENT_SIZE_BYTES: &str = "x-stream-max-segment-size-bytes";
 /// The `x-queue-type` of a stream.
 pub const STREAM: &str = "stream";
+/// How long a stream keeps a segment once it is full (`7D`, `12h`).
+pub const MAX_AGE: &str = "x-max-age";
