@@ -1,5 +1,7 @@
 //! The dead-letter index, written by the consumer on every topology
-//! ([`IndexFeed::Written`](rabbit_backoff_core::IndexFeed::Written)).
+//! ([`IndexFeed::Written`](rabbit_backoff_core::IndexFeed::Written)), and
+//! the fates of replayed copies, written to their replay log (a stream a
+//! replay job declares; when none exists, nothing is written).
 //!
 //! One writer per runtime, on a connection of its own: the consumers hand it
 //! each dead letter once the broker confirmed it in the dead-letter queue,
@@ -34,7 +36,7 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use lapin::BasicProperties;
 use lapin::types::ShortString;
-use rabbit_backoff_core::{DeadLetterIndexDecl, DeclareMode, IndexBatch};
+use rabbit_backoff_core::{DeadLetterIndexDecl, DeclareMode, FateBatch, IndexBatch, ReplayFate};
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
@@ -66,12 +68,37 @@ const FLUSH: Duration = Duration::from_secs(2);
 /// writer.
 struct Declare(DeadLetterIndexDecl, DeclareMode);
 
-/// A confirmed dead letter, for the stream `stream`: its properties and the
-/// size of its body, from which the writer makes its entry.
+/// A record for the stream `stream`.
 struct Written {
     stream: Arc<str>,
-    body_len: usize,
-    properties: Box<BasicProperties>,
+    record: Record,
+}
+
+/// What the writer is handed.
+enum Record {
+    /// A confirmed dead letter: its properties and the size of its body,
+    /// from which the writer makes its index entry.
+    DeadLetter {
+        body_len: usize,
+        properties: Box<BasicProperties>,
+    },
+    /// The fate of a replayed copy, for its dead-letter queue's replay log.
+    Fate(ReplayFate),
+}
+
+/// The batches of one publication round, by stream.
+enum Batch {
+    Entries(IndexBatch),
+    Fates(FateBatch),
+}
+
+impl Batch {
+    fn len(&self) -> usize {
+        match self {
+            Batch::Entries(batch) => batch.entries.len(),
+            Batch::Fates(batch) => batch.fates.len(),
+        }
+    }
 }
 
 /// The dead letters handed over and not yet taken by the writer.
@@ -83,9 +110,10 @@ struct Handed {
     wake: Notify,
 }
 
-/// A batch published and not yet confirmed: what became of it, and how
-/// many entries it holds.
-type Sent = Pin<Box<dyn Future<Output = (Result<Confirm, TransportError>, usize)> + Send>>;
+/// A batch published and not yet confirmed: what became of it, how many
+/// records it holds, and whether they are fates (which a replay log that
+/// does not exist returns: no replay job listens).
+type Sent = Pin<Box<dyn Future<Output = (Result<Confirm, TransportError>, usize, bool)> + Send>>;
 
 /// The handle the consumers write entries through: cheap to clone. The
 /// writer stops once every handle is dropped.
@@ -119,11 +147,27 @@ impl IndexWriter {
     /// [`QUEUED`] entries, the entry is dropped (and the count check heals
     /// the index).
     pub(crate) fn write(&self, stream: &Arc<str>, body: &[u8], properties: Box<BasicProperties>) {
-        let written = Written {
+        self.hand(Written {
             stream: Arc::clone(stream),
-            body_len: body.len(),
-            properties,
-        };
+            record: Record::DeadLetter {
+                body_len: body.len(),
+                properties,
+            },
+        });
+    }
+
+    /// Hands over the fate of a replayed copy, to be written to the replay
+    /// log `stream`; like [`write`](Self::write), never waits. Nothing is
+    /// written when the log does not exist (no replay job is watching).
+    pub(crate) fn fate(&self, stream: &Arc<str>, fate: ReplayFate) {
+        self.hand(Written {
+            stream: Arc::clone(stream),
+            record: Record::Fate(fate),
+        });
+    }
+
+    fn hand(&self, written: Written) {
+        let stream = Arc::clone(&written.stream);
         let waiting = {
             let mut waiting = self
                 .handed
@@ -203,7 +247,7 @@ impl Writer {
         }
         let flushed = tokio::time::timeout(FLUSH, async {
             self.publish_handed(&handed, &mut pending).await;
-            while let Some((confirmed, _)) = pending.next().await {
+            while let Some((confirmed, _, _)) = pending.next().await {
                 if confirmed.is_err() {
                     break;
                 }
@@ -220,31 +264,41 @@ impl Writer {
     async fn publish_handed(&mut self, handed: &Handed, pending: &mut FuturesUnordered<Sent>) {
         let written =
             std::mem::take(&mut *handed.waiting.lock().unwrap_or_else(|e| e.into_inner()));
-        let mut batches: Vec<(Arc<str>, IndexBatch)> = Vec::new();
-        for Written {
-            stream,
-            body_len,
-            properties,
-        } in written
-        {
-            let Some(entry) = index_entry(&properties, body_len) else {
-                tracing::debug!(
-                    "a dead letter whose headers nest too deep has no entry in {stream}; the \
-                     count check finds it"
-                );
-                continue;
-            };
-            let at = match batches
-                .iter()
-                .rposition(|(s, b)| *s == stream && b.entries.len() < BATCH)
-            {
+        let mut batches: Vec<(Arc<str>, Batch)> = Vec::new();
+        for Written { stream, record } in written {
+            let fates = matches!(record, Record::Fate(_));
+            let at = match batches.iter().rposition(|(s, b)| {
+                *s == stream && matches!(b, Batch::Fates(_)) == fates && b.len() < BATCH
+            }) {
                 Some(at) => at,
                 None => {
-                    batches.push((stream, IndexBatch::default()));
+                    let batch = if fates {
+                        Batch::Fates(FateBatch::default())
+                    } else {
+                        Batch::Entries(IndexBatch::default())
+                    };
+                    batches.push((stream, batch));
                     batches.len() - 1
                 }
             };
-            batches[at].1.entries.push(entry);
+            match (record, &mut batches[at].1) {
+                (Record::Fate(fate), Batch::Fates(batch)) => batch.fates.push(fate),
+                (
+                    Record::DeadLetter {
+                        body_len,
+                        properties,
+                    },
+                    Batch::Entries(batch),
+                ) => match index_entry(&properties, body_len) {
+                    Some(entry) => batch.entries.push(entry),
+                    None => tracing::debug!(
+                        "a dead letter whose headers nest too deep has no entry in {}; the \
+                         count check finds it",
+                        batches[at].0
+                    ),
+                },
+                _ => unreachable!("a record goes to a batch of its kind"),
+            }
         }
         for (stream, batch) in batches {
             if let Some(sent) = self.publish(&stream, batch).await {
@@ -272,9 +326,9 @@ impl Writer {
     }
 
     /// Publishes a batch to `stream`, connecting first when the writer has
-    /// no connection and may open one. `None` when its entries are dropped.
-    async fn publish(&mut self, stream: &str, batch: IndexBatch) -> Option<Sent> {
-        let entries = batch.entries.len();
+    /// no connection and may open one. `None` when its records are dropped.
+    async fn publish(&mut self, stream: &str, batch: Batch) -> Option<Sent> {
+        let entries = batch.len();
         if entries == 0 {
             return None;
         }
@@ -282,13 +336,21 @@ impl Writer {
             return self.drop_entries(stream, entries);
         }
         let session = self.session.as_ref()?;
-        if !session.streams.contains(stream) {
+        let fates = matches!(batch, Batch::Fates(_));
+        // A replay log is declared by its replay job, not by the writer.
+        if !fates && !session.streams.contains(stream) {
             return self.drop_entries(stream, entries);
         }
+        let (content_type, body) = match batch {
+            Batch::Entries(batch) => (IndexBatch::CONTENT_TYPE, batch.encode()),
+            Batch::Fates(batch) => (
+                FateBatch::CONTENT_TYPE,
+                serde_json::to_vec(&batch).expect("fates serialize"),
+            ),
+        };
         let properties = BasicProperties::default()
-            .with_content_type(ShortString::from(IndexBatch::CONTENT_TYPE))
+            .with_content_type(ShortString::from(content_type))
             .with_delivery_mode(PERSISTENT);
-        let body = batch.encode();
         let sent = tokio::time::timeout(
             CONFIRM_TIMEOUT,
             session
@@ -318,7 +380,7 @@ impl Writer {
                             "no confirm within {CONFIRM_TIMEOUT:?}"
                         ))),
                     };
-                    (confirmed, entries)
+                    (confirmed, entries, fates)
                 }))
             }
             Err(e) => {
@@ -332,11 +394,13 @@ impl Writer {
     /// confirm it is dropped (with the batches still in flight on it).
     fn confirmed(
         &mut self,
-        (confirmed, entries): (Result<Confirm, TransportError>, usize),
+        (confirmed, entries, fates): (Result<Confirm, TransportError>, usize, bool),
         pending: &mut FuturesUnordered<Sent>,
     ) {
         let why = match confirmed {
             Ok(Confirm::Ack) => return,
+            // No replay log: no job watches these copies any more.
+            Ok(Confirm::Returned) if fates => return,
             Ok(Confirm::Nack) => "a batch of entries was refused".to_owned(),
             Ok(Confirm::Returned) => "a batch of entries found no stream".to_owned(),
             Err(e) => e.to_string(),

@@ -96,7 +96,7 @@ impl Inbox {
             }
             Ok(Claim::Duplicate) => {
                 self.store_answers();
-                executor.ack(delivery.acker).await;
+                executor.ack(delivery.acker, &delivery.properties).await;
                 self.skipped.increment(1);
                 tracing::info!(key, "duplicate: handled already; acked without the handler");
                 Admission::Settled

@@ -172,8 +172,10 @@ impl Runtime {
     }
 
     /// The writer of the dead-letter indexes the consumers write
-    /// ([`IndexFeed::Written`]), started the first time it is asked for,
-    /// with their indexes to declare; `None` when no consumer writes one.
+    /// ([`IndexFeed::Written`]) and of the fates of replayed copies,
+    /// started the first time it is asked for, with the indexes to declare
+    /// (it opens its connection at the first of them, or at its first
+    /// record); `None` when the runtime has no consumer.
     pub(super) async fn index_writer(&self) -> Option<IndexWriter> {
         self.index_writer
             .get_or_init(|| async {
@@ -185,9 +187,7 @@ impl Runtime {
                             .then_some((topology.dead_letter_index, spec.declare))
                     })
                     .collect();
-                if written.is_empty() {
-                    return None;
-                }
+                self.specs().next()?;
                 let (writer, task) = IndexWriter::start(Arc::clone(&self.transport));
                 for (index, mode) in written {
                     writer.declare(index, mode).await;

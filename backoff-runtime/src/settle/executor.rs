@@ -16,9 +16,11 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use lapin::BasicProperties;
+use lapin::types::FieldTable;
 use rabbit_backoff_core::{
-    ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, IndexFeed,
-    QueueType, RetryBackend, Topology, broker_headroom,
+    ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, Fate, HeaderValue,
+    IndexFeed, QueueType, ReplayFate, RetryBackend, Topology, broker_headroom, headers,
+    truncate_error,
 };
 
 use crate::broker::declare::establish_topology;
@@ -32,7 +34,7 @@ use crate::settle::first_failure::{TierDelays, since_first_failure};
 use crate::settle::settlement::{Settler, Target};
 use crate::telemetry::failure_log::{FailureFate, FailureLog, failure_line, record_failure};
 use crate::telemetry::meters::Meters;
-use crate::transport::{Acker, Channel, Connection};
+use crate::transport::{Acker, Channel, Connection, header_view};
 
 /// How long a message whose republish failed is held before it is requeued,
 /// so that a broken retry or dead-letter route never turns into a hot loop.
@@ -80,6 +82,9 @@ pub(crate) struct Executor {
     /// index, and the index's entries stream, when the consumer writes it
     /// ([`IndexFeed::Written`]).
     pub(super) index: Option<(IndexWriter, Arc<str>)>,
+    /// Where the fates of replayed copies go: the writer, and the replay
+    /// log of the consumer's dead-letter queue.
+    pub(super) fates: Option<(IndexWriter, Arc<str>)>,
 }
 
 impl Executor {
@@ -101,8 +106,15 @@ impl Executor {
             )),
             _ => None,
         };
+        let fates = index_writer.map(|writer| {
+            (
+                writer.clone(),
+                Arc::from(spec.names().replay_log().as_str()),
+            )
+        });
         Executor {
             index,
+            fates,
             tiers: TierDelays::of(&topology, &spec.retry_delays()),
             stamp_first: spec.max_age.is_some(),
             settler: Settler::new(channel, Arc::clone(connection), confirm_timeout),
@@ -129,19 +141,47 @@ impl Executor {
 
     /// Acknowledges a delivery that needs no decision: a duplicate the
     /// inbox recognised, acked without its handler.
-    pub(crate) async fn ack(&self, acker: Acker) {
+    pub(crate) async fn ack(&self, acker: Acker, properties: &BasicProperties) {
         self.acks.ack(acker).await;
+        self.record_fate(properties, Fate::Handled, "");
     }
 
     /// Carries out `decision` for `original`, settled through `acker`.
     /// True when settled as decided; false when the copy was not confirmed
-    /// and the delivery was requeued or rejected instead.
+    /// and the delivery was requeued or rejected instead. A replayed copy's
+    /// fate is recorded once it is settled as decided.
     pub(crate) async fn execute(
         &self,
         acker: Acker,
         original: &Original<'_>,
         decision: Decision,
     ) -> bool {
+        let fate = Fate::of(&decision);
+        let settled = self.settle(acker, original, decision).await;
+        if settled {
+            self.record_fate(original.properties, fate, original.error);
+        }
+        settled
+    }
+
+    /// Hands the fate of a delivery that carries a replay job's marker to
+    /// the writer of its replay log; does nothing for any other delivery.
+    fn record_fate(&self, properties: &BasicProperties, fate: Fate, error: &str) {
+        let Some((writer, log)) = &self.fates else {
+            return;
+        };
+        let Some(headers) = properties.headers() else {
+            return;
+        };
+        let Some((job, seq)) = replay_marker(headers) else {
+            return;
+        };
+        let error = (fate.is_failure() && !error.is_empty()).then(|| truncate_error(error));
+        writer.fate(log, ReplayFate::new(job, seq, fate, error));
+    }
+
+    /// Carries out `decision` (see [`execute`](Self::execute)).
+    async fn settle(&self, acker: Acker, original: &Original<'_>, decision: Decision) -> bool {
         let error = original.error;
         let (copy, target) = match decision {
             Decision::Ack => {
@@ -517,4 +557,17 @@ impl Executor {
         self.acks.flush().await;
         self.settler.close().await;
     }
+}
+
+/// The replay job and copy number a delivery's headers carry, if any.
+fn replay_marker(table: &FieldTable) -> Option<(String, u64)> {
+    let job = match header_view(table.inner().get(headers::REPLAY_JOB)?) {
+        HeaderValue::Str(job) => job.to_owned(),
+        _ => return None,
+    };
+    let seq = match header_view(table.inner().get(headers::REPLAY_SEQ)?) {
+        HeaderValue::Int(seq) => u64::try_from(seq).ok()?,
+        _ => return None,
+    };
+    Some((job, seq))
 }

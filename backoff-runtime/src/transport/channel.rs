@@ -126,6 +126,15 @@ pub trait Channel: Send + Sync + 'static {
         Box::pin(std::future::ready(Ok(())))
     }
 
+    /// Declares `name` as an exclusive, auto-delete queue of this channel's
+    /// connection: a lock that the broker releases when the connection
+    /// closes, however it ends. Another connection that declares it while
+    /// it is held gets [`TransportError::Refused`] with code 405
+    /// `RESOURCE_LOCKED`. The default refuses, for a broker that cannot.
+    fn declare_exclusive<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {
+        refused(format!("'{name}': this broker has no exclusive queues"))
+    }
+
     /// Deletes a queue and its messages (nothing when it does not exist).
     fn delete_queue<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>>;
 

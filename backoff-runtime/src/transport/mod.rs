@@ -58,4 +58,4 @@ pub use queue_info::QueueInfo;
 pub use stream_offset::StreamOffset;
 pub use tls_error::{TlsError, Trusted};
 pub use transport::Transport;
-pub use transport_error::{NOT_FOUND, PRECONDITION_FAILED, TransportError};
+pub use transport_error::{NOT_FOUND, PRECONDITION_FAILED, RESOURCE_LOCKED, TransportError};

@@ -30,6 +30,8 @@ pub enum TransportError {
 
 /// `NOT_FOUND`: a passive check or a publish named something that does not exist.
 pub const NOT_FOUND: u16 = 404;
+/// `RESOURCE_LOCKED`: an exclusive queue held by another connection.
+pub const RESOURCE_LOCKED: u16 = 405;
 /// `PRECONDITION_FAILED`: a declaration with other arguments than the existing object's.
 pub const PRECONDITION_FAILED: u16 = 406;
 

@@ -331,6 +331,21 @@ impl Channel for AmqpChannel {
         })
     }
 
+    fn declare_exclusive<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), TransportError>> {
+        self.guarded(async move {
+            let options = QueueDeclareOptions {
+                exclusive: true,
+                auto_delete: true,
+                ..QueueDeclareOptions::default()
+            };
+            self.inner
+                .queue_declare(short(name)?, options, FieldTable::default())
+                .await
+                .map(drop)
+                .map_err(transport_error)
+        })
+    }
+
     /// Declares a server-named, exclusive, auto-delete queue and deletes it.
     fn probe_metadata(&self) -> BoxFuture<'_, Result<(), TransportError>> {
         self.guarded(async move { probe_metadata(&self.inner).await })
