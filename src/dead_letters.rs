@@ -12,6 +12,12 @@ pub use rabbit_backoff_dead_letters::{
     IndexProtocol, MessageEdit, PurgeReport, RecordError, RecordProperties, ReplayOptions,
     SkippedMessage, SourcedGroup, Timeline, TypedValue, is_marker_queue,
 };
+/// Replay jobs: a replay that sends a canary, watches its copies' fates and
+/// stops itself when they fail again ([`Dlq::start_replay`]).
+pub use rabbit_backoff_dead_letters::{
+    CanaryReport, CanaryVerdict, ControlEntry, ErrorCount, ReplayControl, ReplayJob,
+    ReplayJobError, ReplayJobState, ReplayJobStatus, ReplayOutcome,
+};
 
 /// Every consumer topology on a vhost, found through RabbitMQ's management
 /// API, with the depths of its queues (feature `management`).

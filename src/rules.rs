@@ -11,3 +11,8 @@ pub use rabbit_backoff_core::{
     Verdict, WatchVerdict, connect_order, decide, deep_headers, fingerprint, group_id, headers,
     inbox_key, index_key, outbox_message_id, parse_failed_at, read_retry_count, truncate_error,
 };
+pub use rabbit_backoff_core::{
+    Fate, FateBatch, FateCounts, FateTally, MAX_CANARY, PlanError, REPLAY_LOG_MAX_AGE,
+    REPLAY_LOG_MAX_BYTES, ReplayFate, ReplayPlan, ReplayVerdict, parse_rate, parse_threshold,
+    replay_log_decl,
+};

@@ -25,7 +25,8 @@
 //! records, reports, the timeline) and [`Dlq`] itself, the status and
 //! retry tiers of a consumer, and its discovery; `index/`, the
 //! dead-letter index and its read; `passes/`, the passes over the queue and
-//! the operations made of them.
+//! the operations made of them; `replay_job/`, replays that watch their
+//! copies' fates and stop themselves.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -33,6 +34,7 @@
 pub mod discovery;
 mod dlq;
 mod filter;
+mod filter_record;
 mod group;
 mod group_report;
 mod index;
@@ -42,6 +44,7 @@ pub mod management;
 mod message;
 mod passes;
 mod record;
+mod replay_job;
 mod retry_tier;
 mod run_id;
 mod sourced_group;
@@ -62,7 +65,14 @@ pub use passes::pass_queue::is_marker_queue;
 pub use passes::purge::PurgeReport;
 pub use passes::replay_options::ReplayOptions;
 pub use passes::report::{DeadLetterReport, SkippedMessage};
+pub use rabbit_backoff_core::{FateCounts, PlanError, ReplayPlan, parse_threshold};
 pub use record::{DeadLetterRecord, RecordError, RecordProperties, TypedValue};
+pub use replay_job::job_book::{
+    CanaryReport, ControlEntry, ErrorCount, ReplayJobState, ReplayJobStatus,
+};
+pub use replay_job::job_driver::ReplayJob;
+pub use replay_job::replay_job_error::ReplayJobError;
+pub use replay_job::replay_record::{CanaryVerdict, ReplayControl, ReplayOutcome};
 pub use retry_tier::{TierListing, WaitingMessage, list_retry_tier};
 pub use sourced_group::SourcedGroup;
 pub use status::{ConsumerStatus, QueueStatus, status};

@@ -13,6 +13,7 @@ pub(crate) mod pass;
 pub(crate) mod pass_queue;
 pub(crate) mod purge;
 pub(crate) mod replay;
+pub(crate) mod replay_gate;
 pub(crate) mod replay_options;
 pub(crate) mod report;
 pub(crate) mod rotation;

@@ -51,6 +51,7 @@ impl Dlq {
         settler: &CopyPublisher,
         delivery: &Delivery,
         options: &ReplayOptions,
+        marker: Option<(&str, u64)>,
     ) -> Result<Result<Option<IndexEntry>, String>, Error> {
         if let Some(reason) = set_aside_reason(&delivery.properties) {
             return Ok(Err(reason));
@@ -86,7 +87,7 @@ impl Dlq {
                 std::borrow::Cow::Borrowed(&delivery.data[..]),
             ),
         };
-        let properties = replay_properties_with(&properties, &now_rfc3339(), entry);
+        let properties = replay_properties_with(&properties, &now_rfc3339(), entry, marker);
         let target = Target {
             exchange: &exchange,
             routing_key: &routing_key,
@@ -141,15 +142,18 @@ impl Dlq {
 /// `x-replay-count` counts every replay; `x-retry-count` starts again at 0.
 #[cfg(test)]
 pub(crate) fn replay_properties(original: &BasicProperties, replayed_at: &str) -> BasicProperties {
-    replay_properties_with(original, replayed_at, Vec::new())
+    replay_properties_with(original, replayed_at, Vec::new(), None)
 }
 
 /// [`replay_properties`] with more fields in the new history entry (who
-/// replayed it, what an edit replaced).
+/// replayed it, what an edit replaced), and the marker of the replay job
+/// that sends it (its id and the copy's number), if any: an earlier job's
+/// marker never stays.
 pub(crate) fn replay_properties_with(
     original: &BasicProperties,
     replayed_at: &str,
     more: Vec<(ShortString, AMQPValue)>,
+    marker: Option<(&str, u64)>,
 ) -> BasicProperties {
     let mut table = original.headers().clone().unwrap_or_default();
     let mut entry = FieldTable::default();
@@ -182,7 +186,10 @@ pub(crate) fn replay_properties_with(
     let history = FieldArray::from(history);
     let mut kept = FieldTable::default();
     for (name, value) in table.inner() {
-        if !FAILURE_HEADERS.contains(&name.as_str()) {
+        if !FAILURE_HEADERS.contains(&name.as_str())
+            && name.as_str() != headers::REPLAY_JOB
+            && name.as_str() != headers::REPLAY_SEQ
+        {
             kept.insert(name.clone(), value.clone());
         }
     }
@@ -192,14 +199,16 @@ pub(crate) fn replay_properties_with(
         AMQPValue::FieldArray(history),
     );
     let stripped = original.clone().with_headers(table);
-    republish_properties(
-        &stripped,
-        &[
-            (headers::RETRY_COUNT, HeaderValue::Int(0)),
-            (REPLAYED_AT, HeaderValue::Str(replayed_at)),
-            (headers::REPLAY_COUNT, HeaderValue::Int(replays.into())),
-        ],
-    )
+    let mut set = vec![
+        (headers::RETRY_COUNT, HeaderValue::Int(0)),
+        (REPLAYED_AT, HeaderValue::Str(replayed_at)),
+        (headers::REPLAY_COUNT, HeaderValue::Int(replays.into())),
+    ];
+    if let Some((job, seq)) = marker {
+        set.push((headers::REPLAY_JOB, HeaderValue::Str(job)));
+        set.push((headers::REPLAY_SEQ, HeaderValue::Int(seq.into())));
+    }
+    republish_properties(&stripped, &set)
 }
 
 #[cfg(test)]

@@ -11,12 +11,14 @@ use rabbit_backoff_runtime::toolkit::{CopyPublisher, inspect_queue};
 use rabbit_backoff_runtime::transport::Delivery;
 
 use super::pass::Pass;
+use super::replay_gate::{Admit, ReplayGate};
 use super::replay_options::ReplayOptions;
 use super::report::{DeadLetterReport, SkippedMessage};
 use crate::dlq::Dlq;
 use crate::filter::DeadLetterFilter;
 use crate::index::entry_writer::EntryWriter;
 use crate::index::tombstones::Tombstones;
+use crate::key::key_of;
 use crate::message::DeadLetterMessage;
 use rabbit_backoff_core::IndexEntry;
 
@@ -65,7 +67,18 @@ impl Dlq {
         &self,
         filter: &DeadLetterFilter,
         mode: Mode<'_>,
+        sink: Sink<'_>,
+    ) -> Result<DeadLetterReport, Error> {
+        self.scan_gated(filter, mode, sink, None).await
+    }
+
+    /// [`scan`](Self::scan), a replay watched by `gate`.
+    pub(crate) async fn scan_gated(
+        &self,
+        filter: &DeadLetterFilter,
+        mode: Mode<'_>,
         mut sink: Sink<'_>,
+        gate: Option<&mut dyn ReplayGate>,
     ) -> Result<DeadLetterReport, Error> {
         let queue = self.names.dead_letter_queue.clone();
         let mut pass = Pass::open(Arc::clone(&self.connection), &queue, self.quorum).await?;
@@ -82,10 +95,10 @@ impl Dlq {
             .apply(
                 &mut pass,
                 settler.as_ref(),
-                filter,
-                &mode,
+                (filter, &mode),
                 &mut sink,
                 (&mut tombstones, &mut entries),
+                gate,
             )
             .await;
         if let Some(settler) = settler {
@@ -127,10 +140,10 @@ impl Dlq {
         &self,
         pass: &mut Pass,
         settler: Option<&CopyPublisher>,
-        filter: &DeadLetterFilter,
-        mode: &Mode<'_>,
+        (filter, mode): (&DeadLetterFilter, &Mode<'_>),
         sink: &mut Sink<'_>,
         (tombstones, entries): (&mut Tombstones, &mut Vec<IndexEntry>),
+        mut gate: Option<&mut dyn ReplayGate>,
     ) -> Result<(Vec<DeadLetterMessage>, Vec<SkippedMessage>, usize), Error> {
         let queue = &self.names.dead_letter_queue;
         let interval = match mode {
@@ -145,8 +158,10 @@ impl Dlq {
         let mut skipped = Vec::new();
         let mut removed = 0;
         let mut position = 0;
+        // A watched replay that said stop: every other message stays.
+        let mut stopped = false;
         loop {
-            let limit_reached = filter.limit.is_some_and(|limit| count >= limit);
+            let limit_reached = stopped || filter.limit.is_some_and(|limit| count >= limit);
             if limit_reached && pass.can_stop() {
                 break;
             }
@@ -177,9 +192,36 @@ impl Dlq {
                         tokio::time::sleep_until(next_publish).await;
                         next_publish = tokio::time::Instant::now() + interval;
                     }
+                    let key = key_of(&delivery.properties);
+                    let seq = match gate.as_deref_mut() {
+                        None => None,
+                        Some(gate) => match gate.admit(key, &delivery.properties).await? {
+                            Admit::Send(seq) => Some(seq),
+                            other => {
+                                stopped |= matches!(other, Admit::Stop);
+                                count -= 1;
+                                pass.keep(delivery).await?;
+                                continue;
+                            }
+                        },
+                    };
                     let settler = settler.expect("a replay has a settler");
-                    match self.republish(settler, &delivery, options).await? {
-                        Ok(entry) => entries.extend(entry),
+                    let marker = seq.zip(gate.as_deref().map(ReplayGate::job));
+                    let published = self
+                        .republish(
+                            settler,
+                            &delivery,
+                            options,
+                            marker.map(|(seq, job)| (job, seq)),
+                        )
+                        .await?;
+                    match published {
+                        Ok(entry) => {
+                            entries.extend(entry);
+                            if let (Some(seq), Some(gate)) = (seq, gate.as_deref_mut()) {
+                                gate.sent(key, seq).await?;
+                            }
+                        }
                         Err(reason) => {
                             tracing::warn!("{queue}: message {} stays: {reason}", position - 1);
                             skipped.push(SkippedMessage {

@@ -1,0 +1,36 @@
+//! [`ReplayGate`]: what a watched replay says before each copy it sends,
+//! and what it records once the broker confirmed one.
+
+use futures_util::future::BoxFuture;
+use lapin::BasicProperties;
+use rabbit_backoff_runtime::Error;
+
+/// What a watched replay does with the next matching message.
+pub(crate) enum Admit {
+    /// Send it as the job's copy number `seq`.
+    Send(u64),
+    /// Leave it in the queue, where it is: the job sent it already (its
+    /// copy was confirmed and the job stopped before the original left),
+    /// or it is one of the job's own copies, dead-lettered again.
+    Keep,
+    /// Send nothing more in this pass: every other message stays.
+    Stop,
+}
+
+/// The watch a replay job keeps over a pass that replays.
+pub(crate) trait ReplayGate: Send {
+    /// The job's id, which each copy carries.
+    fn job(&self) -> &str;
+
+    /// Whether to send the message with `properties` (its dead-letter key
+    /// is `key`).
+    fn admit<'a>(
+        &'a mut self,
+        key: u64,
+        properties: &'a BasicProperties,
+    ) -> BoxFuture<'a, Result<Admit, Error>>;
+
+    /// Records that copy `seq` of the message with dead-letter key `key`
+    /// was confirmed: before its original leaves the queue.
+    fn sent(&mut self, key: u64, seq: u64) -> BoxFuture<'_, Result<(), Error>>;
+}
