@@ -12,6 +12,7 @@ use rabbit_backoff::dead_letters::{
 use crate::consumer_args::ConsumerArgs;
 use crate::group_source;
 use crate::json_output;
+use crate::replay_job::{self, JobArgs};
 use crate::selection_args::SelectionArgs;
 use crate::stream_port_args::StreamPortArgs;
 use crate::table;
@@ -33,6 +34,11 @@ pub enum DlqCommand {
     /// x-retry-count reset to 0 and their failure headers kept in
     /// x-replay-history. Each is confirmed by the broker before it leaves the
     /// dead-letter queue; the others stay, in order.
+    ///
+    /// With --canary N, a job that watches its copies' fates: N first, then
+    /// waves while their failures stay at or under --stop-above. It exits
+    /// with status 3 when it stopped itself. --status, --pause, --resume and
+    /// --stop act on a job, wherever it runs.
     Replay {
         #[command(flatten)]
         selection: SelectionArgs,
@@ -123,6 +129,8 @@ pub struct ReplayArgs {
     /// Show what would move, and move nothing.
     #[arg(long)]
     dry_run: bool,
+    #[command(flatten)]
+    job: Box<JobArgs>,
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {
@@ -374,6 +382,15 @@ async fn operate(
     let dlq = connect(url, &selection.consumer).await?;
     let (verb, report) = match operation {
         Operation::Peek => ("matched", dlq.peek(&filter).await),
+        Operation::Replay(replay) if replay.job.is_job() && !replay.dry_run => {
+            let mut options = ReplayOptions::default();
+            options.to_exchange = replay.to_exchange;
+            options.to_routing_key = replay.to_routing_key;
+            options.rate = replay.rate;
+            let done = replay_job::run(&dlq, &filter, options, &replay.job, json).await;
+            dlq.close().await;
+            return done;
+        }
         Operation::Replay(replay) => {
             let mut options = ReplayOptions::default().dry_run(replay.dry_run);
             options.to_exchange = replay.to_exchange;

@@ -10,6 +10,7 @@ mod dlq;
 mod filter_args;
 mod group_source;
 mod json_output;
+mod replay_job;
 mod selection_args;
 mod status;
 mod stream_port_args;
