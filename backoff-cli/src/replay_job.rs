@@ -178,7 +178,7 @@ pub async fn run(
 /// Drives `job` to its end, printing each step.
 async fn drive(
     queue: &str,
-    job: rabbit_backoff::dead_letters::ReplayJob<'_>,
+    job: rabbit_backoff::dead_letters::ReplayJob,
     json: bool,
 ) -> Result<ExitCode, String> {
     let mut printer = Printer::default();

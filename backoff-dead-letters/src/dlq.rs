@@ -33,6 +33,10 @@ use crate::index::stream_protocol::StreamEndpoint;
 /// println!("replayed {}", report.matched.len());
 /// # Ok(()) }
 /// ```
+///
+/// A `Dlq` is a handle: its clones share one connection (a replay job
+/// keeps one while it runs), and [`close`](Self::close) closes it for all.
+#[derive(Clone)]
 pub struct Dlq {
     pub(crate) connection: Arc<dyn Connection>,
     pub(crate) names: TopologyNames,

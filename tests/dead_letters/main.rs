@@ -10,6 +10,7 @@ mod healing;
 mod index_read;
 mod order;
 mod replay;
+mod replay_jobs;
 
 use std::time::{Duration, Instant};
 

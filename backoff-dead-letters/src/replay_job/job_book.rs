@@ -294,7 +294,15 @@ pub(crate) fn status_of(entry: &JobEntry) -> ReplayJobStatus {
     status.state = match &status.outcome {
         Some(outcome) => ended_state(outcome),
         None if entry.control == Some(ReplayControl::Pause) => ReplayJobState::Paused,
-        None if status.canary.is_some() => ReplayJobState::Waves,
+        // A canary judged to stop ends the job: it is not in its waves
+        // while its end is written.
+        None if status
+            .canary
+            .as_ref()
+            .is_some_and(|c| c.verdict != CanaryVerdict::Stop) =>
+        {
+            ReplayJobState::Waves
+        }
         None => ReplayJobState::Canary,
     };
     status

@@ -32,8 +32,8 @@ const LOOK_AGAIN: Duration = Duration::from_millis(100);
 /// A replay job that holds its dead-letter queue's replay lock: started
 /// by [`Dlq::start_replay`] or [`Dlq::resume_replay`], driven to its end
 /// by [`run`](Self::run).
-pub struct ReplayJob<'a> {
-    dlq: &'a Dlq,
+pub struct ReplayJob {
+    dlq: Dlq,
     id: String,
     lock: JobLock,
     follower: LogFollower,
@@ -70,7 +70,7 @@ impl Dlq {
         filter: &DeadLetterFilter,
         options: &ReplayOptions,
         plan: &ReplayPlan,
-    ) -> Result<ReplayJob<'_>, ReplayJobError> {
+    ) -> Result<ReplayJob, ReplayJobError> {
         if let Some(rate) = options.rate {
             rabbit_backoff_core::parse_rate(&rate.to_string())?;
         }
@@ -97,7 +97,7 @@ impl Dlq {
         &self,
         id: &str,
         by: Option<&str>,
-    ) -> Result<ReplayJob<'_>, ReplayJobError> {
+    ) -> Result<ReplayJob, ReplayJobError> {
         let stream = self.names.replay_log();
         let unknown = || ReplayJobError::Unknown {
             job: id.to_owned(),
@@ -149,7 +149,7 @@ impl Dlq {
         filter: DeadLetterFilter,
         options: ReplayOptions,
         plan: ReplayPlan,
-    ) -> Result<ReplayJob<'_>, ReplayJobError> {
+    ) -> Result<ReplayJob, ReplayJobError> {
         let stream = self.names.replay_log();
         declare(&*self.connection, &self.names).await?;
         let Some(lock) = JobLock::take(&*self.connection, &stream).await? else {
@@ -175,7 +175,7 @@ impl Dlq {
             }
         };
         Ok(ReplayJob {
-            dlq: self,
+            dlq: self.clone(),
             id,
             lock,
             follower,
@@ -188,7 +188,7 @@ impl Dlq {
     }
 }
 
-impl ReplayJob<'_> {
+impl ReplayJob {
     /// The job's id.
     pub fn id(&self) -> &str {
         &self.id
