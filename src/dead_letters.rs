@@ -16,7 +16,7 @@ pub use rabbit_backoff_dead_letters::{
 /// stops itself when they fail again ([`Dlq::start_replay`]).
 pub use rabbit_backoff_dead_letters::{
     CanaryReport, CanaryVerdict, ControlEntry, ErrorCount, ReplayControl, ReplayJob,
-    ReplayJobError, ReplayJobState, ReplayJobStatus, ReplayOutcome,
+    ReplayJobError, ReplayJobState, ReplayJobStatus, ReplayOutcome, replay_meters,
 };
 
 /// Every consumer topology on a vhost, found through RabbitMQ's management

@@ -71,6 +71,13 @@ pub use replay_job::job_book::{
     CanaryReport, ControlEntry, ErrorCount, ReplayJobState, ReplayJobStatus,
 };
 pub use replay_job::job_driver::ReplayJob;
+/// The names of a replay job's metrics.
+pub mod replay_meters {
+    pub use crate::replay_job::job_meters::{
+        REPLAY_FAILING, REPLAY_HANDLED, REPLAY_JOBS, REPLAY_PAUSED, REPLAY_RUNNING, REPLAY_SENT,
+        REPLAY_WAITING,
+    };
+}
 pub use replay_job::replay_job_error::ReplayJobError;
 pub use replay_job::replay_record::{CanaryVerdict, ReplayControl, ReplayOutcome};
 pub use retry_tier::{TierListing, WaitingMessage, list_retry_tier};

@@ -1,6 +1,7 @@
 //! The metrics a test binary's consumers record, read back: one
 //! `metrics` recorder a binary, and counters' running totals per consumer.
 //! Included with `#[path]` by the tests that read counters.
+#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
@@ -23,24 +24,35 @@ pub fn snapshotter() -> &'static Snapshotter {
 /// A counter's total for one consumer. A snapshot resets the recorder's
 /// counters, so every snapshot adds what it read to running totals.
 pub fn counter(name: &str, consumer: &str) -> u64 {
-    static TOTALS: OnceLock<Mutex<HashMap<(String, String), u64>>> = OnceLock::new();
+    counter_with(name, &[("consumer", consumer)])
+}
+
+/// A counter's total over the series that carry every label of `labels`.
+pub fn counter_with(name: &str, labels: &[(&str, &str)]) -> u64 {
+    type Series = (String, Vec<(String, String)>);
+    static TOTALS: OnceLock<Mutex<HashMap<Series, u64>>> = OnceLock::new();
     let mut totals = TOTALS.get_or_init(Mutex::default).lock().unwrap();
     for (key, _, _, value) in snapshotter().snapshot().into_vec() {
         let DebugValue::Counter(n) = value else {
             continue;
         };
-        let label = key
+        let series = key
             .key()
             .labels()
-            .find(|l| l.key() == "consumer")
-            .map(|l| l.value().to_owned())
-            .unwrap_or_default();
+            .map(|l| (l.key().to_owned(), l.value().to_owned()))
+            .collect();
         *totals
-            .entry((key.key().name().to_owned(), label))
+            .entry((key.key().name().to_owned(), series))
             .or_default() += n;
     }
     totals
-        .get(&(name.to_owned(), consumer.to_owned()))
-        .copied()
-        .unwrap_or(0)
+        .iter()
+        .filter(|((metric, series), _)| {
+            metric == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| series.iter().any(|(sk, sv)| sk == k && sv == v))
+        })
+        .map(|(_, n)| n)
+        .sum()
 }

@@ -5,6 +5,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../common/counters.rs"]
+mod counters;
 mod groups;
 mod healing;
 mod index_read;

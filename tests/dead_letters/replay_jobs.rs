@@ -173,6 +173,7 @@ async fn run_job(
 async fn a_canary_stops_on_a_cause_still_there_and_the_same_replay_sends_all_once_fixed() {
     const N: u64 = 1000;
     const CANARY: u32 = 20;
+    counters::snapshotter();
     let downstream = Downstream::default();
     let (consumer, spec) = Consumer::start(&unique("replay-job"), &downstream).await;
     let _cleanup = cleanup(&spec);
@@ -243,10 +244,30 @@ async fn a_canary_stops_on_a_cause_still_there_and_the_same_replay_sends_all_onc
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(depth(&channel, &dlq_name).await, 0);
-    // Their fates all came back.
+    // Their fates all came back, in the log and in the consumer's metrics.
     let status = dlq.replay_job(&completed.id).await.unwrap();
     assert_eq!(status.counts.handled, N, "{:?}", status.counts);
     assert_eq!(status.counts.waiting, 0);
+    let fates = |fate| {
+        counters::counter_with(
+            rabbit_backoff::meters::REPLAY_FATES,
+            &[("consumer", spec.queue.as_str()), ("fate", fate)],
+        )
+    };
+    assert_eq!(fates("handled"), N);
+    assert!(
+        fates("retrying") >= u64::from(CANARY),
+        "{}",
+        fates("retrying")
+    );
+    // And the jobs' own, by outcome.
+    let jobs = |outcome| {
+        counters::counter_with(
+            rabbit_backoff::dead_letters::replay_meters::REPLAY_JOBS,
+            &[("queue", dlq_name.as_str()), ("outcome", outcome)],
+        )
+    };
+    assert_eq!((jobs("stopped-on-failures"), jobs("completed")), (1, 1));
     consumer.stop().await;
     let handled = downstream.handled();
     assert!(

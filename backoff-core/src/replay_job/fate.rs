@@ -23,6 +23,14 @@ pub enum Fate {
 }
 
 impl Fate {
+    /// Every fate, in the order a status lists them.
+    pub const ALL: [Fate; 4] = [
+        Fate::Handled,
+        Fate::Retrying,
+        Fate::DeadLettered,
+        Fate::Discarded,
+    ];
+
     /// Whether the fate counts against the replay: it failed again.
     ///
     /// ```

@@ -13,6 +13,7 @@ use rabbit_backoff_runtime::transport::Channel;
 use super::job_book::{ReplayJobStatus, ended_state, status_of};
 use super::job_gate::{Halt, JobGate, Stage};
 use super::job_lock::JobLock;
+use super::job_meters::JobMeters;
 use super::replay_job_error::ReplayJobError;
 use super::replay_log::{LogFollower, append, declare, read_book};
 use super::replay_record::{CanaryVerdict, ReplayControl, ReplayOutcome, ReplayRecord};
@@ -42,6 +43,7 @@ pub struct ReplayJob {
     filter: DeadLetterFilter,
     options: ReplayOptions,
     plan: ReplayPlan,
+    meters: JobMeters,
 }
 
 impl Dlq {
@@ -175,6 +177,7 @@ impl Dlq {
             }
         };
         Ok(ReplayJob {
+            meters: JobMeters::start(&self.names.dead_letter_queue),
             dlq: self.clone(),
             id,
             lock,
@@ -231,10 +234,12 @@ impl ReplayJob {
         self.follower.stop().await;
         self.log.close().await;
         self.lock.release().await;
+        self.meters.ended(ended_state(&outcome));
         written?;
         let status = status.ok_or_else(|| {
             ReplayJobError::Refused(format!("replay job {} left its log", self.id))
         })?;
+        self.meters.show(&status);
         progress(&status);
         match outcome {
             ReplayOutcome::Failed { error } => Err(ReplayJobError::Refused(format!(
@@ -281,6 +286,7 @@ impl ReplayJob {
 
     fn report(&self, progress: &mut (dyn FnMut(&ReplayJobStatus) + Send)) {
         if let Some(status) = self.status() {
+            self.meters.show(&status);
             progress(&status);
         }
     }

@@ -17,7 +17,7 @@
 //!
 //! The files: the log's records (`replay_record`), the log itself
 //! (`replay_log`), the jobs as the log tells them (`job_book`), the lock
-//! (`job_lock`), the gate over a pass (`job_gate`), the driver
+//! (`job_lock`), its metrics (`job_meters`), the gate over a pass (`job_gate`), the driver
 //! (`job_driver`), the operators' view and controls (`replay_jobs`), and
 //! the errors (`replay_job_error`).
 
@@ -25,6 +25,7 @@ pub(crate) mod job_book;
 pub(crate) mod job_driver;
 pub(crate) mod job_gate;
 pub(crate) mod job_lock;
+pub(crate) mod job_meters;
 pub(crate) mod replay_job_error;
 pub(crate) mod replay_jobs;
 pub(crate) mod replay_log;

@@ -176,6 +176,7 @@ impl Executor {
         let Some((job, seq)) = replay_marker(headers) else {
             return;
         };
+        self.meters.replay_fate(fate);
         let error = (fate.is_failure() && !error.is_empty()).then(|| truncate_error(error));
         writer.fate(log, ReplayFate::new(job, seq, fate, error));
     }

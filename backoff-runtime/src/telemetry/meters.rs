@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::time::{Duration, UNIX_EPOCH};
 
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
-use rabbit_backoff_core::{ConsumerSpec, DeadLetterReason};
+use rabbit_backoff_core::{ConsumerSpec, DeadLetterReason, Fate};
 
 use crate::telemetry::wall_clock;
 
@@ -41,6 +41,10 @@ pub const DUPLICATES_SKIPPED: &str = "rabbit_backoff_duplicates_skipped_total";
 /// Deliveries of a consumer with dedupe that had no key (no `message_id`,
 /// or no such header), handled without the inbox, by consumer.
 pub const WITHOUT_KEY: &str = "rabbit_backoff_dedupe_without_key_total";
+/// Replayed messages (copies a replay job sent) by consumer and `fate`:
+/// `handled`, `retrying`, `dead-lettered` or `discarded`, as the consumer
+/// also records them in the queue's replay log.
+pub const REPLAY_FATES: &str = "rabbit_backoff_replay_fates_total";
 /// Reconnections of the runtime.
 pub const RECONNECTS: &str = "rabbit_backoff_reconnects_total";
 
@@ -74,6 +78,7 @@ struct Handles {
     critical_time: Histogram,
     in_flight: Gauge,
     breaker_open: Gauge,
+    replay_fates: Vec<(Fate, Counter)>,
 }
 
 /// When a handler call started, for its duration.
@@ -119,7 +124,17 @@ impl Meters {
             handler_duration: histogram!(HANDLER_DURATION, "consumer" => consumer.clone()),
             critical_time: histogram!(CRITICAL_TIME, "consumer" => consumer.clone()),
             in_flight: gauge!(IN_FLIGHT, "consumer" => consumer.clone()),
-            breaker_open: gauge!(BREAKER_OPEN, "consumer" => consumer),
+            breaker_open: gauge!(BREAKER_OPEN, "consumer" => consumer.clone()),
+            replay_fates: Fate::ALL
+                .iter()
+                .map(|&fate| {
+                    let labels = [
+                        ("consumer", consumer.clone()),
+                        ("fate", fate.as_str().to_owned()),
+                    ];
+                    (fate, counter!(REPLAY_FATES, &labels))
+                })
+                .collect(),
         };
         Meters { handles }
     }
@@ -193,6 +208,13 @@ impl Meters {
         self.handles.breaker_open.set(if open { 1.0 } else { 0.0 });
     }
 
+    /// A copy sent by a replay job came to `fate`.
+    pub(crate) fn replay_fate(&self, fate: Fate) {
+        if let Some((_, counter)) = self.handles.replay_fates.iter().find(|(f, _)| *f == fate) {
+            counter.increment(1);
+        }
+    }
+
     /// The critical time of a message published at `timestamp` (seconds
     /// since the epoch, AMQP's `timestamp` property), settled now.
     fn settled(&self, timestamp: Option<u64>) {
@@ -222,6 +244,7 @@ impl Meters {
     pub(crate) fn handler_ended(&self, _: HandlerTimer) {}
     pub(crate) fn in_flight(&self, _: bool) {}
     pub(crate) fn breaker_open(&self, _: bool) {}
+    pub(crate) fn replay_fate(&self, _: Fate) {}
 }
 
 impl Meters {
