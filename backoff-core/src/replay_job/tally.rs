@@ -1,7 +1,7 @@
 //! [`FateTally`]: the fates a replay has seen, and the verdict it draws
 //! from them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -78,12 +78,21 @@ pub enum ReplayVerdict {
 pub struct FateTally {
     sent: u64,
     latest: BTreeMap<u64, (Fate, Option<String>)>,
+    withdrawn: BTreeSet<u64>,
 }
 
 impl FateTally {
     /// Records that copy `seq` was sent.
     pub fn sent(&mut self, seq: u64) {
         self.sent = self.sent.max(seq + 1);
+    }
+
+    /// Records that copy `seq`, claimed, was not sent after all (the
+    /// broker refused it): it counts neither as sent nor as waiting.
+    pub fn withdraw(&mut self, seq: u64) {
+        if seq < self.sent && !self.latest.contains_key(&seq) {
+            self.withdrawn.insert(seq);
+        }
     }
 
     /// Records a fate of one of the job's copies: the latest replaces an
@@ -95,8 +104,9 @@ impl FateTally {
 
     /// How the copies fare.
     pub fn counts(&self) -> FateCounts {
+        let sent = self.sent - self.withdrawn.len() as u64;
         let mut counts = FateCounts {
-            sent: self.sent,
+            sent,
             ..FateCounts::default()
         };
         for (fate, _) in self.latest.values() {
@@ -107,7 +117,7 @@ impl FateTally {
                 Fate::Discarded => counts.discarded += 1,
             }
         }
-        counts.waiting = self.sent.saturating_sub(self.latest.len() as u64);
+        counts.waiting = sent.saturating_sub(self.latest.len() as u64);
         counts
     }
 
@@ -119,7 +129,8 @@ impl FateTally {
             .range(..canary)
             .map(|(_, (fate, _))| *fate)
             .collect();
-        if (known.len() as u64) < canary && !waited_out {
+        let withdrawn = self.withdrawn.range(..canary).count();
+        if ((known.len() + withdrawn) as u64) < canary && !waited_out {
             return ReplayVerdict::Wait;
         }
         judge(plan, &known)
@@ -201,6 +212,20 @@ mod tests {
         assert_eq!(tally.canary(&plan, 5, false), ReplayVerdict::Wait);
         assert_eq!(tally.canary(&plan, 5, true), ReplayVerdict::GoUnwatched);
         assert_eq!(tally.counts().waiting, 5);
+    }
+
+    #[test]
+    fn a_withdrawn_copy_is_neither_sent_nor_awaited() {
+        let plan = ReplayPlan::new(3, 0.1).unwrap();
+        let mut tally = FateTally::default();
+        (0..3).for_each(|seq| tally.sent(seq));
+        tally.record(&fate(0, Fate::Handled));
+        tally.record(&fate(2, Fate::Handled));
+        assert_eq!(tally.canary(&plan, 3, false), ReplayVerdict::Wait);
+        tally.withdraw(1);
+        assert_eq!(tally.canary(&plan, 3, false), ReplayVerdict::Go);
+        let counts = tally.counts();
+        assert_eq!((counts.sent, counts.waiting), (2, 0));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! [`ReplayGate`]: what a watched replay says before each copy it sends,
-//! and what it records once the broker confirmed one.
+//! [`ReplayGate`]: what a watched replay says (and records) before each
+//! copy it sends, and what it records when the broker refused one.
 
 use futures_util::future::BoxFuture;
 use lapin::BasicProperties;
@@ -10,7 +10,7 @@ pub(crate) enum Admit {
     /// Send it as the job's copy number `seq`.
     Send(u64),
     /// Leave it in the queue, where it is: the job sent it already (its
-    /// copy was confirmed and the job stopped before the original left),
+    /// copy was recorded and the job stopped before the original left),
     /// or it is one of the job's own copies, dead-lettered again.
     Keep,
     /// Send nothing more in this pass: every other message stays.
@@ -23,7 +23,8 @@ pub(crate) trait ReplayGate: Send {
     fn job(&self) -> &str;
 
     /// Whether to send the message with `properties` (its dead-letter key
-    /// is `key`).
+    /// is `key`); a copy it admits is recorded as sent before it is
+    /// published, so that it is never sent twice.
     fn admit<'a>(
         &'a mut self,
         key: u64,
@@ -31,6 +32,6 @@ pub(crate) trait ReplayGate: Send {
     ) -> BoxFuture<'a, Result<Admit, Error>>;
 
     /// Records that copy `seq` of the message with dead-letter key `key`
-    /// was confirmed: before its original leaves the queue.
-    fn sent(&mut self, key: u64, seq: u64) -> BoxFuture<'_, Result<(), Error>>;
+    /// was not sent after all: the broker refused it.
+    fn withdrawn(&mut self, key: u64, seq: u64) -> BoxFuture<'_, Result<(), Error>>;
 }

@@ -216,13 +216,11 @@ impl Dlq {
                         )
                         .await?;
                     match published {
-                        Ok(entry) => {
-                            entries.extend(entry);
-                            if let (Some(seq), Some(gate)) = (seq, gate.as_deref_mut()) {
-                                gate.sent(key, seq).await?;
-                            }
-                        }
+                        Ok(entry) => entries.extend(entry),
                         Err(reason) => {
+                            if let (Some(seq), Some(gate)) = (seq, gate.as_deref_mut()) {
+                                gate.withdrawn(key, seq).await?;
+                            }
                             tracing::warn!("{queue}: message {} stays: {reason}", position - 1);
                             skipped.push(SkippedMessage {
                                 message: summary,

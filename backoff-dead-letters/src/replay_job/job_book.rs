@@ -237,6 +237,10 @@ impl JobBook {
                 entry.sent_keys.insert(key);
                 entry.next_seq = entry.next_seq.max(seq + 1);
             }
+            ReplayRecord::Withdrawn { seq, key, .. } => {
+                entry.tally.withdraw(seq);
+                entry.sent_keys.remove(&key);
+            }
             ReplayRecord::Judged {
                 verdict,
                 failing,

@@ -3,7 +3,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use lapin::BasicProperties;
 use rabbit_backoff_core::{HeaderValue, ReplayPlan, ReplayVerdict, headers};
@@ -92,11 +91,21 @@ impl ReplayGate for JobGate<'_> {
         properties: &'b BasicProperties,
     ) -> BoxFuture<'b, Result<Admit, Error>> {
         let admit = self.judge(key, properties);
-        std::future::ready(Ok(admit)).boxed()
+        Box::pin(async move {
+            if let Admit::Send(seq) = admit {
+                let record = ReplayRecord::Sent {
+                    job: self.job.clone(),
+                    seq,
+                    key,
+                };
+                append(self.log, self.stream, &record).await?;
+            }
+            Ok(admit)
+        })
     }
 
-    fn sent(&mut self, key: u64, seq: u64) -> BoxFuture<'_, Result<(), Error>> {
-        let record = ReplayRecord::Sent {
+    fn withdrawn(&mut self, key: u64, seq: u64) -> BoxFuture<'_, Result<(), Error>> {
+        let record = ReplayRecord::Withdrawn {
             job: self.job.clone(),
             seq,
             key,

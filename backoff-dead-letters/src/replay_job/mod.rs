@@ -6,9 +6,10 @@
 //! stays in the dead-letter queue, untouched.
 //!
 //! Everything a job knows is in its dead-letter queue's replay log (a
-//! stream, `replay_log`): its start and selection, each copy it sent (by
-//! the dead letter's key, written once the broker confirmed the copy and
-//! before the original leaves), the canary's judgement, who paused,
+//! stream, `replay_log`): its start and selection, each copy it sends (by
+//! the dead letter's key, written before the copy is published, so that a
+//! driver that dies in between never sends it twice), the canary's
+//! judgement, who paused,
 //! resumed or stopped it, and how it ended; beside them, the fates the
 //! consumers write. So its status reads the same from any process, a
 //! driver that restarts finds it again, and a resumed job never sends what

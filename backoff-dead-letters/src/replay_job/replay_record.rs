@@ -95,8 +95,14 @@ pub(crate) enum ReplayRecord {
         #[serde(default)]
         resumed: bool,
     },
-    /// Copy `seq` of the dead letter with key `key` was confirmed.
+    /// Copy `seq` of the dead letter with key `key` is sent: written
+    /// before the copy is published, so that a driver that dies between
+    /// the two never sends it again (the original then stays in the
+    /// queue, and the copy's fate waits).
     Sent { job: String, seq: u64, key: u64 },
+    /// Copy `seq` was not sent after all: the broker refused it, and its
+    /// original stays in the queue.
+    Withdrawn { job: String, seq: u64, key: u64 },
     /// The canary was judged.
     Judged {
         job: String,
@@ -128,6 +134,7 @@ impl ReplayRecord {
         match self {
             ReplayRecord::Started { job, .. }
             | ReplayRecord::Sent { job, .. }
+            | ReplayRecord::Withdrawn { job, .. }
             | ReplayRecord::Judged { job, .. }
             | ReplayRecord::Control { job, .. }
             | ReplayRecord::Ended { job, .. } => job,
