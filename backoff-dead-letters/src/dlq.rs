@@ -12,6 +12,7 @@ use rabbit_backoff_runtime::transport::{AmqpTransport, Connection, Transport};
 
 pub use crate::index::stream_protocol::DEFAULT_STREAM_PORT;
 use crate::index::stream_protocol::StreamEndpoint;
+use crate::replay_job::job_lock::ReplayLocks;
 
 /// Operations on one consumer's dead-letter queue: look at it, replay
 /// messages once their cause is fixed, discard them. Nothing is lost: a
@@ -54,6 +55,10 @@ pub struct Dlq {
     pub(crate) other_nodes: Vec<String>,
     pub(crate) stream_port: u16,
     pub(crate) stream_protocol: bool,
+    /// The replay locks this connection holds (its clones' jobs): the
+    /// broker lets their owner declare them again, so a job of this
+    /// connection is found here.
+    pub(crate) replay_locks: ReplayLocks,
 }
 
 /// Channels that read the dead-letter index's entries at once, by default
@@ -112,6 +117,7 @@ impl Dlq {
             other_nodes: Vec::new(),
             stream_port: DEFAULT_STREAM_PORT,
             stream_protocol: true,
+            replay_locks: ReplayLocks::default(),
         })
     }
 

@@ -102,6 +102,11 @@ impl FateTally {
             .insert(fate.seq, (fate.fate, fate.error.clone()));
     }
 
+    /// Whether copy `seq` has a fate: the consumer saw it, so it was sent.
+    pub fn has_fate(&self, seq: u64) -> bool {
+        self.latest.contains_key(&seq)
+    }
+
     /// How the copies fare.
     pub fn counts(&self) -> FateCounts {
         let sent = self.sent - self.withdrawn.len() as u64;

@@ -9,8 +9,11 @@ use rabbit_backoff_runtime::Error;
 pub(crate) enum Admit {
     /// Send it as the job's copy number `seq`.
     Send(u64),
-    /// Leave it in the queue, where it is: the job sent it already (its
-    /// copy was recorded and the job stopped before the original left),
+    /// Remove it without a copy: the job's copy of it was confirmed, and
+    /// its removal was lost.
+    Remove,
+    /// Leave it in the queue, where it is: the job may have sent it (its
+    /// copy was recorded, not confirmed, before the job stopped),
     /// or it is one of the job's own copies, dead-lettered again.
     Keep,
     /// Send nothing more in this pass: every other message stays.
@@ -34,4 +37,12 @@ pub(crate) trait ReplayGate: Send {
     /// Records that copy `seq` of the message with dead-letter key `key`
     /// was not sent after all: the broker refused it.
     fn withdrawn(&mut self, key: u64, seq: u64) -> BoxFuture<'_, Result<(), Error>>;
+
+    /// Records that the broker confirmed the copy of the message with
+    /// dead-letter key `key` (before its original is removed).
+    fn confirmed(&mut self, key: u64) -> BoxFuture<'_, Result<(), Error>>;
+
+    /// Writes what [`confirmed`](Self::confirmed) holds back: at the end
+    /// of the pass.
+    fn flush(&mut self) -> BoxFuture<'_, Result<(), Error>>;
 }

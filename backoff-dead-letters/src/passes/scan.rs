@@ -78,7 +78,7 @@ impl Dlq {
         filter: &DeadLetterFilter,
         mode: Mode<'_>,
         mut sink: Sink<'_>,
-        gate: Option<&mut dyn ReplayGate>,
+        mut gate: Option<&mut dyn ReplayGate>,
     ) -> Result<DeadLetterReport, Error> {
         let queue = self.names.dead_letter_queue.clone();
         let mut pass = Pass::open(Arc::clone(&self.connection), &queue, self.quorum).await?;
@@ -98,12 +98,18 @@ impl Dlq {
                 (filter, &mode),
                 &mut sink,
                 (&mut tombstones, &mut entries),
-                gate,
+                &mut gate,
             )
             .await;
         if let Some(settler) = settler {
             settler.close().await;
         }
+        // The copies confirmed and not yet recorded, recorded.
+        let flushed = match gate {
+            Some(gate) => gate.flush().await,
+            None => Ok(()),
+        };
+        let outcome = outcome.and_then(|outcome| flushed.map(|()| outcome));
         let (matched, skipped, removed) = match outcome {
             Ok(outcome) => outcome,
             Err(e) => {
@@ -143,7 +149,7 @@ impl Dlq {
         (filter, mode): (&DeadLetterFilter, &Mode<'_>),
         sink: &mut Sink<'_>,
         (tombstones, entries): (&mut Tombstones, &mut Vec<IndexEntry>),
-        mut gate: Option<&mut dyn ReplayGate>,
+        gate: &mut Option<&mut dyn ReplayGate>,
     ) -> Result<(Vec<DeadLetterMessage>, Vec<SkippedMessage>, usize), Error> {
         let queue = &self.names.dead_letter_queue;
         let interval = match mode {
@@ -197,6 +203,13 @@ impl Dlq {
                         None => None,
                         Some(gate) => match gate.admit(key, &delivery.properties).await? {
                             Admit::Send(seq) => Some(seq),
+                            Admit::Remove => {
+                                count -= 1;
+                                tombstones.add(&delivery.properties, &summary.group);
+                                pass.remove(delivery).await?;
+                                removed += 1;
+                                continue;
+                            }
                             other => {
                                 stopped |= matches!(other, Admit::Stop);
                                 count -= 1;
@@ -216,7 +229,12 @@ impl Dlq {
                         )
                         .await?;
                     match published {
-                        Ok(entry) => entries.extend(entry),
+                        Ok(entry) => {
+                            entries.extend(entry);
+                            if let Some(gate) = gate.as_deref_mut() {
+                                gate.confirmed(key).await?;
+                            }
+                        }
                         Err(reason) => {
                             if let (Some(seq), Some(gate)) = (seq, gate.as_deref_mut()) {
                                 gate.withdrawn(key, seq).await?;

@@ -1,7 +1,7 @@
 //! [`JobBook`]: the replay jobs of one dead-letter queue as its replay log
 //! tells them, and [`ReplayJobStatus`], what it says of one.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use lapin::BasicProperties;
 use rabbit_backoff_core::{FateBatch, FateCounts, FateTally, ReplayPlan};
@@ -139,7 +139,11 @@ pub(crate) struct JobEntry {
     pub(crate) to_routing_key: Option<String>,
     pub(crate) tally: FateTally,
     /// The dead-letter keys of the messages whose copies were confirmed.
-    pub(crate) sent_keys: HashSet<u64>,
+    /// The copies recorded as sent: each dead letter's key, and its copy's
+    /// number.
+    pub(crate) sent_keys: HashMap<u64, u64>,
+    /// The keys of the copies the broker confirmed.
+    pub(crate) confirmed_keys: HashSet<u64>,
     /// The next copy's number.
     pub(crate) next_seq: u64,
     /// The latest control asked for.
@@ -219,7 +223,8 @@ impl JobBook {
                     to_exchange: to_exchange.clone(),
                     to_routing_key: to_routing_key.clone(),
                     tally: FateTally::default(),
-                    sent_keys: HashSet::new(),
+                    sent_keys: HashMap::new(),
+                    confirmed_keys: HashSet::new(),
                     next_seq: 0,
                     control: None,
                     canary_sent: None,
@@ -234,13 +239,14 @@ impl JobBook {
             ReplayRecord::Started { .. } => {}
             ReplayRecord::Sent { seq, key, .. } => {
                 entry.tally.sent(seq);
-                entry.sent_keys.insert(key);
+                entry.sent_keys.insert(key, seq);
                 entry.next_seq = entry.next_seq.max(seq + 1);
             }
             ReplayRecord::Withdrawn { seq, key, .. } => {
                 entry.tally.withdraw(seq);
                 entry.sent_keys.remove(&key);
             }
+            ReplayRecord::Confirmed { keys, .. } => entry.confirmed_keys.extend(keys),
             ReplayRecord::Judged {
                 verdict,
                 failing,

@@ -154,7 +154,8 @@ impl Dlq {
     ) -> Result<ReplayJob, ReplayJobError> {
         let stream = self.names.replay_log();
         declare(&*self.connection, &self.names).await?;
-        let Some(lock) = JobLock::take(&*self.connection, &stream).await? else {
+        let Some(lock) = JobLock::take((&*self.connection, &self.replay_locks), &stream).await?
+        else {
             let running = self.running_job().await.ok().flatten();
             return Err(ReplayJobError::Busy {
                 queue: self.names.dead_letter_queue.clone(),
@@ -458,6 +459,9 @@ impl ReplayJob {
             next_seq: self.next_seq(),
             halt: None,
             kept_as_sent: 0,
+            removed_as_sent: 0,
+            confirmed: Vec::new(),
+            confirmed_since: None,
         };
         let mut visit = |_: &_, _: &_| Ok(());
         self.dlq
@@ -471,10 +475,19 @@ impl ReplayJob {
         if gate.kept_as_sent > 0 {
             tracing::warn!(
                 "{}: replay job {} left {} messages in the queue whose copies it had sent \
-                 before it was interrupted (their originals were not acked in time)",
+                 before it was interrupted, unconfirmed: they may be in the work queue too",
                 self.dlq.names.dead_letter_queue,
                 self.id,
                 gate.kept_as_sent
+            );
+        }
+        if gate.removed_as_sent > 0 {
+            tracing::info!(
+                "{}: replay job {} removed {} messages whose copies it had sent, and the \
+                 broker confirmed, before it was interrupted",
+                self.dlq.names.dead_letter_queue,
+                self.id,
+                gate.removed_as_sent
             );
         }
         // The follower has read every copy's record before the next step

@@ -2,6 +2,7 @@
 //! copies: which message goes, with which number, and when to stop.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use lapin::BasicProperties;
@@ -44,9 +45,19 @@ pub(crate) struct JobGate<'a> {
     pub(crate) next_seq: u64,
     /// Why the pass stopped sending, if it did.
     pub(crate) halt: Option<Halt>,
-    /// Messages left in the queue because the job had sent them already.
+    /// Messages left in the queue because the job may have sent them.
     pub(crate) kept_as_sent: u64,
+    /// Originals removed because their copies had been confirmed.
+    pub(crate) removed_as_sent: u64,
+    /// Keys of confirmed copies not yet written, and since when.
+    pub(crate) confirmed: Vec<u64>,
+    pub(crate) confirmed_since: Option<tokio::time::Instant>,
 }
+
+/// Confirmed copies are written in batches of at most this many…
+const CONFIRMED_BATCH: usize = 64;
+/// …or this old.
+const CONFIRMED_AGE: Duration = Duration::from_millis(100);
 
 impl JobGate<'_> {
     /// What the job's records and fates say before the next copy.
@@ -60,7 +71,18 @@ impl JobGate<'_> {
         let Some(entry) = book.get(&self.job) else {
             return Admit::Stop;
         };
-        if entry.sent_keys.contains(&key) {
+        if let Some(&seq) = entry.sent_keys.get(&key) {
+            // Its copy was recorded as sent. When the broker confirmed it,
+            // or a consumer saw it, the original's removal was lost (in a
+            // broker restart, say): it goes now. Otherwise the copy may
+            // not exist, and the original stays.
+            if entry.confirmed_keys.contains(&key)
+                || self.confirmed.contains(&key)
+                || entry.tally.has_fate(seq)
+            {
+                self.removed_as_sent += 1;
+                return Admit::Remove;
+            }
             self.kept_as_sent += 1;
             return Admit::Keep;
         }
@@ -101,6 +123,36 @@ impl ReplayGate for JobGate<'_> {
                 append(self.log, self.stream, &record).await?;
             }
             Ok(admit)
+        })
+    }
+
+    fn confirmed(&mut self, key: u64) -> BoxFuture<'_, Result<(), Error>> {
+        self.confirmed.push(key);
+        let since = *self
+            .confirmed_since
+            .get_or_insert_with(tokio::time::Instant::now);
+        let due = self.confirmed.len() >= CONFIRMED_BATCH || since.elapsed() >= CONFIRMED_AGE;
+        Box::pin(async move {
+            if due {
+                self.flush().await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn flush(&mut self) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(async move {
+            if self.confirmed.is_empty() {
+                return Ok(());
+            }
+            let record = ReplayRecord::Confirmed {
+                job: self.job.clone(),
+                keys: self.confirmed.clone(),
+            };
+            append(self.log, self.stream, &record).await?;
+            self.confirmed.clear();
+            self.confirmed_since = None;
+            Ok(())
         })
     }
 

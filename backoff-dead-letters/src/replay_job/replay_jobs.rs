@@ -113,7 +113,11 @@ impl Dlq {
     /// run, and only while a driver holds the lock.
     async fn with_drivers(&self, book: &JobBook) -> Result<Vec<ReplayJobStatus>, Error> {
         let mut statuses = book.statuses();
-        let held = JobLock::held(&*self.connection, &self.names.replay_log()).await?;
+        let held = JobLock::held(
+            (&*self.connection, &self.replay_locks),
+            &self.names.replay_log(),
+        )
+        .await?;
         let mut running = held;
         for status in &mut statuses {
             if status.state.is_ended() {

@@ -103,6 +103,11 @@ pub(crate) enum ReplayRecord {
     /// Copy `seq` was not sent after all: the broker refused it, and its
     /// original stays in the queue.
     Withdrawn { job: String, seq: u64, key: u64 },
+    /// The broker confirmed the copies of the dead letters with these
+    /// keys: an original of one of them found in the queue again (its
+    /// removal was lost, in a broker restart say) is removed without a
+    /// second copy. Written in batches, at the latest when the pass ends.
+    Confirmed { job: String, keys: Vec<u64> },
     /// The canary was judged.
     Judged {
         job: String,
@@ -135,6 +140,7 @@ impl ReplayRecord {
             ReplayRecord::Started { job, .. }
             | ReplayRecord::Sent { job, .. }
             | ReplayRecord::Withdrawn { job, .. }
+            | ReplayRecord::Confirmed { job, .. }
             | ReplayRecord::Judged { job, .. }
             | ReplayRecord::Control { job, .. }
             | ReplayRecord::Ended { job, .. } => job,
