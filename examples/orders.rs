@@ -12,7 +12,10 @@
 //! `ORDERS_QUEUE_TYPE` (`quorum`, the default: replicated queues; or
 //! `classic`, to adopt a classic topology),
 //! `METRICS_ADDR` (e.g. `127.0.0.1:9464`: serves `/metrics` in Prometheus'
-//! text format, `/health/ready` and `/health/live`).
+//! text format, `/health/ready` and `/health/live`),
+//! `ORDERS_DATABASE` (`down`: an outage, every order fails with
+//! `database unavailable` until the service runs without it; a group of
+//! dead letters to replay once it is fixed).
 //!
 //! Payload: `{"id": 1, "fail": "none" | "transient" | "permanent", "attempts": 2}`.
 //! `transient` fails while the message's retry count is below `attempts`
@@ -58,6 +61,8 @@ struct Outcomes {
     settled: Mutex<BTreeMap<u64, String>>,
     tiers: usize,
     keep: bool,
+    /// The database is down (`ORDERS_DATABASE=down`).
+    database_down: bool,
 }
 
 #[backoff_consumer(queue = "orders", delays = "5s,15s,60s")]
@@ -67,6 +72,7 @@ async fn process_order(
     outcomes: State<Outcomes>,
 ) -> Result<(), OrderError> {
     let result = match order.fail {
+        _ if outcomes.database_down => Err(OrderError::Unavailable),
         Fail::None => Ok(()),
         Fail::Transient if order.attempts.is_some_and(|n| ctx.retry_count() >= n) => Ok(()),
         Fail::Transient => Err(OrderError::Unavailable),
@@ -155,6 +161,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let outcomes = std::sync::Arc::new(Outcomes {
         tiers: spec.delays.len(),
         keep: demo,
+        database_down: std::env::var("ORDERS_DATABASE").is_ok_and(|s| s == "down"),
         ..Outcomes::default()
     });
     let runtime = Runtime::builder()

@@ -262,3 +262,29 @@ mod tests {
         assert_eq!(history.as_slice().len(), 2);
     }
 }
+
+#[cfg(test)]
+mod marker_tests {
+    use super::*;
+
+    #[test]
+    fn an_earlier_jobs_marker_is_replaced() {
+        let mut headers = FieldTable::default();
+        headers.insert(
+            headers::REPLAY_JOB.into(),
+            AMQPValue::LongString("j1".into()),
+        );
+        headers.insert(headers::REPLAY_SEQ.into(), AMQPValue::LongLongInt(3));
+        let original = BasicProperties::default().with_headers(headers);
+        let copy = replay_properties_with(&original, "now", Vec::new(), Some(("j2", 7)));
+        let table = copy.headers().clone().unwrap();
+        assert_eq!(
+            table.inner().get(headers::REPLAY_JOB),
+            Some(&AMQPValue::LongString("j2".into()))
+        );
+        assert_eq!(
+            table.inner().get(headers::REPLAY_SEQ),
+            Some(&AMQPValue::LongLongInt(7))
+        );
+    }
+}

@@ -304,7 +304,9 @@ impl ReplayJob {
             if sent < canary {
                 let want = (canary - sent) as usize;
                 let want = limit.map_or(want, |l| want.min(l.saturating_sub(sent as usize)));
-                let halt = self.pass(Stage::Canary, Some(want)).await?;
+                let halt = self
+                    .pass_reporting(Stage::Canary, Some(want), progress)
+                    .await?;
                 if let Some(outcome) = self.halted(halt, progress).await? {
                     return Ok(outcome);
                 }
@@ -326,7 +328,9 @@ impl ReplayJob {
             if limit.is_some_and(|l| sent >= l) {
                 return Ok(ReplayOutcome::Completed);
             }
-            let halt = self.pass(Stage::Waves, limit.map(|l| l - sent)).await?;
+            let halt = self
+                .pass_reporting(Stage::Waves, limit.map(|l| l - sent), progress)
+                .await?;
             self.report(progress);
             match halt {
                 None => return Ok(ReplayOutcome::Completed),
@@ -438,6 +442,26 @@ impl ReplayJob {
         self.report(progress);
         Ok((verdict == CanaryVerdict::Stop)
             .then_some(ReplayOutcome::StoppedOnFailures { failing, of }))
+    }
+
+    /// [`pass`](Self::pass), calling `progress` about once a second while
+    /// it sends.
+    async fn pass_reporting(
+        &self,
+        stage: Stage,
+        limit: Option<usize>,
+        progress: &mut (dyn FnMut(&ReplayJobStatus) + Send),
+    ) -> Result<Option<Halt>, ReplayJobError> {
+        let pass = self.pass(stage, limit);
+        tokio::pin!(pass);
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                halt = &mut pass => return halt,
+                _ = tick.tick() => self.report(progress),
+            }
+        }
     }
 
     /// One pass over the dead-letter queue that sends at most `limit`
