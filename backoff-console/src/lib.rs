@@ -44,6 +44,8 @@ mod broker;
 mod build_error;
 mod builder;
 mod console;
+mod job_path;
+mod queue_locks;
 mod router;
 mod security;
 mod selection;

@@ -139,6 +139,7 @@ mod tests {
             message_ids: vec!["m-1".into()],
             error: None,
             note: None,
+            job: None,
         }
     }
 
