@@ -133,16 +133,21 @@ function updateJobRow(queue, row, j) {
 function stateTitle(j) {
   const o = j.outcome;
   if (!o) return j.state === 'interrupted' ? 'nothing drives it any more: resume takes it over in this console, or stop it' : 'the plan: ' + planText(j);
-  if (o.outcome === 'stopped-on-failures') return o.failing + ' of ' + o.of + ' copies failed again, above ' + j.plan.stop_above * 100 + '%';
+  if (o.outcome === 'stopped-on-failures') return o.failing + ' of ' + o.of + ' copies failed again, above ' + percent(j.plan.stop_above);
   if (o.outcome === 'stopped') return 'stopped' + (o.by ? ' by ' + o.by : '');
   if (o.outcome === 'failed') return 'failed: ' + text(o.error);
   return 'every selected message was sent';
 }
 
+/** A share (0.07) as a percentage ("7%"), without binary noise. */
+function percent(share) {
+  return Number((share * 100).toPrecision(12)) + '%';
+}
+
 function planText(j) {
   return describePlan({
     canary: j.plan.canary,
-    stop_above: j.plan.stop_above * 100 + '%',
+    stop_above: percent(j.plan.stop_above),
     rate: j.rate ? String(j.rate) : undefined,
     fate_timeout: j.plan.fate_timeout_ms / 1000 + 's',
   });
