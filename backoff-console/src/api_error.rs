@@ -4,6 +4,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use rabbit_backoff_dead_letters::ReplayJobError;
 use serde::Serialize;
 
 /// An error of the JSON API.
@@ -47,6 +48,23 @@ impl ApiError {
     /// The request itself is wrong (400).
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// Why a replay job could not start, go on or be controlled: a plan
+    /// that makes no sense (400), a job not in the replay log (404),
+    /// another job running, a job ended or one that cannot do what was
+    /// asked (409), the broker (502).
+    pub(crate) fn replay_job(error: ReplayJobError) -> Self {
+        let status = match &error {
+            ReplayJobError::Plan(_) => StatusCode::BAD_REQUEST,
+            ReplayJobError::Unknown { .. } => StatusCode::NOT_FOUND,
+            ReplayJobError::Busy { .. }
+            | ReplayJobError::Ended { .. }
+            | ReplayJobError::Refused(_) => StatusCode::CONFLICT,
+            ReplayJobError::Broker(e) => return Self::broker(e),
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        Self::new(status, error.to_string())
     }
 }
 

@@ -37,6 +37,8 @@ const FILES: &[(&str, &str, &str)] = &[
     script!("writes.js"),
     script!("tiers.js"),
     script!("audit.js"),
+    script!("job-options.js"),
+    script!("jobs.js"),
 ];
 
 /// `GET /`: the page. Nested under a prefix (`.nest("/ops/console", …)`),

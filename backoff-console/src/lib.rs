@@ -4,8 +4,10 @@
 //! each dead-letter queue by what went wrong with a chart over time,
 //! searches and pages through it, shows one message, exports what matches,
 //! and replays, edits or discards one message, a selection, a group or every
-//! match; purges a dead-letter queue or rebuilds its index. Every write is
-//! recorded in an audit log.
+//! match; purges a dead-letter queue or rebuilds its index; starts replay
+//! jobs (a canary, then waves, stopped when the copies fail again), drives
+//! them, and shows, pauses, resumes and stops them from their replay log.
+//! Every write is recorded in an audit log.
 //!
 //! The console is an [`axum::Router`]: `rabbit-backoff console` serves it
 //! on its own, and a service can mount it under a path of its own, beside
@@ -44,6 +46,8 @@ mod broker;
 mod build_error;
 mod builder;
 mod console;
+mod job_path;
+mod queue_locks;
 mod router;
 mod security;
 mod selection;

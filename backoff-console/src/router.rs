@@ -16,10 +16,12 @@ use crate::security::security_headers;
 use crate::state::State;
 use crate::views::{
     audit::audit, body::body, config::config, consumers::consumers, dead_letters::dead_letters,
-    export::export, groups::groups, messages::messages, tiers::tiers,
+    export::export, groups::groups, messages::messages, replay_jobs::replay_job,
+    replay_jobs::replay_jobs, tiers::tiers,
 };
 use crate::writes::{
-    discard::discard, edit::edit, purge::purge, rebuild_index::rebuild_index, replay::replay,
+    discard::discard, edit::edit, job_control, purge::purge, rebuild_index::rebuild_index,
+    replay::replay, replay_job::start_replay_job,
 };
 
 /// The whole application: pages, API, guard and security headers.
@@ -41,6 +43,23 @@ pub(crate) fn router(state: Arc<State>, guard: Arc<Guard>) -> Router {
         .route("/api/consumers/{queue}/edit", post(edit))
         .route("/api/consumers/{queue}/purge", post(purge))
         .route("/api/consumers/{queue}/rebuild-index", post(rebuild_index))
+        .route(
+            "/api/consumers/{queue}/replay-jobs",
+            get(replay_jobs).post(start_replay_job),
+        )
+        .route("/api/consumers/{queue}/replay-jobs/{id}", get(replay_job))
+        .route(
+            "/api/consumers/{queue}/replay-jobs/{id}/pause",
+            post(job_control::pause),
+        )
+        .route(
+            "/api/consumers/{queue}/replay-jobs/{id}/resume",
+            post(job_control::resume),
+        )
+        .route(
+            "/api/consumers/{queue}/replay-jobs/{id}/stop",
+            post(job_control::stop),
+        )
         .with_state(state)
         .layer(middleware::from_fn_with_state(guard, guard::enforce))
         .layer(middleware::map_response(security_headers::add))

@@ -1,10 +1,10 @@
 //! The console's shared state and the services its handlers share: the
 //! consumers found on the broker, one pass at a time per dead-letter queue,
-//! equal reads in flight shared, the reader connection for depths and tiers,
-//! who wrote, and the audit log.
+//! one replay-job request at a time per replay log, equal reads in flight
+//! shared, the reader connection for depths and tiers, who wrote, and the
+//! audit log.
 
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -20,6 +20,7 @@ use serde::Serialize;
 use crate::api_error::ApiError;
 use crate::broker::depths;
 use crate::broker::reader::Reader;
+use crate::queue_locks::QueueLocks;
 use crate::security::audit::AuditLog;
 use crate::security::guard::{self, Access, Operator};
 use crate::shared_json::SharedJson;
@@ -47,8 +48,17 @@ pub(crate) struct State {
     /// One lock per dead-letter queue, held through every pass over it. A
     /// pass holds the messages it has read until it ends, so a replay beside
     /// a read of the same queue would miss them: passes over one queue run
-    /// one at a time (over different queues, side by side).
-    locks: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// one at a time (over different queues, side by side). A replay job's
+    /// driver does not take it: it runs for minutes, and the views go on
+    /// beside it (a view read while one of its waves runs misses the
+    /// messages the wave holds, and the wave leaves those the read holds in
+    /// the queue, untouched).
+    locks: QueueLocks,
+    /// One lock per replay log, held while a request starts, takes over,
+    /// controls or reads its replay jobs. Reading whether a job runs takes
+    /// the log's job lock for a moment, so a start beside a read of the
+    /// same log would find the queue busy.
+    job_locks: QueueLocks,
     /// Reads in flight, shared by equal reads.
     reads: Reads,
     /// A connection for depths and retry tiers, opened once.
@@ -78,7 +88,8 @@ impl State {
             access,
             audit,
             stream_port,
-            locks: std::sync::Mutex::new(HashMap::new()),
+            locks: QueueLocks::default(),
+            job_locks: QueueLocks::default(),
             reads: Reads::default(),
             reader: Reader::default(),
             passes: AtomicU64::new(0),
@@ -121,16 +132,47 @@ impl State {
         queue: &str,
         call: impl for<'a> FnOnce(&'a Dlq) -> DlqCall<'a, T>,
     ) -> Result<(DiscoveredConsumer, T), ApiError> {
-        let _one_at_a_time = self.lock(queue).await;
-        let consumer = self.consumer(queue).await?;
-        let dlq = Dlq::connect(&self.amqp_url, &consumer.spec)
-            .await
-            .map_err(ApiError::broker)?
-            .stream_port(self.stream_port)
-            .stream_protocol(self.stream_port != 0);
+        let _one_at_a_time = self.locks.lock(queue).await;
+        let (consumer, dlq) = self.connect(queue).await?;
         let result = call(&dlq).await;
         dlq.close().await;
         Ok((consumer, result))
+    }
+
+    /// Runs `call` on the replay jobs of the dead-letter queue of `queue`,
+    /// one at a time with the other requests about them, on a connection of
+    /// its own, closed after; the consumer and what `call` returned. `call`
+    /// may start or take over a job on a connection of its own
+    /// ([`State::connect`]): a job's driver is never read from its own
+    /// connection, where the read would release the job's lock.
+    pub(crate) async fn with_replay_log<T>(
+        &self,
+        queue: &str,
+        call: impl for<'a> FnOnce(&'a DiscoveredConsumer, &'a Dlq) -> DlqCall<'a, T>,
+    ) -> Result<(DiscoveredConsumer, T), ApiError> {
+        let _one_at_a_time = self.job_locks.lock(queue).await;
+        let (consumer, dlq) = self.connect(queue).await?;
+        let result = call(&consumer, &dlq).await;
+        dlq.close().await;
+        Ok((consumer, result))
+    }
+
+    /// A connection to the dead-letter queue of `queue`'s consumer, for the
+    /// caller to close.
+    pub(crate) async fn connect(&self, queue: &str) -> Result<(DiscoveredConsumer, Dlq), ApiError> {
+        let consumer = self.consumer(queue).await?;
+        let dlq = self.connect_to(&consumer).await?;
+        Ok((consumer, dlq))
+    }
+
+    /// A connection to the dead-letter queue of `consumer`, for the caller
+    /// to close.
+    pub(crate) async fn connect_to(&self, consumer: &DiscoveredConsumer) -> Result<Dlq, ApiError> {
+        Ok(Dlq::connect(&self.amqp_url, &consumer.spec)
+            .await
+            .map_err(ApiError::broker)?
+            .stream_port(self.stream_port)
+            .stream_protocol(self.stream_port != 0))
     }
 
     /// Every consumer found on the broker.
@@ -153,15 +195,6 @@ impl State {
             })
     }
 
-    /// Held while a pass runs over the dead-letter queue of `queue`.
-    async fn lock(&self, queue: &str) -> tokio::sync::OwnedMutexGuard<()> {
-        let lock = {
-            let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
-            Arc::clone(locks.entry(queue.to_owned()).or_default())
-        };
-        lock.lock_owned().await
-    }
-
     /// The connection for depths and tiers, opened on first use.
     pub(crate) async fn reader(&self) -> Result<Arc<dyn Connection>, ApiError> {
         self.reader
@@ -182,12 +215,7 @@ impl State {
         consumer: &mut DiscoveredConsumer,
     ) -> Result<(), ApiError> {
         let connection = self.reader().await?;
-        let passing = self
-            .locks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&consumer.queue)
-            .is_some_and(|lock| lock.try_lock().is_err());
+        let passing = self.locks.is_held(&consumer.queue);
         if let Err(e) = depths::refresh(&connection, consumer, &self.remembered, passing).await {
             self.forget_reader().await;
             return Err(ApiError::broker(e));

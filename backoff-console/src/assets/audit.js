@@ -16,7 +16,7 @@ export async function loadAudit() {
           el('td', { class: 'action' }, a.action),
           cut('td', 'queue', a.queue),
           el('td', { class: 'number count' }, a.count),
-          cut('td', 'what', JSON.stringify(a.selection) + (a.message_ids.length ? ' → ' + a.message_ids.join(', ') : '')),
+          cut('td', 'what', (a.job ? 'job ' + a.job + ': ' : '') + JSON.stringify(a.selection) + (a.message_ids.length ? ' → ' + a.message_ids.join(', ') : '')),
           cut('td', 'outcome', a.error || (a.note ? 'done: ' + a.note : 'done')),
         ),
       ),

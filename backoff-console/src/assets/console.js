@@ -7,12 +7,13 @@
 import { $, api, clearError, on, showError, state, tickTimes } from './shared.js';
 import { makeSortable } from './tables.js';
 import { pollForever, refreshConsumers, renderConsumer } from './consumers.js';
-import { reloadAfterWrite, wireDeadLetters } from './dead-letters.js';
+import { loadView, reloadAfterWrite, wireDeadLetters } from './dead-letters.js';
 import { wireSelection } from './selection.js';
 import { wireEdit } from './edit.js';
 import { wireTiers } from './tiers.js';
 import { wireQueueWrites } from './writes.js';
 import { loadAudit } from './audit.js';
+import { reopenJobs } from './jobs.js';
 
 // --- the token ---------------------------------------------------------
 
@@ -45,7 +46,7 @@ async function loadConfig() {
   $('mode').textContent = state.readOnly ? 'read-only' : 'replay, edit, discard and purge need the token';
   $('mode').classList.toggle('read-only', state.readOnly);
   if (!state.readOnly) $('token-form').hidden = false;
-  for (const id of ['replay-selected', 'discard-selected', 'purge', 'rebuild-index']) $(id).hidden = state.readOnly;
+  for (const id of ['replay-selected', 'discard-selected', 'purge', 'rebuild-index', 'job-options']) $(id).hidden = state.readOnly;
 }
 
 function wire() {
@@ -70,6 +71,11 @@ function wire() {
     renderConsumer(written.outcome.consumer);
     await reloadAfterWrite(written);
   });
+  // A replay job ended: its copies left the dead-letter queue.
+  on('job-ended', async ({ queue }) => {
+    await refreshConsumers();
+    if (queue === state.queue) await loadView();
+  });
   for (const table of document.querySelectorAll('table.sortable')) makeSortable(table);
 }
 
@@ -79,6 +85,7 @@ async function start() {
   await loadConfig();
   renderToken();
   loadAudit();
+  reopenJobs();
   setInterval(tickTimes, 5000);
   pollForever();
 }

@@ -5,6 +5,7 @@ import { $, api, clearError, el, showError, state, text } from './shared.js';
 import { syncRows } from './tables.js';
 import { loadView, openDeadLetters } from './dead-letters.js';
 import { openTiers } from './tiers.js';
+import { openJobs } from './jobs.js';
 
 const POLL_MS = 2000;
 // Dead-letter queues up to this depth have their view reloaded as they change.
@@ -23,6 +24,7 @@ function buildConsumerRow(c) {
       {},
       el('button', { class: 'open', type: 'button', onclick: () => openConsumer(c.queue) }, 'Dead letters'),
       el('button', { class: 'open-tiers', type: 'button', onclick: () => openTiers(c.queue) }, 'Retry tiers'),
+      el('button', { class: 'open-jobs', type: 'button', onclick: () => openJobs(c.queue) }, 'Replay jobs'),
     ),
   );
 }
@@ -57,9 +59,12 @@ export function renderConsumer(c) {
 // The view comes from a whole pass over the dead-letter queue: reload it
 // by itself only while the queue fits in a pass's window (1000), so that
 // an open page never keeps moving a large queue round; search again to
-// reload a larger one.
+// reload a larger one. Nor while a replay job runs on it: a pass beside
+// the job's waves would miss the messages they hold (and they those the
+// pass holds); the view is read again when the job ends.
 function dlqDepthSeen(depth) {
   if (state.loading) return; // the pass under way reads it as it is
+  if (state.jobsRunning.has(state.queue)) return;
   if (depth !== state.dlqDepth && depth <= AUTO_RELOAD_MAX) {
     state.dlqDepth = depth;
     loadView();
@@ -93,4 +98,5 @@ function markConsumer(queue) {
 function openConsumer(queue) {
   markConsumer(queue);
   openDeadLetters(queue);
+  openJobs(queue);
 }

@@ -23,6 +23,7 @@ export const state = {
   page: [], // the messages listed
   selected: new Map(), // message id -> message, picked by hand
   allMatching: false, // every message the search matches is selected
+  jobsRunning: new Set(), // work queues with a replay job running, as last read
   message: null, // the message shown
   errors: new Map(), // where an error came from -> its message
   sorts: new Map(), // table id -> { column, descending }

@@ -2,10 +2,13 @@
 // of a dead-letter queue and the rebuild of its index, each after a
 // confirmation, with the token. A write done is announced as 'written'
 // ({ action, body, outcome }), for the depths and the view to be shown
-// again; done or not, the audit is read again.
+// again; done or not, the audit is read again. With the replay options'
+// "as a replay job" ticked, a replay starts a replay job instead.
 
 import { $, api, clearError, consumerPath, emit, hasToken, notice, showError, state, text } from './shared.js';
 import { loadAudit } from './audit.js';
+import { jobPlan } from './job-options.js';
+import { startJob } from './jobs.js';
 
 // --- replay, edit and discard ----------------------------------------------
 
@@ -19,6 +22,8 @@ export async function writeGroup(action, group) {
 
 export async function write(action, body, question) {
   if (state.readOnly || !hasToken()) return false;
+  const plan = action === 'replay' ? jobPlan() : null;
+  if (plan) return startJob(state.queue, body, plan, question);
   if (!window.confirm(question)) return false;
   const queue = state.queue;
   try {

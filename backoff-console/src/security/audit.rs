@@ -1,7 +1,9 @@
 //! The audit log: every replay, discard, edit, purge and rebuild of the
-//! dead-letter index (an entry of `writes::audit_entry`: who asked for it,
-//! when, what it applied to and how many messages it moved), appended as
-//! one line of JSON to a file that is only ever appended to.
+//! dead-letter index, every start, pause, resume and stop of a replay job
+//! and the end of those this console drives (an entry of
+//! `writes::audit_entry`: who asked for it, when, what it applied to and
+//! how many messages it moved), appended as one line of JSON to a file that
+//! is only ever appended to.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -139,6 +141,7 @@ mod tests {
             message_ids: vec!["m-1".into()],
             error: None,
             note: None,
+            job: None,
         }
     }
 

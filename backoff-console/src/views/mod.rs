@@ -1,7 +1,9 @@
 //! The JSON API's reads, one module per view of the page: GETs that change
 //! nothing. A read of a dead-letter queue runs one at a time with the other
 //! passes over it, and equal reads in flight share one
-//! ([`State::shared_read`](crate::state::State::shared_read)).
+//! ([`State::shared_read`](crate::state::State::shared_read)); a read of
+//! its replay jobs, one at a time with the other requests about them
+//! ([`State::with_replay_log`](crate::state::State::with_replay_log)).
 
 pub(crate) mod audit;
 pub(crate) mod body;
@@ -11,6 +13,7 @@ pub(crate) mod dead_letters;
 pub(crate) mod export;
 pub(crate) mod groups;
 pub(crate) mod messages;
+pub(crate) mod replay_jobs;
 pub(crate) mod tiers;
 
 /// The most messages one listing returns.

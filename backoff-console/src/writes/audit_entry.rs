@@ -1,10 +1,12 @@
 //! One write as the audit log records it: who asked for it, when, what it
-//! applied to (as its request said it) and how many messages it moved.
+//! applied to (as its request said it) and how many messages it moved; for
+//! a replay job, which job.
 
 use serde::{Deserialize, Serialize};
 
 use crate::selection::Selection;
 use crate::writes::edit_request::EditRequest;
+use crate::writes::job_request::JobRequest;
 
 /// One write, as the audit records it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -13,14 +15,17 @@ pub(crate) struct AuditEntry {
     pub at: String,
     /// The name of the token that asked for it.
     pub who: String,
-    /// `replay`, `discard`, `edit`, `purge` or `rebuild-index`.
+    /// `replay`, `discard`, `edit`, `purge` or `rebuild-index`; for a
+    /// replay job, one of [`JobAction`](super::job_action::JobAction)'s
+    /// names (`replay-job`, `replay-job-pause`, …, `replay-job-end`).
     pub action: String,
     /// The consumer's work queue.
     pub queue: String,
     /// What it applied to, as the request said it.
     pub selection: AuditSelection,
     /// How many messages it replayed, discarded or purged (for a rebuild
-    /// of the index: how many dead letters its checkpoint counts).
+    /// of the index: how many dead letters its checkpoint counts; for a
+    /// replay job's end, how many copies it sent).
     pub count: usize,
     /// The `message_id`s of those messages (the first 100).
     pub message_ids: Vec<String>,
@@ -28,9 +33,13 @@ pub(crate) struct AuditEntry {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub error: Option<String>,
     /// What else it did: for a purge or a rebuild of the index, the
-    /// checkpoint it left in the dead-letter index (or why none).
+    /// checkpoint it left in the dead-letter index (or why none); for a
+    /// replay job, its plan, or where it ended.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub note: Option<String>,
+    /// The replay job it started, controlled or saw end.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub job: Option<String>,
 }
 
 impl AuditEntry {
@@ -47,6 +56,7 @@ impl AuditEntry {
             message_ids: Vec::new(),
             error: None,
             note: None,
+            job: None,
         }
     }
 }
@@ -61,6 +71,11 @@ pub(crate) enum AuditSelection {
     Edit(EditRequest),
     /// A purge or a rebuild of the index: the whole dead-letter queue.
     Queue(WholeQueue),
+    /// A replay job's start: its selection and plan.
+    ReplayJob(JobRequest),
+    /// A replay job's control or end: its selection as its replay log
+    /// describes it.
+    Described(String),
     /// A line of an older log, shown as it is.
     Other(serde_json::Value),
 }
@@ -98,6 +113,15 @@ mod tests {
         let read: AuditSelection = serde_json::from_str(edit).unwrap();
         assert!(matches!(read, AuditSelection::Edit(_)), "{read:?}");
         assert_eq!(serde_json::to_string(&read).unwrap(), edit);
+        let job = r#"{"group":"0123456789ab","canary":5,"stop_above":"10%"}"#;
+        let read: AuditSelection = serde_json::from_str(job).unwrap();
+        assert!(matches!(read, AuditSelection::ReplayJob(_)), "{read:?}");
+        assert_eq!(serde_json::to_string(&read).unwrap(), job);
+        let described: AuditSelection = serde_json::from_str(r#""group 0123456789ab""#).unwrap();
+        assert_eq!(
+            described,
+            AuditSelection::Described("group 0123456789ab".into())
+        );
         let older: AuditSelection = serde_json::from_str(r#"{"anything":[1]}"#).unwrap();
         assert_eq!(
             serde_json::to_string(&older).unwrap(),

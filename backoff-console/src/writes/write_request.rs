@@ -45,9 +45,14 @@ impl<T: WriteBody> FromRequest<Arc<State>> for WriteRequest<T> {
 
     async fn from_request(request: Request, state: &Arc<State>) -> Result<Self, ApiError> {
         let (mut parts, body) = request.into_parts();
-        let Path(queue) = Path::<String>::from_request_parts(&mut parts, state)
+        // The queue among the path's parameters (a job's path names its id too).
+        let Path(parameters) = Path::<Vec<(String, String)>>::from_request_parts(&mut parts, state)
             .await
             .map_err(|e| ApiError::bad_request(e.body_text()))?;
+        let queue = parameters
+            .into_iter()
+            .find_map(|(name, value)| (name == "queue").then_some(value))
+            .ok_or_else(|| ApiError::bad_request("the path names no consumer's work queue"))?;
         let who = state.writer(parts.extensions.get::<Operator>())?;
         let request = Request::from_parts(parts, body);
         let Json(body) = Json::<T>::from_request(request, state).await.map_err(|e| {

@@ -469,3 +469,57 @@ pub async fn search_for(b: &Browser, text: &str) {
         .unwrap();
     b.click("#search-go").await;
 }
+
+/// `n` dead letters of one group (`error`), ids `<prefix>-1` to
+/// `<prefix>-n`.
+pub fn many_letters(prefix: &str, n: usize, error: &str) -> Vec<DeadLetter> {
+    (1..=n)
+        .map(|i| {
+            let id: &'static str = Box::leak(format!("{prefix}-{i}").into_boxed_str());
+            letter(id, error, "exhausted", &format!("{{\"order\":{i}}}"))
+        })
+        .collect()
+}
+
+/// The replay log of a fixture's dead-letter queue and its job lock,
+/// deleted when dropped (the fixture deletes the rest of its topology).
+pub fn replay_log_cleanup(f: &Fixture) -> rabbit_backoff_test_support::cleanup::Cleanup {
+    let log = f.spec.names().replay_log();
+    rabbit_backoff_test_support::cleanup::Cleanup::default()
+        .queue(&log)
+        .queue(&format!("{log}.lock"))
+}
+
+/// The headers of a write from the console's own page with `token`.
+pub fn write_headers<'a>(origin: &'a str, bearer: &'a str) -> [(&'a str, &'a str); 3] {
+    [
+        ("Origin", origin),
+        ("Content-Type", "application/json"),
+        ("Authorization", bearer),
+    ]
+}
+
+/// Asks the API for `path` until `ready` returns something, for at most
+/// `within`; fails the test with the last answer then.
+pub async fn api_until<T>(
+    console: &Console,
+    path: &str,
+    what: &str,
+    within: Duration,
+    mut ready: impl FnMut(&Value) -> Option<T>,
+) -> T {
+    let started = std::time::Instant::now();
+    loop {
+        let (status, body) = get(console, path, &[]);
+        if status == 200
+            && let Some(value) = ready(&body)
+        {
+            return value;
+        }
+        assert!(
+            started.elapsed() < within,
+            "{what}: not within {within:?}; the last answer: {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
