@@ -146,13 +146,7 @@ async fn a_job_starts_with_a_canary_and_is_paused_resumed_and_stopped() {
         (job["counts"]["sent"].as_u64()? >= 1).then_some(())
     })
     .await;
-    let (status, paused) = post_json(
-        &console,
-        &format!("replay-jobs/{id}/pause"),
-        &queue,
-        &headers,
-        "{}",
-    );
+    let (status, paused) = control(&console, &queue, &headers, &id, "pause");
     assert_eq!(status, 200, "{paused}");
     assert_eq!(paused["job"]["state"], "paused", "{paused}");
     assert_eq!(paused["job"]["controls"][0]["action"], "pause");
@@ -171,13 +165,7 @@ async fn a_job_starts_with_a_canary_and_is_paused_resumed_and_stopped() {
     assert!(sent_paused < 30, "{after}");
 
     // Resumed: it sends again.
-    let (status, resumed) = post_json(
-        &console,
-        &format!("replay-jobs/{id}/resume"),
-        &queue,
-        &headers,
-        "{}",
-    );
+    let (status, resumed) = control(&console, &queue, &headers, &id, "resume");
     assert_eq!(status, 200, "{resumed}");
     assert_ne!(resumed["job"]["state"], "paused", "{resumed}");
     api_until(
@@ -190,13 +178,7 @@ async fn a_job_starts_with_a_canary_and_is_paused_resumed_and_stopped() {
     .await;
 
     // Stopped: the rest stays in the dead-letter queue.
-    let (status, stopped) = post_json(
-        &console,
-        &format!("replay-jobs/{id}/stop"),
-        &queue,
-        &headers,
-        "{}",
-    );
+    let (status, stopped) = control(&console, &queue, &headers, &id, "stop");
     assert_eq!(status, 200, "{stopped}");
     let ended = api_until(&console, &one, "the job stopped", WITHIN, |job| {
         (job["state"] == "stopped").then(|| job.clone())
@@ -230,13 +212,7 @@ async fn a_job_starts_with_a_canary_and_is_paused_resumed_and_stopped() {
     );
 
     // An ended job has nothing to pause; the refusal is audited too.
-    let (status, again) = post_json(
-        &console,
-        &format!("replay-jobs/{id}/pause"),
-        &queue,
-        &headers,
-        "{}",
-    );
+    let (status, again) = control(&console, &queue, &headers, &id, "pause");
     assert_eq!(status, 409, "an ended job: {again}");
     assert!(
         again["error"]
@@ -290,13 +266,7 @@ async fn an_interrupted_job_is_taken_over_and_completed() {
     assert_eq!(interrupted["state"], "interrupted", "{interrupted}");
     assert_eq!(interrupted["by"], "cli-user");
 
-    let (status, resumed) = post_json(
-        &console,
-        &format!("replay-jobs/{id}/resume"),
-        &queue,
-        &headers,
-        "{}",
-    );
+    let (status, resumed) = control(&console, &queue, &headers, &id, "resume");
     assert_eq!(status, 200, "{resumed}");
     assert_ne!(resumed["job"]["state"], "interrupted", "{resumed}");
     let ended = api_until(&console, &one, "the job completed", WITHIN, |job| {
@@ -320,4 +290,21 @@ async fn an_interrupted_job_is_taken_over_and_completed() {
             .starts_with("completed; 8 sent"),
         "{end}"
     );
+}
+
+/// `POST replay-jobs/{id}/{action}` with `{}`: a control of job `id`.
+fn control(
+    console: &Console,
+    queue: &str,
+    headers: &[(&str, &str)],
+    id: &str,
+    action: &str,
+) -> (u16, Value) {
+    post_json(
+        console,
+        &format!("replay-jobs/{id}/{action}"),
+        queue,
+        headers,
+        "{}",
+    )
 }

@@ -196,7 +196,12 @@ fn ids(report: &rabbit_backoff::dead_letters::DeadLetterReport) -> Vec<String> {
 }
 
 async fn eventually_depth(channel: &Channel, queue: &str, n: u32) {
-    let deadline = Instant::now() + WAIT;
+    depth_within(channel, queue, n, WAIT).await;
+}
+
+/// Waits until `queue` holds `n` messages, for at most `within`.
+async fn depth_within(channel: &Channel, queue: &str, n: u32, within: Duration) {
+    let deadline = Instant::now() + within;
     loop {
         let held = depth(channel, queue).await;
         if held == n {

@@ -115,21 +115,6 @@ fn cleanup(spec: &ConsumerSpec) -> Cleanup {
     Cleanup::of(spec).queue(&format!("{log}.lock")).queue(&log)
 }
 
-async fn wait_depth(channel: &Channel, queue: &str, n: u32, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let held = depth(channel, queue).await;
-        if held == n {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{queue} never held {n} messages (it holds {held})"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// `n` orders published to the consumer of `spec`, failing their way into
 /// the dead-letter queue while the downstream is down.
 async fn failed_orders(spec: &ConsumerSpec, ids: std::ops::Range<u64>) {
@@ -180,7 +165,7 @@ async fn a_canary_stops_on_a_cause_still_there_and_the_same_replay_sends_all_onc
     let dlq_name = spec.names().dead_letter_queue;
     let (_connection, channel) = channel().await;
     failed_orders(&spec, 0..N).await;
-    wait_depth(&channel, &dlq_name, N as u32, SETTLE).await;
+    depth_within(&channel, &dlq_name, N as u32, SETTLE).await;
     let failed_before = downstream.failed();
     assert_eq!(failed_before.len(), N as usize);
 
@@ -220,7 +205,7 @@ async fn a_canary_stops_on_a_cause_still_there_and_the_same_replay_sends_all_onc
         retried.len()
     );
     // The canary's copies fail their way back.
-    wait_depth(&channel, &dlq_name, N as u32, SETTLE).await;
+    depth_within(&channel, &dlq_name, N as u32, SETTLE).await;
     assert!(downstream.handled().is_empty());
 
     // Fixed: the same replay goes on in waves and sends every one, once.
@@ -382,7 +367,7 @@ async fn a_second_operator_is_turned_away_and_controls_reach_the_running_job() {
     // What it did not send stays; what it sent was handled once.
     let sent = status.counts.sent;
     assert!(sent < 200, "{sent}");
-    wait_depth(
+    depth_within(
         &channel,
         &spec.names().dead_letter_queue,
         (200 - sent) as u32,
@@ -443,7 +428,7 @@ async fn a_consumer_gone_mid_canary_neither_loses_nor_doubles_a_copy() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     consumer.stop().await;
-    wait_depth(
+    depth_within(
         &channel,
         &queue,
         10 - downstream.handled().len() as u32,
