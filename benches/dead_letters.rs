@@ -11,8 +11,8 @@
 //! window a pass holds), as a test.
 //!
 //! The dead letters go through the dead-letter exchange, as a consumer sends
-//! them, so the dead-letter index beside the queue (two streams, declared
-//! here as the framework declares them) has them too. `groups` is the
+//! them, and their summaries into the dead-letter index beside the queue
+//! (two streams, declared here as the framework declares them). `groups` is the
 //! library's `Dlq::group_report`, which reads the index (the run checks that
 //! it did); `pass` is the same call with `Dlq::use_index(false)`, a pass over
 //! the queue, and the run checks that both give the same groups.
@@ -34,11 +34,11 @@
 //! `BENCH_QUEUE_TYPE=quorum` declares the topology of a quorum consumer
 //! (`Topology::of` with `QueueType::Quorum`): a quorum dead-letter queue,
 //! and the index's streams declared with the same arguments and bound to
-//! nothing (`IndexFeed::Written`). Each dead letter is published to the
-//! dead-letter exchange, confirmed, and then, as the consumer's index
-//! writer does, the same body and properties straight to the entries
-//! stream (default exchange, routing key the stream's name), confirmed
-//! too. `AMQP_URL` may list a cluster's nodes
+//! nothing (`IndexFeed::Written`). On every topology, each batch of dead
+//! letters is published to the dead-letter exchange, confirmed, and then
+//! its summary entries are written to the index as the consumer's index
+//! writer writes them (`Dlq::write_index_entries`, many to a stream
+//! message). `AMQP_URL` may list a cluster's nodes
 //! (`amqp://guest:guest@127.0.0.1:5673/%2f,...`: the bench declares and
 //! fills through the first, `Dlq` connects along the list);
 //! `BENCH_QUEUE_VERSIONS` does not apply. When only `groups` ran on a
@@ -337,29 +337,19 @@ async fn run(n: usize, version: u8, queue_type: QueueType, ops: Ops) -> Row {
     }
     let declare_index = declared.elapsed();
 
-    // Written: the entries go out on a channel of their own (the index
-    // writer publishes on a connection of its own).
-    let index_channel = if feed == IndexFeed::Written {
-        let index_channel = connection.create_channel().await.expect("a channel");
-        index_channel
-            .confirm_select(Default::default())
-            .await
-            .expect("confirms");
-        Some(index_channel)
-    } else {
-        None
-    };
+    // The entries, written as the consumer's index writer writes them:
+    // summaries, many to a stream message, on a connection of their own.
+    let writer = Dlq::connect(&url(), &spec).await.expect("connects");
     let started = Instant::now();
     fill(
         &channel,
-        index_channel
-            .as_ref()
-            .map(|c| (c, index.entries.name.as_str())),
+        &writer,
         &names.dead_letter_exchange,
         &names.dead_letter_routing_key,
         n,
     )
     .await;
+    writer.close().await;
     println!(
         "{label}: filled {dead_letter_queue} and its index with {n} dead letters of 1 KiB in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -639,13 +629,12 @@ async fn confirmed(confirm: PublisherConfirm, what: &str) {
 
 /// Publishes `n` dead letters of 1 KiB, three kinds of error, confirmed in
 /// batches of 1000, through the dead-letter exchange as a consumer does.
-/// With `index` (a channel and the entries stream: `IndexFeed::Written`),
-/// each batch, once confirmed, is published again straight to the stream,
-/// as the consumer's index writer does; those confirms are awaited before
-/// the next batch's entries go out.
+/// Each batch, once confirmed, has its summary entries written to the
+/// index through `index` ([`Dlq::write_index_entries`], the consumer's
+/// index writer's format).
 async fn fill(
     channel: &lapin::Channel,
-    index: Option<(&lapin::Channel, &str)>,
+    index: &Dlq,
     exchange: &str,
     routing_key: &str,
     n: usize,
@@ -653,9 +642,8 @@ async fn fill(
     const BATCH: usize = 1000;
     let body = vec![b'x'; 1024];
     let mut pending = Vec::with_capacity(BATCH);
-    // The batch's properties, for its entries, and the entries in flight.
+    // The batch's properties, for its entries.
     let mut batch = Vec::with_capacity(BATCH);
-    let mut written = Vec::with_capacity(BATCH);
     for i in 0..n {
         let error = match i % 3 {
             0 => format!("order {i} not found"),
@@ -687,29 +675,20 @@ async fn fill(
             .await
             .expect("publish");
         pending.push(confirm);
-        if index.is_some() {
-            batch.push(properties);
-        }
+        batch.push(properties);
         if pending.len() == BATCH || i + 1 == n {
             for confirm in pending.drain(..) {
                 confirmed(confirm, "a dead letter").await;
             }
-            if let Some((index_channel, stream)) = index {
-                for confirm in written.drain(..) {
-                    confirmed(confirm, "an index entry").await;
-                }
-                for properties in batch.drain(..) {
-                    let confirm = index_channel
-                        .basic_publish("".into(), stream.into(), mandatory, &body, properties)
-                        .await
-                        .expect("publish an entry");
-                    written.push(confirm);
-                }
-            }
+            // The summary entries of the confirmed dead letters, as the
+            // consumer's index writer writes them.
+            let written = index
+                .write_index_entries(batch.iter().map(|p| (p, body.len())))
+                .await
+                .expect("the index entries");
+            assert_eq!(written, batch.len(), "the index is declared");
+            batch.clear();
         }
-    }
-    for confirm in written {
-        confirmed(confirm, "an index entry").await;
     }
 }
 
