@@ -194,14 +194,9 @@ fn main() {
             row.label, row.index_cpu.0, row.index_cpu.1, row.pass_cpu.0, row.pass_cpu.1
         );
         println!(
-            "{}: declaring the dead-letter exchange, queue and binding took {:.0} ms, the index's two streams{} {:.0} ms; broker memory during the index read peaked at {:.0} MiB",
+            "{}: declaring the dead-letter exchange, queue and binding took {:.0} ms, the index's two streams {:.0} ms; broker memory during the index read peaked at {:.0} MiB",
             row.label,
             row.declare.0.as_secs_f64() * 1000.0,
-            if row.label.starts_with('v') {
-                " and binding"
-            } else {
-                " (unbound)"
-            },
             row.declare.1.as_secs_f64() * 1000.0,
             row.index_broker_peak,
         );
@@ -295,7 +290,7 @@ async fn run(n: usize, version: u8, queue_type: QueueType, ops: Ops) -> Row {
         )
         .await
         .expect("the dead-letter exchange");
-    let arguments = if feed == IndexFeed::Written {
+    let arguments = if queue_type == QueueType::Quorum {
         // As the framework declares a quorum consumer's.
         field_table(&topology.dead_letter_queue.arguments)
     } else {
@@ -632,13 +627,7 @@ async fn confirmed(confirm: PublisherConfirm, what: &str) {
 /// Each batch, once confirmed, has its summary entries written to the
 /// index through `index` ([`Dlq::write_index_entries`], the consumer's
 /// index writer's format).
-async fn fill(
-    channel: &lapin::Channel,
-    index: &Dlq,
-    exchange: &str,
-    routing_key: &str,
-    n: usize,
-) {
+async fn fill(channel: &lapin::Channel, index: &Dlq, exchange: &str, routing_key: &str, n: usize) {
     const BATCH: usize = 1000;
     let body = vec![b'x'; 1024];
     let mut pending = Vec::with_capacity(BATCH);
