@@ -10,7 +10,7 @@ use rabbit_backoff_runtime::clock::now_rfc3339;
 use rabbit_backoff_runtime::toolkit::confirm_channel;
 use rabbit_backoff_runtime::transport::Channel;
 
-use super::job_book::{ReplayJobStatus, ended_state, status_of};
+use super::job_book::{JobEntry, ReplayJobStatus, ended_state, status_of};
 use super::job_gate::{Halt, JobGate, Stage};
 use super::job_lock::JobLock;
 use super::job_meters::JobMeters;
@@ -154,7 +154,11 @@ impl Dlq {
     ) -> Result<ReplayJob, ReplayJobError> {
         let stream = self.names.replay_log();
         declare(&*self.connection, &self.names).await?;
-        let Some(lock) = JobLock::take((&*self.connection, &self.replay_locks), &stream).await?
+        let Some(lock) = JobLock::take(
+            (&*self.connection, &self.replay_locks),
+            &self.names.replay_lock(),
+        )
+        .await?
         else {
             let running = self.running_job().await.ok().flatten();
             return Err(ReplayJobError::Busy {
@@ -251,30 +255,32 @@ impl ReplayJob {
         }
     }
 
+    /// What `read` finds in the job's entry of the log, as read now;
+    /// `None` before the log shows the job.
+    fn entry<T>(&self, read: impl FnOnce(&JobEntry) -> T) -> Option<T> {
+        let book = self.follower.book.lock().unwrap_or_else(|e| e.into_inner());
+        book.get(&self.id).map(read)
+    }
+
     /// The job's status as its log tells it now.
     fn status(&self) -> Option<ReplayJobStatus> {
-        let book = self.follower.book.lock().unwrap_or_else(|e| e.into_inner());
-        book.get(&self.id).map(status_of)
+        self.entry(status_of)
     }
 
     fn next_seq(&self) -> u64 {
-        let book = self.follower.book.lock().unwrap_or_else(|e| e.into_inner());
-        book.get(&self.id).map_or(0, |entry| entry.next_seq)
+        self.entry(|entry| entry.next_seq).unwrap_or(0)
     }
 
     fn canary_sent(&self) -> Option<u64> {
-        let book = self.follower.book.lock().unwrap_or_else(|e| e.into_inner());
-        book.get(&self.id).and_then(|entry| entry.canary_sent)
+        self.entry(|entry| entry.canary_sent).flatten()
     }
 
     fn control(&self) -> Option<ReplayControl> {
-        let book = self.follower.book.lock().unwrap_or_else(|e| e.into_inner());
-        book.get(&self.id).and_then(|entry| entry.control)
+        self.entry(|entry| entry.control).flatten()
     }
 
     fn stopped_by(&self) -> Option<String> {
-        let book = self.follower.book.lock().unwrap_or_else(|e| e.into_inner());
-        book.get(&self.id).and_then(|entry| {
+        self.entry(|entry| {
             entry
                 .status
                 .controls
@@ -283,6 +289,7 @@ impl ReplayJob {
                 .find(|c| c.action == ReplayControl::Stop)
                 .and_then(|c| c.by.clone())
         })
+        .flatten()
     }
 
     fn report(&self, progress: &mut (dyn FnMut(&ReplayJobStatus) + Send)) {
@@ -399,11 +406,7 @@ impl ReplayJob {
             }
             self.check_follower()?;
             let waited_out = tokio::time::Instant::now() >= deadline;
-            let verdict = {
-                let book = self.follower.book.lock().unwrap_or_else(|e| e.into_inner());
-                book.get(&self.id)
-                    .map(|entry| entry.tally.canary(&self.plan, canary, waited_out))
-            };
+            let verdict = self.entry(|entry| entry.tally.canary(&self.plan, canary, waited_out));
             match verdict {
                 Some(ReplayVerdict::Wait) | None => {
                     if reported.elapsed() >= Duration::from_secs(1) {
