@@ -84,6 +84,7 @@ pub fn link_trace(span: &tracing::Span, headers: Option<&FieldTable>) {
 }
 
 pub use crate::settle::copy_properties::republish_properties;
+pub use crate::settle::replay_marker::replay_marker;
 
 /// When the message of `properties` first failed, as text: its
 /// `x-first-failed-at`, or on a first retry copy (which carries none) its

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use lapin::BasicProperties;
-use rabbit_backoff_core::{HeaderValue, ReplayPlan, ReplayVerdict, headers};
+use rabbit_backoff_core::{ReplayPlan, ReplayVerdict};
 use rabbit_backoff_runtime::Error;
-use rabbit_backoff_runtime::transport::{Channel, header_view};
+use rabbit_backoff_runtime::toolkit::replay_marker;
+use rabbit_backoff_runtime::transport::Channel;
 
 use super::job_book::JobBook;
 use super::replay_log::append;
@@ -171,6 +172,6 @@ pub(crate) fn carries_job(properties: &BasicProperties, job: &str) -> bool {
     properties
         .headers()
         .as_ref()
-        .and_then(|h| h.inner().get(headers::REPLAY_JOB))
-        .is_some_and(|v| matches!(header_view(v), HeaderValue::Str(s) if s == job))
+        .and_then(replay_marker)
+        .is_some_and(|(marked, _)| marked == job)
 }

@@ -16,11 +16,9 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 use lapin::BasicProperties;
-use lapin::types::FieldTable;
 use rabbit_backoff_core::{
-    ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, Fate, HeaderValue,
-    IndexFeed, QueueType, ReplayFate, RetryBackend, Topology, broker_headroom, headers,
-    truncate_error,
+    ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, Fate, IndexFeed,
+    QueueType, ReplayFate, RetryBackend, Topology, broker_headroom, truncate_error,
 };
 
 use crate::broker::declare::establish_topology;
@@ -31,10 +29,11 @@ use crate::settle::copy_properties::{
     dead_letter_properties, held_annotations, now_rfc3339, retry_properties,
 };
 use crate::settle::first_failure::{TierDelays, since_first_failure};
+use crate::settle::replay_marker::replay_marker;
 use crate::settle::settlement::{Settler, Target};
 use crate::telemetry::failure_log::{FailureFate, FailureLog, failure_line, record_failure};
 use crate::telemetry::meters::Meters;
-use crate::transport::{Acker, Channel, Connection, header_view};
+use crate::transport::{Acker, Channel, Connection};
 
 /// How long a message whose republish failed is held before it is requeued,
 /// so that a broken retry or dead-letter route never turns into a hot loop.
@@ -558,17 +557,4 @@ impl Executor {
         self.acks.flush().await;
         self.settler.close().await;
     }
-}
-
-/// The replay job and copy number a delivery's headers carry, if any.
-fn replay_marker(table: &FieldTable) -> Option<(String, u64)> {
-    let job = match header_view(table.inner().get(headers::REPLAY_JOB)?) {
-        HeaderValue::Str(job) => job.to_owned(),
-        _ => return None,
-    };
-    let seq = match header_view(table.inner().get(headers::REPLAY_SEQ)?) {
-        HeaderValue::Int(seq) => u64::try_from(seq).ok()?,
-        _ => return None,
-    };
-    Some((job, seq))
 }

@@ -9,5 +9,6 @@ pub(crate) mod executor;
 pub(crate) mod first_failure;
 mod held_retry;
 mod oversized;
+pub(crate) mod replay_marker;
 pub(crate) mod settlement;
 pub(crate) mod shrink_copy;
