@@ -109,32 +109,14 @@ impl Meters {
                 "consumer" => consumer.clone(),
                 "delay" => RETRY_AFTER_TIER
             ),
-            dead_lettered: REASONS
-                .iter()
-                .map(|&reason| {
-                    let labels = [
-                        ("consumer", consumer.clone()),
-                        ("reason", reason.as_str().to_owned()),
-                    ];
-                    (reason, counter!(DEAD_LETTERED, &labels))
-                })
-                .collect(),
+            dead_lettered: by_label(DEAD_LETTERED, &consumer, "reason", &REASONS, |r| r.as_str()),
             discarded: counter!(DISCARDED, "consumer" => consumer.clone()),
             immediate_retries: counter!(IMMEDIATE_RETRIES, "consumer" => consumer.clone()),
             handler_duration: histogram!(HANDLER_DURATION, "consumer" => consumer.clone()),
             critical_time: histogram!(CRITICAL_TIME, "consumer" => consumer.clone()),
             in_flight: gauge!(IN_FLIGHT, "consumer" => consumer.clone()),
             breaker_open: gauge!(BREAKER_OPEN, "consumer" => consumer.clone()),
-            replay_fates: Fate::ALL
-                .iter()
-                .map(|&fate| {
-                    let labels = [
-                        ("consumer", consumer.clone()),
-                        ("fate", fate.as_str().to_owned()),
-                    ];
-                    (fate, counter!(REPLAY_FATES, &labels))
-                })
-                .collect(),
+            replay_fates: by_label(REPLAY_FATES, &consumer, "fate", &Fate::ALL, |f| f.as_str()),
         };
         Meters { handles }
     }
@@ -164,14 +146,7 @@ impl Meters {
 
     /// One dead letter for `reason`, of a message published at `timestamp`.
     pub(crate) fn dead_lettered(&self, reason: DeadLetterReason, timestamp: Option<u64>) {
-        if let Some((_, counter)) = self
-            .handles
-            .dead_lettered
-            .iter()
-            .find(|(r, _)| *r == reason)
-        {
-            counter.increment(1);
-        }
+        increment(&self.handles.dead_lettered, reason);
         self.settled(timestamp);
     }
 
@@ -210,9 +185,7 @@ impl Meters {
 
     /// A copy sent by a replay job came to `fate`.
     pub(crate) fn replay_fate(&self, fate: Fate) {
-        if let Some((_, counter)) = self.handles.replay_fates.iter().find(|(f, _)| *f == fate) {
-            counter.increment(1);
-        }
+        increment(&self.handles.replay_fates, fate);
     }
 
     /// The critical time of a message published at `timestamp` (seconds
@@ -224,6 +197,35 @@ impl Meters {
         if let Ok(age) = wall_clock::now().duration_since(published) {
             self.handles.critical_time.record(age.as_secs_f64());
         }
+    }
+}
+
+/// A counter `name` of `consumer` for each of `keys`, labelled `label` with
+/// the key's name.
+#[cfg(not(rabbit_backoff_bare))]
+fn by_label<K: Copy>(
+    name: &'static str,
+    consumer: &str,
+    label: &'static str,
+    keys: &[K],
+    key_name: impl Fn(K) -> &'static str,
+) -> Vec<(K, Counter)> {
+    keys.iter()
+        .map(|&key| {
+            let labels = [
+                ("consumer", consumer.to_owned()),
+                (label, key_name(key).to_owned()),
+            ];
+            (key, counter!(name, &labels))
+        })
+        .collect()
+}
+
+/// Counts one for `key` in `counters` (from [`by_label`]).
+#[cfg(not(rabbit_backoff_bare))]
+fn increment<K: PartialEq>(counters: &[(K, Counter)], key: K) {
+    if let Some((_, counter)) = counters.iter().find(|(k, _)| *k == key) {
+        counter.increment(1);
     }
 }
 
