@@ -790,12 +790,7 @@ async fn a_broker_restart_mid_replay_job_sends_no_message_twice() {
     // The topology, declared by a consumer that then goes.
     let running = Running::start("replay-restart", |_| {}).await;
     let spec = running.spec.clone();
-    let log = spec.names().replay_log();
-    let _cleanup = running
-        .stop()
-        .await
-        .queue(&format!("{log}.lock"))
-        .queue(&log);
+    let _cleanup = running.stop().await;
     let dlq_name = spec.names().dead_letter_queue;
     let (_c, channel) = channel().await;
     channel.confirm_select(Default::default()).await.unwrap();

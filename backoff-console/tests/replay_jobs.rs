@@ -43,7 +43,6 @@ async fn audited(console: &Console, action: &str, job: &str) -> Value {
 async fn a_job_starts_with_a_canary_and_is_paused_resumed_and_stopped() {
     let letters = many_letters("db", 30, "database unavailable");
     let f = Fixture::new("console.jobs", &letters).await;
-    let _log = replay_log_cleanup(&f);
     let queue = f.queue().to_owned();
     let console = Console::start();
     let origin = console.origin();
@@ -236,7 +235,6 @@ async fn a_job_starts_with_a_canary_and_is_paused_resumed_and_stopped() {
 async fn an_interrupted_job_is_taken_over_and_completed() {
     let letters = many_letters("gone", 8, "order not found");
     let f = Fixture::new("console.jobs-take-over", &letters).await;
-    let _log = replay_log_cleanup(&f);
     let queue = f.queue().to_owned();
 
     // Started elsewhere, its driver gone before it sent anything.

@@ -61,7 +61,6 @@ async fn a_job_started_from_the_page_shows_its_progress_survives_a_reload_and_is
         console,
         browser,
     } = alice_session("console.jobs-page", &letters).await;
-    let _log = replay_log_cleanup(&f);
     let b = &browser;
 
     // The dead letters of the consumer, in one group, and its jobs: none.

@@ -121,6 +121,19 @@ impl TopologyNames {
         format!("{}{REPLAYS_SUFFIX}", self.dead_letter_queue)
     }
 
+    /// The exclusive queue the driver of a replay job holds while it runs
+    /// (one job at a time on the dead-letter queue): the replay log's name
+    /// and `.lock`.
+    ///
+    /// ```
+    /// # use rabbit_backoff::topology::{NameOverrides, TopologyNames};
+    /// let names = TopologyNames::resolve("orders", &NameOverrides::default());
+    /// assert_eq!(names.replay_lock(), "orders.dlq.replays.lock");
+    /// ```
+    pub fn replay_lock(&self) -> String {
+        format!("{}.lock", self.replay_log())
+    }
+
     /// The name of the retry queue for a delay of `ms` milliseconds.
     pub fn retry_queue(&self, ms: u64) -> String {
         self.retry_queue_pattern

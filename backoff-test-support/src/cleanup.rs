@@ -20,11 +20,17 @@ pub struct Cleanup {
 }
 
 impl Cleanup {
-    /// Every queue and exchange of `spec`'s topology.
+    /// Every queue and exchange of `spec`'s topology, and the replay log
+    /// and lock a replay job declares beside its dead-letter queue.
     pub fn of(spec: &ConsumerSpec) -> Self {
         let topology = Topology::of(spec);
+        let names = spec.names();
         Cleanup {
-            queues: topology.every_queue().map(|q| q.name.clone()).collect(),
+            queues: topology
+                .every_queue()
+                .map(|q| q.name.clone())
+                .chain([names.replay_lock(), names.replay_log()])
+                .collect(),
             exchanges: topology
                 .exchanges()
                 .iter()

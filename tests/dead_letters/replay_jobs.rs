@@ -109,12 +109,6 @@ impl Consumer {
     }
 }
 
-/// What a test declared, its replay log and lock included.
-fn cleanup(spec: &ConsumerSpec) -> Cleanup {
-    let log = spec.names().replay_log();
-    Cleanup::of(spec).queue(&format!("{log}.lock")).queue(&log)
-}
-
 /// `n` orders published to the consumer of `spec`, failing their way into
 /// the dead-letter queue while the downstream is down.
 async fn failed_orders(spec: &ConsumerSpec, ids: std::ops::Range<u64>) {
@@ -161,7 +155,7 @@ async fn a_canary_stops_on_a_cause_still_there_and_the_same_replay_sends_all_onc
     counters::snapshotter();
     let downstream = Downstream::default();
     let (consumer, spec) = Consumer::start(&unique("replay-job"), &downstream).await;
-    let _cleanup = cleanup(&spec);
+    let _cleanup = Cleanup::of(&spec);
     let dlq_name = spec.names().dead_letter_queue;
     let (_connection, channel) = channel().await;
     failed_orders(&spec, 0..N).await;
@@ -276,7 +270,7 @@ async fn a_second_operator_is_turned_away_and_controls_reach_the_running_job() {
     let downstream = Downstream::default();
     downstream.fixed.store(true, Ordering::SeqCst);
     let (consumer, spec) = Consumer::start(&unique("replay-two"), &downstream).await;
-    let _cleanup = cleanup(&spec);
+    let _cleanup = Cleanup::of(&spec);
     let (_connection, channel) = confirm_channel().await;
     for id in 0..200 {
         dead_letter(&channel, &spec, id, "payment gateway unavailable", 1).await;
@@ -400,7 +394,7 @@ async fn a_consumer_gone_mid_canary_neither_loses_nor_doubles_a_copy() {
     let queue = unique("replay-crash");
     let (_connection, channel) = confirm_channel().await;
     let (consumer, spec) = Consumer::start(&queue, &downstream).await;
-    let _cleanup = cleanup(&spec);
+    let _cleanup = Cleanup::of(&spec);
     for id in 0..N {
         dead_letter(&channel, &spec, id, "payment gateway unavailable", 1).await;
     }
@@ -466,7 +460,7 @@ async fn a_group_that_keeps_growing_is_replayed_once_and_the_newcomers_wait() {
     let downstream = Downstream::default();
     downstream.fixed.store(true, Ordering::SeqCst);
     let (consumer, spec) = Consumer::start(&unique("replay-growing"), &downstream).await;
-    let _cleanup = cleanup(&spec);
+    let _cleanup = Cleanup::of(&spec);
     let (_connection, channel) = confirm_channel().await;
     for id in 0..N {
         dead_letter(&channel, &spec, id, "payment gateway unavailable", 1).await;

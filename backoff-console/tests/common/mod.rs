@@ -481,15 +481,6 @@ pub fn many_letters(prefix: &str, n: usize, error: &str) -> Vec<DeadLetter> {
         .collect()
 }
 
-/// The replay log of a fixture's dead-letter queue and its job lock,
-/// deleted when dropped (the fixture deletes the rest of its topology).
-pub fn replay_log_cleanup(f: &Fixture) -> rabbit_backoff_test_support::cleanup::Cleanup {
-    let log = f.spec.names().replay_log();
-    rabbit_backoff_test_support::cleanup::Cleanup::default()
-        .queue(&log)
-        .queue(&format!("{log}.lock"))
-}
-
 /// The headers of a write from the console's own page with `token`.
 pub fn write_headers<'a>(origin: &'a str, bearer: &'a str) -> [(&'a str, &'a str); 3] {
     [

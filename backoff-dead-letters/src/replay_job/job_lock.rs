@@ -12,12 +12,6 @@ use rabbit_backoff_runtime::Error;
 use rabbit_backoff_runtime::toolkit::{channel_error, confirm_channel};
 use rabbit_backoff_runtime::transport::{Channel, Connection, RESOURCE_LOCKED};
 
-/// The lock of the replay jobs of the dead-letter queue whose replay log
-/// is `log`.
-fn lock_name(log: &str) -> String {
-    format!("{log}.lock")
-}
-
 /// The replay locks one connection holds, shared by its users.
 #[derive(Clone, Default)]
 pub(crate) struct ReplayLocks(Arc<Mutex<HashSet<String>>>);
@@ -55,13 +49,14 @@ pub(crate) struct JobLock {
 }
 
 impl JobLock {
-    /// Takes the lock on `connection`; `Ok(None)` when another connection
+    /// Takes the lock `name` (`TopologyNames::replay_lock`) on `connection`;
+    /// `Ok(None)` when another connection
     /// holds it (a job runs).
     pub(crate) async fn take(
         (connection, locks): (&dyn Connection, &ReplayLocks),
-        log: &str,
+        name: &str,
     ) -> Result<Option<JobLock>, Error> {
-        let name = lock_name(log);
+        let name = name.to_owned();
         // A job of this connection holds it.
         if !locks.hold(&name) {
             return Ok(None);
@@ -96,12 +91,12 @@ impl JobLock {
     /// no one does).
     pub(crate) async fn held(
         (connection, locks): (&dyn Connection, &ReplayLocks),
-        log: &str,
+        name: &str,
     ) -> Result<bool, Error> {
-        if locks.holds(&lock_name(log)) {
+        if locks.holds(name) {
             return Ok(true);
         }
-        match JobLock::take((connection, locks), log).await? {
+        match JobLock::take((connection, locks), name).await? {
             Some(lock) => {
                 lock.release().await;
                 Ok(false)

@@ -115,7 +115,7 @@ impl Dlq {
         let mut statuses = book.statuses();
         let held = JobLock::held(
             (&*self.connection, &self.replay_locks),
-            &self.names.replay_log(),
+            &self.names.replay_lock(),
         )
         .await?;
         let mut running = held;
