@@ -175,10 +175,20 @@ async fn a_driver_killed_mid_job_is_interrupted_and_resumes_without_a_copy_twice
     let out = stdout(&resumed);
     assert!(out.contains("resumed from its log"), "{out}");
     assert!(out.contains(&format!("replay job {id} completed")), "{out}");
-    assert_eq!(depth(&dlq).await, 0);
     let copies = drain(&f.queue).await;
-    assert_eq!(copies.len(), N, "{copies:?}");
     assert!(copies.values().all(|n| *n == 1), "sent twice: {copies:?}");
+    // A kill can fall between a copy's record and its confirm's: that
+    // original stays in the dead-letter queue (its copy may have left, or
+    // not), as docs/dead-letters.md says; at 10 a second, one or two.
+    let left = drain(&dlq).await;
+    assert!(left.len() <= 2, "{left:?}");
+    assert!(
+        (0..N).all(|i| {
+            let id = format!("m-{i}");
+            copies.contains_key(&id) || left.contains_key(&id)
+        }),
+        "lost: copies {copies:?}, left {left:?}"
+    );
     let job = &status(&id)[0];
     assert_eq!(job["state"], "completed");
     assert_eq!(job["counts"]["sent"].as_u64(), Some(N as u64));
