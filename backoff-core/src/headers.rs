@@ -86,6 +86,11 @@ pub const TOMBSTONE_LAYOUT: &str = "x-rabbit-backoff-tombstone-layout";
 /// without requeue, so the broker dead-letters its untouched original.
 pub const DEEP_HEADERS: &str = "x-rabbit-backoff-deep-headers";
 
+/// The broker's record of a message's dead-letterings (RabbitMQ's own
+/// header, not one the framework writes): one table per queue and reason,
+/// newest first.
+pub const DEATH: &str = "x-death";
+
 /// Where the failed delivery came from: `x-original-queue`, `-exchange`,
 /// `-routing-key`.
 pub const ORIGINAL: [&str; 3] = [ORIGINAL_QUEUE, ORIGINAL_EXCHANGE, ORIGINAL_ROUTING_KEY];

@@ -27,7 +27,7 @@ pub const ENTRY_HEADERS: [&str; 7] = [
     headers::ORIGINAL_QUEUE,
     headers::ORIGINAL_ROUTING_KEY,
     headers::RETRY_COUNT,
-    "x-death",
+    headers::DEATH,
 ];
 
 /// Where `x-death` is in [`ENTRY_HEADERS`].

@@ -8,7 +8,7 @@ use rabbit_backoff_core::{HeaderValue, headers, index_key};
 use rabbit_backoff_runtime::transport::header_view;
 
 /// The broker's account of how it dead-lettered a message.
-const X_DEATH: &str = "x-death";
+use rabbit_backoff_core::headers::DEATH as X_DEATH;
 
 /// The headers that enter the key, besides the message id, correlation id
 /// and timestamp: those grouping reads, and the broker's `x-death`, which

@@ -57,7 +57,7 @@ pub(crate) struct DeathEvent<'a> {
     pub(crate) time: u64,
 }
 
-const X_DEATH: &str = "x-death";
+use rabbit_backoff_core::headers::DEATH as X_DEATH;
 
 /// The headers of the dead-lettered copy of a message with `properties`.
 pub(crate) fn record(properties: &BasicProperties, event: &DeathEvent<'_>) -> FieldTable {

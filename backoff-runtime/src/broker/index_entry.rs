@@ -3,7 +3,7 @@
 
 use lapin::BasicProperties;
 use lapin::types::AMQPValue;
-use rabbit_backoff_core::{ENTRY_HEADERS, EntryValue, IndexEntry};
+use rabbit_backoff_core::{ENTRY_HEADERS, EntryValue, IndexEntry, headers};
 
 use crate::transport::frame_guard::packed_headers;
 
@@ -27,8 +27,15 @@ pub(crate) fn index_entry(properties: &BasicProperties, body_len: usize) -> Opti
     entry.timestamp = *properties.timestamp();
     entry.body_len = body_len as u64;
     if let Some(table) = properties.headers() {
+        let table = table.inner();
+        // `x-death` is kept only without `x-error` (`set_header`): it is
+        // not read, nor serialized, when an error explains the dead letter.
+        let explained = table.contains_key(headers::ERROR);
         for name in ENTRY_HEADERS {
-            if let Some(value) = table.inner().get(name) {
+            if explained && name == headers::DEATH {
+                continue;
+            }
+            if let Some(value) = table.get(name) {
                 entry.set_header(name, entry_value(value));
             }
         }

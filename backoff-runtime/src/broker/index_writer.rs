@@ -3,10 +3,10 @@
 //! the fates of replayed copies, written to their replay log (a stream a
 //! replay job declares; when none exists, nothing is written).
 //!
-//! One writer per runtime, on a connection of its own: the consumers hand it
-//! each dead letter once the broker confirmed it in the dead-letter queue,
-//! and it publishes the dead letter's entry
-//! ([`IndexEntry`](rabbit_backoff_core::IndexEntry)) to the index's
+//! One writer per runtime, on a connection of its own: a consumer makes a
+//! dead letter's entry ([`IndexEntry`]) from its properties as it publishes
+//! it, hands the entry over once the broker confirmed the dead letter in the
+//! dead-letter queue, and the writer publishes it to the index's
 //! stream in the background, many entries to a message ([`IndexBatch`]):
 //! what has gathered goes out when [`BATCH`] entries wait or the first has
 //! waited [`LINGER`], whichever comes first. Nothing it does can hold a
@@ -36,11 +36,12 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use lapin::BasicProperties;
 use lapin::types::ShortString;
-use rabbit_backoff_core::{DeadLetterIndexDecl, DeclareMode, FateBatch, IndexBatch, ReplayFate};
+use rabbit_backoff_core::{
+    DeadLetterIndexDecl, DeclareMode, FateBatch, IndexBatch, IndexEntry, ReplayFate,
+};
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
 
-use crate::broker::index_entry::index_entry;
 use crate::transport::amqp_values::PERSISTENT;
 use crate::transport::{Channel, Confirm, Connection, Publication, Transport, TransportError};
 
@@ -76,12 +77,8 @@ struct Written {
 
 /// What the writer is handed.
 enum Record {
-    /// A confirmed dead letter: its properties and the size of its body,
-    /// from which the writer makes its index entry.
-    DeadLetter {
-        body_len: usize,
-        properties: Box<BasicProperties>,
-    },
+    /// The index entry of a confirmed dead letter.
+    DeadLetter(Box<IndexEntry>),
     /// The fate of a replayed copy, for its dead-letter queue's replay log.
     Fate(ReplayFate),
 }
@@ -142,17 +139,14 @@ impl IndexWriter {
         let _ = self.declares.send(Declare(index, mode)).await;
     }
 
-    /// Hands over a dead letter confirmed in the dead-letter queue, to be
-    /// written to `stream`. Never waits: when the writer is behind by
-    /// [`QUEUED`] entries, the entry is dropped (and the count check heals
-    /// the index).
-    pub(crate) fn write(&self, stream: &Arc<str>, body: &[u8], properties: Box<BasicProperties>) {
+    /// Hands over the entry of a dead letter confirmed in the dead-letter
+    /// queue, to be written to `stream`. Never waits: when the writer is
+    /// behind by [`QUEUED`] entries, the entry is dropped (and the count
+    /// check heals the index).
+    pub(crate) fn write(&self, stream: &Arc<str>, entry: Box<IndexEntry>) {
         self.hand(Written {
             stream: Arc::clone(stream),
-            record: Record::DeadLetter {
-                body_len: body.len(),
-                properties,
-            },
+            record: Record::DeadLetter(entry),
         });
     }
 
@@ -259,8 +253,7 @@ impl Writer {
         }
     }
 
-    /// Takes every dead letter handed over, makes their entries and
-    /// publishes them, [`BATCH`] at most to a message, a batch per stream.
+    /// Takes every record handed over and publishes them, [`BATCH`] at most to a message, a batch per stream.
     async fn publish_handed(&mut self, handed: &Handed, pending: &mut FuturesUnordered<Sent>) {
         let written =
             std::mem::take(&mut *handed.waiting.lock().unwrap_or_else(|e| e.into_inner()));
@@ -283,20 +276,7 @@ impl Writer {
             };
             match (record, &mut batches[at].1) {
                 (Record::Fate(fate), Batch::Fates(batch)) => batch.fates.push(fate),
-                (
-                    Record::DeadLetter {
-                        body_len,
-                        properties,
-                    },
-                    Batch::Entries(batch),
-                ) => match index_entry(&properties, body_len) {
-                    Some(entry) => batch.entries.push(entry),
-                    None => tracing::debug!(
-                        "a dead letter whose headers nest too deep has no entry in {}; the \
-                         count check finds it",
-                        batches[at].0
-                    ),
-                },
+                (Record::DeadLetter(entry), Batch::Entries(batch)) => batch.entries.push(*entry),
                 _ => unreachable!("a record goes to a batch of its kind"),
             }
         }

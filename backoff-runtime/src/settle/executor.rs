@@ -17,11 +17,12 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use lapin::BasicProperties;
 use rabbit_backoff_core::{
-    ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, Fate, IndexFeed,
-    QueueType, ReplayFate, RetryBackend, Topology, broker_headroom, truncate_error,
+    ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, Fate, IndexEntry,
+    IndexFeed, QueueType, ReplayFate, RetryBackend, Topology, broker_headroom, truncate_error,
 };
 
 use crate::broker::declare::establish_topology;
+use crate::broker::index_entry::index_entry;
 use crate::broker::index_writer::IndexWriter;
 use crate::error::PublishFailure;
 use crate::settle::acks::Acks;
@@ -403,7 +404,7 @@ impl Executor {
         dead_letter: bool,
     ) -> impl Future<Output = Result<(), PublishFailure>> + 'a {
         let entry = if dead_letter {
-            self.index_entry(&properties)
+            self.index_entry(&properties, body)
         } else {
             None
         };
@@ -412,24 +413,32 @@ impl Executor {
         self.settler
             .publish(target, body, properties)
             .map(move |published| {
-                self.indexed(published.is_ok(), entry, body);
+                self.indexed(published.is_ok(), entry);
                 published
             })
     }
 
-    /// The properties of a dead letter about to be published, kept for its
-    /// entry in the dead-letter index when the consumer writes the index
-    /// (boxed: they wait in the settling future while the copy is
-    /// confirmed).
-    fn index_entry(&self, properties: &BasicProperties) -> Option<Box<BasicProperties>> {
-        self.index.as_ref().map(|_| Box::new(properties.clone()))
+    /// The entry in the dead-letter index of a dead letter about to be
+    /// published with `properties`, when the consumer writes the index: made
+    /// now, so that only the entry waits for the confirm, not a copy of the
+    /// properties (boxed: it waits in the settling future).
+    fn index_entry(&self, properties: &BasicProperties, body: &[u8]) -> Option<Box<IndexEntry>> {
+        self.index.as_ref()?;
+        let entry = index_entry(properties, body.len());
+        if entry.is_none() {
+            tracing::debug!(
+                "a dead letter whose headers nest too deep has no entry in the dead-letter \
+                 index; the count check finds it"
+            );
+        }
+        entry.map(Box::new)
     }
 
     /// Hands a dead letter confirmed in the dead-letter queue to the index
     /// writer, without waiting.
-    fn indexed(&self, confirmed: bool, entry: Option<Box<BasicProperties>>, body: &[u8]) {
-        if let (true, Some(properties), Some((writer, stream))) = (confirmed, entry, &self.index) {
-            writer.write(stream, body, properties);
+    fn indexed(&self, confirmed: bool, entry: Option<Box<IndexEntry>>) {
+        if let (true, Some(entry), Some((writer, stream))) = (confirmed, entry, &self.index) {
+            writer.write(stream, entry);
         }
     }
 
