@@ -42,7 +42,13 @@
 # (.../rabbit-backoff-netns-cluster), so a namespaced cluster and one on this
 # machine's network can run side by side.
 #
-# No plugins (the management port 15672 stays the default node's). One
+# No plugins (the management port 15672 stays the default node's), unless
+# CLUSTER_STREAM=1: then each node serves the stream protocol
+# (rabbitmq_stream) too, on 127.0.0.1:5591, 5592, 5593 (namespaced: its
+# address's port 5552), advertising that address, for the dead-letter
+# index's reads over the stream protocol (`dlq groups`, benches/dead_letters.rs
+# with RABBITMQ_STREAM_PORT=5591). It is read when a node is configured: give
+# it to `up` on a cluster that is down. One
 # cluster of each kind runs at a time, of one version. Each node has its own
 # data, logs, PID file, configuration and plugins file under
 # $RABBIT_BACKOFF_CLUSTER_DIR (default /var/lib/rabbitmq/rabbit-backoff-cluster,
@@ -75,6 +81,8 @@ case "$PARTITION_HANDLING" in
   *) rb_die "CLUSTER_PARTITION_HANDLING is pause_minority, autoheal or ignore, not '$PARTITION_HANDLING'" ;;
 esac
 NET_TICKTIME="${CLUSTER_NET_TICKTIME:-10}"
+STREAM="${CLUSTER_STREAM:-0}"
+case "$STREAM" in 0|1) ;; *) rb_die "CLUSTER_STREAM is 1 (each node serves the stream protocol) or 0, not '$STREAM'" ;; esac
 # As the nodes see it (inside the version's root for 4.x).
 if [ "$NETNS" = 1 ]; then
   BASE="${RABBIT_BACKOFF_CLUSTER_DIR:-/var/lib/rabbitmq/rabbit-backoff-netns-cluster}"
@@ -109,6 +117,7 @@ host_of() { echo $(($(index_of "$1") + 1)); }
 # Where clients reach a node.
 ip_of() { if [ "$NETNS" = 1 ]; then nb_ip "$(host_of "$1")"; else echo 127.0.0.1; fi; }
 amqp_port() { if [ "$NETNS" = 1 ]; then echo 5672; else echo $((5673 + $(index_of "$1"))); fi; }
+stream_port() { if [ "$NETNS" = 1 ]; then echo 5552; else echo $((5591 + $(index_of "$1"))); fi; }
 dist_port() { if [ "$NETNS" = 1 ]; then echo 25672; else echo $((25673 + $(index_of "$1"))); fi; }
 # The node's full name: rabbit-a@localhost, or rabbit-a@10.213.0.11.
 node_of() { if [ "$NETNS" = 1 ]; then echo "$1@$(ip_of "$1")"; else echo "$1@$RB_HOST"; fi; }
@@ -187,7 +196,16 @@ EOF
 [{rabbit, [{dead_letter_worker_publisher_confirm_timeout, 10000}]}].
 EOF
   fi
-  echo '[].' >"$host/enabled_plugins"
+  if [ "$STREAM" = 1 ]; then
+    cat >>"$host/rabbitmq.conf" <<EOF
+stream.listeners.tcp.1 = $(ip_of "$name"):$(stream_port "$name")
+stream.advertised_host = $(ip_of "$name")
+stream.advertised_port = $(stream_port "$name")
+EOF
+    echo '[rabbitmq_stream].' >"$host/enabled_plugins"
+  else
+    echo '[].' >"$host/enabled_plugins"
+  fi
   rb_write_node_env "$VERSION" "$dir" "$(node_of "$name")" "$dport"
 }
 
@@ -270,8 +288,18 @@ cmd_up() {
     [ $((SECONDS - start)) -lt "$UP_TIMEOUT" ] || die "only $seen of $want nodes run in the cluster after ${UP_TIMEOUT} s; see $(rb_host_path "$VERSION" "$BASE")/*/log/"
     sleep 0.5
   done
+  if [ "$STREAM" = 1 ]; then
+    for name in "${NODES[@]}"; do
+      until rb_answers "$(ip_of "$name")" "$(stream_port "$name")"; do
+        [ $((SECONDS - start)) -lt "$UP_TIMEOUT" ] \
+          || die "$(node_of "$name") serves no stream protocol on $(ip_of "$name"):$(stream_port "$name") (was the cluster configured without CLUSTER_STREAM=1? scripts/cluster.sh down, then up)"
+        sleep 0.2
+      done
+    done
+  fi
   local where=amqp://guest:guest@127.0.0.1:5673,5674,5675
   [ "$NETNS" = 0 ] || where="$(url_of "${NODES[0]}"), $(url_of "${NODES[1]}"), $(url_of "${NODES[2]}") ($PARTITION_HANDLING)"
+  [ "$STREAM" = 0 ] || where="$where; streams on port $(stream_port "${NODES[0]}")$([ "$NETNS" = 1 ] || echo "-$(stream_port "${NODES[2]}")")"
   if [ "${#started[@]}" -gt 0 ]; then
     echo "RabbitMQ $(rb_full_version "$VERSION") cluster up in $((SECONDS - start)) s: started ${started[*]}; $where" >&2
   else
