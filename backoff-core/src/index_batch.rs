@@ -66,12 +66,12 @@ pub enum BatchError {
 const FORMAT: u8 = 1;
 
 /// The fields written as bytes, in order: the two ids, then the headers.
-const FIELDS: usize = 2 + ENTRY_HEADERS.len();
+pub(crate) const FIELDS: usize = 2 + ENTRY_HEADERS.len();
 
 /// The kind of a field in an entry's mask (two bits a field).
-const ABSENT: u64 = 0;
-const TEXT: u64 = 1;
-const ENCODED: u64 = 2;
+pub(crate) const ABSENT: u64 = 0;
+pub(crate) const TEXT: u64 = 1;
+pub(crate) const ENCODED: u64 = 2;
 
 /// The mask's bit saying that the timestamp is there.
 const TIMESTAMP: u64 = 1 << (2 * FIELDS);
@@ -82,35 +82,11 @@ impl IndexBatch {
 
     /// The body of a stream message holding these entries.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(16 + 64 * self.entries.len());
-        out.push(FORMAT);
-        put_varint(&mut out, self.entries.len() as u64);
-        let mut before: [&[u8]; FIELDS] = [&[]; FIELDS];
+        let mut batch = BatchEncoder::new(self.entries.len());
         for entry in &self.entries {
-            let fields = fields_of(entry);
-            let mut mask = entry.timestamp.map_or(0, |_| TIMESTAMP);
-            for (i, (kind, _)) in fields.iter().enumerate() {
-                mask |= kind << (2 * i);
-            }
-            put_varint(&mut out, mask);
-            for (i, (_, bytes)) in fields.iter().enumerate() {
-                let Some(bytes) = bytes else { continue };
-                let shared = bytes
-                    .iter()
-                    .zip(before[i])
-                    .take_while(|(a, b)| a == b)
-                    .count();
-                put_varint(&mut out, shared as u64);
-                put_varint(&mut out, (bytes.len() - shared) as u64);
-                out.extend_from_slice(&bytes[shared..]);
-                before[i] = bytes;
-            }
-            if let Some(at) = entry.timestamp {
-                put_varint(&mut out, at);
-            }
-            put_varint(&mut out, entry.body_len);
+            batch.push(fields_of(entry), entry.timestamp, entry.body_len);
         }
-        out
+        batch.finish()
     }
 
     /// The batch `bytes` hold (the body of a message with
@@ -173,8 +149,60 @@ impl IndexBatch {
     }
 }
 
+/// An entry's fields as the format writes them: each field's kind
+/// ([`ABSENT`], [`TEXT`] or [`ENCODED`]) and its bytes.
+pub(crate) type Fields<'a> = [(u64, Option<&'a [u8]>); FIELDS];
+
+/// Writes a batch entry by entry: the one place the format is written, for
+/// [`IndexBatch::encode`] and [`PackedEntry::encode_batch`](crate::PackedEntry::encode_batch).
+pub(crate) struct BatchEncoder<'a> {
+    out: Vec<u8>,
+    /// Each field of the entry before, which the next shares a start with.
+    before: [&'a [u8]; FIELDS],
+}
+
+impl<'a> BatchEncoder<'a> {
+    /// A batch of `count` entries.
+    pub(crate) fn new(count: usize) -> Self {
+        let mut out = Vec::with_capacity(16 + 48 * count);
+        out.push(FORMAT);
+        put_varint(&mut out, count as u64);
+        BatchEncoder {
+            out,
+            before: [&[]; FIELDS],
+        }
+    }
+
+    /// Writes the next entry.
+    pub(crate) fn push(&mut self, fields: Fields<'a>, timestamp: Option<u64>, body_len: u64) {
+        let out = &mut self.out;
+        let mut mask = timestamp.map_or(0, |_| TIMESTAMP);
+        for (i, (kind, _)) in fields.iter().enumerate() {
+            mask |= kind << (2 * i);
+        }
+        put_varint(out, mask);
+        for (i, (_, bytes)) in fields.iter().enumerate() {
+            let Some(bytes) = *bytes else { continue };
+            let shared = shared_start(bytes, self.before[i]);
+            put_varint(out, shared as u64);
+            put_varint(out, (bytes.len() - shared) as u64);
+            out.extend_from_slice(&bytes[shared..]);
+            self.before[i] = bytes;
+        }
+        if let Some(at) = timestamp {
+            put_varint(out, at);
+        }
+        put_varint(out, body_len);
+    }
+
+    /// The batch's bytes.
+    pub(crate) fn finish(self) -> Vec<u8> {
+        self.out
+    }
+}
+
 /// The fields of `entry` written as bytes, in order, each with its kind.
-fn fields_of(entry: &IndexEntry) -> [(u64, Option<&[u8]>); FIELDS] {
+fn fields_of(entry: &IndexEntry) -> Fields<'_> {
     let mut fields = [(ABSENT, None); FIELDS];
     for (field, id) in fields
         .iter_mut()
@@ -192,6 +220,24 @@ fn fields_of(entry: &IndexEntry) -> [(u64, Option<&[u8]>); FIELDS] {
         };
     }
     fields
+}
+
+/// How many bytes `a` and `b` start with in common: eight at a time, then
+/// one at a time (an entry's error and time share most of their start with
+/// the entry's before).
+fn shared_start(a: &[u8], b: &[u8]) -> usize {
+    let whole = a
+        .chunks_exact(8)
+        .zip(b.chunks_exact(8))
+        .take_while(|(a, b)| a == b)
+        .count()
+        * 8;
+    whole
+        + a[whole..]
+            .iter()
+            .zip(&b[whole..])
+            .take_while(|(a, b)| a == b)
+            .count()
 }
 
 fn put_varint(out: &mut Vec<u8>, mut n: u64) {
@@ -292,6 +338,20 @@ mod tests {
             let bytes = IndexBatch { entries }.encode();
             let cut = cut % bytes.len();
             prop_assert!(IndexBatch::decode(&bytes[..cut]).is_err());
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_shared_start_is_the_common_prefix(
+            a in proptest::collection::vec(0u8..3, 0..40),
+            b in proptest::collection::vec(0u8..3, 0..40),
+        ) {
+            let naive = a.iter().zip(&b).take_while(|(a, b)| a == b).count();
+            prop_assert_eq!(shared_start(&a, &b), naive);
+            let mut longer = a.clone();
+            longer.extend_from_slice(&b);
+            prop_assert_eq!(shared_start(&longer, &a), a.len());
         }
     }
 

@@ -3,57 +3,55 @@
 
 use lapin::BasicProperties;
 use lapin::types::AMQPValue;
-use rabbit_backoff_core::{ENTRY_HEADERS, EntryValue, IndexEntry, headers};
+use rabbit_backoff_core::{ENTRY_HEADERS, EntryValue, IndexEntry, PackedEntry};
 
 use crate::transport::frame_guard::packed_headers;
 
 /// The entry of the dead letter published with `properties` and a body of
-/// `body_len` bytes: its ids, its timestamp, the headers of
-/// [`ENTRY_HEADERS`] (a string as [`EntryValue::Text`], any other value as
-/// [`EntryValue::Encoded`], the JSON of lapin's `AMQPValue`) and the body's
-/// size. `None` for headers the connection set aside (they nest too deep
-/// for lapin): no entry is written, and the readers' count check finds the
-/// dead letter.
+/// `body_len` bytes ([`packed_entry`]), as an [`IndexEntry`].
 pub(crate) fn index_entry(properties: &BasicProperties, body_len: usize) -> Option<IndexEntry> {
+    packed_entry(properties, body_len).map(|entry| entry.to_entry())
+}
+
+/// The entry of the dead letter published with `properties` and a body of
+/// `body_len` bytes, in one buffer: its ids, its timestamp, the headers of
+/// [`ENTRY_HEADERS`] (a string as [`EntryValue::Text`], any other value as
+/// [`EntryValue::Encoded`], the JSON of lapin's `AMQPValue`; `x-death` only
+/// without `x-error`) and the body's size. `None` for headers the
+/// connection set aside (they nest too deep for lapin): no entry is
+/// written, and the readers' count check finds the dead letter.
+pub(crate) fn packed_entry(properties: &BasicProperties, body_len: usize) -> Option<PackedEntry> {
     if packed_headers(properties).is_some() {
         return None;
     }
-    let mut entry = IndexEntry::default();
-    entry.message_id = properties.message_id().as_ref().map(|id| id.to_string());
-    entry.correlation_id = properties
-        .correlation_id()
-        .as_ref()
-        .map(|id| id.to_string());
-    entry.timestamp = *properties.timestamp();
-    entry.body_len = body_len as u64;
+    let mut entry = PackedEntry::builder(*properties.timestamp(), body_len as u64);
+    if let Some(id) = properties.message_id() {
+        entry.message_id(id.as_str());
+    }
+    if let Some(id) = properties.correlation_id() {
+        entry.correlation_id(id.as_str());
+    }
     if let Some(table) = properties.headers() {
         let table = table.inner();
-        // `x-death` is kept only without `x-error` (`set_header`): it is
-        // not read, nor serialized, when an error explains the dead letter.
-        let explained = table.contains_key(headers::ERROR);
         for name in ENTRY_HEADERS {
-            if explained && name == headers::DEATH {
+            let Some(value) = table.get(name) else {
                 continue;
-            }
-            if let Some(value) = table.get(name) {
-                entry.set_header(name, entry_value(value));
-            }
+            };
+            match value {
+                AMQPValue::LongString(s) => entry.text(name, s.as_bytes()),
+                AMQPValue::ShortString(s) => entry.text(name, s.as_str().as_bytes()),
+                // Read by its meaning, as a string is (`header_view`).
+                AMQPValue::ByteArray(b) => entry.text(name, b.as_slice()),
+                // Nothing in an AMQP value fails to serialize (its tables'
+                // keys are strings); an empty value would be one its readers
+                // skip.
+                other => entry.encoded(name, |out| {
+                    let _ = serde_json::to_writer(out, other);
+                }),
+            };
         }
     }
-    Some(entry)
-}
-
-/// How an entry keeps a header's value.
-fn entry_value(value: &AMQPValue) -> EntryValue {
-    match value {
-        AMQPValue::LongString(s) => EntryValue::Text(s.as_bytes().to_vec()),
-        AMQPValue::ShortString(s) => EntryValue::Text(s.as_str().as_bytes().to_vec()),
-        // Read by its meaning, as a string is (`header_view`).
-        AMQPValue::ByteArray(b) => EntryValue::Text(b.as_slice().to_vec()),
-        // Nothing in an AMQP value fails to serialize (its tables' keys are
-        // strings); empty bytes would be an entry its readers skip.
-        other => EntryValue::Encoded(serde_json::to_vec(other).unwrap_or_default()),
-    }
+    Some(entry.finish())
 }
 
 /// The AMQP value an [`EntryValue`] stands for: a long string for text,

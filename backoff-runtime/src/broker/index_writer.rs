@@ -4,7 +4,7 @@
 //! replay job declares; when none exists, nothing is written).
 //!
 //! One writer per runtime, on a connection of its own: a consumer makes a
-//! dead letter's entry ([`IndexEntry`]) from its properties as it publishes
+//! dead letter's entry ([`PackedEntry`]) from its properties as it publishes
 //! it, hands the entry over once the broker confirmed the dead letter in the
 //! dead-letter queue, and the writer publishes it to the index's
 //! stream in the background, many entries to a message ([`IndexBatch`]):
@@ -37,7 +37,7 @@ use futures_util::stream::FuturesUnordered;
 use lapin::BasicProperties;
 use lapin::types::ShortString;
 use rabbit_backoff_core::{
-    DeadLetterIndexDecl, DeclareMode, FateBatch, IndexBatch, IndexEntry, ReplayFate,
+    DeadLetterIndexDecl, DeclareMode, FateBatch, IndexBatch, PackedEntry, ReplayFate,
 };
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
@@ -84,21 +84,21 @@ struct Written {
 /// What the writer is handed.
 enum Record {
     /// The index entry of a confirmed dead letter.
-    DeadLetter(Box<IndexEntry>),
+    DeadLetter(PackedEntry),
     /// The fate of a replayed copy, for its dead-letter queue's replay log.
     Fate(ReplayFate),
 }
 
 /// The batches of one publication round, by stream.
 enum Batch {
-    Entries(IndexBatch),
+    Entries(Vec<PackedEntry>),
     Fates(FateBatch),
 }
 
 impl Batch {
     fn len(&self) -> usize {
         match self {
-            Batch::Entries(batch) => batch.entries.len(),
+            Batch::Entries(entries) => entries.len(),
             Batch::Fates(batch) => batch.fates.len(),
         }
     }
@@ -149,7 +149,7 @@ impl IndexWriter {
     /// queue, to be written to `stream`. Never waits: when the writer is
     /// behind by [`QUEUED`] entries, the entry is dropped (and the count
     /// check heals the index).
-    pub(crate) fn write(&self, stream: &Arc<str>, entry: Box<IndexEntry>) {
+    pub(crate) fn write(&self, stream: &Arc<str>, entry: PackedEntry) {
         self.hand(Written {
             stream: Arc::clone(stream),
             record: Record::DeadLetter(entry),
@@ -274,7 +274,7 @@ impl Writer {
                     let batch = if fates {
                         Batch::Fates(FateBatch::default())
                     } else {
-                        Batch::Entries(IndexBatch::default())
+                        Batch::Entries(Vec::new())
                     };
                     batches.push((stream, batch));
                     batches.len() - 1
@@ -282,7 +282,7 @@ impl Writer {
             };
             match (record, &mut batches[at].1) {
                 (Record::Fate(fate), Batch::Fates(batch)) => batch.fates.push(fate),
-                (Record::DeadLetter(entry), Batch::Entries(batch)) => batch.entries.push(*entry),
+                (Record::DeadLetter(entry), Batch::Entries(entries)) => entries.push(entry),
                 _ => unreachable!("a record goes to a batch of its kind"),
             }
         }
@@ -328,7 +328,10 @@ impl Writer {
             return self.drop_entries(stream, entries);
         }
         let (content_type, body) = match batch {
-            Batch::Entries(batch) => (IndexBatch::CONTENT_TYPE, batch.encode()),
+            Batch::Entries(entries) => (
+                IndexBatch::CONTENT_TYPE,
+                PackedEntry::encode_batch(&entries),
+            ),
             Batch::Fates(batch) => (
                 FateBatch::CONTENT_TYPE,
                 serde_json::to_vec(&batch).expect("fates serialize"),

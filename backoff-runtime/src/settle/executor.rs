@@ -17,12 +17,12 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use lapin::BasicProperties;
 use rabbit_backoff_core::{
-    ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, Fate, IndexEntry,
-    IndexFeed, QueueType, ReplayFate, RetryBackend, Topology, broker_headroom, truncate_error,
+    ConsumerSpec, DEAD_LETTER_HEADROOM, DeadLetter, DeadLetterReason, Decision, Fate, IndexFeed,
+    PackedEntry, QueueType, ReplayFate, RetryBackend, Topology, broker_headroom, truncate_error,
 };
 
 use crate::broker::declare::establish_topology;
-use crate::broker::index_entry::index_entry;
+use crate::broker::index_entry::packed_entry;
 use crate::broker::index_writer::IndexWriter;
 use crate::error::PublishFailure;
 use crate::settle::acks::Acks;
@@ -420,23 +420,23 @@ impl Executor {
 
     /// The entry in the dead-letter index of a dead letter about to be
     /// published with `properties`, when the consumer writes the index: made
-    /// now, so that only the entry waits for the confirm, not a copy of the
-    /// properties (boxed: it waits in the settling future).
-    fn index_entry(&self, properties: &BasicProperties, body: &[u8]) -> Option<Box<IndexEntry>> {
+    /// now, in one buffer, so that only the entry waits for the confirm, not
+    /// a copy of the properties.
+    fn index_entry(&self, properties: &BasicProperties, body: &[u8]) -> Option<PackedEntry> {
         self.index.as_ref()?;
-        let entry = index_entry(properties, body.len());
+        let entry = packed_entry(properties, body.len());
         if entry.is_none() {
             tracing::debug!(
                 "a dead letter whose headers nest too deep has no entry in the dead-letter \
                  index; the count check finds it"
             );
         }
-        entry.map(Box::new)
+        entry
     }
 
     /// Hands a dead letter confirmed in the dead-letter queue to the index
     /// writer, without waiting.
-    fn indexed(&self, confirmed: bool, entry: Option<Box<IndexEntry>>) {
+    fn indexed(&self, confirmed: bool, entry: Option<PackedEntry>) {
         if let (true, Some(entry), Some((writer, stream))) = (confirmed, entry, &self.index) {
             writer.write(stream, entry);
         }
