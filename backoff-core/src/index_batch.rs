@@ -286,7 +286,7 @@ impl<'a> Input<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -299,7 +299,8 @@ mod tests {
         ]
     }
 
-    fn entry() -> impl Strategy<Value = IndexEntry> {
+    /// Any entry, with any of its fields there or not.
+    pub(crate) fn entry() -> impl Strategy<Value = IndexEntry> {
         (
             proptest::option::of("[a-z0-9é-]{0,12}"),
             proptest::option::of(".{0,8}"),

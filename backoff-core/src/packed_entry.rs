@@ -194,39 +194,15 @@ mod tests {
     use crate::IndexBatch;
     use proptest::prelude::*;
 
-    fn value() -> impl Strategy<Value = Option<EntryValue>> {
-        prop_oneof![
-            Just(None),
-            proptest::collection::vec(any::<u8>(), 0..40).prop_map(|b| Some(EntryValue::Text(b))),
-            proptest::collection::vec(any::<u8>(), 0..40)
-                .prop_map(|b| Some(EntryValue::Encoded(b))),
-        ]
-    }
-
+    /// Any entry, without `x-death` beside `x-error` (which it keeps
+    /// only without).
     fn entry() -> impl Strategy<Value = IndexEntry> {
-        (
-            proptest::option::of("[a-z0-9é-]{0,12}"),
-            proptest::option::of(".{0,8}"),
-            proptest::option::of(any::<u64>()),
-            any::<u64>(),
-            proptest::array::uniform7(value()),
-        )
-            .prop_map(
-                |(message_id, correlation_id, timestamp, body_len, headers)| {
-                    let mut entry = IndexEntry {
-                        message_id,
-                        correlation_id,
-                        timestamp,
-                        body_len,
-                        headers,
-                    };
-                    // x-death is kept only without x-error.
-                    if entry.headers[0].is_some() {
-                        entry.headers[DEATH_FIELD - 2] = None;
-                    }
-                    entry
-                },
-            )
+        crate::index_batch::tests::entry().prop_map(|mut entry| {
+            if entry.headers[ERROR_FIELD - 2].is_some() {
+                entry.headers[DEATH_FIELD - 2] = None;
+            }
+            entry
+        })
     }
 
     fn packed(entry: &IndexEntry) -> PackedEntry {
