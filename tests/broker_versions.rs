@@ -429,7 +429,9 @@ async fn declare_index(topology: &Topology) {
 
 /// Waits until the entries stream `stream` holds `n` entries (a batch of
 /// them in one message, or one whole dead letter), read from its start on
-/// a channel of its own.
+/// a channel of its own. The markers a read of the index leaves in the
+/// stream are not entries: counting them would end the wait before the
+/// writer's next batch (which waits up to 50 ms for more) is there.
 async fn stream_holds(connection: &Connection, stream: &str, n: usize) {
     let channel = connection.create_channel().await.unwrap();
     channel
@@ -457,6 +459,18 @@ async fn stream_holds(connection: &Connection, stream: &str, n: usize) {
             .unwrap_or_else(|_| panic!("{stream} held {seen} messages, not {n}"));
         let delivery = next.expect("the stream's consumer ends").unwrap();
         delivery.ack(Default::default()).await.unwrap();
+        let marker = delivery
+            .properties
+            .headers()
+            .as_ref()
+            .is_some_and(|headers| {
+                headers
+                    .inner()
+                    .contains_key(rabbit_backoff_core::headers::INDEX_MARKER)
+            });
+        if marker {
+            continue;
+        }
         let batch = rabbit_backoff_core::IndexBatch::CONTENT_TYPE;
         seen += match delivery.properties.content_type() {
             Some(t) if t.as_str() == batch => {
