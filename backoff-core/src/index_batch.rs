@@ -121,20 +121,7 @@ impl IndexBatch {
                 }
                 kept.truncate(shared);
                 kept.extend_from_slice(input.take(rest)?);
-                let value = kept.clone();
-                match (i, kind) {
-                    (0 | 1, TEXT) => {
-                        let id = String::from_utf8(value).map_err(|_| BatchError::NotUtf8)?;
-                        *if i == 0 {
-                            &mut entry.message_id
-                        } else {
-                            &mut entry.correlation_id
-                        } = Some(id);
-                    }
-                    (2.., TEXT) => entry.headers[i - 2] = Some(EntryValue::Text(value)),
-                    (2.., ENCODED) => entry.headers[i - 2] = Some(EntryValue::Encoded(value)),
-                    _ => return Err(BatchError::OutOfRange),
-                }
+                set_field(&mut entry, i, kind, kept.clone())?;
             }
             if mask & TIMESTAMP != 0 {
                 entry.timestamp = Some(input.varint()?);
@@ -220,6 +207,32 @@ fn fields_of(entry: &IndexEntry) -> Fields<'_> {
         };
     }
     fields
+}
+
+/// Sets field `at` of `entry` (an id, then the headers of
+/// [`ENTRY_HEADERS`]) to `value` of `kind`: the one place a field's place
+/// and kind say what it is, for [`IndexBatch::decode`] and
+/// [`PackedEntry::to_entry`](crate::PackedEntry::to_entry).
+pub(crate) fn set_field(
+    entry: &mut IndexEntry,
+    at: usize,
+    kind: u64,
+    value: Vec<u8>,
+) -> Result<(), BatchError> {
+    match (at, kind) {
+        (0 | 1, TEXT) => {
+            let id = String::from_utf8(value).map_err(|_| BatchError::NotUtf8)?;
+            *if at == 0 {
+                &mut entry.message_id
+            } else {
+                &mut entry.correlation_id
+            } = Some(id);
+        }
+        (2..FIELDS, TEXT) => entry.headers[at - 2] = Some(EntryValue::Text(value)),
+        (2..FIELDS, ENCODED) => entry.headers[at - 2] = Some(EntryValue::Encoded(value)),
+        _ => return Err(BatchError::OutOfRange),
+    }
+    Ok(())
 }
 
 /// How many bytes `a` and `b` start with in common: eight at a time, then

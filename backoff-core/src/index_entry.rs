@@ -31,7 +31,7 @@ pub const ENTRY_HEADERS: [&str; 7] = [
 ];
 
 /// Where `x-death` is in [`ENTRY_HEADERS`].
-const DEATH: usize = 6;
+pub(crate) const DEATH: usize = 6;
 
 /// One dead letter as the dead-letter index records it: what `dlq groups`,
 /// the console, a checkpoint and the tombstones read of a message (its

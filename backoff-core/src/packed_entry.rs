@@ -1,12 +1,13 @@
 //! An entry of the dead-letter index in one buffer, made as a dead letter is
 //! published.
 
-use crate::index_batch::{ABSENT, BatchEncoder, ENCODED, FIELDS, Fields, TEXT};
-use crate::index_entry::{ENTRY_HEADERS, EntryValue, IndexEntry};
+use crate::index_batch::{ABSENT, BatchEncoder, ENCODED, FIELDS, Fields, TEXT, set_field};
+use crate::index_entry::{DEATH, ENTRY_HEADERS, IndexEntry};
 
-/// Where `x-error` and `x-death` are among an entry's fields.
+/// Where `x-error` (the first of [`ENTRY_HEADERS`]) and `x-death` are among
+/// an entry's fields, after its two ids.
 const ERROR_FIELD: usize = 2;
-const DEATH_FIELD: usize = 2 + ENTRY_HEADERS.len() - 1;
+const DEATH_FIELD: usize = 2 + DEATH;
 
 /// An entry of the dead-letter index ([`IndexEntry`]) in one buffer: what a
 /// consumer makes of a dead letter as it publishes it and hands to its index
@@ -88,17 +89,8 @@ impl PackedEntry {
         };
         for (at, (kind, bytes)) in fields.into_iter().enumerate() {
             let Some(bytes) = bytes else { continue };
-            match at {
-                0 => entry.message_id = Some(String::from_utf8_lossy(bytes).into_owned()),
-                1 => entry.correlation_id = Some(String::from_utf8_lossy(bytes).into_owned()),
-                _ => {
-                    entry.headers[at - 2] = Some(if kind == ENCODED {
-                        EntryValue::Encoded(bytes.to_vec())
-                    } else {
-                        EntryValue::Text(bytes.to_vec())
-                    })
-                }
-            }
+            set_field(&mut entry, at, kind, bytes.to_vec())
+                .expect("a builder writes ids from text and headers in their places");
         }
         entry
     }
@@ -136,7 +128,7 @@ impl PackedEntryBuilder {
         self.field(1, TEXT, |out| out.extend_from_slice(id.as_bytes()))
     }
 
-    /// Sets header `name` to text (as [`EntryValue::Text`]); a name not in
+    /// Sets header `name` to text (as [`EntryValue::Text`](crate::EntryValue::Text)); a name not in
     /// [`ENTRY_HEADERS`] is not kept.
     pub fn text(&mut self, name: &str, value: &[u8]) -> &mut Self {
         match header_place(name) {
@@ -146,7 +138,7 @@ impl PackedEntryBuilder {
     }
 
     /// Sets header `name` to the encoded value `write` appends to the
-    /// buffer (as [`EntryValue::Encoded`]); a name not in
+    /// buffer (as [`EntryValue::Encoded`](crate::EntryValue::Encoded)); a name not in
     /// [`ENTRY_HEADERS`] is not kept.
     pub fn encoded(&mut self, name: &str, write: impl FnOnce(&mut Vec<u8>)) -> &mut Self {
         match header_place(name) {
@@ -191,7 +183,7 @@ fn header_place(name: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::IndexBatch;
+    use crate::{EntryValue, IndexBatch};
     use proptest::prelude::*;
 
     /// Any entry, without `x-death` beside `x-error` (which it keeps
