@@ -7,9 +7,10 @@ use lapin::BasicProperties;
 use lapin::types::{FieldTable, ShortString};
 use rabbit_backoff_core::{HeaderValue, annotations, headers};
 
-use crate::settle::first_failure::{TierDelays, X_DEATH, implied_first_failure};
+use crate::settle::first_failure::{TierDelays, implied_first_failure};
 use crate::telemetry::wall_clock::Stamp;
 use crate::transport::amqp_values::{PERSISTENT, amqp_value, header_view};
+use rabbit_backoff_core::headers::DEATH as X_DEATH;
 
 /// The properties of a republished copy: every original header plus `set`,
 /// and `message_id`, `correlation_id`, `content_type`, `content_encoding`,

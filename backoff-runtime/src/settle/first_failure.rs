@@ -22,7 +22,7 @@ use crate::telemetry::wall_clock::{self, Stamp};
 use crate::transport::amqp_values::header_view;
 
 /// The broker's header recording each dead-lettering of a message.
-pub(crate) use rabbit_backoff_core::headers::DEATH as X_DEATH;
+use rabbit_backoff_core::headers::DEATH as X_DEATH;
 
 /// Each of a consumer's retry queues with its delay: where a retry of a
 /// delay goes, and what a first retry copy's `x-death` is read against.
