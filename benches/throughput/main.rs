@@ -17,8 +17,10 @@
 //! process instead, for profilers (`scripts/bench-instructions.sh`).
 //!
 //! **Topologies.** The framework's sides run on the topology the framework
-//! declares (`declare_topology`; the consumer's index writer declares the
-//! dead-letter index's streams), queue `bench.<8 hex>`.
+//! declares (`declare_topology`, and the dead-letter index's two streams,
+//! which the consumer's index writer declares again in the run, changing
+//! nothing: a service creates them once, not per run), queue
+//! `bench.<8 hex>`.
 //! Every hand-written side (`article`, `full`, `spawned`, `spawned-full`,
 //! `guarded`, `delayed`) runs on the article's own topology, declared by the
 //! bench with plain lapin calls, under a prefix `<p>` = `bench.<8 hex>`

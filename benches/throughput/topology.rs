@@ -46,9 +46,21 @@ pub(crate) async fn declare_framework(target: &Target, spec: &ConsumerSpec, side
             "the framework-scheduled sides need a quorum target (BENCH_TARGETS=single-quorum) on RabbitMQ 4.3"
         );
     }
-    rabbit_backoff::topology::declare_topology(&*connection, &Topology::of(spec))
+    let topology = Topology::of(spec);
+    rabbit_backoff::topology::declare_topology(&*connection, &topology)
         .await
         .expect("declare");
+    // The index's streams too, as a service's first start left them: its
+    // writer declares them again in the run (which changes nothing), so
+    // that a run does not pay the broker for creating two streams, which
+    // a service pays once, and the article's topology is not charged for.
+    if topology.index_feed().is_some() {
+        let channel = connection.open_channel().await.expect("channel");
+        for stream in topology.dead_letter_index.queues() {
+            channel.declare_queue(stream).await.expect("declare a stream");
+        }
+        channel.close().await;
+    }
     connection.close().await;
 }
 
