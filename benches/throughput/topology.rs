@@ -57,7 +57,10 @@ pub(crate) async fn declare_framework(target: &Target, spec: &ConsumerSpec, side
     if topology.index_feed().is_some() {
         let channel = connection.open_channel().await.expect("channel");
         for stream in topology.dead_letter_index.queues() {
-            channel.declare_queue(stream).await.expect("declare a stream");
+            channel
+                .declare_queue(stream)
+                .await
+                .expect("declare a stream");
         }
         channel.close().await;
     }
