@@ -336,7 +336,8 @@ async fn dead_letters_the_broker_makes_are_found_by_the_count_check() {
     let topology = Topology::of(&spec);
     assert!(topology.index_feed().is_some());
     let (_cleanup, connection, channel) = declared(&spec, &topology).await;
-    declare_index(&topology).await;
+    rabbit_backoff_test_support::declare::index_streams(&*framework_connection().await, &topology)
+        .await;
     // Two that expire in the work queue...
     for id in 0..2 {
         publish(
@@ -417,16 +418,6 @@ async fn queue_exists(connection: &Connection, queue: impl AsRef<str>) -> bool {
     declared.is_ok()
 }
 
-/// The dead-letter index's streams of `topology`, declared as a consumer's
-/// index writer declares them.
-async fn declare_index(topology: &Topology) {
-    let channel = framework_connection().await.open_channel().await.unwrap();
-    for stream in topology.dead_letter_index.queues() {
-        channel.declare_queue(stream).await.unwrap();
-    }
-    channel.close().await;
-}
-
 /// Waits until the entries stream `stream` holds `n` entries (a batch of
 /// them in one message, or one whole dead letter), read from its start on
 /// a channel of its own. The markers a read of the index leaves in the
@@ -459,16 +450,8 @@ async fn stream_holds(connection: &Connection, stream: &str, n: usize) {
             .unwrap_or_else(|_| panic!("{stream} held {seen} messages, not {n}"));
         let delivery = next.expect("the stream's consumer ends").unwrap();
         delivery.ack(Default::default()).await.unwrap();
-        let marker = delivery
-            .properties
-            .headers()
-            .as_ref()
-            .is_some_and(|headers| {
-                headers
-                    .inner()
-                    .contains_key(rabbit_backoff_core::headers::INDEX_MARKER)
-            });
-        if marker {
+        let marker = rabbit_backoff_core::headers::INDEX_MARKER;
+        if header(&delivery.properties, marker).is_some() {
             continue;
         }
         let batch = rabbit_backoff_core::IndexBatch::CONTENT_TYPE;
@@ -600,7 +583,11 @@ async fn a_consumer_with_the_index_off_removes_the_old_one_and_groups_from_a_pas
     spec.queue = unique("index-off");
     spec.queue_type = Some(rabbit_backoff::QueueType::Classic);
     let (_cleanup, connection, channel) = declared(&spec, &Topology::of(&spec)).await;
-    declare_index(&Topology::of(&spec)).await;
+    rabbit_backoff_test_support::declare::index_streams(
+        &*framework_connection().await,
+        &Topology::of(&spec),
+    )
+    .await;
     let names = spec.names();
     let index_exists = || queue_exists(&connection, names.dead_letter_index());
     assert!(index_exists().await, "declared with the index on");

@@ -178,11 +178,7 @@ async fn with_dead_letters(
     rabbit_backoff::topology::declare_topology(&*framework, &topology)
         .await
         .unwrap();
-    let channel = framework.open_channel().await.unwrap();
-    for stream in topology.dead_letter_index.queues() {
-        channel.declare_queue(stream).await.unwrap();
-    }
-    channel.close().await;
+    rabbit_backoff_test_support::declare::index_streams(&*framework, &topology).await;
     let letters = ids
         .map(|id| {
             let text = |s: String| AMQPValue::LongString(s.into_bytes().into());

@@ -62,15 +62,7 @@ impl Fixture {
         rabbit_backoff_runtime::declare_topology(&*connection, &topology)
             .await
             .expect("declare the topology");
-        // The index's streams, as the consumer's index writer declares them.
-        let streams = connection.open_channel().await.expect("a channel");
-        for stream in topology.dead_letter_index.queues() {
-            streams
-                .declare_queue(stream)
-                .await
-                .unwrap_or_else(|e| panic!("declare {}: {e}", stream.name));
-        }
-        streams.close().await;
+        crate::declare::index_streams(&*connection, &topology).await;
         connection.close().await;
 
         let connection = connect().await;

@@ -1,11 +1,14 @@
 //! Queues, exchanges and bindings declared with plain lapin calls, as a
 //! hand-written consumer's set-up declares them (durable, with the
 //! arguments given), failing the test or bench with the name that was
-//! refused.
+//! refused; and a consumer's dead-letter index, as its index writer
+//! declares it ([`index_streams`]).
 
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, ExchangeKind, Queue};
+use rabbit_backoff_core::Topology;
+use rabbit_backoff_runtime::transport::Connection;
 
 /// A long string argument or header value.
 pub fn text(s: &str) -> AMQPValue {
@@ -115,4 +118,23 @@ pub async fn held_retry_queue(
         queue_arguments.insert((*name).into(), value.clone());
     }
     self::queue(channel, queue, queue_arguments).await;
+}
+
+/// Declares `topology`'s dead-letter index, its two streams, through the
+/// framework's `connection`, as a consumer's index writer declares them
+/// (`declare_topology` leaves them to the writer): for a test or bench
+/// that writes or reads the index before a consumer ran, or that must not
+/// pay for creating them inside what it measures.
+pub async fn index_streams(connection: &dyn Connection, topology: &Topology) {
+    let channel = connection
+        .open_channel()
+        .await
+        .unwrap_or_else(|e| panic!("a channel to declare the dead-letter index: {e}"));
+    for stream in topology.dead_letter_index.queues() {
+        channel
+            .declare_queue(stream)
+            .await
+            .unwrap_or_else(|e| panic!("declare {}: {e}", stream.name));
+    }
+    channel.close().await;
 }

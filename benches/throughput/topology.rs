@@ -55,14 +55,7 @@ pub(crate) async fn declare_framework(target: &Target, spec: &ConsumerSpec, side
     // that a run does not pay the broker for creating two streams, which
     // a service pays once, and the article's topology is not charged for.
     if topology.index_feed().is_some() {
-        let channel = connection.open_channel().await.expect("channel");
-        for stream in topology.dead_letter_index.queues() {
-            channel
-                .declare_queue(stream)
-                .await
-                .expect("declare a stream");
-        }
-        channel.close().await;
+        declare::index_streams(&*connection, &topology).await;
     }
     connection.close().await;
 }

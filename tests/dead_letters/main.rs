@@ -100,12 +100,7 @@ async fn declared_with(
     rabbit_backoff::topology::declare_topology(&*framework, &topology)
         .await
         .unwrap();
-    // The index's streams, as a consumer's index writer declares them.
-    let channel = framework.open_channel().await.unwrap();
-    for stream in topology.dead_letter_index.queues() {
-        channel.declare_queue(stream).await.unwrap();
-    }
-    channel.close().await;
+    rabbit_backoff_test_support::declare::index_streams(&*framework, &topology).await;
     let _ = connection.close(200, "".into()).await;
     (spec, cleanup)
 }
