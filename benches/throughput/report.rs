@@ -114,9 +114,67 @@ pub(crate) async fn table(
                 cpu_us: cpu,
             });
         }
+        for line in paired_lines(sides, &samples, &brokers) {
+            say!("{line}");
+        }
         say!("     ({})", scenario.what);
     }
     rows
+}
+
+/// Side `a`'s figure ÷ side `b`'s, round by round (the two ran one after
+/// the other in each round): the median of those ratios, the lowest, the
+/// highest, and in how many rounds the ratio was 1.0 or more. Drift that
+/// lasts longer than a round moves both sides of a ratio alike, so these
+/// resolve less than the ratio of two sides' medians can. `None` unless
+/// both sides have a figure for every round.
+fn paired(a: &[f64], b: &[f64]) -> Option<(f64, f64, f64, usize)> {
+    if a.is_empty() || a.len() != b.len() {
+        return None;
+    }
+    let ratios: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+    let (median, min, max) = stats(&ratios);
+    let at_least_par = ratios.iter().filter(|r| **r >= 1.0).count();
+    Some((median, min, max, at_least_par))
+}
+
+/// The round-by-round ratios of `framework` to each AMQP 0.9.1 loop that
+/// ran beside it, and of `framework-scheduled` to each loop: throughput, and the
+/// broker's CPU per message.
+fn paired_lines(
+    sides: &[Side],
+    samples: &[(Vec<f64>, Vec<f64>, usize)],
+    brokers: &[Vec<f64>],
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (f, framework) in sides.iter().enumerate() {
+        if !matches!(framework, Side::Framework | Side::FrameworkScheduled) {
+            continue;
+        }
+        for (b, baseline) in sides.iter().enumerate() {
+            // The framework with tiers beside the AMQP 0.9.1 loops; with
+            // `"scheduled"`, beside every loop.
+            if baseline.is_framework()
+                || (*framework == Side::Framework && *baseline == Side::Amqp1Loop)
+            {
+                continue;
+            }
+            let Some((rate, low, high, wins)) = paired(&samples[f].0, &samples[b].0) else {
+                continue;
+            };
+            let rounds = samples[f].0.len();
+            let broker = paired(&brokers[f], &brokers[b])
+                .map_or(String::new(), |(m, lo, hi, _)| {
+                    format!("; broker CPU {m:.2}x ({lo:.2}-{hi:.2})")
+                });
+            lines.push(format!(
+                "     paired by round, {} / {}: throughput {rate:.2}x ({low:.2}-{high:.2}, >= 1.0 in {wins} of {rounds}){broker}",
+                framework.name(),
+                baseline.name()
+            ));
+        }
+    }
+    lines
 }
 
 /// Throughput and CPU per message against the prefetch, scenario by
