@@ -125,9 +125,9 @@ pub(crate) async fn table(
 /// Side `a`'s figure ÷ side `b`'s, round by round (the two ran one after
 /// the other in each round): the median of those ratios, the lowest, the
 /// highest, and in how many rounds the ratio was 1.0 or more. Drift that
-/// lasts longer than a round moves both sides of a ratio alike, so these
-/// resolve less than the ratio of two sides' medians can. `None` unless
-/// both sides have a figure for every round.
+/// lasts longer than a round moves both sides of a round's ratio alike,
+/// so it does not move these ratios as it moves the ratio of two sides'
+/// medians. `None` unless both sides have a figure for every round.
 fn paired(a: &[f64], b: &[f64]) -> Option<(f64, f64, f64, usize)> {
     if a.is_empty() || a.len() != b.len() {
         return None;
